@@ -1,0 +1,75 @@
+//! Subject: ADR-002's token bucket, modelled operation for operation (Lua numbers are
+//! doubles, so this model computes in `f64` in the script's order and gets the same bits).
+//!
+//! What is wrong with it, on purpose kept:
+//! - `math.floor` of the refill, then `lastRefillTime = now` on *every* call: the fraction
+//!   of a token earned since the last call is thrown away. A client calling more often than
+//!   one token's refill time never gets a token back: starvation.
+//! - The time is the calling instance's clock (ARGV). Instances with skewed clocks move
+//!   `lastRefillTime` back and forth; a step back makes `timePassed` negative, and the
+//!   floored negative refill *drains* the bucket; a step forward refills it early.
+//! - Every call writes, denials and peeks included, and the TTL is a fixed hour.
+
+use super::{ceil_div, Outcome};
+use crate::quota::Quota;
+
+/// The script's hash: `tokens` and `lastRefillTime`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Adr002State {
+    /// `tokens` (a Lua number; integral here, possibly negative after a clock step back).
+    pub tokens: f64,
+    /// `lastRefillTime` in the caller's milliseconds.
+    pub last_refill_ms: f64,
+}
+
+/// The script's TTL, `EXPIRE key 3600`.
+pub const TTL_MS: u64 = 3_600_000;
+
+/// Refill rate in tokens per second as the script receives it (ARGV[3]).
+pub fn refill_rate_per_sec(q: &Quota) -> f64 {
+    (q.limit() as f64 * 1000.0) / q.period_ms() as f64
+}
+
+/// What the script returns: `{allowed, tokens}` (tokens truncated to an integer by Redis).
+pub fn script(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> (bool, i64) {
+    let capacity = q.burst() as f64;
+    let refill_rate = refill_rate_per_sec(q);
+    let now = now_ms as f64;
+    let tokens = state.map_or(capacity, |s| s.tokens);
+    let last_refill_time = state.map_or(now, |s| s.last_refill_ms);
+    let time_passed = now - last_refill_time;
+    let tokens_to_add = ((time_passed * refill_rate) / 1000.0).floor();
+    let mut tokens = capacity.min(tokens + tokens_to_add);
+    let mut allowed = false;
+    if tokens >= cost as f64 {
+        tokens -= cost as f64;
+        allowed = true;
+    }
+    *state = Some(Adr002State { tokens, last_refill_ms: now });
+    (allowed, tokens as i64)
+}
+
+/// The decision the limiter builds from the script's reply. The record's script returns no
+/// wait time; Retry-After is what its own arithmetic suggests (the tokens missing at the
+/// configured rate), which its floored refill then fails to honour.
+pub fn outcome_from_reply(q: &Quota, allowed: bool, tokens: i64, cost: u64) -> Outcome {
+    let tokens = tokens.max(0) as u64;
+    let missing = |n: u64| ceil_div(n * q.period_ms(), q.limit());
+    Outcome {
+        allowed,
+        remaining: tokens,
+        retry_after_ms: if allowed { 0 } else { missing(cost.saturating_sub(tokens)) },
+        reset_after_ms: missing(q.burst().saturating_sub(tokens)),
+    }
+}
+
+/// See the module docs.
+pub fn decide(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> Outcome {
+    let (allowed, tokens) = script(q, state, now_ms, cost);
+    outcome_from_reply(q, allowed, tokens, cost)
+}
+
+/// At rest when the hour-long TTL has run out since the last write.
+pub fn is_idle(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
+    (now_ms as f64) >= s.last_refill_ms + TTL_MS as f64
+}

@@ -1,0 +1,92 @@
+//! The algorithms as pure functions: `decide(quota, &mut state, now, cost) -> Outcome`.
+//!
+//! No I/O, no clock, no async: time is an argument. Each model keeps exactly the state its
+//! Lua script keeps in Redis and does the same integer arithmetic, so the in-process store
+//! and Redis give identical decisions for the same requests at the same (client) times.
+//! That equivalence is tested against real Redis for every algorithm.
+//!
+//! Every state is "at rest" (equivalent to no state at all) once enough time passes; the
+//! Redis keys carry a TTL of exactly that long, and the in-process store drops idle states.
+
+pub mod adr002;
+pub mod fixed_window;
+pub mod gcra;
+pub mod sliding_log;
+pub mod sliding_window;
+pub mod token_bucket;
+
+use crate::quota::{Algorithm, Quota};
+
+/// What an algorithm decided, before anyone records who decided it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Admitted or not.
+    pub allowed: bool,
+    /// Units of cost 1 still admissible now.
+    pub remaining: u64,
+    /// When denied, ms until the same request alone is admitted; 0 when allowed.
+    pub retry_after_ms: u64,
+    /// Ms until the key's state is at rest.
+    pub reset_after_ms: u64,
+}
+
+/// One key's state under any algorithm.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    /// Fixed window and the naive subject.
+    Window(fixed_window::WindowState),
+    /// Sliding-window counter.
+    Sliding(sliding_window::SlidingState),
+    /// Sliding log.
+    Log(sliding_log::LogState),
+    /// Token bucket.
+    Bucket(token_bucket::BucketState),
+    /// GCRA.
+    Gcra(gcra::GcraState),
+    /// The adr002 subject.
+    Adr002(adr002::Adr002State),
+}
+
+/// Runs `algorithm` on `state` (None = no state yet). `cost` must not exceed the quota's
+/// capacity for the algorithm; the limiter checks that before calling.
+pub fn decide(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    // Each arm extracts the state of its own type; a state of another type (an algorithm
+    // change for a live key) is treated as absent, as the script would see different keys.
+    macro_rules! run {
+        ($variant:ident, $module:ident) => {{
+            let mut own = match state.take() {
+                Some(State::$variant(s)) => Some(s),
+                _ => None,
+            };
+            let outcome = $module::decide(quota, &mut own, now_ms, cost);
+            *state = own.map(State::$variant);
+            outcome
+        }};
+    }
+    match algorithm {
+        Algorithm::FixedWindow | Algorithm::NaiveGetSet => run!(Window, fixed_window),
+        Algorithm::SlidingWindow => run!(Sliding, sliding_window),
+        Algorithm::SlidingLog => run!(Log, sliding_log),
+        Algorithm::TokenBucket => run!(Bucket, token_bucket),
+        Algorithm::Gcra => run!(Gcra, gcra),
+        Algorithm::Adr002 => run!(Adr002, adr002),
+    }
+}
+
+/// Whether `state` is at rest at `now_ms`: dropping it changes no future decision. This is
+/// the moment the Redis key's TTL lets it expire.
+pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
+    match state {
+        State::Window(s) => fixed_window::is_idle(quota, s, now_ms),
+        State::Sliding(s) => sliding_window::is_idle(quota, s, now_ms),
+        State::Log(s) => sliding_log::is_idle(quota, s, now_ms),
+        State::Bucket(s) => token_bucket::is_idle(quota, s, now_ms),
+        State::Gcra(s) => gcra::is_idle(quota, s, now_ms),
+        State::Adr002(s) => adr002::is_idle(quota, s, now_ms),
+    }
+}
+
+/// `ceil(a / b)` for `b > 0`.
+pub(crate) const fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}

@@ -1,0 +1,92 @@
+//! Sliding log: one sorted-set member per admitted unit, scored by its admission time.
+//! Entries at or before `now - W` are dropped; a request is admitted if the rest plus its
+//! cost fit in `limit`. So every half-open interval `(t - W, t]` holds at most `limit`
+//! admitted units, exactly, at O(limit) memory per key.
+
+use std::collections::BTreeMap;
+
+use super::Outcome;
+use crate::quota::Quota;
+
+/// Admission times with their multiplicity (a request of cost N adds N members).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogState {
+    /// Admission time (ms) -> units admitted at that time.
+    pub entries: BTreeMap<u64, u64>,
+    /// Sum of `entries`' values.
+    pub total: u64,
+}
+
+impl LogState {
+    fn expire(&mut self, now_ms: u64, w: u64) {
+        // ZREMRANGEBYSCORE -inf (now - W): scores <= now - W leave.
+        let Some(cutoff) = now_ms.checked_sub(w) else { return };
+        while let Some(entry) = self.entries.first_entry() {
+            if *entry.key() > cutoff {
+                break;
+            }
+            self.total -= entry.remove();
+        }
+    }
+
+    /// The score of the k-th oldest unit (1-based), as `ZRANGE key k-1 k-1` reads it.
+    fn kth_oldest(&self, k: u64) -> Option<u64> {
+        let mut seen = 0;
+        for (&score, &n) in &self.entries {
+            seen += n;
+            if seen >= k {
+                return Some(score);
+            }
+        }
+        None
+    }
+
+    fn newest(&self) -> Option<u64> {
+        self.entries.last_key_value().map(|(&s, _)| s)
+    }
+}
+
+/// See the module docs.
+pub fn decide(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> Outcome {
+    let (limit, w) = (q.limit(), q.period_ms());
+    let log = state.get_or_insert_with(LogState::default);
+    log.expire(now_ms, w);
+    let count = log.total;
+    let outcome = if count + cost <= limit {
+        if cost > 0 {
+            *log.entries.entry(now_ms).or_insert(0) += cost;
+            log.total += cost;
+        }
+        Outcome {
+            allowed: true,
+            remaining: limit - count - cost,
+            retry_after_ms: 0,
+            reset_after_ms: reset_after(log, now_ms, w),
+        }
+    } else {
+        // The oldest `count + cost - limit` units must leave first; the last of them leaves
+        // when `now - W` reaches its score.
+        let k = count + cost - limit;
+        let retry = log.kth_oldest(k).map_or(0, |s| s + w - now_ms);
+        Outcome {
+            allowed: false,
+            remaining: limit.saturating_sub(count),
+            retry_after_ms: retry,
+            reset_after_ms: reset_after(log, now_ms, w),
+        }
+    };
+    if log.total == 0 {
+        *state = None;
+    }
+    outcome
+}
+
+fn reset_after(log: &LogState, now_ms: u64, w: u64) -> u64 {
+    // Entries newer than now exist only when the clock stepped back; they last longer.
+    log.newest().map_or(0, |newest| newest + w - now_ms)
+}
+
+/// At rest once every entry has left the window.
+pub fn is_idle(q: &Quota, s: &LogState, now_ms: u64) -> bool {
+    s.newest().is_none_or(|newest| newest + q.period_ms() <= now_ms)
+}

@@ -1,0 +1,83 @@
+//! Sliding-window counter (the design notes' "Lua for sliding-window-counter precision",
+//! Cloudflare's algorithm): the current window's count plus the previous window's count
+//! weighted by how much of it still overlaps the sliding window ending now.
+//!
+//! The estimate is `prev * (W - e) / W + cur` where `e` is the time into the current
+//! window. To stay exact in both Rust and Lua the comparison is scaled by `W`:
+//! `prev * (W - e) + cur * W + cost * W <= limit * W`, all integers below 2^50.
+//! It assumes the previous window's requests were spread evenly, so it can admit somewhat
+//! more or fewer than `limit` in a true sliding window; the harness measures how often.
+
+use super::Outcome;
+use crate::quota::Quota;
+
+/// The counters of the current and previous windows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingState {
+    /// Index of the window `cur` counts.
+    pub window: u64,
+    /// Units admitted in window `window`.
+    pub cur: u64,
+    /// Units admitted in window `window - 1`.
+    pub prev: u64,
+}
+
+/// See the module docs.
+pub fn decide(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64) -> Outcome {
+    let (limit, w) = (q.limit(), q.period_ms());
+    let window = now_ms / w;
+    let e = now_ms % w;
+    let (cur, prev) = match *state {
+        Some(s) if s.window == window => (s.cur, s.prev),
+        Some(s) if s.window + 1 == window => (0, s.cur),
+        _ => (0, 0),
+    };
+    let est = prev * (w - e) + cur * w;
+    let budget = limit * w;
+    if est + cost * w <= budget {
+        let cur_after = cur + cost;
+        if cost > 0 {
+            *state = Some(SlidingState { window, cur: cur_after, prev });
+        }
+        Outcome {
+            allowed: true,
+            remaining: (budget - est - cost * w) / w,
+            retry_after_ms: 0,
+            reset_after_ms: reset_after(w, e, cur_after, prev),
+        }
+    } else {
+        let retry = if limit >= cur + cost {
+            // Fits in this window once the previous window's weight has shrunk enough:
+            // prev * (W - e') <= (limit - cur - cost) * W. Denied now means prev > 0.
+            let room = (limit - cur - cost) * w;
+            let e_needed = w - room / prev;
+            e_needed - e
+        } else {
+            // Must wait for the next window, where this window's count becomes the weighted
+            // previous one: cur * (W - e'') <= (limit - cost) * W. Denied means cur > 0.
+            let e_next = w - ((limit - cost) * w) / cur;
+            (w - e) + e_next
+        };
+        Outcome {
+            allowed: false,
+            remaining: budget.saturating_sub(est) / w,
+            retry_after_ms: retry,
+            reset_after_ms: reset_after(w, e, cur, prev),
+        }
+    }
+}
+
+fn reset_after(w: u64, e: u64, cur: u64, prev: u64) -> u64 {
+    if cur > 0 {
+        2 * w - e
+    } else if prev > 0 {
+        w - e
+    } else {
+        0
+    }
+}
+
+/// At rest once neither counter can weigh any more: two windows after the one counted.
+pub fn is_idle(q: &Quota, s: &SlidingState, now_ms: u64) -> bool {
+    now_ms / q.period_ms() > s.window + 1
+}

@@ -1,0 +1,62 @@
+//! Token bucket, done right.
+//!
+//! Tokens are kept in integer *units*: one token is `period_ms` units and the bucket gains
+//! `limit` units per millisecond, so a refill of a fraction of a token per millisecond is
+//! carried exactly instead of being floored away (the defect of ADR-002's script, which
+//! starves a client whose requests come faster than one token's refill time).
+//!
+//! The timestamp only moves forward: when the clock reads earlier than the stored time (a
+//! client clock stepping back, or instances with skewed clocks), no time has passed: the
+//! bucket neither refills nor drains.
+//!
+//! Bound: in any interval of length `d`, at most `burst + limit * d / period_ms` units.
+
+use super::{ceil_div, Outcome};
+use crate::quota::Quota;
+
+/// Units in the bucket and the time they were counted at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BucketState {
+    /// Tokens times `period_ms`.
+    pub units: u64,
+    /// When `units` was last brought up to date (ms).
+    pub ts_ms: u64,
+}
+
+/// See the module docs.
+pub fn decide(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) -> Outcome {
+    let (limit, period) = (q.limit(), q.period_ms());
+    let cap = q.burst() * period;
+    let need = cost * period;
+    let BucketState { mut units, mut ts_ms } = state.unwrap_or(BucketState { units: cap, ts_ms: now_ms });
+    // A bucket written under a larger burst holds at most this burst.
+    units = units.min(cap);
+    if now_ms > ts_ms {
+        // Compare against the time to fill before multiplying, so `elapsed * limit` can
+        // never leave the exactly representable range however long the key sat idle.
+        let elapsed = now_ms - ts_ms;
+        let fill_ms = ceil_div(cap - units, limit);
+        units = if elapsed >= fill_ms { cap } else { units + elapsed * limit };
+        ts_ms = now_ms;
+    }
+    // Non-zero only when the clock reads earlier than the stored time: refill resumes from
+    // the stored time, so waits are counted from there.
+    let ahead = ts_ms - now_ms;
+    let allowed = units >= need;
+    let retry_after_ms = if allowed {
+        units -= need;
+        if cost > 0 {
+            *state = Some(BucketState { units, ts_ms });
+        }
+        0
+    } else {
+        ahead + ceil_div(need - units, limit)
+    };
+    Outcome { allowed, remaining: units / period, retry_after_ms, reset_after_ms: ahead + ceil_div(cap - units, limit) }
+}
+
+/// At rest once full.
+pub fn is_idle(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
+    let cap = q.burst() * q.period_ms();
+    now_ms >= s.ts_ms && now_ms - s.ts_ms >= ceil_div(cap - s.units.min(cap), q.limit())
+}

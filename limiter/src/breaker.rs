@@ -1,0 +1,203 @@
+//! A circuit breaker in front of Redis, so an outage costs one timeout per `open_ms`
+//! instead of one per request.
+//!
+//! Closed: calls go through; `failure_threshold` consecutive failures open it.
+//! Open: calls are not attempted until `open_ms` has passed.
+//! Half-open: exactly one call (the probe) goes through; its success closes the breaker,
+//! its failure opens it again. A probe that never reports (its future was dropped) is
+//! replaced after another `open_ms`, so the breaker cannot stick half-open.
+//!
+//! Time is passed in: the breaker reads no clock, which keeps it deterministic in the
+//! simulator and checkable by loom.
+
+use crate::error::Error;
+use crate::sync::{lock, Mutex};
+
+/// Breaker thresholds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BreakerConfig {
+    /// Consecutive failures that open the breaker.
+    pub failure_threshold: u32,
+    /// How long it stays open before one probe is let through (ms).
+    pub open_ms: u64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        BreakerConfig { failure_threshold: 5, open_ms: 1_000 }
+    }
+}
+
+impl BreakerConfig {
+    /// Refuses a zero threshold or a zero open time.
+    pub fn validate(&self) -> Result<(), Error> {
+        if self.failure_threshold == 0 {
+            return Err(Error::config("breaker.failure_threshold", "must be at least 1, got 0".into()));
+        }
+        if self.open_ms == 0 {
+            return Err(Error::config("breaker.open_ms", "must be at least 1 ms, got 0".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The breaker's state, for metrics and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BreakerState {
+    /// Calls go through; `failures` consecutive failures so far.
+    Closed {
+        /// Consecutive failures.
+        failures: u32,
+    },
+    /// No calls until `until_ms`.
+    Open {
+        /// When a probe may go.
+        until_ms: u64,
+    },
+    /// One probe is out since `since_ms`.
+    HalfOpen {
+        /// When the probe was let through.
+        since_ms: u64,
+    },
+}
+
+/// What the breaker lets a caller do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// Call Redis normally.
+    Call,
+    /// Call Redis as the one half-open probe.
+    Probe,
+    /// Do not call; the breaker opens again in `retry_after_ms` at the earliest.
+    Reject {
+        /// Until the next probe may go.
+        retry_after_ms: u64,
+    },
+}
+
+/// See the module docs.
+#[derive(Debug)]
+pub struct CircuitBreaker {
+    config: BreakerConfig,
+    state: Mutex<BreakerState>,
+}
+
+impl CircuitBreaker {
+    /// A closed breaker. The config must be valid ([`BreakerConfig::validate`]).
+    pub fn new(config: BreakerConfig) -> Self {
+        CircuitBreaker { config, state: Mutex::new(BreakerState::Closed { failures: 0 }) }
+    }
+
+    /// The current state.
+    pub fn state(&self) -> BreakerState {
+        *lock(&self.state)
+    }
+
+    /// How long until Redis will be tried again: the rest of the open period, or a whole
+    /// `open_ms` while closed (a hint for Retry-After, not a promise).
+    pub fn next_attempt_in_ms(&self, now_ms: u64) -> u64 {
+        match *lock(&self.state) {
+            BreakerState::Open { until_ms } if until_ms > now_ms => until_ms - now_ms,
+            _ => self.config.open_ms,
+        }
+    }
+
+    /// Asks to call Redis at `now_ms`.
+    pub fn acquire(&self, now_ms: u64) -> Permit {
+        let mut state = lock(&self.state);
+        match *state {
+            BreakerState::Closed { .. } => Permit::Call,
+            BreakerState::Open { until_ms } if now_ms < until_ms => {
+                Permit::Reject { retry_after_ms: until_ms - now_ms }
+            }
+            BreakerState::HalfOpen { since_ms } if now_ms < since_ms.saturating_add(self.config.open_ms) => {
+                Permit::Reject { retry_after_ms: since_ms + self.config.open_ms - now_ms }
+            }
+            BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => {
+                *state = BreakerState::HalfOpen { since_ms: now_ms };
+                Permit::Probe
+            }
+        }
+    }
+
+    /// Reports that a permitted call reached Redis.
+    pub fn on_success(&self, permit: Permit) {
+        let mut state = lock(&self.state);
+        match (*state, permit) {
+            (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Permit::Probe) => {
+                *state = BreakerState::Closed { failures: 0 };
+            }
+            // A call let through before the breaker opened proves little about now.
+            _ => {}
+        }
+    }
+
+    /// Reports that a permitted call failed at `now_ms`.
+    pub fn on_failure(&self, permit: Permit, now_ms: u64) {
+        let mut state = lock(&self.state);
+        let open = BreakerState::Open { until_ms: now_ms.saturating_add(self.config.open_ms) };
+        match (*state, permit) {
+            (BreakerState::Closed { failures }, _) => {
+                let failures = failures + 1;
+                *state =
+                    if failures >= self.config.failure_threshold { open } else { BreakerState::Closed { failures } };
+            }
+            (BreakerState::HalfOpen { .. }, Permit::Probe) => *state = open,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(all(test, not(limiter_loom)))]
+mod tests {
+    use super::*;
+
+    fn breaker() -> CircuitBreaker {
+        CircuitBreaker::new(BreakerConfig { failure_threshold: 2, open_ms: 100 })
+    }
+
+    #[test]
+    fn opens_after_threshold_consecutive_failures_only() {
+        let b = breaker();
+        b.on_failure(Permit::Call, 0);
+        b.on_success(Permit::Call); // a success resets the count
+        b.on_failure(Permit::Call, 1);
+        assert_eq!(b.state(), BreakerState::Closed { failures: 1 });
+        b.on_failure(Permit::Call, 2);
+        assert_eq!(b.state(), BreakerState::Open { until_ms: 102 });
+        assert_eq!(b.acquire(50), Permit::Reject { retry_after_ms: 52 });
+    }
+
+    #[test]
+    fn half_open_lets_exactly_one_probe_and_its_result_decides() {
+        let b = breaker();
+        b.on_failure(Permit::Call, 0);
+        b.on_failure(Permit::Call, 0);
+        assert_eq!(b.acquire(100), Permit::Probe);
+        assert!(matches!(b.acquire(101), Permit::Reject { .. }));
+        b.on_failure(Permit::Probe, 110);
+        assert_eq!(b.state(), BreakerState::Open { until_ms: 210 });
+        assert_eq!(b.acquire(210), Permit::Probe);
+        b.on_success(Permit::Probe);
+        assert_eq!(b.state(), BreakerState::Closed { failures: 0 });
+        assert_eq!(b.acquire(211), Permit::Call);
+    }
+
+    #[test]
+    fn a_lost_probe_is_replaced_after_open_ms() {
+        let b = breaker();
+        b.on_failure(Permit::Call, 0);
+        b.on_failure(Permit::Call, 0);
+        assert_eq!(b.acquire(100), Permit::Probe); // this probe never reports back
+        assert!(matches!(b.acquire(199), Permit::Reject { .. }));
+        assert_eq!(b.acquire(200), Permit::Probe);
+    }
+
+    #[test]
+    fn zero_thresholds_are_refused_by_name() {
+        let e = BreakerConfig { failure_threshold: 0, open_ms: 1 }.validate().unwrap_err();
+        assert!(e.to_string().contains("breaker.failure_threshold"), "{e}");
+        let e = BreakerConfig { failure_threshold: 1, open_ms: 0 }.validate().unwrap_err();
+        assert!(e.to_string().contains("breaker.open_ms"), "{e}");
+    }
+}

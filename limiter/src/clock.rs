@@ -1,0 +1,69 @@
+//! Time comes in only through [`Clock`], so tests and the simulator control it.
+//! This is the one module allowed to read the system clock.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A source of wall-clock time in milliseconds since the Unix epoch.
+///
+/// Client-time algorithms send this to Redis; server-time ones use Redis's `TIME` and only
+/// use the clock for the local budget and the circuit breaker.
+pub trait Clock: Send + Sync + 'static {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> u64;
+}
+
+/// The operating system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    #[allow(clippy::disallowed_methods)]
+    fn now_ms(&self) -> u64 {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    }
+}
+
+/// A clock that moves only when told to: for tests and for stepping through examples.
+///
+/// ```
+/// use limiter::{Clock, ManualClock};
+/// let clock = ManualClock::new(1_000);
+/// clock.advance(250);
+/// assert_eq!(clock.now_ms(), 1_250);
+/// clock.set(900); // clocks can step backwards; the algorithms must cope
+/// assert_eq!(clock.now_ms(), 900);
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    now: Arc<AtomicU64>,
+}
+
+impl ManualClock {
+    /// A clock reading `now_ms`.
+    pub fn new(now_ms: u64) -> Self {
+        ManualClock { now: Arc::new(AtomicU64::new(now_ms)) }
+    }
+
+    /// Moves the clock forward.
+    pub fn advance(&self, ms: u64) {
+        self.now.fetch_add(ms, Ordering::SeqCst);
+    }
+
+    /// Sets the clock to any reading, earlier ones included.
+    pub fn set(&self, now_ms: u64) {
+        self.now.store(now_ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.now.load(Ordering::SeqCst)
+    }
+}
+
+impl<C: Clock + ?Sized> Clock for Arc<C> {
+    fn now_ms(&self) -> u64 {
+        (**self).now_ms()
+    }
+}

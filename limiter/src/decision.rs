@@ -1,0 +1,80 @@
+//! What a limiter answers: a value, never an exception. A denial carries an honest
+//! Retry-After; a decision made without Redis says so.
+
+/// Who made a decision. Anything but [`Source::Store`] means the shared state was not
+/// consulted, so the caller (and metrics) can tell a real limit from a degraded guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Source {
+    /// The shared store (Redis, or the in-process store) decided.
+    Store,
+    /// The store was unavailable and the policy admitted the request unchecked.
+    FailOpen,
+    /// The store was unavailable and the policy denied the request.
+    FailClosed,
+    /// The store was unavailable and this instance's local static budget decided.
+    LocalBudget,
+}
+
+impl Source {
+    /// The name used in traces and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Source::Store => "store",
+            Source::FailOpen => "fail-open",
+            Source::FailClosed => "fail-closed",
+            Source::LocalBudget => "local-budget",
+        }
+    }
+}
+
+/// Why the store was not consulted, when it was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Degraded {
+    /// The call did not finish within the configured timeout.
+    Timeout,
+    /// Connecting or talking to Redis failed (refused, reset, closed, garbled stream).
+    Unavailable,
+    /// The circuit breaker is open: recent calls failed, so this one did not try.
+    BreakerOpen,
+}
+
+/// The outcome of one rate-limit check.
+///
+/// ```
+/// use limiter::{Decision, Source};
+/// let d = Decision::store(false, 10, 0, 1500, 60_000);
+/// assert!(!d.allowed);
+/// assert_eq!(d.retry_after_secs(), 2); // HTTP Retry-After rounds up
+/// assert_eq!(d.source, Source::Store);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// The most one key can use at once: the window limit or the bucket's burst.
+    pub limit: u64,
+    /// Units of cost 1 that would still be admitted right now.
+    pub remaining: u64,
+    /// When denied: milliseconds after which the same request, alone, is admitted. 0 when
+    /// allowed. Honest: waiting exactly this long is enough, one millisecond less is not.
+    pub retry_after_ms: u64,
+    /// Milliseconds until the key is back to its idle state (full bucket, empty window).
+    pub reset_after_ms: u64,
+    /// Who decided.
+    pub source: Source,
+    /// Why the store was skipped, if it was.
+    pub degraded: Option<Degraded>,
+}
+
+impl Decision {
+    /// A decision made by the store.
+    pub const fn store(allowed: bool, limit: u64, remaining: u64, retry_after_ms: u64, reset_after_ms: u64) -> Self {
+        Decision { allowed, limit, remaining, retry_after_ms, reset_after_ms, source: Source::Store, degraded: None }
+    }
+
+    /// Retry-After in whole seconds for HTTP, rounded up so a client that obeys it is not
+    /// refused again for having come back a fraction of a second early.
+    pub const fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms.div_ceil(1000)
+    }
+}

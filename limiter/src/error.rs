@@ -1,0 +1,57 @@
+//! The library's error type. A denial is not an error: it is a [`crate::Decision`] with
+//! `allowed == false`. Errors are for things the caller must fix or know about.
+
+/// Everything that can go wrong in a limiter call or while building one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration value the limiter cannot enforce; names the field and the value.
+    #[error("invalid configuration: {field} {message}")]
+    Config {
+        /// The configuration field at fault.
+        field: &'static str,
+        /// What is wrong with it, including the value given.
+        message: String,
+    },
+    /// A rate-limit key that cannot be used (empty, too long).
+    #[error("invalid key: {0}")]
+    InvalidKey(String),
+    /// A request costing more than the limiter could ever admit.
+    #[error("cost {cost} exceeds the capacity {capacity}: such a request could never be admitted")]
+    CostExceedsCapacity {
+        /// The requested cost.
+        cost: u64,
+        /// The most one request can cost under this quota and algorithm.
+        capacity: u64,
+    },
+    /// Redis answered, but not with what the script returns: a garbled or foreign reply.
+    #[error("unexpected reply from Redis for {algorithm}: {detail}")]
+    UnexpectedReply {
+        /// The algorithm whose script or commands were running.
+        algorithm: &'static str,
+        /// What was received instead.
+        detail: String,
+    },
+    /// A key the limiter uses holds a value of another type, so someone else writes there.
+    #[error("a key used by {algorithm} holds the wrong type of value (WRONGTYPE): {detail}")]
+    WrongType {
+        /// The algorithm whose keys were touched.
+        algorithm: &'static str,
+        /// Redis's message.
+        detail: String,
+    },
+    /// Redis refused a command or a script raised an error.
+    #[error("Redis refused the {algorithm} call: {detail}")]
+    Server {
+        /// The algorithm whose script or commands were running.
+        algorithm: &'static str,
+        /// Redis's message.
+        detail: String,
+    },
+}
+
+impl Error {
+    pub(crate) fn config(field: &'static str, message: String) -> Self {
+        Error::Config { field, message }
+    }
+}

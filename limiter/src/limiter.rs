@@ -1,0 +1,301 @@
+//! [`Limiter`]: one algorithm and quota over a store, a clock, a failure policy and a
+//! circuit breaker. Built once, validated once, then shared (it is cheap to clone).
+
+use std::sync::Arc;
+
+use crate::algo::Outcome;
+use crate::breaker::{BreakerConfig, CircuitBreaker, Permit};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Degraded, Source};
+use crate::error::Error;
+use crate::key::KeySpace;
+use crate::policy::FailurePolicy;
+use crate::quota::{Algorithm, Quota};
+use crate::store::redis::StoreRequest;
+use crate::store::{LocalStore, RedisStore, StoreError};
+
+/// Whose clock the algorithm reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeSource {
+    /// Redis's `TIME`, read inside the script: one clock for every instance, so skewed
+    /// instance clocks cannot disagree about the state. The default.
+    #[default]
+    Server,
+    /// The instance's [`Clock`], sent as a script argument. Skewed instances then read the
+    /// shared state at different times; the harness shows what that costs.
+    Client,
+}
+
+enum Backend {
+    Local(LocalStore),
+    Redis(RedisStore),
+}
+
+struct Inner {
+    algorithm: Algorithm,
+    quota: Quota,
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+    time_source: TimeSource,
+    policy: FailurePolicy,
+    budget: LocalStore,
+    breaker: CircuitBreaker,
+    keys: KeySpace,
+}
+
+/// A rate limiter. See the crate docs for an example.
+#[derive(Clone)]
+pub struct Limiter {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Limiter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Limiter")
+            .field("algorithm", &self.inner.algorithm)
+            .field("quota", &self.inner.quota)
+            .field("time_source", &self.inner.time_source)
+            .field("policy", &self.inner.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Limiter`]; nothing is checked until [`LimiterBuilder::build`], which checks
+/// everything and names the first field at fault.
+pub struct LimiterBuilder {
+    algorithm: Algorithm,
+    quota: Quota,
+    backend: Option<Backend>,
+    clock: Arc<dyn Clock>,
+    time_source: TimeSource,
+    policy: FailurePolicy,
+    breaker: BreakerConfig,
+    prefix: String,
+    max_key_len: usize,
+    max_local_keys: usize,
+}
+
+impl Limiter {
+    /// Starts building a limiter running `algorithm` with `quota`. Without a store it runs
+    /// in process.
+    pub fn builder(algorithm: Algorithm, quota: Quota) -> LimiterBuilder {
+        LimiterBuilder {
+            algorithm,
+            quota,
+            backend: None,
+            clock: Arc::new(SystemClock),
+            time_source: TimeSource::Server,
+            policy: FailurePolicy::FailOpen,
+            breaker: BreakerConfig::default(),
+            prefix: crate::key::DEFAULT_PREFIX.into(),
+            max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
+            max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
+        }
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.inner.algorithm
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.inner.quota
+    }
+
+    /// The failure policy.
+    pub fn policy(&self) -> FailurePolicy {
+        self.inner.policy
+    }
+
+    /// The time source actually used (the subjects always use client time).
+    pub fn time_source(&self) -> TimeSource {
+        self.inner.time_source
+    }
+
+    /// The circuit breaker, for metrics and tests.
+    pub fn breaker(&self) -> &CircuitBreaker {
+        &self.inner.breaker
+    }
+
+    /// Checks one request of `cost` units (0 = peek: report without consuming) against
+    /// `key`. A denial is `Ok` with `allowed == false`; `Err` is for a bad key, a cost that
+    /// could never fit, or a Redis reply the caller must hear about.
+    pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        let capacity = inner.quota.capacity(inner.algorithm);
+        if cost > capacity {
+            return Err(Error::CostExceedsCapacity { cost, capacity });
+        }
+        let now = inner.clock.now_ms();
+        let redis = match &inner.backend {
+            Backend::Local(store) => {
+                return Ok(inner.store_decision(store.decide(inner.algorithm, &inner.quota, key, now, cost)))
+            }
+            Backend::Redis(redis) => redis,
+        };
+        let permit = inner.breaker.acquire(now);
+        if let Permit::Reject { retry_after_ms } = permit {
+            return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
+        }
+        let stem = inner.keys.stem(key);
+        let request = StoreRequest {
+            algorithm: inner.algorithm,
+            quota: &inner.quota,
+            stem: &stem,
+            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
+            client_now_ms: now,
+            cost,
+        };
+        match redis.decide(request).await {
+            Ok(outcome) => {
+                inner.breaker.on_success(permit);
+                Ok(inner.store_decision(outcome))
+            }
+            Err(StoreError::Fatal(error)) => {
+                // Redis answered, so it is up; the problem is the data or the reply.
+                inner.breaker.on_success(permit);
+                Err(error)
+            }
+            Err(StoreError::Unavailable(why)) => {
+                let failed_at = inner.clock.now_ms();
+                inner.breaker.on_failure(permit, failed_at);
+                let retry = inner.breaker.next_attempt_in_ms(failed_at);
+                Ok(inner.fallback(key, failed_at, cost, why, retry))
+            }
+        }
+    }
+}
+
+impl Inner {
+    fn store_decision(&self, o: Outcome) -> Decision {
+        Decision::store(o.allowed, self.quota.capacity(self.algorithm), o.remaining, o.retry_after_ms, o.reset_after_ms)
+    }
+
+    /// The failure policy's answer; `retry_after_ms` is when Redis may be asked again.
+    fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
+        let limit = self.quota.capacity(self.algorithm);
+        let degraded = Some(why);
+        match self.policy {
+            FailurePolicy::FailOpen => Decision {
+                allowed: true,
+                limit,
+                remaining: 0,
+                retry_after_ms: 0,
+                reset_after_ms: 0,
+                source: Source::FailOpen,
+                degraded,
+            },
+            FailurePolicy::FailClosed => Decision {
+                allowed: false,
+                limit,
+                remaining: 0,
+                retry_after_ms: retry_after_ms.max(1),
+                reset_after_ms: retry_after_ms.max(1),
+                source: Source::FailClosed,
+                degraded,
+            },
+            FailurePolicy::LocalBudget { limit: budget, period_ms } => {
+                let quota = Quota::new(budget, period_ms);
+                // A request costing more than the whole local budget can never fit in it.
+                let o = if cost > budget {
+                    Outcome { allowed: false, remaining: 0, retry_after_ms: retry_after_ms.max(1), reset_after_ms: 0 }
+                } else {
+                    self.budget.decide(Algorithm::FixedWindow, &quota, key, now, cost)
+                };
+                Decision {
+                    allowed: o.allowed,
+                    limit: budget,
+                    remaining: o.remaining,
+                    retry_after_ms: o.retry_after_ms,
+                    reset_after_ms: o.reset_after_ms,
+                    source: Source::LocalBudget,
+                    degraded,
+                }
+            }
+        }
+    }
+}
+
+impl LimiterBuilder {
+    /// Keeps state in Redis.
+    pub fn redis(mut self, store: RedisStore) -> Self {
+        self.backend = Some(Backend::Redis(store));
+        self
+    }
+
+    /// Keeps state in this process (the default).
+    pub fn local(mut self) -> Self {
+        self.backend = Some(Backend::Local(LocalStore::new(self.max_local_keys)));
+        self
+    }
+
+    /// The instance's clock (default: the system clock).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Server time (default) or client time. The subjects always use client time.
+    pub fn time_source(mut self, source: TimeSource) -> Self {
+        self.time_source = source;
+        self
+    }
+
+    /// What to do when Redis cannot be asked (default: fail open, as ADR-002).
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Circuit breaker thresholds.
+    pub fn breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// Key prefix (default `ratelimiter`).
+    pub fn key_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Longest user key accepted, in bytes (default 512).
+    pub fn max_key_len(mut self, bytes: usize) -> Self {
+        self.max_key_len = bytes;
+        self
+    }
+
+    /// Most keys kept in process by the local store and the local budget (default 100,000).
+    pub fn max_local_keys(mut self, keys: usize) -> Self {
+        self.max_local_keys = keys;
+        self
+    }
+
+    /// Validates everything and builds the limiter.
+    pub fn build(self) -> Result<Limiter, Error> {
+        self.quota.validate(self.algorithm)?;
+        self.policy.validate()?;
+        self.breaker.validate()?;
+        if self.max_local_keys == 0 {
+            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+        }
+        let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let time_source = if self.algorithm.forces_client_time() { TimeSource::Client } else { self.time_source };
+        let backend = self.backend.unwrap_or_else(|| Backend::Local(LocalStore::new(self.max_local_keys)));
+        Ok(Limiter {
+            inner: Arc::new(Inner {
+                algorithm: self.algorithm,
+                quota: self.quota,
+                backend,
+                clock: self.clock,
+                time_source,
+                policy: self.policy,
+                budget: LocalStore::new(self.max_local_keys),
+                breaker: CircuitBreaker::new(self.breaker),
+                keys,
+            }),
+        })
+    }
+}

@@ -1,0 +1,52 @@
+//! What to do when Redis cannot be asked.
+
+use crate::error::Error;
+
+/// The failure policy: what a limiter answers when Redis errors, times out, or the breaker
+/// is open. Whatever it answers carries its [`crate::Source`], so it is never mistaken for
+/// a real decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailurePolicy {
+    /// Admit everything (ADR-002's choice). Unbounded during an outage: every instance
+    /// lets every request through.
+    #[default]
+    FailOpen,
+    /// Deny everything: safe for the protected service, an outage for its users.
+    FailClosed,
+    /// The design notes' "fail open at edge with local static budget": each instance
+    /// admits up to `limit` per `period_ms` per key on its own (a fixed window in process),
+    /// so a cluster of N instances admits at most N x `limit` per period.
+    LocalBudget {
+        /// Units per key per period on this instance.
+        limit: u64,
+        /// The period in ms.
+        period_ms: u64,
+    },
+}
+
+impl FailurePolicy {
+    /// The policy's name in traces and reports.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            FailurePolicy::FailOpen => "fail-open",
+            FailurePolicy::FailClosed => "fail-closed",
+            FailurePolicy::LocalBudget { .. } => "local-budget",
+        }
+    }
+
+    /// Refuses a zero budget or period.
+    pub fn validate(&self) -> Result<(), Error> {
+        if let FailurePolicy::LocalBudget { limit, period_ms } = *self {
+            if limit == 0 {
+                return Err(Error::config(
+                    "local_budget.limit",
+                    "must be at least 1, got 0 (use FailClosed to admit nothing)".into(),
+                ));
+            }
+            if period_ms == 0 {
+                return Err(Error::config("local_budget.period_ms", "must be at least 1 ms, got 0".into()));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,126 @@
+//! The Rust model and the Lua script on a real `redis-server` give identical decisions for
+//! every algorithm over long generated request sequences, in client-time mode (the model
+//! reads the same clock the script receives).
+//!
+//! Redis expires keys by its own clock while the sequences run on a generated one. Each key's
+//! TTL is exactly the time its state needs to come to rest, so an expiry is harmless as long
+//! as the generated clock never runs slower than the real one: the generator guarantees that
+//! for forward steps. Sequences that also step the clock back use slow quotas whose keys live
+//! longer than the whole sequence takes.
+
+// Real Redis expires keys on real time, so this test measures it.
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use limiter::{Algorithm, Decision, Limiter, ManualClock, Quota, RedisStore, TimeSource};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use redis_tests::RedisServer;
+
+const BASE_MS: u64 = 1_700_000_000_000;
+const REQUESTS: usize = 600;
+
+/// Quotas with fractional per-millisecond rates, tiny and larger windows, burst != limit.
+fn fast_quotas() -> Vec<Quota> {
+    vec![
+        Quota::new(5, 1_000),
+        Quota::new(3, 1_000).with_burst(2),
+        Quota::new(7, 250).with_burst(10),
+        Quota::new(100, 60_000).with_burst(20),
+        Quota::new(1, 3),
+    ]
+}
+
+/// Every TTL these quotas produce is at least 3 s, longer than a sequence runs.
+fn slow_quotas() -> Vec<Quota> {
+    vec![Quota::new(10, 60_000), Quota::new(4, 30_000).with_burst(6)]
+}
+
+/// `backwards`: whether the generated clock may step back (up to 500 ms).
+fn generate(rng: &mut SmallRng, q: &Quota, backwards: bool) -> Vec<(i64, usize, u64)> {
+    let cap = q.limit().max(q.burst());
+    (0..REQUESTS)
+        .map(|_| {
+            let dt: i64 = match rng.random_range(0..10) {
+                0..=2 => 0,
+                3..=5 => rng.random_range(1..=20),
+                6 => rng.random_range(1..=q.period_ms() as i64),
+                7 => rng.random_range(q.period_ms() as i64..=3 * q.period_ms() as i64),
+                8 if backwards => -rng.random_range(1..=500),
+                _ => rng.random_range(0..=(q.period_ms() as i64 / 4).max(1)),
+            };
+            let key = rng.random_range(0..3);
+            let cost = match rng.random_range(0..10) {
+                0 => 0,
+                1 => rng.random_range(0..=cap.min(q.limit()).min(q.burst())),
+                _ => 1,
+            };
+            (dt, key, cost)
+        })
+        .collect()
+}
+
+async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed: u64, backwards: bool) -> usize {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let steps = generate(&mut rng, &q, backwards);
+    let clock = ManualClock::new(BASE_MS);
+    let prefix = format!("agree{seed}");
+    let redis = Limiter::builder(algorithm, q)
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .clock(Arc::new(clock.clone()))
+        .time_source(TimeSource::Client)
+        .key_prefix(&prefix)
+        .build()
+        .expect("valid limiter");
+    let model = Limiter::builder(algorithm, q).local().clock(Arc::new(clock.clone())).build().expect("valid limiter");
+
+    let started = Instant::now();
+    let mut now = BASE_MS as i64;
+    let mut high = now;
+    for (i, (dt, key, cost)) in steps.into_iter().enumerate() {
+        now += dt;
+        if dt >= 0 {
+            // Never let the generated clock fall behind the real one (see the module docs).
+            let real = BASE_MS as i64 + started.elapsed().as_millis() as i64 + 1;
+            now = now.max(real).max(high);
+        }
+        high = high.max(now);
+        clock.set(now as u64);
+        let key = format!("user-{key}");
+        let expected: Decision = model.check(&key, cost).await.expect("model decides");
+        let got: Decision = redis.check(&key, cost).await.expect("redis decides");
+        assert_eq!(
+            got,
+            expected,
+            "{algorithm} quota {q:?} seed {seed}: request #{i} (key {key}, cost {cost}, t={}) differs",
+            now - BASE_MS as i64
+        );
+    }
+    REQUESTS
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_and_lua_on_real_redis_agree_for_every_algorithm() {
+    let server = RedisServer::start().expect("redis-server starts");
+    let mut total = 0;
+    let mut seed = 1;
+    for algorithm in Algorithm::ALL {
+        for q in fast_quotas() {
+            total += run_sequence(&server, algorithm, q, seed, false).await;
+            seed += 1;
+        }
+        // Window keys are per window index: a clock stepping back reads an older window,
+        // which Redis may or may not still hold, so only the single-state algorithms are
+        // compared across backward steps.
+        if matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::SlidingLog | Algorithm::Adr002) {
+            for q in slow_quotas() {
+                total += run_sequence(&server, algorithm, q, seed, true).await;
+                seed += 1;
+            }
+        }
+    }
+    println!("agreement: {total} requests over {} algorithms, all identical", Algorithm::ALL.len());
+    assert!(total >= 7 * 5 * REQUESTS);
+}

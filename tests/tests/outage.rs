@@ -1,0 +1,130 @@
+//! Killing and pausing a real Redis mid-run: each failure policy answers as it promises,
+//! says so in the decision's source, and the circuit breaker opens and closes again.
+
+// The breaker's open period is real time here, because the server is real.
+#![allow(clippy::disallowed_methods)]
+
+use std::time::{Duration, Instant};
+
+use limiter::{Algorithm, BreakerConfig, BreakerState, Degraded, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_tests::RedisServer;
+
+const OPEN_MS: u64 = 300;
+
+fn limiter(server: &RedisServer, policy: FailurePolicy) -> Limiter {
+    Limiter::builder(Algorithm::TokenBucket, Quota::per_second(100))
+        .redis(
+            RedisStore::from_url(&server.url())
+                .expect("url")
+                .with_timeout(Duration::from_millis(250))
+                .expect("timeout"),
+        )
+        .failure_policy(policy)
+        .breaker(BreakerConfig { failure_threshold: 2, open_ms: OPEN_MS })
+        .build()
+        .expect("valid")
+}
+
+async fn wait_for_store(l: &Limiter) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let d = l.check("k", 1).await.expect("decides");
+        if d.source == Source::Store {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never recovered: {d:?}, breaker {:?}", l.breaker().state());
+        tokio::time::sleep(Duration::from_millis(OPEN_MS / 3)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let open = limiter(&server, FailurePolicy::FailOpen);
+    let closed = limiter(&server, FailurePolicy::FailClosed);
+    let budget = limiter(&server, FailurePolicy::LocalBudget { limit: 2, period_ms: 60_000 });
+    for l in [&open, &closed, &budget] {
+        assert_eq!(l.check("k", 1).await.expect("decides").source, Source::Store);
+    }
+
+    server.kill();
+
+    // Two failures each (the breaker's threshold).
+    for _ in 0..2 {
+        let d = open.check("k", 1).await.expect("decides");
+        assert_eq!((d.allowed, d.source, d.degraded), (true, Source::FailOpen, Some(Degraded::Unavailable)));
+        let d = closed.check("k", 1).await.expect("decides");
+        assert_eq!((d.allowed, d.source), (false, Source::FailClosed));
+        assert!(d.retry_after_ms > 0, "{d:?}");
+    }
+    let mut admitted = 0;
+    for _ in 0..3 {
+        let d = budget.check("k", 1).await.expect("decides");
+        assert_eq!(d.source, Source::LocalBudget);
+        admitted += d.allowed as u32;
+    }
+    assert_eq!(admitted, 2, "the local budget admits exactly its 2 per period");
+
+    // Two failures opened every breaker: the next call does not even try Redis.
+    for l in [&open, &closed, &budget] {
+        assert!(matches!(l.breaker().state(), BreakerState::Open { .. }), "{:?}", l.breaker().state());
+        let d = l.check("k", 1).await.expect("decides");
+        assert_eq!(d.degraded, Some(Degraded::BreakerOpen));
+    }
+
+    server.restart().expect("restart on the same port");
+    for l in [&open, &closed, &budget] {
+        wait_for_store(l).await;
+        assert_eq!(l.breaker().state(), BreakerState::Closed { failures: 0 });
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_redis_times_out_per_the_configured_timeout_then_recovers() {
+    let server = RedisServer::start().expect("redis-server");
+    let l = limiter(&server, FailurePolicy::FailClosed);
+    assert_eq!(l.check("k", 1).await.expect("decides").source, Source::Store);
+
+    server.pause().expect("SIGSTOP");
+    let started = Instant::now();
+    let d = l.check("k", 1).await.expect("decides");
+    assert_eq!((d.allowed, d.source, d.degraded), (false, Source::FailClosed, Some(Degraded::Timeout)));
+    // Bounded by the timeout, not by Redis: a loose bound, this is not a speed test.
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+
+    server.resume().expect("SIGCONT");
+    wait_for_store(&l).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let l = limiter(&server, FailurePolicy::LocalBudget { limit: 50, period_ms: 1_000 });
+    let workers: Vec<_> = (0..8)
+        .map(|w| {
+            let l = l.clone();
+            tokio::spawn(async move {
+                let mut sources = std::collections::BTreeMap::new();
+                for i in 0..150 {
+                    let d = l.check(&format!("user-{}", (w + i) % 5), 1).await.expect("every request gets a decision");
+                    *sources.entry(d.source).or_insert(0u32) += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                sources
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.restart().expect("restart");
+    let mut total = std::collections::BTreeMap::new();
+    for w in workers {
+        for (s, n) in w.await.expect("worker") {
+            *total.entry(s).or_insert(0) += n;
+        }
+    }
+    assert!(total.get(&Source::Store).copied().unwrap_or(0) > 0, "{total:?}");
+    assert!(total.get(&Source::LocalBudget).copied().unwrap_or(0) > 0, "{total:?}");
+    assert_eq!(total.values().sum::<u32>(), 8 * 150);
+}

@@ -1,0 +1,141 @@
+//! The Redis store against real `redis-server` processes: server time, TTLs, NOSCRIPT
+//! recovery, hostile keys and wrong-type keys.
+
+use std::sync::Arc;
+
+use limiter::{Algorithm, Error, Limiter, ManualClock, Quota, RedisStore, Source, TimeSource};
+use redis::Commands;
+use redis_tests::RedisServer;
+
+fn limiter_on(server: &RedisServer, algorithm: Algorithm, q: Quota) -> Limiter {
+    Limiter::builder(algorithm, q).redis(RedisStore::from_url(&server.url()).expect("url")).build().expect("valid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_time_mode_enforces_the_limit_with_redis_clock() {
+    let server = RedisServer::start().expect("redis-server");
+    for algorithm in [
+        Algorithm::FixedWindow,
+        Algorithm::SlidingWindow,
+        Algorithm::SlidingLog,
+        Algorithm::TokenBucket,
+        Algorithm::Gcra,
+    ] {
+        // One request per 10 minutes: whatever the wall clock does during the test, the
+        // second request is denied, and Retry-After points minutes ahead.
+        let limiter = limiter_on(&server, algorithm, Quota::new(1, 600_000));
+        assert_eq!(limiter.time_source(), TimeSource::Server);
+        let first = limiter.check("k", 1).await.expect("decides");
+        assert!(first.allowed && first.source == Source::Store, "{algorithm}: {first:?}");
+        let second = limiter.check("k", 1).await.expect("decides");
+        assert!(!second.allowed, "{algorithm}: {second:?}");
+        assert!(second.retry_after_ms > 0 && second.retry_after_ms <= 1_200_000, "{algorithm}: {second:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_key_gets_a_ttl_no_longer_than_its_algorithm_needs() {
+    let server = RedisServer::start().expect("redis-server");
+    let q = Quota::new(4, 10_000).with_burst(4);
+    for algorithm in Algorithm::ALL {
+        let limiter = limiter_on(&server, algorithm, q);
+        for _ in 0..3 {
+            limiter.check("ttl-user", 1).await.expect("decides");
+        }
+    }
+    let mut conn = server.client().expect("client");
+    let keys: Vec<String> = conn.keys("*").expect("KEYS");
+    assert!(keys.len() >= 7, "one key or more per algorithm: {keys:?}");
+    for key in keys {
+        let ttl: i64 = conn.pttl(&key).expect("PTTL");
+        // The longest any algorithm needs here is two windows (sliding-window counter),
+        // except the adr002 subject's fixed hour.
+        let bound = if key.ends_with(":adr002") { 3_600_000 } else { 20_000 };
+        assert!(ttl > 0 && ttl <= bound, "{key} has PTTL {ttl}, bound {bound}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_after_script_flush() {
+    let server = RedisServer::start().expect("redis-server");
+    let limiter = limiter_on(&server, Algorithm::TokenBucket, Quota::per_second(100));
+    assert!(limiter.check("k", 1).await.expect("decides").allowed);
+    let mut conn = server.client().expect("client");
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).expect("SCRIPT FLUSH");
+    let d = limiter.check("k", 1).await.expect("NOSCRIPT is recovered by EVAL");
+    assert_eq!((d.allowed, d.source), (true, Source::Store));
+    let loaded: Vec<bool> = redis::cmd("SCRIPT")
+        .arg("EXISTS")
+        .arg(redis::Script::new(limiter::scripts::TOKEN_BUCKET.source).get_hash())
+        .query(&mut conn)
+        .expect("SCRIPT EXISTS");
+    assert_eq!(loaded, vec![true]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_keys_stay_inside_their_own_hash_tag_and_state() {
+    let server = RedisServer::start().expect("redis-server");
+    let limiter = limiter_on(&server, Algorithm::SlidingLog, Quota::new(1, 60_000));
+    let hostile = ["a", "a}", "a}:sl", "{a}", "%7D", "a\r\n*1\r\n$4\r\nPING", "ключ", "a b"];
+    for key in hostile {
+        let d = limiter.check(key, 1).await.expect("decides");
+        assert!(d.allowed, "{key:?} must have its own state: {d:?}");
+    }
+    let mut conn = server.client().expect("client");
+    let keys: Vec<String> = conn.keys("*").expect("KEYS");
+    assert_eq!(keys.len(), hostile.len() * 2, "a log and a sequence per key: {keys:?}");
+    for key in keys {
+        assert!(key.starts_with("ratelimiter:{"), "{key:?} escaped the prefix");
+        assert_eq!(key.matches('{').count(), 1, "{key:?}");
+        assert_eq!(key.matches('}').count(), 1, "{key:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_holding_the_wrong_type_is_a_clear_error() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    let _: () = conn.lpush("ratelimiter:{victim}:tb", "x").expect("LPUSH");
+    let _: () = conn.hset("ratelimiter:{victim}:gcra", "f", "v").expect("HSET");
+    let tb = limiter_on(&server, Algorithm::TokenBucket, Quota::per_second(5));
+    let err = tb.check("victim", 1).await.expect_err("WRONGTYPE");
+    assert!(matches!(err, Error::WrongType { algorithm: "token-bucket", .. }), "{err}");
+    let gcra = limiter_on(&server, Algorithm::Gcra, Quota::per_second(5));
+    let err = gcra.check("victim", 1).await.expect_err("WRONGTYPE");
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+    // The breaker does not count these: Redis answered.
+    assert_eq!(tb.breaker().state(), limiter::BreakerState::Closed { failures: 0 });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    let _: () = conn.hset("ratelimiter:{g}:tb", "u", "not-a-number").expect("HSET");
+    let _: () = conn.set("ratelimiter:{g}:gcra", "NaN").expect("SET");
+    for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
+        let d = limiter_on(&server, algorithm, Quota::per_second(5)).check("g", 1).await.expect("decides");
+        assert!(d.allowed, "{algorithm}: {d:?}");
+    }
+    // INCRBY refuses to count on top of text: a clear error, not a wrong count.
+    let _: () = conn.set("ratelimiter:{g}:fw:0", "inf").expect("SET");
+    let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, 1_000_000_000_000_000))
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .build()
+        .expect("valid");
+    let err = fixed.check("g", 1).await.expect_err("text counter");
+    assert!(
+        matches!(err, Error::Server { algorithm: "fixed-window", .. }) && err.to_string().contains("not an integer"),
+        "{err}"
+    );
+    // The naive subject parses in the client: a non-number is a clear error.
+    let clock = ManualClock::new(5_000);
+    let _: () = conn.set("ratelimiter:{g}:naive:5", "12abc").expect("SET");
+    let naive = Limiter::builder(Algorithm::NaiveGetSet, Quota::per_second(5))
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .clock(Arc::new(clock))
+        .build()
+        .expect("valid");
+    let err = naive.check("g", 1).await.expect_err("garbled counter");
+    assert!(matches!(err, Error::UnexpectedReply { algorithm: "naive", .. }), "{err}");
+}

@@ -1,0 +1,40 @@
+//! `cargo xtask`: the project's checks and jobs, run as code.
+//!
+//! - `cargo xtask test`: installs what the tests need (redis-server), then rustfmt check,
+//!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
+
+mod test;
+mod tools;
+
+use anyhow::{bail, Result};
+
+const USAGE: &str = "\
+usage: cargo xtask <command> [options]
+
+commands:
+  test        install what the tests need, then rustfmt, clippy -D warnings and every test
+  help        show this message";
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let Some(command) = args.next() else {
+        println!("{USAGE}");
+        return Ok(());
+    };
+    let rest: Vec<String> = args.collect();
+    match command.as_str() {
+        "test" => test::run(&rest),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+}

@@ -1,0 +1,29 @@
+//! `cargo xtask test`: the one test command, the one CI runs.
+
+use anyhow::{bail, Result};
+
+use crate::tools::{self, cargo, ensure_installed};
+
+pub fn run_all() -> Result<()> {
+    ensure_installed("redis-server", "redis-server")?;
+
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    tools::run(fmt)?;
+
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    tools::run(clippy)?;
+
+    let mut test = cargo();
+    test.args(["test", "--workspace"]);
+    tools::run(test)?;
+    Ok(())
+}
+
+pub fn run(args: &[String]) -> Result<()> {
+    if let Some(unknown) = args.first() {
+        bail!("`cargo xtask test` takes no arguments, got {unknown:?}");
+    }
+    run_all()
+}
