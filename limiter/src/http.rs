@@ -1,1 +1,221 @@
-//! placeholder
+//! The HTTP enforcement point: a tower [`Layer`] that checks every request before the
+//! handler runs and answers `429 Too Many Requests` with `Retry-After` when it is denied
+//! (the design notes: "middleware before the API handler, reject fast").
+//!
+//! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
+//! keeps its state per clone, so behind a router that clones services per connection it
+//! limits nothing (1,500 concurrent requests all got 200 at 5 req/s in one report).
+//!
+//! ```
+//! use limiter::http::RateLimitLayer;
+//! use limiter::{Algorithm, Limiter, Quota};
+//! use tower::{Layer, Service, ServiceExt};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let limiter = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(1)).build().unwrap();
+//! let layer = RateLimitLayer::new(limiter, |req: &http::Request<()>| {
+//!     req.headers().get("x-api-key").and_then(|v| v.to_str().ok()).map(str::to_owned)
+//! });
+//! let mut svc = layer.layer(tower::service_fn(|_req: http::Request<()>| async {
+//!     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+//! }));
+//! let req = || http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
+//! assert_eq!(svc.ready().await.unwrap().call(req()).await.unwrap().status(), 200);
+//! let denied = svc.ready().await.unwrap().call(req()).await.unwrap();
+//! assert_eq!(denied.status(), 429);
+//! assert!(denied.headers().contains_key("retry-after"));
+//! # });
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use http::{HeaderValue, Request, Response, StatusCode};
+use tower::{Layer, Service};
+
+use crate::decision::Decision;
+use crate::error::Error;
+use crate::limiter::Limiter;
+
+/// Picks the rate-limit key of a request (user id, API key, client IP, route...). `None`
+/// lets the request through unlimited: return a constant key instead to limit such
+/// requests together.
+pub trait KeyExtractor<B>: Send + Sync + 'static {
+    /// The key for `req`.
+    fn key(&self, req: &Request<B>) -> Option<String>;
+}
+
+impl<B, F> KeyExtractor<B> for F
+where
+    F: Fn(&Request<B>) -> Option<String> + Send + Sync + 'static,
+{
+    fn key(&self, req: &Request<B>) -> Option<String> {
+        self(req)
+    }
+}
+
+/// Wraps services in [`RateLimit`].
+pub struct RateLimitLayer<B> {
+    limiter: Limiter,
+    extractor: Arc<dyn KeyExtractor<B>>,
+}
+
+impl<B> Clone for RateLimitLayer<B> {
+    fn clone(&self) -> Self {
+        RateLimitLayer { limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+    }
+}
+
+impl<B> RateLimitLayer<B> {
+    /// Limits with `limiter`, keying requests with `extractor`. Every request costs 1.
+    pub fn new(limiter: Limiter, extractor: impl KeyExtractor<B>) -> Self {
+        RateLimitLayer { limiter, extractor: Arc::new(extractor) }
+    }
+}
+
+impl<S, B> Layer<S> for RateLimitLayer<B> {
+    type Service = RateLimit<S, B>;
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimit { inner, limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+    }
+}
+
+/// The middleware service; see the module docs.
+pub struct RateLimit<S, B> {
+    inner: S,
+    limiter: Limiter,
+    extractor: Arc<dyn KeyExtractor<B>>,
+}
+
+impl<S: Clone, B> Clone for RateLimit<S, B> {
+    fn clone(&self) -> Self {
+        RateLimit { inner: self.inner.clone(), limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B, RB> Service<Request<B>> for RateLimit<S, B>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
+    RB: Default + Send + 'static,
+{
+    type Response = Response<RB>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Response<RB>, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The service that was polled ready is the one that must be called; leave a fresh
+        // clone in its place (tower's documented pattern).
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let limiter = self.limiter.clone();
+        let key = self.extractor.key(&req);
+        Box::pin(async move {
+            let Some(key) = key else { return inner.call(req).await };
+            match limiter.check(&key, 1).await {
+                Ok(d) if d.allowed => {
+                    let mut response = inner.call(req).await?;
+                    set_rate_headers(&mut response, &d);
+                    Ok(response)
+                }
+                Ok(d) => Ok(too_many_requests(&d)),
+                Err(e) => Ok(error_response(&e)),
+            }
+        })
+    }
+}
+
+/// 429 with `Retry-After` in whole seconds, rounded up so an obedient client is admitted.
+fn too_many_requests<RB: Default>(d: &Decision) -> Response<RB> {
+    let mut response = Response::new(RB::default());
+    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(d.retry_after_secs().max(1)));
+    set_rate_headers(&mut response, d);
+    response
+}
+
+/// `RateLimit-Limit`, `-Remaining` and `-Reset` (seconds), as most gateways send them.
+fn set_rate_headers<RB>(response: &mut Response<RB>, d: &Decision) {
+    let headers = response.headers_mut();
+    headers.insert("ratelimit-limit", HeaderValue::from(d.limit));
+    headers.insert("ratelimit-remaining", HeaderValue::from(d.remaining));
+    headers.insert("ratelimit-reset", HeaderValue::from(d.reset_after_ms.div_ceil(1000)));
+}
+
+/// A key the limiter refuses (empty, too long) is the client's fault: 400. Anything else
+/// (a wrong-type key in Redis, a garbled reply) is ours: 500.
+fn error_response<RB: Default>(e: &Error) -> Response<RB> {
+    let mut response = Response::new(RB::default());
+    *response.status_mut() = match e {
+        Error::InvalidKey(_) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    response
+}
+
+#[cfg(all(test, not(limiter_loom)))]
+mod tests {
+    use std::convert::Infallible;
+
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::{Algorithm, Quota};
+
+    type Reply = std::future::Ready<Result<Response<String>, Infallible>>;
+    type Handler = tower::util::ServiceFn<fn(Request<()>) -> Reply>;
+
+    fn handler(_req: Request<()>) -> Reply {
+        std::future::ready(Ok(Response::new("ok".to_owned())))
+    }
+
+    fn service(limit: u64) -> RateLimit<Handler, ()> {
+        let limiter =
+            Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(limit)).max_key_len(8).build().expect("valid");
+        RateLimitLayer::new(limiter, |req: &Request<()>| {
+            req.headers().get("user").and_then(|v| v.to_str().ok()).map(str::to_owned)
+        })
+        .layer(tower::service_fn(handler as fn(Request<()>) -> Reply))
+    }
+
+    fn req(user: Option<&str>) -> Request<()> {
+        let mut b = Request::builder();
+        if let Some(u) = user {
+            b = b.header("user", u);
+        }
+        b.body(()).expect("request")
+    }
+
+    #[tokio::test]
+    async fn clones_share_one_limit_and_denials_carry_retry_after() {
+        let svc = service(2);
+        let a = svc.clone().oneshot(req(Some("u"))).await.expect("infallible");
+        assert_eq!(a.status(), StatusCode::OK);
+        assert_eq!(a.headers()["ratelimit-remaining"], "1");
+        assert_eq!(svc.clone().oneshot(req(Some("u"))).await.expect("infallible").status(), StatusCode::OK);
+        let denied = svc.clone().oneshot(req(Some("u"))).await.expect("infallible");
+        assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(denied.headers()["retry-after"], "60");
+        assert_eq!(denied.body(), "");
+        // Another key has its own limit.
+        assert_eq!(svc.oneshot(req(Some("v"))).await.expect("infallible").status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn keyless_requests_pass_and_hostile_keys_get_400() {
+        let svc = service(1);
+        for _ in 0..3 {
+            assert_eq!(svc.clone().oneshot(req(None)).await.expect("infallible").status(), StatusCode::OK);
+        }
+        let long = svc.oneshot(req(Some("much-too-long-key"))).await.expect("infallible");
+        assert_eq!(long.status(), StatusCode::BAD_REQUEST);
+    }
+}
