@@ -4,7 +4,7 @@
 --          (same hash tag, so the same Redis Cluster slot as the declared key).
 -- ARGV[1]: now in ms (client time), or "" to read Redis's TIME (server time)
 -- ARGV[2]: limit per window   ARGV[3]: window in ms   ARGV[4]: cost (0 = peek)
--- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms}
+-- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 -- A denied request is not counted: the counter is read first and incremented only on
 -- admission, so it always equals what was admitted in the window.
 local now = tonumber(ARGV[1])
@@ -39,8 +39,8 @@ if count + cost <= limit then
   local after = count + cost
   local reset = 0
   if after > 0 then reset = to_end end
-  return {1, limit - after, 0, reset}
+  return {1, limit - after, 0, reset, now}
 end
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return {0, remaining, to_end, to_end}
+return {0, remaining, to_end, to_end, now}

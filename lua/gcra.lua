@@ -4,7 +4,7 @@
 -- KEYS[1]: the TAT key
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME in microseconds (server time)
 -- ARGV[2]: emission interval in microseconds   ARGV[3]: burst   ARGV[4]: cost (0 = peek)
--- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms}
+-- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 local now = tonumber(ARGV[1])
 if now then
   now = now * 1000
@@ -37,8 +37,8 @@ if new_tat <= now + tau then
   if cost > 0 then
     redis.call('SET', KEYS[1], string.format('%d', new_tat), 'PX', ceil_div(new_tat - now, 1000))
   end
-  return {1, math.floor((now + tau - new_tat) / interval), 0, ceil_div(new_tat - now, 1000)}
+  return {1, math.floor((now + tau - new_tat) / interval), 0, ceil_div(new_tat - now, 1000), math.floor(now / 1000)}
 end
 local remaining = 0
 if now + tau > tat then remaining = math.floor((now + tau - tat) / interval) end
-return {0, remaining, ceil_div(new_tat - tau - now, 1000), ceil_div(tat - now, 1000)}
+return {0, remaining, ceil_div(new_tat - tau - now, 1000), ceil_div(tat - now, 1000), math.floor(now / 1000)}

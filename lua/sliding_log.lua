@@ -4,7 +4,7 @@
 -- KEYS[1]: the log, a sorted set   KEYS[2]: the member sequence counter
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per window   ARGV[3]: window in ms   ARGV[4]: cost (0 = peek)
--- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms}
+-- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -38,7 +38,7 @@ if count + cost <= limit then
     redis.call('PEXPIRE', KEYS[1], reset)
     redis.call('PEXPIRE', KEYS[2], reset)
   end
-  return {1, limit - count - cost, 0, reset}
+  return {1, limit - count - cost, 0, reset, now}
 end
 
 -- The oldest (count + cost - limit) units must leave first; the last of them leaves when
@@ -48,4 +48,4 @@ local kth = redis.call('ZRANGE', KEYS[1], k - 1, k - 1, 'WITHSCORES')
 local retry = tonumber(kth[2]) + w - now
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return {0, remaining, retry, reset_after()}
+return {0, remaining, retry, reset_after(), now}

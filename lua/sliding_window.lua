@@ -5,7 +5,7 @@
 -- KEYS[1]: the key stem "prefix:{user key}:sw"; window counters are KEYS[1] .. ":" .. index
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per window   ARGV[3]: window in ms   ARGV[4]: cost (0 = peek)
--- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms}
+-- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -51,7 +51,7 @@ if est + cost * w <= budget then
       redis.call('PEXPIRE', cur_key, 2 * w - e)
     end
   end
-  return {1, floor_div(budget - est - cost * w, w), 0, reset_after(cur + cost, prev)}
+  return {1, floor_div(budget - est - cost * w, w), 0, reset_after(cur + cost, prev), now}
 end
 
 local retry
@@ -62,4 +62,4 @@ else
 end
 local remaining = 0
 if budget > est then remaining = floor_div(budget - est, w) end
-return {0, remaining, retry, reset_after(cur, prev)}
+return {0, remaining, retry, reset_after(cur, prev), now}

@@ -6,7 +6,7 @@
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per period   ARGV[3]: period in ms   ARGV[4]: burst (capacity in tokens)
 -- ARGV[5]: cost (0 = peek)
--- returns: {allowed (1/0), remaining tokens, retry_after_ms, reset_after_ms}
+-- returns: {allowed (1/0), remaining tokens, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -67,4 +67,4 @@ if units >= need then
 else
   retry = ahead + ceil_div(need - units, limit)
 end
-return {allowed, math.floor(units / period), retry, ahead + ceil_div(cap - units, limit)}
+return {allowed, math.floor(units / period), retry, ahead + ceil_div(cap - units, limit), now}

@@ -42,7 +42,7 @@ pub enum Degraded {
 ///
 /// ```
 /// use limiter::{Decision, Source};
-/// let d = Decision::store(false, 10, 0, 1500, 60_000);
+/// let d = Decision::store(false, 10, 0, 1500, 60_000, 1_700_000_000_000);
 /// assert!(!d.allowed);
 /// assert_eq!(d.retry_after_secs(), 2); // HTTP Retry-After rounds up
 /// assert_eq!(d.source, Source::Store);
@@ -64,12 +64,32 @@ pub struct Decision {
     pub source: Source,
     /// Why the store was skipped, if it was.
     pub degraded: Option<Degraded>,
+    /// The clock reading the decision was made at (ms since the Unix epoch): Redis's `TIME`
+    /// in server-time mode, the instance's clock otherwise and for fallback decisions.
+    /// `decided_at_ms + reset_after_ms` is when the key is at rest, on the deciding clock.
+    pub decided_at_ms: u64,
 }
 
 impl Decision {
-    /// A decision made by the store.
-    pub const fn store(allowed: bool, limit: u64, remaining: u64, retry_after_ms: u64, reset_after_ms: u64) -> Self {
-        Decision { allowed, limit, remaining, retry_after_ms, reset_after_ms, source: Source::Store, degraded: None }
+    /// A decision made by the store at `decided_at_ms`.
+    pub const fn store(
+        allowed: bool,
+        limit: u64,
+        remaining: u64,
+        retry_after_ms: u64,
+        reset_after_ms: u64,
+        decided_at_ms: u64,
+    ) -> Self {
+        Decision {
+            allowed,
+            limit,
+            remaining,
+            retry_after_ms,
+            reset_after_ms,
+            source: Source::Store,
+            degraded: None,
+            decided_at_ms,
+        }
     }
 
     /// Retry-After in whole seconds for HTTP, rounded up so a client that obeys it is not

@@ -131,7 +131,8 @@ impl Limiter {
         let now = inner.clock.now_ms();
         let redis = match &inner.backend {
             Backend::Local(store) => {
-                return Ok(inner.store_decision(store.decide(inner.algorithm, &inner.quota, key, now, cost)))
+                let outcome = store.decide(inner.algorithm, &inner.quota, key, now, cost);
+                return Ok(inner.store_decision(outcome, now));
             }
             Backend::Redis(redis) => redis,
         };
@@ -149,9 +150,9 @@ impl Limiter {
             cost,
         };
         match redis.decide(request).await {
-            Ok(outcome) => {
+            Ok((outcome, decided_at_ms)) => {
                 inner.breaker.on_success(permit);
-                Ok(inner.store_decision(outcome))
+                Ok(inner.store_decision(outcome, decided_at_ms))
             }
             Err(StoreError::Fatal(error)) => {
                 // Redis answered, so it is up; the problem is the data or the reply.
@@ -169,8 +170,9 @@ impl Limiter {
 }
 
 impl Inner {
-    fn store_decision(&self, o: Outcome) -> Decision {
-        Decision::store(o.allowed, self.quota.capacity(self.algorithm), o.remaining, o.retry_after_ms, o.reset_after_ms)
+    fn store_decision(&self, o: Outcome, decided_at_ms: u64) -> Decision {
+        let limit = self.quota.capacity(self.algorithm);
+        Decision::store(o.allowed, limit, o.remaining, o.retry_after_ms, o.reset_after_ms, decided_at_ms)
     }
 
     /// The failure policy's answer; `retry_after_ms` is when Redis may be asked again.
@@ -186,6 +188,7 @@ impl Inner {
                 reset_after_ms: 0,
                 source: Source::FailOpen,
                 degraded,
+                decided_at_ms: now,
             },
             FailurePolicy::FailClosed => Decision {
                 allowed: false,
@@ -195,6 +198,7 @@ impl Inner {
                 reset_after_ms: retry_after_ms.max(1),
                 source: Source::FailClosed,
                 degraded,
+                decided_at_ms: now,
             },
             FailurePolicy::LocalBudget { limit: budget, period_ms } => {
                 let quota = Quota::new(budget, period_ms);
@@ -212,6 +216,7 @@ impl Inner {
                     reset_after_ms: o.reset_after_ms,
                     source: Source::LocalBudget,
                     degraded,
+                    decided_at_ms: now,
                 }
             }
         }

@@ -4,7 +4,7 @@ pub mod connector;
 pub mod local;
 pub mod redis;
 
-pub use connector::{BoxedStream, Connector, Stream, TcpConnector};
+pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
 pub use local::LocalStore;
 pub use redis::RedisStore;
 

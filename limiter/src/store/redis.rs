@@ -114,7 +114,8 @@ impl RedisStore {
 
     /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] for the
     /// failure policy; a wrong-type key or a garbled reply as [`StoreError::Fatal`].
-    pub async fn decide(&self, req: StoreRequest<'_>) -> Result<Outcome, StoreError> {
+    /// With the outcome comes the clock reading the store decided by (ms).
+    pub async fn decide(&self, req: StoreRequest<'_>) -> Result<(Outcome, u64), StoreError> {
         match tokio::time::timeout(self.timeout, self.decide_untimed(req)).await {
             Ok(result) => result,
             Err(_elapsed) => {
@@ -126,7 +127,7 @@ impl RedisStore {
         }
     }
 
-    async fn decide_untimed(&self, req: StoreRequest<'_>) -> Result<Outcome, StoreError> {
+    async fn decide_untimed(&self, req: StoreRequest<'_>) -> Result<(Outcome, u64), StoreError> {
         let (generation, mut conn) = self.connection().await?;
         let result = match req.algorithm {
             Algorithm::NaiveGetSet => naive_get_set(&mut conn, &req).await,
@@ -179,7 +180,7 @@ async fn run_script(
     conn: &mut MultiplexedConnection,
     algorithm: Algorithm,
     req: &StoreRequest<'_>,
-) -> Result<Outcome, RedisError> {
+) -> Result<(Outcome, u64), RedisError> {
     let Some(script) = script(algorithm) else {
         return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
     };
@@ -223,17 +224,21 @@ async fn run_script(
     let reply: Value = inv.invoke_async(conn).await?;
     let ints = integers(&reply).ok_or_else(|| bad_reply(&reply))?;
     match (algorithm, ints.as_slice()) {
+        // The record's script decides by the caller's clock and does not say so.
         (Algorithm::Adr002, &[allowed @ (0 | 1), tokens]) => {
-            Ok(adr002::outcome_from_reply(q, allowed == 1, tokens, req.cost))
+            Ok((adr002::outcome_from_reply(q, allowed == 1, tokens, req.cost), req.client_now_ms))
         }
         (Algorithm::Adr002, _) => Err(bad_reply(&reply)),
-        (_, &[allowed @ (0 | 1), remaining, retry, reset]) if remaining >= 0 && retry >= 0 && reset >= 0 => {
-            Ok(Outcome {
+        (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
+            if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
+        {
+            let outcome = Outcome {
                 allowed: allowed == 1,
                 remaining: remaining as u64,
                 retry_after_ms: retry as u64,
                 reset_after_ms: reset as u64,
-            })
+            };
+            Ok((outcome, now as u64))
         }
         _ => Err(bad_reply(&reply)),
     }
@@ -241,7 +246,7 @@ async fn run_script(
 
 /// The naive subject: read, decide in the client, write back. Between the GET and the SET
 /// any other instance can do the same, and the last SET wins: that is the race.
-async fn naive_get_set(conn: &mut MultiplexedConnection, req: &StoreRequest<'_>) -> Result<Outcome, RedisError> {
+async fn naive_get_set(conn: &mut MultiplexedConnection, req: &StoreRequest<'_>) -> Result<(Outcome, u64), RedisError> {
     let q = req.quota;
     let now = req.client_now_ms;
     let window = now / q.period_ms();
@@ -261,7 +266,7 @@ async fn naive_get_set(conn: &mut MultiplexedConnection, req: &StoreRequest<'_>)
         let _: Value =
             redis::cmd("SET").arg(&key).arg(count + req.cost).arg("PX").arg(to_end).query_async(conn).await?;
     }
-    Ok(outcome)
+    Ok((outcome, now))
 }
 
 fn integers(v: &Value) -> Option<Vec<i64>> {
