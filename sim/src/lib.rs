@@ -1,1 +1,28 @@
-//! The simulation harness: the in-process Redis model and the simulator (in progress).
+//! Deterministic simulation harness for the rate limiter.
+//!
+//! # Layout
+//!
+//! - [`model`]: the in-process Redis (RESP2 + Lua 5.1) that simulated hosts and tests talk to
+//!   with the limiter's own redis-rs client.
+//! - [`mini`]: the real mini-redis server on loopback, an install-free GET/SET server.
+//! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
+//!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
+//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`run`]
+//!   (many runs across cores), [`results`] (the JSON schema), [`table`], [`cli`].
+
+pub mod mini;
+pub mod model;
+
+pub mod checker;
+pub mod cli;
+pub mod cluster;
+pub mod faults;
+pub mod oracle;
+pub mod redis_host;
+pub mod results;
+pub mod run;
+pub mod scenario;
+pub mod simclock;
+pub mod table;
+pub mod trace;
+pub mod workload;

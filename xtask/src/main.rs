@@ -1,8 +1,12 @@
 //! `cargo xtask`: the project's checks and jobs, run as code.
 //!
-//! - `cargo xtask test`: installs what the tests need (redis-server), then rustfmt check,
+//! - `cargo xtask simulate`: the scenario catalogue on the in-process Redis model; prints
+//!   tables, writes results JSON and the HTML/PNG report.
+//! - `cargo xtask report --from RESULTS.json --out DIR`: re-renders a report.
+//! - `cargo xtask test`: installs what the tests need (redis-server, chromium), then rustfmt check,
 //!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
 
+mod simulate;
 mod test;
 mod tools;
 
@@ -12,6 +16,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
+  simulate    run the scenario catalogue on the in-process Redis model (see simulate --help)
+  report      re-render the report: report --from RESULTS.json --out DIR
   test        install what the tests need, then rustfmt, clippy -D warnings and every test
   help        show this message";
 
@@ -30,6 +36,8 @@ fn run() -> Result<()> {
     };
     let rest: Vec<String> = args.collect();
     match command.as_str() {
+        "simulate" => simulate::run(&rest),
+        "report" => simulate::run_report(&rest),
         "test" => test::run(&rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");

@@ -5,7 +5,9 @@ use anyhow::{bail, Result};
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run_all() -> Result<()> {
-    ensure_installed("redis-server", "redis-server")?;
+    // Tests start their own redis-server processes, and the report test opens the report in
+    // headless Chromium.
+    ensure_installed(&[("redis-server", "redis-server"), ("chromium", "chromium")])?;
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -18,6 +20,7 @@ pub fn run_all() -> Result<()> {
     let mut test = cargo();
     test.args(["test", "--workspace"]);
     tools::run(test)?;
+
     Ok(())
 }
 

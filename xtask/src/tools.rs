@@ -38,24 +38,38 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
-/// Makes sure `program` is on PATH: installs Debian's `package` with apt-get when running
-/// as root, otherwise stops and says what to install.
-pub fn ensure_installed(program: &str, package: &str) -> Result<()> {
-    if on_path(program) {
+/// Makes sure every `(program, Debian package)` is on PATH: installs the missing packages
+/// with apt-get (one update, one install) when running as root, otherwise stops and says
+/// what to install.
+pub fn ensure_installed(tools: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<_> = tools.iter().filter(|(program, _)| !on_path(program)).collect();
+    if missing.is_empty() {
         return Ok(());
     }
+    let packages: Vec<&str> = missing.iter().map(|(_, package)| *package).collect();
     if !(is_root() && on_path("apt-get")) {
-        bail!("`{program}` is missing: install Debian's `{package}` package (apt-get install {package}) and run again");
+        let programs: Vec<&str> = missing.iter().map(|(program, _)| *program).collect();
+        bail!(
+            "missing {}: install Debian's {} (apt-get install {}) and run again",
+            programs.join(", "),
+            packages.join(", "),
+            packages.join(" ")
+        );
     }
-    println!("`{program}` is missing; installing Debian's `{package}` package");
+    println!("installing Debian's {} (missing)", packages.join(", "));
     let mut update = Command::new("apt-get");
     update.args(["update", "-qq"]);
     run(update)?;
     let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-qq", "--no-install-recommends", package]).env("DEBIAN_FRONTEND", "noninteractive");
+    install
+        .args(["install", "-y", "-qq", "--no-install-recommends"])
+        .args(&packages)
+        .env("DEBIAN_FRONTEND", "noninteractive");
     run(install)?;
-    if !on_path(program) {
-        bail!("installed `{package}` but `{program}` is still not on PATH");
+    for (program, package) in missing {
+        if !on_path(program) {
+            bail!("installed `{package}` but `{program}` is still not on PATH");
+        }
     }
     Ok(())
 }

@@ -1,0 +1,448 @@
+//! The report page: one self-contained HTML file, inline CSS, no JavaScript, images by relative
+//! file name. Every string that comes from the results file goes through [`escape`].
+
+use std::fmt::Write as _;
+
+use crate::charts::{expected_break, first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
+use crate::schema::{Results, RunResult, SCHEMA};
+use crate::style::{ordered, tidy, ALGORITHMS, POLICIES};
+
+/// Escapes text for HTML element content and quoted attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = r#"
+:root { --ink: #1a1a1a; --muted: #5f5f5f; --rule: #d6d6d6; --broken: #d55e00; --broken-bg: #fbe3d2;
+        --expected-bg: #f0f0f0; --code-bg: #f4f4f4; }
+* { box-sizing: border-box; }
+body { margin: 0; color: var(--ink); background: #fff; line-height: 1.5;
+       font-family: "DejaVu Sans", "Segoe UI", Helvetica, Arial, sans-serif; font-size: 16px; }
+header, main, footer { max-width: 1320px; margin: 0 auto; padding: 0 20px; }
+header { padding-top: 24px; border-bottom: 1px solid var(--rule); }
+h1 { font-size: 28px; margin: 0 0 12px; }
+h2 { font-size: 22px; margin: 40px 0 8px; padding-top: 8px; border-top: 1px solid var(--rule); }
+h3 { font-size: 17px; margin: 20px 0 6px; }
+dl.meta { display: grid; grid-template-columns: max-content 1fr; gap: 2px 16px; margin: 0 0 12px; }
+dl.meta dt { color: var(--muted); }
+dl.meta dd { margin: 0; }
+code { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 14px; background: var(--code-bg);
+       padding: 1px 4px; border-radius: 3px; overflow-wrap: anywhere; }
+nav ol { columns: 3; margin: 8px 0 16px; padding-left: 24px; }
+p.desc { font-size: 17px; margin: 4px 0 12px; }
+p.how { background: #f7f9fb; border-left: 4px solid #0072b2; padding: 8px 12px; margin: 8px 0 12px; }
+figure { margin: 8px 0 12px; }
+figure img { display: block; max-width: 100%; height: auto; border: 1px solid var(--rule); }
+figcaption { color: var(--muted); font-size: 14px; }
+table { border-collapse: collapse; width: 100%; font-size: 14px; margin: 8px 0; }
+caption { text-align: left; color: var(--muted); padding: 4px 0; }
+th, td { padding: 4px 8px; border-bottom: 1px solid var(--rule); text-align: left; vertical-align: top; }
+th { background: #fafafa; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.name { white-space: nowrap; }
+tr.broken td { background: var(--broken-bg); }
+tr.broken td:first-child { border-left: 5px solid var(--broken); }
+tr.expected td { background: var(--expected-bg); }
+tr.expected td:first-child { border-left: 5px solid #8a8a8a; }
+.tag { display: inline-block; font-size: 12px; font-weight: bold; padding: 0 6px; border-radius: 3px; }
+.tag.broken { background: var(--broken); color: #fff; }
+.tag.expected { background: #6b6b6b; color: #fff; }
+.tag.held { background: #009e73; color: #fff; }
+ul.findings { padding-left: 20px; }
+details { margin: 12px 0; }
+details summary { cursor: pointer; font-weight: bold; }
+ul.findings li { margin: 4px 0; }
+.summary strong.bad { color: var(--broken); }
+footer { color: var(--muted); font-size: 13px; border-top: 1px solid var(--rule); margin-top: 40px; padding: 12px 20px 32px; }
+"#;
+
+fn figure(out: &mut String, chart: &Chart) {
+    let caption = if chart.placeholder {
+        "<figcaption>This results file has no data for this chart; the image says which run fills it.</figcaption>"
+    } else {
+        ""
+    };
+    let _ =
+        writeln!(out, "<figure><img src=\"{}\" alt=\"{}\">{caption}</figure>", escape(&chart.file), escape(&chart.alt));
+}
+
+fn how(out: &mut String, text: &str) {
+    let _ = writeln!(out, "<p class=\"how\"><strong>How to read this.</strong> {}</p>", escape(text));
+}
+
+fn section_id(chart: &Chart) -> String {
+    chart.file.trim_end_matches(".png").to_string()
+}
+
+fn mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = v.fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+fn pct(v: f64) -> String {
+    if v == 0.0 {
+        "0".into()
+    } else if v.abs() < 0.001 {
+        "&lt;0.001".into()
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn is_broken(x: &RunResult) -> bool {
+    x.bound == "broken"
+}
+
+/// A run that fails the simulation: a broken bound nobody expected, a failure policy that
+/// broke its own promise, or calls that returned errors.
+fn is_failure(x: &RunResult) -> bool {
+    (is_broken(x) && !expected_break(x)) || x.policy_check == "broken" || x.errors > 0
+}
+
+/// One table row: runs of one algorithm, policy and time source, aggregated over seeds.
+fn table(out: &mut String, rows: &[&RunResult]) {
+    let seeds = {
+        let mut s: Vec<u64> = rows.iter().map(|x| x.seed).collect();
+        s.sort_unstable();
+        s.dedup();
+        s.len()
+    };
+    let _ = writeln!(
+        out,
+        "<table>\n<caption>Mean per run over {seeds} seed(s); wrong allow/limit as % of all requests.</caption>\n\
+         <thead><tr><th>algorithm</th><th>policy</th><th>clock</th><th>requests</th><th>admitted</th>\
+         <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>bound</th>\
+         <th>time to recover</th></tr></thead>\n<tbody>"
+    );
+    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
+    let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
+    for a in &algorithms {
+        for p in &policies {
+            for c in &clocks {
+                let group: Vec<&RunResult> = rows
+                    .iter()
+                    .filter(|x| &x.algorithm == a && &x.policy == p && &x.time_source == c)
+                    .copied()
+                    .collect();
+                if group.is_empty() {
+                    continue;
+                }
+                let subject = group.iter().any(|x| x.subject);
+                let n = group.len();
+                let broken = group.iter().filter(|x| is_broken(x)).count();
+                let unexpected = group.iter().filter(|x| is_broken(x) && !expected_break(x)).count();
+                let checked = group.iter().filter(|x| x.bound == "held" || x.bound == "broken").count();
+                let mut bound = if unexpected > 0 {
+                    format!("<span class=\"tag broken\">BROKEN</span> in {unexpected} of {n} seed(s)")
+                } else if broken > 0 {
+                    format!("<span class=\"tag expected\">broken</span> in {broken} of {n} seed(s): expected finding")
+                } else if checked > 0 {
+                    "<span class=\"tag held\">held</span>".to_string()
+                } else {
+                    "not checked".to_string()
+                };
+                let policy_broken = group.iter().filter(|x| x.policy_check == "broken").count();
+                if policy_broken > 0 {
+                    bound.push_str(&format!(
+                        "<br><span class=\"tag broken\">POLICY BROKEN</span> in {policy_broken} of {n} seed(s)"
+                    ));
+                }
+                let errors: u64 = group.iter().map(|x| x.errors).sum();
+                if errors > 0 {
+                    bound.push_str(&format!("<br><span class=\"tag broken\">{errors} ERRORS</span>"));
+                }
+                let class = if group.iter().any(|x| is_failure(x)) {
+                    "broken"
+                } else if broken > 0 {
+                    "expected"
+                } else {
+                    ""
+                };
+                let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).collect();
+                let recover = if recover.is_empty() {
+                    "—".to_string()
+                } else {
+                    let worst = recover.iter().copied().fold(f64::MIN, f64::max);
+                    format!("{} ms (worst of {})", tidy(worst), recover.len())
+                };
+                let name = if subject { format!("{} (subject)", escape(a)) } else { escape(a) };
+                let _ = writeln!(
+                    out,
+                    "<tr class=\"{class}\"><td class=\"name\">{name}</td><td class=\"name\">{}</td><td>{}</td><td class=\"num\">{:.0}</td>\
+                     <td class=\"num\">{:.0}</td><td class=\"num\">{:.0}</td><td class=\"num\">{}</td>\
+                     <td class=\"num\">{}</td><td>{bound}</td><td class=\"name\">{recover}</td></tr>",
+                    escape(p),
+                    escape(c),
+                    mean(group.iter().map(|x| x.requests as f64)),
+                    mean(group.iter().map(|x| x.admitted as f64)),
+                    mean(group.iter().map(|x| x.oracle_admitted as f64)),
+                    pct(mean(group.iter().map(|x| x.wrong_allow_pct))),
+                    pct(mean(group.iter().map(|x| x.wrong_limit_pct))),
+                );
+            }
+        }
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+fn replay_of(x: &RunResult) -> String {
+    if x.replay.is_empty() {
+        format!("cargo xtask simulate --scenario {} --algorithm {} --seed {}", x.scenario, x.algorithm, x.seed)
+    } else {
+        x.replay.clone()
+    }
+}
+
+fn finding_item(out: &mut String, x: &RunResult) {
+    let mut problems: Vec<String> = Vec::new();
+    if is_broken(x) {
+        let tag = if expected_break(x) {
+            "<span class=\"tag expected\">expected finding</span> bound broken"
+        } else {
+            "<span class=\"tag broken\">BROKEN</span> bound"
+        };
+        let detail = if x.bound_detail.is_empty() { String::new() } else { format!(": {}", escape(&x.bound_detail)) };
+        problems.push(format!("{tag}{detail}"));
+    }
+    if x.policy_check == "broken" {
+        let detail = if x.policy_detail.is_empty() { String::new() } else { format!(": {}", escape(&x.policy_detail)) };
+        problems.push(format!("<span class=\"tag broken\">BROKEN</span> failure policy{detail}"));
+    }
+    if x.errors > 0 {
+        problems.push(format!("<span class=\"tag broken\">ERRORS</span> {} call(s) returned an error", x.errors));
+    }
+    let _ = writeln!(
+        out,
+        "<li><strong>{}</strong>, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
+        escape(&x.algorithm),
+        escape(&x.policy),
+        escape(&x.time_source),
+        x.seed,
+        problems.join("; "),
+        escape(&replay_of(x))
+    );
+}
+
+/// Every broken bound, broken policy and erroring run, each with its seed and replay command.
+/// Failures are listed in full; a long list of expected findings folds into a `<details>`.
+fn findings(out: &mut String, rows: &[&RunResult]) {
+    let failures: Vec<&RunResult> = rows.iter().filter(|x| is_failure(x)).copied().collect();
+    let expected: Vec<&RunResult> = rows.iter().filter(|x| is_broken(x) && !is_failure(x)).copied().collect();
+    if failures.is_empty() && expected.is_empty() {
+        out.push_str("<p>Every checked bound and failure policy held.</p>\n");
+        return;
+    }
+    if !failures.is_empty() {
+        out.push_str("<h3>Failures, with the command that replays each</h3>\n<ul class=\"findings\">\n");
+        for x in &failures {
+            finding_item(out, x);
+        }
+        out.push_str("</ul>\n");
+    }
+    if !expected.is_empty() {
+        let heading = format!(
+            "{} expected finding(s): broken bounds of the subjects or of client time under skew, with the command \
+             that replays each",
+            expected.len()
+        );
+        let fold = expected.len() > 6;
+        if fold {
+            let _ = writeln!(out, "<details><summary>{heading}</summary>");
+        } else {
+            let _ = writeln!(out, "<h3>{heading}</h3>");
+        }
+        out.push_str("<ul class=\"findings\">\n");
+        for x in &expected {
+            finding_item(out, x);
+        }
+        out.push_str("</ul>\n");
+        if fold {
+            out.push_str("</details>\n");
+        }
+    }
+}
+
+/// The whole page.
+pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
+    let chart = |k: &ChartKind| charts.iter().find(|c| &c.kind == k);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>Rate limiter simulation report</title>\n<style>{CSS}</style>\n</head>\n<body>\n<header>\n\
+         <h1>Rate limiter simulation report</h1>\n"
+    );
+    let seeds = r.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
+    let or_dash = |s: &str| if s.is_empty() { "—".to_string() } else { escape(s) };
+    let _ = writeln!(
+        out,
+        "<dl class=\"meta\"><dt>backend</dt><dd>{}</dd><dt>seeds</dt><dd>{}</dd><dt>simulated time</dt>\
+         <dd>{} ms per run</dd><dt>command</dt><dd><code>{}</code></dd><dt>schema</dt><dd>{}</dd></dl>",
+        or_dash(&r.backend),
+        or_dash(&seeds),
+        r.duration_ms,
+        or_dash(&r.command),
+        or_dash(if r.schema.is_empty() { SCHEMA } else { &r.schema }),
+    );
+    let scen = scenarios(r);
+    let expected = r.results.iter().filter(|x| is_broken(x) && expected_break(x)).count();
+    let failures = r.results.iter().filter(|x| is_failure(x)).count();
+    let _ = writeln!(
+        out,
+        "<p class=\"summary\">{} runs in {} scenario(s). {expected} broken bound(s) are expected findings (the \
+         subjects, and client time under clock skew). {}</p>",
+        r.results.len(),
+        scen.len(),
+        if failures > 0 {
+            format!(
+                "<strong class=\"bad\">{failures} run(s) failed: a bound that should hold broke, a failure policy \
+                 broke its promise, or calls returned errors.</strong>"
+            )
+        } else {
+            "No run failed: every bound that should hold held, and every failure policy kept its promise.".to_string()
+        }
+    );
+    out.push_str("<nav><ol>\n");
+    for c in charts {
+        let label = match &c.kind {
+            ChartKind::Race => "GET+SET race".to_string(),
+            ChartKind::Scenario(s) => format!("Scenario {}", escape(s)),
+            ChartKind::Accuracy => "Accuracy".into(),
+            ChartKind::Skew => "Clock skew".into(),
+            ChartKind::Outage => "Redis outage".into(),
+            ChartKind::Cost => "Cost".into(),
+        };
+        let _ = writeln!(out, "<li><a href=\"#{}\">{label}</a></li>", escape(&section_id(c)));
+    }
+    out.push_str("</ol></nav>\n</header>\n<main>\n");
+
+    if let Some(c) = chart(&ChartKind::Race) {
+        let _ = writeln!(out, "<section id=\"{}\">\n<h2>GET+SET race</h2>", escape(&section_id(c)));
+        how(
+            &mut out,
+            "One line per algorithm. The y axis is what was admitted in one period divided by the limit: the \
+             dashed line at 1 is exactly the limit. An atomic Lua script stays at or below 1 however many instances \
+             share the key. The naive counter reads with GET and writes with SET, so two instances can read the same \
+             count before either writes and both admit: it climbs above 1 as instances are added (left). The right \
+             panel fixes the number of instances and slows Redis down: a longer round trip widens the gap between \
+             GET and SET, and more updates are lost.",
+        );
+        figure(&mut out, c);
+        out.push_str("</section>\n");
+    }
+
+    for s in &scen {
+        let Some(c) = chart(&ChartKind::Scenario(s.clone())) else { continue };
+        let rows: Vec<&RunResult> = r.results.iter().filter(|x| &x.scenario == s).collect();
+        let _ = writeln!(out, "<section id=\"{}\">\n<h2>Scenario {}</h2>", escape(&section_id(c)), escape(s));
+        let description = rows.iter().map(|x| x.description.as_str()).find(|d| !d.is_empty()).unwrap_or("");
+        if !description.is_empty() {
+            let _ = writeln!(out, "<p class=\"desc\">{}</p>", escape(description));
+        }
+        figure(&mut out, c);
+        let _ = writeln!(
+            out,
+            "<p class=\"how\"><strong>How to read this.</strong> One panel per algorithm, seed {}: each solid line \
+             is what the limiter admitted in each time bucket (one line per failure policy or time source the \
+             scenario runs), the thin dashed black line what an exact model of the same algorithm fed the same \
+             requests admitted, the wide grey band the limit. Yellow bands are fault windows. Where a solid line \
+             runs above the dashed one the limiter over-admits; below it, it wrongly denies.</p>",
+            first_seed(r).map_or_else(|| "—".to_string(), |s| s.to_string())
+        );
+        table(&mut out, &rows);
+        findings(&mut out, &rows);
+        out.push_str("</section>\n");
+    }
+    if scen.is_empty() {
+        out.push_str(
+            "<section><h2>Scenarios</h2><p>No scenario results in this file: run cargo xtask simulate.</p></section>\n",
+        );
+    }
+
+    let tail: [(ChartKind, &str, String); 4] = [
+        (
+            ChartKind::Accuracy,
+            "Accuracy",
+            "Rows are algorithms, columns scenarios. Each cell is the share of all requests that the limiter decided \
+             differently from the exact oracle, averaged over seeds and policies. Top: wrongly allowed (admitted \
+             although the oracle denied: over-admission). Bottom: wrongly limited (denied although the oracle \
+             admitted: starvation). 0 is perfect. Colour runs on a logarithmic scale within each panel so that \
+             small errors still show; read the number in the cell. Grey cells were not run."
+                .to_string(),
+        ),
+        (
+            ChartKind::Skew,
+            "Clock skew",
+            "One panel per algorithm. The x axis is how far apart the instances' clocks are; the y axis is what was \
+             admitted divided by the most the algorithm promises, so above the dashed line at 1 the bound is \
+             broken. With server time every script reads Redis's own clock (TIME) and skew cannot matter: the blue \
+             line stays flat. With client time each instance sends its own clock, and a fast clock refills tokens \
+             or expires windows early: the vermillion line shows how much that over-admits."
+                .to_string(),
+        ),
+        (
+            ChartKind::Outage,
+            "Redis outage",
+            format!(
+                "Scenario {OUTAGE_SCENARIO}, one line per failure policy, admissions per second. Inside the shaded \
+                 band Redis is down. Fail open admits everything that arrives (above the limit line: over-admission), \
+                 fail closed admits nothing (below the dashed oracle: every request is wrongly denied), a local \
+                 budget admits each instance's static share. After Redis is back, the lines should rejoin the oracle; \
+                 the time that takes is the \"time to recover\" in the scenario's table."
+            ),
+        ),
+        (
+            ChartKind::Cost,
+            "Cost",
+            "Left: Redis commands sent per request: each atomic algorithm is one EVALSHA, the naive counter needs a \
+             GET and a SET, and requests decided by a failure policy while Redis was unreachable send none, so \
+             the mean can fall below 1. Right: Redis memory per key the algorithm keeps, in bytes: the sliding log stores one \
+             sorted-set member per admitted unit, so its memory grows with the limit, while the others keep a \
+             counter, a pair of counters, a small hash or a single timestamp. Averaged over every run that \
+             recorded Redis statistics."
+                .to_string(),
+        ),
+    ];
+    for (kind, title, text) in tail {
+        let Some(c) = chart(&kind) else { continue };
+        let _ = writeln!(out, "<section id=\"{}\">\n<h2>{title}</h2>", escape(&section_id(c)));
+        how(&mut out, &text);
+        figure(&mut out, c);
+        out.push_str("</section>\n");
+    }
+    let _ = writeln!(
+        out,
+        "</main>\n<footer>Generated by the <code>reports</code> crate from a results file of schema {}. \
+         Charts are PNG files next to this page.</footer>\n</body>\n</html>",
+        escape(SCHEMA)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape;
+
+    #[test]
+    fn escape_neutralises_markup_and_quotes() {
+        assert_eq!(escape("<script>alert('x')</script>"), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;");
+        assert_eq!(escape("a & \"b\""), "a &amp; &quot;b&quot;");
+    }
+}

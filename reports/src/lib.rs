@@ -1,0 +1,115 @@
+//! Simulation results (JSON) -> PNG charts and one self-contained HTML report.
+//!
+//! `cargo xtask simulate` writes a results file of schema [`SCHEMA`]; [`render`] reads it and
+//! writes `index.html` plus one PNG per chart into an output directory. The page needs no
+//! network and no JavaScript: images sit next to it and are referenced by file name.
+//!
+//! Text in the charts is drawn with DejaVu Sans, embedded in the crate, so rendering works on a
+//! machine with no system fonts and no fontconfig.
+//!
+//! ```no_run
+//! # fn main() -> anyhow::Result<()> {
+//! let paths = reports::render("target/sim/results.json".as_ref(), "target/sim/report".as_ref())?;
+//! println!("open {}", paths.index_html.display());
+//! # Ok(())
+//! # }
+//! ```
+
+mod charts;
+mod html;
+mod sample;
+mod schema;
+mod style;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context};
+
+pub use sample::sample_results;
+pub use schema::{Fault, RacePoint, RedisStats, Results, RunResult, Series, SkewPoint, SCHEMA};
+
+/// Everything [`render`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportPaths {
+    /// The report page.
+    pub index_html: PathBuf,
+    /// Every chart, in the order the page shows them.
+    pub charts: Vec<PathBuf>,
+}
+
+/// Reads a results file and renders the report into `out_dir` (created if missing).
+///
+/// Errors name the file and what is wrong with it: missing, not JSON, an outdated or foreign
+/// `schema`, or a field of the wrong type.
+pub fn render(results_json_path: &Path, out_dir: &Path) -> anyhow::Result<ReportPaths> {
+    let results = load_results(results_json_path)?;
+    render_results(&results, out_dir)
+}
+
+/// Renders already parsed results into `out_dir` (created if missing).
+pub fn render_results(results: &Results, out_dir: &Path) -> anyhow::Result<ReportPaths> {
+    std::fs::create_dir_all(out_dir)
+        .with_context(|| format!("{}: cannot create the report directory", out_dir.display()))?;
+    style::ensure_fonts()?;
+    let charts = charts::render_all(results, out_dir)?;
+    let page = html::page(results, &charts);
+    let index_html = out_dir.join("index.html");
+    std::fs::write(&index_html, page).with_context(|| format!("{}: cannot write", index_html.display()))?;
+    Ok(ReportPaths { index_html, charts: charts.iter().map(|c| out_dir.join(&c.file)).collect() })
+}
+
+/// Reads and checks a results file.
+///
+/// The `schema` field is checked before anything else, so a file from an older simulator says
+/// that it is outdated rather than which field it lacks.
+pub fn load_results(path: &Path) -> anyhow::Result<Results> {
+    let shown = path.display();
+    let bytes = std::fs::read(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => {
+            anyhow!("{shown}: no such file: run cargo xtask simulate to produce a results file")
+        }
+        _ => anyhow!("{shown}: cannot read: {e}"),
+    })?;
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|e| anyhow!("{shown}: not valid JSON: {e}"))?;
+    let Some(object) = value.as_object() else {
+        return Err(anyhow!(
+            "{shown}: not a simulation results file: expected a JSON object with \"schema\": \"{SCHEMA}\""
+        ));
+    };
+    match object.get("schema") {
+        None => {
+            return Err(anyhow!(
+                "{shown}: no \"schema\" field: not a simulation results file (expected \"schema\": \"{SCHEMA}\" \
+                 as written by cargo xtask simulate)"
+            ))
+        }
+        Some(serde_json::Value::String(schema)) => check_schema(&shown.to_string(), schema)?,
+        Some(other) => {
+            return Err(anyhow!("{shown}: \"schema\" is {other}, not a string; expected \"{SCHEMA}\""));
+        }
+    }
+    serde_json::from_slice(&bytes).map_err(|e| anyhow!("{shown}: does not match schema \"{SCHEMA}\": {e}"))
+}
+
+fn check_schema(shown: &str, schema: &str) -> anyhow::Result<()> {
+    if schema == SCHEMA {
+        return Ok(());
+    }
+    let (family, version) = SCHEMA.split_once('/').unwrap_or((SCHEMA, ""));
+    let ours: Option<u64> = version.parse().ok();
+    let theirs: Option<u64> =
+        schema.strip_prefix(family).and_then(|v| v.strip_prefix('/')).and_then(|v| v.parse().ok());
+    match (theirs, ours) {
+        (Some(t), Some(o)) if t < o => {
+            Err(anyhow!("{shown}: schema \"{schema}\" is outdated; expected \"{SCHEMA}\": re-run cargo xtask simulate"))
+        }
+        (Some(_), _) => Err(anyhow!(
+            "{shown}: schema \"{schema}\" is newer than this report understands; expected \"{SCHEMA}\": \
+             update the reports crate to match the simulator"
+        )),
+        (None, _) => Err(anyhow!(
+            "{shown}: schema \"{schema}\" is not a rate limiter simulation results file; expected \"{SCHEMA}\""
+        )),
+    }
+}

@@ -1,0 +1,323 @@
+//! The report as a file system sees it: errors for bad input, every chart written, HTML escaped.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use reports::{render, render_results, sample_results, Results, RunResult, SCHEMA};
+
+const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1A, b'\n'];
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn error_of(path: &Path) -> String {
+    let out = path.parent().unwrap().join("out");
+    format!("{:#}", render(path, &out).expect_err("rendering should fail"))
+}
+
+fn assert_png(path: &Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(bytes.len() > 1000, "{} is only {} bytes", path.display(), bytes.len());
+    assert_eq!(bytes[..8], PNG_SIGNATURE, "{} is not a PNG", path.display());
+}
+
+#[test]
+fn missing_results_file_error_names_the_file_and_says_how_to_make_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("results.json");
+    let e = error_of(&path);
+    assert!(e.starts_with(&format!("{}: no such file", path.display())), "{e}");
+    assert!(e.contains("cargo xtask simulate"), "{e}");
+}
+
+#[test]
+fn invalid_json_error_names_the_file_and_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "results.json", "{\"schema\": \"rate-limit-sim/1\",\n  \"results\": [");
+    let e = error_of(&path);
+    assert!(e.starts_with(&format!("{}: not valid JSON", path.display())), "{e}");
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    // An old file may lack fields or have other shapes: the schema is checked first.
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/0", "results": {"old": true}}"#);
+    assert_eq!(
+        error_of(&path),
+        format!(
+            "{}: schema \"rate-limit-sim/0\" is outdated; expected \"rate-limit-sim/1\": re-run cargo xtask simulate",
+            path.display()
+        )
+    );
+}
+
+#[test]
+fn newer_schema_error_says_the_report_is_older_than_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/2"}"#);
+    let e = error_of(&path);
+    assert!(e.starts_with(&format!("{}: schema \"rate-limit-sim/2\" is newer", path.display())), "{e}");
+}
+
+#[test]
+fn foreign_schema_and_missing_schema_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = write(dir.path(), "foreign.json", r#"{"schema": "grafana-dashboard/7"}"#);
+    let e = error_of(&foreign);
+    assert!(e.starts_with(&format!("{}: schema \"grafana-dashboard/7\" is not", foreign.display())), "{e}");
+    assert!(e.contains(SCHEMA), "{e}");
+
+    let missing = write(dir.path(), "missing.json", r#"{"results": []}"#);
+    let e = error_of(&missing);
+    assert!(e.starts_with(&format!("{}: no \"schema\" field", missing.display())), "{e}");
+
+    let array = write(dir.path(), "array.json", "[1, 2]");
+    let e = error_of(&array);
+    assert!(e.starts_with(&format!("{}: not a simulation results file", array.display())), "{e}");
+
+    let number = write(dir.path(), "number.json", r#"{"schema": 1}"#);
+    let e = error_of(&number);
+    assert!(e.starts_with(&format!("{}: \"schema\" is 1, not a string", number.display())), "{e}");
+}
+
+#[test]
+fn field_of_the_wrong_type_error_names_the_file_and_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        dir.path(),
+        "results.json",
+        r#"{"schema": "rate-limit-sim/1", "results": [{"scenario": "x", "requests": "many"}]}"#,
+    );
+    let e = error_of(&path);
+    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/1\"", path.display())), "{e}");
+    assert!(e.contains("\"many\"") && e.contains("line 1"), "{e}");
+}
+
+#[test]
+fn full_results_render_every_chart_as_a_png_linked_from_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = write(dir.path(), "results.json", &serde_json::to_string(&sample_results()).unwrap());
+    let out = dir.path().join("report");
+    let paths = render(&json, &out).unwrap();
+    assert_eq!(paths.index_html, out.join("index.html"));
+    // Race first, one chart per scenario (10 in the sample), then accuracy, skew, outage, cost.
+    let names: Vec<String> =
+        paths.charts.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names.len(), 1 + 10 + 4, "{names:?}");
+    assert_eq!(names[0], "race.png");
+    assert_eq!(names[5], "scenario-05-redis-outage.png");
+    assert_eq!(&names[11..], ["accuracy.png", "skew.png", "outage.png", "cost.png"]);
+    let html = std::fs::read_to_string(&paths.index_html).unwrap();
+    for (path, name) in paths.charts.iter().zip(&names) {
+        assert_eq!(path.parent(), Some(out.as_path()));
+        assert_png(path);
+        assert!(html.contains(&format!("<img src=\"{name}\"")), "index.html does not show {name}");
+    }
+    assert!(!html.contains("no data for this chart"), "the full sample should fill every chart");
+    // Races come first on the page.
+    let race = html.find("race.png").unwrap();
+    assert!(paths.charts[1..].iter().all(|p| html.find(&*p.file_name().unwrap().to_string_lossy()).unwrap() > race));
+}
+
+#[test]
+fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labelled() {
+    let mut r = sample_results();
+    let run = r
+        .results
+        .iter_mut()
+        .find(|x| {
+            x.scenario == "redis-outage" && x.algorithm == "sliding-log" && x.seed == 2 && x.policy == "fail-open"
+        })
+        .unwrap();
+    run.bound = "broken".into();
+    run.bound_detail = "max 31 admitted in a 1000 ms window; bound 20".into();
+    let run = r
+        .results
+        .iter_mut()
+        .find(|x| x.scenario == "partition" && x.algorithm == "gcra" && x.seed == 3 && x.policy == "local-budget")
+        .unwrap();
+    run.policy_check = "broken".into();
+    run.policy_detail = "instance 0 admitted 9 in 500 ms; budget 2".into();
+    let dir = tempfile::tempdir().unwrap();
+    let paths = render_results(&r, dir.path()).unwrap();
+    let html = std::fs::read_to_string(paths.index_html).unwrap();
+
+    assert!(html.contains("<strong class=\"bad\">2 run(s) failed"), "the summary counts both failures");
+    assert_eq!(html.matches("<tr class=\"broken\">").count(), 2, "one table row per failing group");
+    assert!(html.contains("<tr class=\"expected\">"), "subjects and client time under skew");
+    let item = |replay: &str| {
+        let at = html.find(&format!("<code>{replay}</code>")).unwrap_or_else(|| panic!("no replay {replay}"));
+        html[html[..at].rfind("<li>").unwrap()..at].to_string()
+    };
+    let bound =
+        item("cargo xtask simulate --scenario redis-outage --algorithm sliding-log --seed 2 --policy fail-open");
+    assert!(
+        bound.contains(
+            "<strong>sliding-log</strong>, fail-open, server time, seed 2: <span class=\"tag broken\">BROKEN</span> \
+             bound: max 31 admitted in a 1000 ms window; bound 20"
+        ),
+        "{bound}"
+    );
+    let policy = item("cargo xtask simulate --scenario partition --algorithm gcra --seed 3 --policy local-budget");
+    assert!(policy.contains("failure policy: instance 0 admitted 9 in 500 ms; budget 2"), "{policy}");
+    let expected =
+        item("cargo xtask simulate --scenario clock-skew --algorithm token-bucket --seed 1 --time-source client");
+    assert!(expected.contains("<span class=\"tag expected\">expected finding</span> bound broken"), "{expected}");
+}
+
+#[test]
+fn the_sample_fails_no_run_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = render_results(&sample_results(), dir.path()).unwrap();
+    let html = std::fs::read_to_string(paths.index_html).unwrap();
+    assert!(html.contains("No run failed"));
+    assert!(!html.contains("<tr class=\"broken\">"));
+}
+
+#[test]
+fn partial_results_render_placeholders_that_say_which_run_fills_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = write(
+        dir.path(),
+        "results.json",
+        r#"{"schema": "rate-limit-sim/1",
+            "results": [{"scenario": "steady-overload", "algorithm": "gcra", "requests": 10, "admitted": 5,
+                         "recover_ms": null}]}"#,
+    );
+    let out = dir.path().join("report");
+    let paths = render(&json, &out).unwrap();
+    for p in &paths.charts {
+        assert_png(p);
+    }
+    let html = std::fs::read_to_string(&paths.index_html).unwrap();
+    // race, the scenario without a series, skew, outage, cost; accuracy has its one cell.
+    assert_eq!(html.matches("has no data for this chart").count(), 5, "{html}");
+}
+
+#[test]
+fn empty_results_render_a_page_saying_to_run_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = Results { schema: SCHEMA.into(), ..Results::default() };
+    let paths = render_results(&empty, dir.path()).unwrap();
+    assert_eq!(paths.charts.len(), 5);
+    let html = std::fs::read_to_string(paths.index_html).unwrap();
+    assert!(html.contains("No scenario results in this file"));
+}
+
+#[test]
+fn hostile_strings_are_escaped_in_the_page_and_never_reach_file_names() {
+    let hostile = "<script>alert(1)</script>";
+    let mut r = sample_results();
+    r.command = "\"><script>alert('command')</script>".into();
+    r.backend = "<b>model</b>".into();
+    for x in r.results.iter_mut().filter(|x| x.scenario == "steady-trickle") {
+        x.scenario = hostile.into();
+        x.description = "<img src=x onerror=alert(2)> & more".into();
+        x.replay = "cargo xtask simulate --scenario '<script>' && rm -rf /".into();
+    }
+    r.results.push(RunResult {
+        scenario: "x".into(),
+        algorithm: "<i>evil</i>".into(),
+        bound: "broken".into(),
+        bound_detail: "</code></li><script>alert(3)</script>".into(),
+        ..RunResult::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let paths = render_results(&r, dir.path()).unwrap();
+    let html = std::fs::read_to_string(&paths.index_html).unwrap();
+    assert!(!html.to_lowercase().contains("<script"), "unescaped script tag in the page");
+    assert!(!html.contains("<img src=x") && !html.contains("<i>evil") && !html.contains("<b>model"));
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("&lt;img src=x onerror=alert(2)&gt; &amp; more"));
+    assert!(html.contains("&quot;&gt;&lt;script&gt;alert(&#39;command&#39;)"));
+    for p in &paths.charts {
+        assert_eq!(p.parent(), Some(dir.path()), "{} escaped the report directory", p.display());
+        let name = p.file_name().unwrap().to_string_lossy();
+        assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'), "{name}");
+        assert_png(p);
+    }
+}
+
+#[test]
+fn rendering_twice_gives_identical_files() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let r = sample_results();
+    let pa = render_results(&r, a.path()).unwrap();
+    let pb = render_results(&r, b.path()).unwrap();
+    for (x, y) in pa.charts.iter().chain([&pa.index_html]).zip(pb.charts.iter().chain([&pb.index_html])) {
+        assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap(), "{} differs", x.display());
+    }
+}
+
+fn report_bin(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_report")).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn report_binary_refuses_bad_arguments_with_a_reason_and_usage() {
+    for (args, reason) in [
+        (&[][..], "missing --from"),
+        (&["--from", "r.json"][..], "missing --out"),
+        (&["--from"][..], "--from needs a value"),
+        (&["--from", "--out", "dir"][..], "--from needs a value"),
+        (&["--from", "a", "--from", "b", "--out", "d"][..], "--from given twice"),
+        (&["--bogus"][..], "unknown argument \"--bogus\""),
+        (&["results.json"][..], "unknown argument \"results.json\""),
+    ] {
+        let (code, _, err) = report_bin(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(reason) && err.contains("usage: report --from"), "{args:?}: {err}");
+    }
+    let (code, out, _) = report_bin(&["--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("usage: report --from RESULTS.json --out DIR"));
+}
+
+#[test]
+fn report_binary_names_a_missing_file_and_renders_a_good_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.json");
+    let out_dir = dir.path().join("out");
+    let (code, _, err) = report_bin(&["--from", missing.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("{}: no such file", missing.display())), "{err}");
+
+    let json = write(dir.path(), "results.json", &serde_json::to_string(&sample_results()).unwrap());
+    let arg_from = format!("--from={}", json.display());
+    let (code, out, err) = report_bin(&[&arg_from, "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("index.html") && out.contains("15 chart(s)"), "{out}");
+    assert!(out_dir.join("index.html").is_file());
+}
+
+#[test]
+fn single_points_and_degenerate_values_render_without_panicking() {
+    let json = r#"{"schema": "rate-limit-sim/1", "seeds": [7],
+        "results": [{"scenario": "only", "algorithm": "mystery-algo", "seed": 7, "requests": 0, "limit": 0,
+                     "series": {"bucket_ms": 0, "admitted": [0], "oracle_admitted": [], "limit_per_bucket": 0},
+                     "redis": {"commands": 0, "keys": 0},
+                     "faults": [{"kind": "forever", "at_ms": 0}, {"kind": "instant", "at_ms": 5, "until_ms": 5}]},
+                    {"scenario": "redis-outage", "algorithm": "naive", "seed": 9, "requests": 3, "policy": "odd",
+                     "series": {"bucket_ms": 500, "admitted": [1e12, 0], "oracle_admitted": [3, 3]},
+                     "redis": {"commands": 5, "keys": 1, "memory_bytes": 64}}],
+        "race_sweep": [{"algorithm": "naive", "instances": 4, "latency_ms": 1, "limit": 0, "admitted": 3}],
+        "skew_sweep": [{"algorithm": "gcra", "time_source": "client", "skew_ms": -300, "admitted": 5, "bound": 0},
+                       {"algorithm": "gcra", "time_source": "client", "skew_ms": 300, "admitted": 5, "bound": 4}]}"#;
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "results.json", json);
+    let paths = render(&path, &dir.path().join("out")).unwrap();
+    assert_eq!(paths.charts.len(), 1 + 2 + 4);
+    for p in &paths.charts {
+        assert_png(p);
+    }
+}

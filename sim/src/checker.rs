@@ -1,0 +1,346 @@
+//! Checkers: each algorithm held to its promise (DESIGN.md's table), each failure policy
+//! to its own, measured on the trace in true simulated time.
+//!
+//! Each decision is judged at the time it was made ([`Record::at_ms`]). `slack_ms` widens
+//! rate checks and shrinks window checks by an uncertainty in that time, keeping them sound:
+//! a reported break is a real break.
+
+use std::collections::BTreeMap;
+
+use limiter::{Algorithm, FailurePolicy, Quota, Source};
+
+use crate::faults::Fault;
+use crate::oracle::intended;
+use crate::trace::Record;
+
+/// A bound's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// The promise held.
+    Held,
+    /// The promise was broken.
+    Broken,
+    /// Nothing to check (no promise applies).
+    None,
+}
+
+impl Verdict {
+    /// `held`, `broken` or `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Held => "held",
+            Verdict::Broken => "broken",
+            Verdict::None => "none",
+        }
+    }
+}
+
+/// A verdict and what it is based on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    /// Held or broken.
+    pub verdict: Verdict,
+    /// Human-readable evidence: the worst case found and the bound.
+    pub detail: String,
+}
+
+/// The promise an algorithm makes, in words.
+pub fn promise(algorithm: Algorithm, q: &Quota) -> String {
+    let (l, w, b) = (q.limit(), q.period_ms(), q.burst());
+    match intended(algorithm) {
+        Algorithm::FixedWindow => format!("<= {l} per aligned {w} ms window"),
+        Algorithm::SlidingWindow => format!("<= {} in any {w} ms (weighted estimate of {l})", 2 * l),
+        Algorithm::SlidingLog => format!("<= {l} in any {w} ms"),
+        _ => format!("<= {b} + {l}/{w} ms x d in any interval d"),
+    }
+}
+
+/// Checks the store-decided admissions of `records` against the algorithm's promise. The
+/// subjects are held to the promise of the algorithm they mean to be. After each loss of
+/// Redis's data one extra burst per key is allowed.
+pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms: u64, data_losses: u64) -> Check {
+    let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.allowed && r.source == Source::Store) {
+        by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
+    }
+    let (l, w) = (q.limit(), q.period_ms());
+    let allowance = data_losses * q.capacity(intended(algorithm));
+    let mut worst: Option<String> = None;
+    let mut note = |msg: String| {
+        if worst.is_none() {
+            worst = Some(msg);
+        }
+    };
+    let mut peak = 0u64;
+    for (key, admitted) in &by_key {
+        match intended(algorithm) {
+            Algorithm::FixedWindow => {
+                let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
+                for &(t, cost) in admitted {
+                    if t % w + slack_ms < w {
+                        *per_window.entry(t / w).or_default() += cost;
+                    }
+                }
+                for (window, &n) in &per_window {
+                    peak = peak.max(n);
+                    if n > l + allowance {
+                        note(format!("key-{key}: {n} admitted in aligned window {window}, bound {}", l + allowance));
+                    }
+                }
+            }
+            Algorithm::SlidingLog | Algorithm::SlidingWindow => {
+                let bound = if intended(algorithm) == Algorithm::SlidingLog { l } else { 2 * l } + allowance;
+                let span = w.saturating_sub(slack_ms).max(1);
+                let n = max_in_span(admitted, span);
+                peak = peak.max(n);
+                if n > bound {
+                    note(format!("key-{key}: {n} admitted within {span} ms, bound {bound}"));
+                }
+            }
+            _ => {
+                // sum(i..=j) <= B + r * (t_j - t_i + slack + 1) for every i <= j, in O(n):
+                // with P the prefix sums, (P_j - r t_j) - (P_{i-1} - r t_i) <= B + r (slack + 1).
+                let r = l as f64 / w as f64;
+                let budget = q.burst() as f64 + r * (slack_ms + 1) as f64 + allowance as f64;
+                let mut prefix = 0.0;
+                let mut best_start = f64::INFINITY;
+                let mut excess: f64 = f64::NEG_INFINITY;
+                for &(t, cost) in admitted {
+                    best_start = best_start.min(prefix - r * t as f64);
+                    prefix += cost as f64;
+                    excess = excess.max(prefix - r * t as f64 - best_start);
+                }
+                peak = peak.max(excess.max(0.0) as u64);
+                if excess > budget + 1e-9 {
+                    note(format!(
+                        "key-{key}: {excess:.0} admitted beyond the refill over some interval, bound {budget:.1}"
+                    ));
+                }
+            }
+        }
+    }
+    match worst {
+        Some(detail) => Check { verdict: Verdict::Broken, detail },
+        None if by_key.is_empty() => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
+        None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise(algorithm, q)) },
+    }
+}
+
+/// Most cost admitted in any half-open interval `[t, t + span)`.
+pub fn max_in_span(admitted: &[(u64, u64)], span: u64) -> u64 {
+    let (mut lo, mut sum, mut best) = (0, 0, 0);
+    for hi in 0..admitted.len() {
+        sum += admitted[hi].1;
+        while admitted[hi].0 >= admitted[lo].0 + span {
+            sum -= admitted[lo].1;
+            lo += 1;
+        }
+        best = best.max(sum);
+    }
+    best
+}
+
+/// The most admitted (from any source) for one key within one period: what a client of
+/// the protected service actually saw. Fixed window shows up to twice its limit here.
+pub fn peak_per_period(records: &[Record], q: &Quota) -> u64 {
+    let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for r in records.iter().filter(|r| r.allowed) {
+        by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
+    }
+    by_key.values().map(|v| max_in_span(v, q.period_ms())).max().unwrap_or(0)
+}
+
+/// What a failure policy did while Redis was unreachable, and whether it kept its promise:
+/// fail-closed admits nothing, the local budget at most `budget` per key per budget period
+/// per instance, fail-open is counted (it promises nothing).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyCheck {
+    /// Held or broken (None when Redis was never unreachable).
+    pub check: Check,
+    /// Admissions made while cut off.
+    pub admitted_while_cut_off: u64,
+}
+
+/// See [`PolicyCheck`].
+pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault]) -> PolicyCheck {
+    // A store decision in client time was made somewhere between the request's start and
+    // its return; it happened while Redis was unreachable only if all of that did.
+    let cut_off = |r: &Record| {
+        let last = if r.source == Source::Store { r.done_ms.max(r.at_ms) } else { r.at_ms };
+        faults.iter().any(|f| f.kind.cuts_off(r.instance) && r.at_ms >= f.at_ms && last < f.until_ms)
+    };
+    let during: Vec<&Record> = records.iter().filter(|r| cut_off(r)).collect();
+    let admitted: u64 = during.iter().filter(|r| r.allowed).map(|r| r.cost).sum();
+    if during.is_empty() {
+        return PolicyCheck {
+            check: Check { verdict: Verdict::None, detail: "Redis was never unreachable".into() },
+            admitted_while_cut_off: 0,
+        };
+    }
+    let store_admitted = during.iter().filter(|r| r.allowed && r.source == Source::Store).count();
+    let mut verdict = if store_admitted > 0 { Verdict::Broken } else { Verdict::Held };
+    let mut detail = if store_admitted > 0 {
+        format!("{store_admitted} requests claim a store decision while Redis was unreachable")
+    } else {
+        String::new()
+    };
+    match policy {
+        FailurePolicy::FailOpen => {
+            if detail.is_empty() {
+                detail = format!("fail-open admitted {admitted} unchecked while Redis was unreachable (unbounded)");
+            }
+        }
+        FailurePolicy::FailClosed => {
+            if admitted > 0 {
+                verdict = Verdict::Broken;
+                detail = format!("fail-closed admitted {admitted} while Redis was unreachable");
+            } else if detail.is_empty() {
+                detail =
+                    format!("fail-closed admitted nothing in {} requests while Redis was unreachable", during.len());
+            }
+        }
+        FailurePolicy::LocalBudget { limit, period_ms } => {
+            let mut per: BTreeMap<(u32, u32, u64), u64> = BTreeMap::new();
+            for r in during.iter().filter(|r| r.allowed && r.source == Source::LocalBudget) {
+                // The budget's windows are the instance's own clock; the harness sees true
+                // time, so count by window and allow one window's slack at edges.
+                *per.entry((r.instance, r.key, r.at_ms / period_ms)).or_default() += r.cost;
+            }
+            let worst = per.values().copied().max().unwrap_or(0);
+            if worst > 2 * limit {
+                verdict = Verdict::Broken;
+                detail =
+                    format!("local budget admitted {worst} for one key on one instance in one period, budget {limit}");
+            } else if detail.is_empty() {
+                detail = format!(
+                    "local budget admitted {admitted} while cut off, at most {worst} per key per instance per period"
+                );
+            }
+        }
+    }
+    PolicyCheck { check: Check { verdict, detail }, admitted_while_cut_off: admitted }
+}
+
+/// Time from the last fault's heal to the first store-decided admission after it: how
+/// long the limiter took to use Redis again (None without a heal or without a later
+/// admission).
+pub fn recovery_ms(records: &[Record], faults: &[Fault]) -> Option<u64> {
+    let healed = faults.iter().filter(|f| f.until_ms > f.at_ms).map(|f| f.until_ms).max()?;
+    records.iter().find(|r| r.at_ms >= healed && r.allowed && r.source == Source::Store).map(|r| r.at_ms - healed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(t_ms: u64, allowed: bool) -> Record {
+        Record {
+            t_ms,
+            done_ms: t_ms,
+            at_ms: t_ms,
+            instance: 0,
+            seq: 0,
+            key: 0,
+            cost: 1,
+            allowed,
+            source: Source::Store,
+            retry_after_ms: 0,
+            error: false,
+        }
+    }
+
+    #[test]
+    fn sliding_log_bound_catches_one_too_many() {
+        let q = Quota::new(3, 1000);
+        let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &ok, 0, 0).verdict, Verdict::Held);
+        let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &bad, 0, 0).verdict, Verdict::Broken);
+        // One extra burst is allowed after a data loss.
+        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &bad, 0, 1).verdict, Verdict::Held);
+    }
+
+    #[test]
+    fn bucket_bound_allows_burst_plus_refill_and_no_more() {
+        let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
+        let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::TokenBucket, &q, &ok, 0, 0).verdict, Verdict::Held);
+        let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::Gcra, &q, &bad, 0, 0).verdict, Verdict::Broken);
+    }
+
+    #[test]
+    fn fixed_window_allows_double_across_a_boundary_but_not_within() {
+        let q = Quota::new(2, 1000);
+        let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::FixedWindow, &q, &boundary, 0, 0).verdict, Verdict::Held);
+        assert_eq!(peak_per_period(&boundary, &q), 4);
+        let within: Vec<_> = [100, 200, 300].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Algorithm::NaiveGetSet, &q, &within, 0, 0).verdict, Verdict::Broken);
+    }
+}
+
+/// No starvation: wherever no fault cuts the key's instances off and the oracle admits at
+/// least two requests of a key within two periods, the system must admit at least one.
+/// This is the check ADR-002's floored refill fails under a steady trickle.
+pub fn check_liveness(records: &[Record], oracle: &[bool], q: &Quota, faults: &[Fault]) -> Check {
+    let span = 2 * q.period_ms();
+    // (key, window) -> (admitted, oracle admitted, touched by a fault)
+    let mut windows: BTreeMap<(u32, u64), (u64, u64, bool)> = BTreeMap::new();
+    for (r, &ok) in records.iter().zip(oracle) {
+        let w = windows.entry((r.key, r.at_ms / span)).or_default();
+        w.0 += r.allowed as u64;
+        w.1 += ok as u64;
+        let start = r.at_ms / span * span;
+        w.2 |= faults
+            .iter()
+            .any(|f| f.kind.cuts_off(r.instance) && f.at_ms < start + span && f.until_ms.max(f.at_ms + 1) > start);
+    }
+    let starved: Vec<_> = windows.iter().filter(|(_, &(got, want, fault))| got == 0 && want >= 2 && !fault).collect();
+    match starved.first() {
+        Some(((key, w), (_, want, _))) => Check {
+            verdict: Verdict::Broken,
+            detail: format!(
+                "key-{key} starved: nothing admitted in [{} ms, {} ms) where the oracle admitted {want} ({} such windows)",
+                w * span,
+                (w + 1) * span,
+                starved.len()
+            ),
+        },
+        None if windows.is_empty() => Check { verdict: Verdict::None, detail: "no requests".into() },
+        None => Check { verdict: Verdict::Held, detail: "every key the oracle served was served".into() },
+    }
+}
+
+#[cfg(test)]
+mod liveness_tests {
+    use super::*;
+
+    fn rec(at_ms: u64, allowed: bool) -> Record {
+        Record {
+            t_ms: at_ms,
+            done_ms: at_ms,
+            at_ms,
+            instance: 0,
+            seq: 0,
+            key: 0,
+            cost: 1,
+            allowed,
+            source: Source::Store,
+            retry_after_ms: 0,
+            error: false,
+        }
+    }
+
+    #[test]
+    fn starvation_is_caught_and_faults_excuse_it() {
+        let q = Quota::new(10, 1000);
+        let records: Vec<_> = (0..40).map(|i| rec(i * 100, i < 3)).collect();
+        let oracle = vec![true; 40];
+        assert_eq!(check_liveness(&records, &oracle, &q, &[]).verdict, Verdict::Broken);
+        let outage = Fault { kind: crate::faults::FaultKind::RedisPause, at_ms: 0, until_ms: 5_000 };
+        assert_eq!(check_liveness(&records, &oracle, &q, &[outage]).verdict, Verdict::Held);
+        let served: Vec<_> = (0..40).map(|i| rec(i * 100, i % 3 == 0)).collect();
+        assert_eq!(check_liveness(&served, &oracle, &q, &[]).verdict, Verdict::Held);
+    }
+}

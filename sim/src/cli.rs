@@ -1,0 +1,231 @@
+//! `cargo xtask simulate` options, parsed by hand so every mistake gets a message that
+//! names the option and the value.
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, bail, Result};
+use limiter::Algorithm;
+
+use crate::scenario;
+
+/// Where the limiters' Redis is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The in-process model over simulated sockets (deterministic).
+    Model,
+    /// Real `redis-server` processes over real TCP.
+    Redis,
+    /// The embedded mini-redis server (GET/SET only: the naive subject).
+    MiniRedis,
+}
+
+/// Parsed options.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--list`.
+    pub list: bool,
+    /// `--scenario` (repeatable; empty = all).
+    pub scenarios: Vec<String>,
+    /// `--algorithm` (repeatable; empty = all).
+    pub algorithms: Vec<Algorithm>,
+    /// `--policy` (repeatable; empty = each scenario's own).
+    pub policies: Vec<String>,
+    /// `--instances`.
+    pub instances: Option<u32>,
+    /// `--seed` (first seed).
+    pub seed: u64,
+    /// `--seeds` (how many).
+    pub seeds: u64,
+    /// `--duration` in ms.
+    pub duration_ms: u64,
+    /// `--json`.
+    pub json: Option<PathBuf>,
+    /// `--out`.
+    pub out: PathBuf,
+    /// `--check-determinism`.
+    pub check_determinism: bool,
+    /// `--backend`.
+    pub backend: Backend,
+    /// `--redis-url`.
+    pub redis_url: Option<String>,
+    /// `--threads`.
+    pub threads: usize,
+    /// `--no-sweeps`.
+    pub sweeps: bool,
+}
+
+/// Help text.
+pub const USAGE: &str = "\
+usage: cargo xtask simulate [options]
+
+Runs the scenario catalogue: many limiter instances in a deterministic simulated network
+against the in-process Redis model, faults injected, every decision judged by an exact oracle.
+
+options:
+  --list                     list the scenarios and algorithms, then exit
+  --scenario NAME            run only this scenario (repeatable)
+  --algorithm NAME           run only this algorithm (repeatable)
+  --policy NAME              only this failure policy: fail-open, fail-closed, local-budget (repeatable)
+  --instances N              application instances (default: each scenario's own)
+  --seed N                   first seed (default 1)
+  --seeds N                  number of seeds, from --seed on (default 1)
+  --duration D               simulated time per run: 12000, 12000ms or 12s (default 12s)
+  --json PATH                where to write the results JSON (default OUT/results.json)
+  --out DIR                  output directory (default target/simulate)
+  --check-determinism        run every case twice and require identical trace hashes
+  --backend model|redis|mini-redis
+                             model (default): in-process Redis model, deterministic
+  --redis-url URL            with --backend redis: use this server instead of starting one
+  --threads N                worker threads (default: available cores)
+  --no-sweeps                skip the race and skew sweeps the report charts";
+
+fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str> {
+    *i += 1;
+    args.get(*i).map(String::as_str).ok_or_else(|| anyhow!("{flag} needs a value\n\n{USAGE}"))
+}
+
+fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T> {
+    text.parse().map_err(|_| anyhow!("{flag} expects a whole number, got {text:?}"))
+}
+
+/// Parses a duration: plain milliseconds, `ms` or `s` suffix.
+pub fn duration_ms(text: &str) -> Result<u64> {
+    let (digits, scale) = if let Some(d) = text.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = text.strip_suffix('s') {
+        (d, 1000)
+    } else {
+        (text, 1)
+    };
+    let n: u64 =
+        digits.trim().parse().map_err(|_| anyhow!("--duration expects e.g. 12000, 12000ms or 12s, got {text:?}"))?;
+    let ms = n.checked_mul(scale).ok_or_else(|| anyhow!("--duration {text:?} is too long"))?;
+    if !(100..=3_600_000).contains(&ms) {
+        bail!("--duration must be between 100 ms and 1 h, got {ms} ms");
+    }
+    Ok(ms)
+}
+
+/// Parses the command line (without the program name).
+pub fn parse(args: &[String]) -> Result<Options> {
+    let mut o = Options {
+        list: false,
+        scenarios: vec![],
+        algorithms: vec![],
+        policies: vec![],
+        instances: None,
+        seed: 1,
+        seeds: 1,
+        duration_ms: 12_000,
+        json: None,
+        out: PathBuf::from("target/simulate"),
+        check_determinism: false,
+        backend: Backend::Model,
+        redis_url: None,
+        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        sweeps: true,
+    };
+    let mut i = 0;
+    while i < args.len() {
+        let flag = args[i].as_str();
+        match flag {
+            "--list" => o.list = true,
+            "--check-determinism" => o.check_determinism = true,
+            "--no-sweeps" => o.sweeps = false,
+            "--scenario" => {
+                let name = value(args, &mut i, flag)?;
+                if scenario::find(name).is_none() {
+                    let names: Vec<_> = scenario::catalogue().iter().map(|s| s.name).collect();
+                    bail!("unknown scenario {name:?}; expected one of {}", names.join(", "));
+                }
+                o.scenarios.push(name.to_owned());
+            }
+            "--algorithm" => {
+                let a: Algorithm = value(args, &mut i, flag)?.parse()?;
+                if !o.algorithms.contains(&a) {
+                    o.algorithms.push(a);
+                }
+            }
+            "--policy" => {
+                let name = value(args, &mut i, flag)?;
+                if !["fail-open", "fail-closed", "local-budget"].contains(&name) {
+                    bail!("unknown policy {name:?}; expected fail-open, fail-closed or local-budget");
+                }
+                o.policies.push(name.to_owned());
+            }
+            "--instances" => {
+                let n: u32 = number(value(args, &mut i, flag)?, flag)?;
+                if !(1..=64).contains(&n) {
+                    bail!("--instances must be between 1 and 64, got {n}");
+                }
+                o.instances = Some(n);
+            }
+            "--seed" => o.seed = number(value(args, &mut i, flag)?, flag)?,
+            "--seeds" => {
+                o.seeds = number(value(args, &mut i, flag)?, flag)?;
+                if !(1..=100_000).contains(&o.seeds) {
+                    bail!("--seeds must be between 1 and 100000, got {}", o.seeds);
+                }
+            }
+            "--duration" => o.duration_ms = duration_ms(value(args, &mut i, flag)?)?,
+            "--json" => o.json = Some(PathBuf::from(value(args, &mut i, flag)?)),
+            "--out" => o.out = PathBuf::from(value(args, &mut i, flag)?),
+            "--backend" => {
+                o.backend = match value(args, &mut i, flag)? {
+                    "model" => Backend::Model,
+                    "redis" => Backend::Redis,
+                    "mini-redis" => Backend::MiniRedis,
+                    other => bail!("unknown backend {other:?}; expected model, redis or mini-redis"),
+                }
+            }
+            "--redis-url" => o.redis_url = Some(value(args, &mut i, flag)?.to_owned()),
+            "--threads" => {
+                o.threads = number(value(args, &mut i, flag)?, flag)?;
+                if !(1..=256).contains(&o.threads) {
+                    bail!("--threads must be between 1 and 256, got {}", o.threads);
+                }
+            }
+            "-h" | "--help" => bail!("{USAGE}"),
+            other => bail!("unknown option {other:?}\n\n{USAGE}"),
+        }
+        i += 1;
+    }
+    if o.redis_url.is_some() && o.backend != Backend::Redis {
+        bail!("--redis-url only makes sense with --backend redis");
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn bad_arguments_get_messages_naming_them() {
+        let err = |s: &str| parse(&args(s)).expect_err(s).to_string();
+        assert!(err("--scenario nope").contains("unknown scenario \"nope\""));
+        assert!(err("--algorithm nope").contains("unknown algorithm \"nope\""));
+        assert!(err("--instances 0").contains("--instances must be between 1 and 64"));
+        assert!(err("--seeds x").contains("--seeds expects a whole number, got \"x\""));
+        assert!(err("--duration 5m").contains("--duration expects"));
+        assert!(err("--duration 10").contains("between 100 ms and 1 h"));
+        assert!(err("--seed").contains("--seed needs a value"));
+        assert!(err("--frobnicate").contains("unknown option \"--frobnicate\""));
+        assert!(err("--backend etcd").contains("unknown backend"));
+        assert!(err("--policy maybe").contains("unknown policy \"maybe\""));
+        assert!(err("--redis-url redis://x").contains("--backend redis"));
+    }
+
+    #[test]
+    fn good_arguments_parse() {
+        let o =
+            parse(&args("--scenario baseline --algorithm gcra --algorithm naive --seeds 3 --duration 5s")).expect("ok");
+        assert_eq!(o.scenarios, vec!["baseline"]);
+        assert_eq!(o.algorithms, vec![Algorithm::Gcra, Algorithm::NaiveGetSet]);
+        assert_eq!((o.seeds, o.duration_ms), (3, 5_000));
+    }
+}

@@ -1,0 +1,243 @@
+//! One simulation run in turmoil: N application instances, each running the real
+//! `limiter` crate over simulated TCP to a Redis host that runs the model, with the
+//! scenario's faults applied by a step loop and every decision recorded.
+//!
+//! Determinism: one seed drives turmoil (latencies, ordering) and the workload; the
+//! epoch is fixed; nothing reads the wall clock; records are sorted before hashing.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use limiter::store::{BoxedStream, ConnectFuture, Connector};
+use limiter::{BreakerConfig, Limiter, RedisStore};
+
+use crate::faults::{Fault, FaultKind};
+use crate::redis_host::RedisHost;
+use crate::results::RedisCost;
+use crate::scenario::RunSpec;
+use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
+use crate::trace::{self, Record};
+use crate::workload::Arrival;
+
+/// The Redis host's name and port in the simulated network.
+pub const REDIS_ADDR: &str = "redis:6379";
+/// Time after the last arrival for in-flight requests to finish.
+const GRACE_MS: u64 = 2_000;
+
+/// Dials Redis over turmoil's simulated TCP.
+#[derive(Debug, Clone)]
+pub struct TurmoilConnector {
+    addr: &'static str,
+}
+
+impl Connector for TurmoilConnector {
+    fn connect(&self) -> ConnectFuture<'_> {
+        Box::pin(async move {
+            let stream = turmoil::net::TcpStream::connect(self.addr).await?;
+            Ok(Box::new(stream) as BoxedStream)
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("turmoil://{}", self.addr)
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// Every decision, in true-time order.
+    pub records: Vec<Record>,
+    /// SHA-1 of the records.
+    pub trace_hash: String,
+    /// What the run cost Redis.
+    pub redis: RedisCost,
+}
+
+fn instance_name(i: u32) -> String {
+    format!("app-{i}")
+}
+
+/// Runs `spec` to completion.
+pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    let mut rng = SmallRng::seed_from_u64(spec.seed);
+    let arrivals = spec.workload.generate(&spec.quota, spec.instances, spec.duration_ms, &mut rng);
+    let mut per_instance: Vec<Vec<Arrival>> = vec![Vec::new(); spec.instances as usize];
+    for a in arrivals {
+        per_instance[a.instance as usize].push(a);
+    }
+    let per_instance: Vec<Arc<Vec<Arrival>>> = per_instance.into_iter().map(Arc::new).collect();
+
+    let time = SimTime::default();
+    let records: Arc<Mutex<Vec<Record>>> = Arc::default();
+    // The model lives outside the host closure, so a restart can keep its data (or not).
+    let redis = RedisHost::new(time.clone());
+
+    let end_ms = spec.duration_ms + GRACE_MS;
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_millis(end_ms + 60_000))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(spec.latency_ms.0))
+        .max_message_latency(Duration::from_millis(spec.latency_ms.1.max(spec.latency_ms.0)))
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
+        .rng_seed(spec.seed)
+        .build();
+
+    {
+        let redis = redis.clone();
+        sim.host("redis", move || {
+            let redis = redis.clone();
+            async move { redis.serve().await }
+        });
+    }
+    for i in 0..spec.instances {
+        let spec = spec.clone();
+        let arrivals = per_instance[i as usize].clone();
+        let time = time.clone();
+        let records = records.clone();
+        sim.host(instance_name(i), move || instance(i, spec.clone(), arrivals.clone(), time.clone(), records.clone()));
+    }
+    sim.client("driver", async move {
+        tokio::time::sleep(Duration::from_millis(end_ms)).await;
+        Ok(())
+    });
+
+    let mut events = schedule(&spec.faults);
+    let mut next = 0;
+    loop {
+        let elapsed = sim.elapsed();
+        time.publish(elapsed.as_micros() as u64);
+        let now_ms = elapsed.as_millis() as u64;
+        while next < events.len() && events[next].0 <= now_ms {
+            let (_, kind, start) = events[next];
+            apply(&mut sim, &redis, spec.instances, &kind, start);
+            if !start {
+                // turmoil's repair and release reset the whole link, healing any other fault
+                // still active on it (a hold ending inside a partition): assert those again.
+                for f in
+                    spec.faults.iter().filter(|f| f.at_ms <= now_ms && now_ms < f.until_ms && f.kind.is_link_fault())
+                {
+                    apply(&mut sim, &redis, spec.instances, &f.kind, true);
+                }
+            }
+            next += 1;
+        }
+        match sim.step() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(e) => anyhow::bail!("simulation failed at {now_ms} ms: {e}"),
+        }
+    }
+    events.clear();
+
+    let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
+    let trace_hash = trace::finish(&mut records);
+    Ok(RunOutput { records, trace_hash, redis: redis.cost() })
+}
+
+/// Fault start and end events in time order: (at, fault, is_start).
+fn schedule(faults: &[Fault]) -> Vec<(u64, FaultKind, bool)> {
+    let mut events = Vec::new();
+    for f in faults {
+        events.push((f.at_ms, f.kind, true));
+        if f.until_ms > f.at_ms {
+            events.push((f.until_ms, f.kind, false));
+        }
+    }
+    events.sort_by_key(|e| (e.0, !e.2));
+    events
+}
+
+fn apply(sim: &mut turmoil::Sim<'_>, redis: &RedisHost, instances: u32, kind: &FaultKind, start: bool) {
+    match (*kind, start) {
+        (FaultKind::Partition { instance }, true) => sim.partition(instance_name(instance), "redis"),
+        (FaultKind::Partition { instance }, false) => sim.repair(instance_name(instance), "redis"),
+        (FaultKind::PartitionToRedis { instance }, true) => sim.partition_oneway(instance_name(instance), "redis"),
+        (FaultKind::PartitionToRedis { instance }, false) => sim.repair_oneway(instance_name(instance), "redis"),
+        (FaultKind::PartitionFromRedis { instance }, true) => sim.partition_oneway("redis", instance_name(instance)),
+        (FaultKind::PartitionFromRedis { instance }, false) => sim.repair_oneway("redis", instance_name(instance)),
+        (FaultKind::Hold { instance }, true) => sim.hold(instance_name(instance), "redis"),
+        (FaultKind::Hold { instance }, false) => sim.release(instance_name(instance), "redis"),
+        (FaultKind::RedisCrash { .. }, true) => {
+            redis.crash();
+            sim.crash("redis");
+        }
+        (FaultKind::RedisCrash { keep_data }, false) => {
+            redis.restart(keep_data);
+            sim.bounce("redis");
+        }
+        // A paused Redis (SIGSTOP, a long fork) accepts and answers nothing; to every client
+        // that is all of its links held until it resumes.
+        (FaultKind::RedisPause, true) => (0..instances).for_each(|i| sim.hold(instance_name(i), "redis")),
+        (FaultKind::RedisPause, false) => (0..instances).for_each(|i| sim.release(instance_name(i), "redis")),
+        (FaultKind::ScriptFlush, true) => redis.flush_scripts(),
+        (FaultKind::ScriptFlush, false) => {}
+        (FaultKind::InstanceCrash { instance }, true) => sim.crash(instance_name(instance)),
+        (FaultKind::InstanceCrash { instance }, false) => sim.bounce(instance_name(instance)),
+    }
+}
+
+/// One application instance: a limiter and a load generator that issues each arrival at
+/// its time, concurrently (a slow Redis means overlapping requests, as in production).
+async fn instance(
+    i: u32,
+    spec: RunSpec,
+    arrivals: Arc<Vec<Arrival>>,
+    time: SimTime,
+    records: Arc<Mutex<Vec<Record>>>,
+) -> turmoil::Result {
+    let (offset_ms, drift_ppm) = spec.skew_of(i);
+    let store =
+        RedisStore::new(TurmoilConnector { addr: REDIS_ADDR }).with_timeout(Duration::from_millis(spec.timeout_ms))?;
+    let limiter = Limiter::builder(spec.algorithm, spec.quota)
+        .redis(store)
+        .clock(Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)))
+        .time_source(spec.time_source)
+        .failure_policy(spec.policy)
+        .breaker(BreakerConfig { failure_threshold: 3, open_ms: 250 })
+        .build()?;
+    // After a restart, pick up where the load is now.
+    let start_ms = time.elapsed_ms();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (seq, a) in arrivals.iter().enumerate().filter(|(_, a)| a.t_ms >= start_ms) {
+        let now = time.elapsed_ms();
+        if a.t_ms > now {
+            tokio::time::sleep(Duration::from_millis(a.t_ms - now)).await;
+        }
+        let (limiter, time, records, a) = (limiter.clone(), time.clone(), records.clone(), *a);
+        tasks.spawn(async move {
+            let t_ms = time.elapsed_ms();
+            let result = limiter.check(&format!("key-{}", a.key), a.cost).await;
+            let done_ms = time.elapsed_ms();
+            let mut r = Record {
+                t_ms,
+                done_ms,
+                at_ms: done_ms,
+                instance: i,
+                seq: seq as u32,
+                key: a.key,
+                cost: a.cost,
+                allowed: false,
+                source: limiter::Source::Store,
+                retry_after_ms: 0,
+                error: true,
+            };
+            if let Ok(d) = result {
+                (r.allowed, r.source, r.retry_after_ms, r.error) = (d.allowed, d.source, d.retry_after_ms, false);
+                if d.source == limiter::Source::Store {
+                    r.at_ms = match limiter.time_source() {
+                        // Redis's clock is the simulation's.
+                        limiter::TimeSource::Server => d.decided_at_ms.saturating_sub(EPOCH_MS),
+                        limiter::TimeSource::Client => t_ms,
+                    };
+                }
+            }
+            records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}

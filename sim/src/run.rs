@@ -1,0 +1,256 @@
+//! Runs many simulations across cores and turns each trace into a judged result.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use limiter::{Algorithm, Source, TimeSource};
+
+use crate::checker::{self, Verdict};
+use crate::cluster;
+use crate::oracle;
+use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
+use crate::scenario::{self, RunSpec};
+use crate::workload::{Spread, Workload};
+
+/// Width of the time-series buckets in results.
+pub const BUCKET_MS: u64 = 500;
+
+/// Runs `specs` on `threads` threads; results come back in the order of `specs`, whatever
+/// the threads did, so output never depends on scheduling. `progress` is called once per
+/// finished run.
+pub fn run_many(specs: &[RunSpec], threads: usize, progress: &(dyn Fn() + Sync)) -> anyhow::Result<Vec<RunResult>> {
+    run_many_with(specs, threads, progress, &cluster::run)
+}
+
+/// How one run is executed: in turmoil on the model ([`cluster::run`]) or against real
+/// servers. Every executor returns the same trace, judged the same way.
+pub type Executor = dyn Fn(&RunSpec) -> anyhow::Result<cluster::RunOutput> + Sync;
+
+/// [`run_many`] with another executor.
+pub fn run_many_with(
+    specs: &[RunSpec],
+    threads: usize,
+    progress: &(dyn Fn() + Sync),
+    execute: &Executor,
+) -> anyhow::Result<Vec<RunResult>> {
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<anyhow::Result<RunResult>>>> = specs.iter().map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(spec) = specs.get(i) else { break };
+                let result = execute(spec).map(|out| judge(spec, out));
+                *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+                progress();
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|slot| {
+            slot.into_inner()
+                .unwrap_or_else(|p| p.into_inner())
+                .unwrap_or_else(|| Err(anyhow::anyhow!("run did not finish")))
+        })
+        .collect()
+}
+
+/// The command that replays exactly one run.
+pub fn replay_command(spec: &RunSpec) -> String {
+    let mut cmd = format!(
+        "cargo xtask simulate --scenario {} --algorithm {} --seed {}",
+        spec.scenario, spec.algorithm, spec.seed
+    );
+    let scenario = scenario::find(spec.scenario);
+    if scenario.as_ref().is_some_and(|s| s.policies.len() > 1) {
+        cmd.push_str(&format!(" --policy {}", spec.policy.name()));
+    }
+    let default_instances = scenario.map(|s| s.instances);
+    if default_instances != Some(spec.instances) {
+        cmd.push_str(&format!(" --instances {}", spec.instances));
+    }
+    cmd.push_str(&format!(" --duration {}", spec.duration_ms));
+    cmd
+}
+
+fn time_source_name(t: TimeSource) -> &'static str {
+    match t {
+        TimeSource::Server => "server",
+        TimeSource::Client => "client",
+    }
+}
+
+/// Judges one run: oracle agreement, the algorithm's bound, the policy's promise, recovery.
+pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
+    let q = spec.quota;
+    let records = &out.records;
+    let (oracle_verdicts, acc) = oracle::judge(spec.algorithm, &q, records);
+    let data_losses = spec.faults.iter().filter(|f| f.kind.loses_data()).count() as u64;
+    // Decisions carry the time they were made (Redis's clock in server time), to the ms.
+    let bound = checker::check_bound(spec.algorithm, &q, records, 0, data_losses);
+    let policy = checker::check_policy(spec.policy, records, &spec.faults);
+    let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);
+    let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
+    let expected_finding = spec.algorithm.is_subject() || client_time_under_skew;
+
+    let requests = records.len() as u64;
+    let admitted = records.iter().filter(|r| r.allowed).count() as u64;
+    let pct = |n: u64| if requests == 0 { 0.0 } else { 100.0 * n as f64 / requests as f64 };
+    let mut sources = Sources::default();
+    for r in records.iter().filter(|r| !r.error) {
+        match r.source {
+            Source::Store => sources.store += 1,
+            Source::FailOpen => sources.fail_open += 1,
+            Source::FailClosed => sources.fail_closed += 1,
+            Source::LocalBudget => sources.local_budget += 1,
+        }
+    }
+    let buckets = (spec.duration_ms / BUCKET_MS + 1) as usize;
+    let mut series = Series {
+        bucket_ms: BUCKET_MS,
+        admitted: vec![0; buckets],
+        oracle_admitted: vec![0; buckets],
+        limit_per_bucket: 0.0,
+    };
+    let mut keys = std::collections::BTreeSet::new();
+    for (r, &ok) in records.iter().zip(&oracle_verdicts) {
+        let b = ((r.at_ms / BUCKET_MS) as usize).min(buckets - 1);
+        series.admitted[b] += r.allowed as u64;
+        series.oracle_admitted[b] += ok as u64;
+        keys.insert(r.key);
+    }
+    series.limit_per_bucket = q.limit() as f64 * BUCKET_MS as f64 / q.period_ms() as f64 * keys.len().max(1) as f64;
+
+    RunResult {
+        scenario: spec.scenario.to_owned(),
+        description: scenario::find(spec.scenario).map(|s| s.description.to_owned()).unwrap_or_default(),
+        algorithm: spec.algorithm.name().to_owned(),
+        subject: spec.algorithm.is_subject(),
+        policy: spec.policy.name().to_owned(),
+        time_source: time_source_name(spec.effective_time_source()).to_owned(),
+        seed: spec.seed,
+        instances: spec.instances,
+        limit: q.limit(),
+        period_ms: q.period_ms(),
+        burst: q.burst(),
+        requests,
+        admitted,
+        oracle_admitted: acc.oracle_admitted,
+        wrong_allow: acc.wrong_allow,
+        wrong_limit: acc.wrong_limit,
+        wrong_allow_pct: pct(acc.wrong_allow),
+        wrong_limit_pct: pct(acc.wrong_limit),
+        bound: bound.verdict.name().to_owned(),
+        bound_detail: bound.detail,
+        expected_finding,
+        policy_check: policy.check.verdict.name().to_owned(),
+        policy_detail: policy.check.detail,
+        liveness: liveness.verdict.name().to_owned(),
+        liveness_detail: liveness.detail,
+        peak_per_period: checker::peak_per_period(records, &q),
+        recover_ms: checker::recovery_ms(records, &spec.faults),
+        sources,
+        errors: records.iter().filter(|r| r.error).count() as u64,
+        replay: replay_command(spec),
+        trace_hash: out.trace_hash,
+        series,
+        redis: out.redis,
+        faults: spec
+            .faults
+            .iter()
+            .map(|f| FaultWindow { kind: f.kind.name().to_owned(), at_ms: f.at_ms, until_ms: f.until_ms })
+            .collect(),
+    }
+}
+
+/// Whether a result fails the run: a bound-promising algorithm broke its promise where it
+/// applies, or a failure policy broke its own.
+pub fn is_failure(r: &RunResult) -> bool {
+    (r.bound == Verdict::Broken.name() && !r.expected_finding)
+        || r.policy_check == Verdict::Broken.name()
+        || r.errors > 0
+}
+
+/// The GET+SET race sweep: each algorithm's admissions on one hot key as instances grow,
+/// and as Redis latency grows at 8 instances.
+pub fn race_sweep_specs(algorithms: &[Algorithm], seed: u64, duration_ms: u64) -> Vec<(RunSpec, f64)> {
+    let Some(race) = scenario::find("get-set-race") else { return Vec::new() };
+    let mut specs = Vec::new();
+    for &algorithm in algorithms {
+        for instances in [1, 2, 4, 8, 16, 32] {
+            let mut s = race.runs(&[algorithm], &[seed], Some(instances), duration_ms).remove(0);
+            s.latency_ms = (2, 4);
+            // Each instance brings its own traffic, at the limit: more instances, more
+            // overlapping read-modify-writes on the one key.
+            s.workload = Workload::Poisson {
+                rate_x: instances as f64,
+                keys: 1,
+                hot_share: 1.0,
+                max_cost: 1,
+                spread: Spread::Random,
+            };
+            specs.push((s, 3.0));
+        }
+        for latency in [1u64, 2, 5, 10, 20] {
+            let mut s = race.runs(&[algorithm], &[seed], Some(8), duration_ms).remove(0);
+            s.latency_ms = (latency, latency);
+            specs.push((s, latency as f64));
+        }
+    }
+    specs
+}
+
+/// Turns race-sweep runs into points.
+pub fn race_points(specs: &[(RunSpec, f64)], results: &[RunResult]) -> Vec<RacePoint> {
+    specs
+        .iter()
+        .zip(results)
+        .map(|((spec, latency), r)| RacePoint {
+            algorithm: r.algorithm.clone(),
+            instances: spec.instances,
+            latency_ms: *latency,
+            limit: r.oracle_admitted,
+            admitted: r.admitted,
+            requests: r.requests,
+            seed: r.seed,
+        })
+        .collect()
+}
+
+/// The clock-skew sweep: admissions against the oracle as the skew between instances
+/// grows, in client and in server time.
+pub fn skew_sweep_specs(algorithms: &[Algorithm], seed: u64, duration_ms: u64) -> Vec<(RunSpec, i64)> {
+    let Some(skew) = scenario::find("clock-skew") else { return Vec::new() };
+    let mut specs = Vec::new();
+    for &algorithm in algorithms.iter().filter(|a| **a != Algorithm::NaiveGetSet) {
+        for time_source in [TimeSource::Client, TimeSource::Server] {
+            if algorithm.forces_client_time() && time_source == TimeSource::Server {
+                continue;
+            }
+            for skew_ms in [0i64, 250, 500, 1_000, 2_000, 4_000] {
+                let mut s = skew.runs(&[algorithm], &[seed], None, duration_ms).remove(0);
+                s.time_source = time_source;
+                s.skew = vec![(skew_ms, 0), (-skew_ms, 0), (skew_ms / 2, 0), (0, 0)];
+                specs.push((s, skew_ms));
+            }
+        }
+    }
+    specs
+}
+
+/// Turns skew-sweep runs into points; the bound is what the oracle admitted.
+pub fn skew_points(specs: &[(RunSpec, i64)], results: &[RunResult]) -> Vec<SkewPoint> {
+    specs
+        .iter()
+        .zip(results)
+        .map(|((_, skew_ms), r)| SkewPoint {
+            algorithm: r.algorithm.clone(),
+            time_source: r.time_source.clone(),
+            skew_ms: *skew_ms,
+            admitted: r.admitted,
+            bound: r.oracle_admitted,
+            seed: r.seed,
+        })
+        .collect()
+}

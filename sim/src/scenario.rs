@@ -1,0 +1,291 @@
+//! The scenario catalogue: each scenario is a cluster, a load, a fault schedule and clocks;
+//! it runs every selected algorithm on the same seeds and the same load.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use limiter::{Algorithm, FailurePolicy, Quota, TimeSource};
+
+use crate::faults::{Fault, FaultKind};
+use crate::workload::{Spread, Workload};
+
+/// The quota every scenario limits to unless it says otherwise: 20 per second per key.
+pub const QUOTA: Quota = Quota::new(20, 1_000);
+/// The local budget per instance used by the `local-budget` policy: a quarter of the limit.
+pub const LOCAL_BUDGET: FailurePolicy = FailurePolicy::LocalBudget { limit: 5, period_ms: 1_000 };
+
+/// A scenario: everything but the algorithm, the policy and the seed.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Catalogue name.
+    pub name: &'static str,
+    /// What it shows, for tables and the report.
+    pub description: &'static str,
+    /// Instances (overridable with `--instances`).
+    pub instances: u32,
+    /// The quota.
+    pub quota: Quota,
+    /// The load.
+    pub workload: Workload,
+    /// Fixed faults (the swarm draws its own per seed).
+    pub faults: Vec<Fault>,
+    /// Clock offset (ms) and drift (ppm) per instance, cycled over instances.
+    pub skew: Vec<(i64, i64)>,
+    /// Failure policies to run.
+    pub policies: Vec<FailurePolicy>,
+    /// Time sources to run (the subjects always use client time).
+    pub time_sources: Vec<TimeSource>,
+    /// One-way network latency range between instances and Redis (ms).
+    pub latency_ms: (u64, u64),
+    /// Draw a random fault mix per seed.
+    pub swarm: bool,
+}
+
+fn poisson(rate_x: f64, keys: u32) -> Workload {
+    Workload::Poisson { rate_x, keys, hot_share: 0.5, max_cost: 1, spread: Spread::Random }
+}
+
+/// The whole catalogue, in the order the report shows it: races first.
+pub fn catalogue() -> Vec<Scenario> {
+    let all_policies = vec![FailurePolicy::FailOpen, FailurePolicy::FailClosed, LOCAL_BUDGET];
+    let base = Scenario {
+        name: "",
+        description: "",
+        instances: 4,
+        quota: QUOTA,
+        workload: poisson(2.0, 3),
+        faults: vec![],
+        skew: vec![(0, 0)],
+        policies: vec![FailurePolicy::FailOpen],
+        time_sources: vec![TimeSource::Server],
+        latency_ms: (1, 3),
+        swarm: false,
+    };
+    vec![
+        Scenario {
+            name: "get-set-race",
+            description: "8 instances share one hot key at 5x its limit with 2-10 ms to Redis: a GET-then-SET counter \
+                          loses updates between its read and its write and over-admits; atomic scripts cannot.",
+            instances: 8,
+            workload: Workload::Poisson { rate_x: 5.0, keys: 1, hot_share: 1.0, max_cost: 1, spread: Spread::Random },
+            latency_ms: (2, 10),
+            ..base.clone()
+        },
+        Scenario {
+            name: "baseline",
+            description: "No faults: Poisson load at 2x the limit over 3 keys, costs 1 to 3. Every algorithm should \
+                          match its oracle closely.",
+            workload: Workload::Poisson { rate_x: 2.0, keys: 3, hot_share: 0.5, max_cost: 3, spread: Spread::Random },
+            ..base.clone()
+        },
+        Scenario {
+            name: "clock-skew",
+            description: "Instance clocks are off by up to 1.5 s and drift by up to 2%. Algorithms fed the instances' \
+                          clocks (client time) over-admit; the same algorithms on Redis's clock hold.",
+            workload: poisson(3.0, 1),
+            skew: vec![(1_500, 20_000), (-1_500, -20_000), (700, 5_000), (0, 0)],
+            time_sources: vec![TimeSource::Server, TimeSource::Client],
+            ..base.clone()
+        },
+        Scenario {
+            name: "partition",
+            description: "Instance 0 is cut off from Redis from 3 s to 7 s, then one-way partitions and a held link \
+                          follow. Its failure policy answers; the others keep using Redis.",
+            faults: vec![
+                Fault { kind: FaultKind::Partition { instance: 0 }, at_ms: 3_000, until_ms: 7_000 },
+                Fault { kind: FaultKind::PartitionToRedis { instance: 1 }, at_ms: 8_000, until_ms: 9_000 },
+                Fault { kind: FaultKind::Hold { instance: 2 }, at_ms: 9_500, until_ms: 10_000 },
+            ],
+            policies: all_policies.clone(),
+            ..base.clone()
+        },
+        Scenario {
+            name: "redis-outage",
+            description: "Redis is down from 3 s to 7 s (it keeps its data). Fail-open admits everything, unbounded; \
+                          fail-closed admits nothing; the local budget holds instances x budget.",
+            workload: poisson(3.0, 2),
+            faults: vec![Fault { kind: FaultKind::RedisCrash { keep_data: true }, at_ms: 3_000, until_ms: 7_000 }],
+            policies: all_policies.clone(),
+            ..base.clone()
+        },
+        Scenario {
+            name: "redis-restart",
+            description:
+                "Redis restarts at 4 s losing every key and every script. Each key may admit one extra burst, \
+                          no more; scripts come back through EVAL after NOSCRIPT.",
+            workload: poisson(3.0, 3),
+            faults: vec![
+                Fault { kind: FaultKind::RedisCrash { keep_data: false }, at_ms: 4_000, until_ms: 4_200 },
+                Fault { kind: FaultKind::ScriptFlush, at_ms: 7_000, until_ms: 7_000 },
+            ],
+            policies: vec![FailurePolicy::FailClosed],
+            ..base.clone()
+        },
+        Scenario {
+            name: "window-boundary",
+            description:
+                "Bursts of the full limit just before and just after window boundaries. A fixed window admits \
+                          twice its limit within a few ms of the boundary; the others do not.",
+            instances: 2,
+            workload: Workload::BoundaryBursts { size: QUOTA.limit() as u32 },
+            ..base.clone()
+        },
+        Scenario {
+            name: "steady-trickle",
+            description: "One client sends every 30 ms, faster than one token's 50 ms refill. A correct bucket admits \
+                          the rate; ADR-002's floored refill throws the fraction away on every call and starves it.",
+            instances: 1,
+            workload: Workload::Trickle { gap_ms: 30 },
+            ..base.clone()
+        },
+        Scenario {
+            name: "hot-key",
+            description: "20 keys pinned to instances, 90% of the load on one of them (many clients behind one \
+                          instance), at 3x the limit.",
+            workload: Workload::Poisson {
+                rate_x: 3.0,
+                keys: 20,
+                hot_share: 0.9,
+                max_cost: 1,
+                spread: Spread::PinnedKeys,
+            },
+            ..base.clone()
+        },
+        Scenario {
+            name: "swarm",
+            description: "A random mix of faults per seed: partitions, held links, Redis crashes with and without \
+                          data, pauses, script flushes, instance crashes. Bounds must hold whatever the mix.",
+            workload: Workload::Poisson { rate_x: 2.5, keys: 3, hot_share: 0.6, max_cost: 2, spread: Spread::Random },
+            policies: all_policies,
+            swarm: true,
+            ..base
+        },
+    ]
+}
+
+/// Looks a scenario up by name.
+pub fn find(name: &str) -> Option<Scenario> {
+    catalogue().into_iter().find(|s| s.name == name)
+}
+
+/// The swarm's faults for `seed`: 2 to 5 faults drawn over the run.
+pub fn swarm_faults(seed: u64, instances: u32, duration_ms: u64) -> Vec<Fault> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_f417);
+    let n = rng.random_range(2..=5);
+    let mut faults = Vec::new();
+    for _ in 0..n {
+        let at_ms = rng.random_range(duration_ms / 10..duration_ms * 7 / 10);
+        let until_ms = at_ms + rng.random_range(200..=duration_ms / 4);
+        let instance = rng.random_range(0..instances);
+        let kind = match rng.random_range(0..8) {
+            0 => FaultKind::Partition { instance },
+            1 => FaultKind::PartitionToRedis { instance },
+            2 => FaultKind::PartitionFromRedis { instance },
+            3 => FaultKind::Hold { instance },
+            4 => FaultKind::RedisCrash { keep_data: rng.random_bool(0.5) },
+            5 => FaultKind::RedisPause,
+            6 => FaultKind::ScriptFlush,
+            _ => FaultKind::InstanceCrash { instance },
+        };
+        faults.push(Fault { kind, at_ms, until_ms });
+    }
+    crate::faults::normalize(faults)
+}
+
+/// One simulation run: a scenario with its algorithm, policy, time source and seed chosen.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// Scenario name.
+    pub scenario: &'static str,
+    /// The algorithm under test.
+    pub algorithm: Algorithm,
+    /// Its failure policy.
+    pub policy: FailurePolicy,
+    /// Its time source.
+    pub time_source: TimeSource,
+    /// The seed.
+    pub seed: u64,
+    /// Instances.
+    pub instances: u32,
+    /// Quota.
+    pub quota: Quota,
+    /// Simulated duration (ms).
+    pub duration_ms: u64,
+    /// Load.
+    pub workload: Workload,
+    /// Faults.
+    pub faults: Vec<Fault>,
+    /// Per-instance clock offset and drift.
+    pub skew: Vec<(i64, i64)>,
+    /// One-way latency range (ms).
+    pub latency_ms: (u64, u64),
+    /// The limiter's per-call timeout (ms).
+    pub timeout_ms: u64,
+}
+
+impl RunSpec {
+    /// Clock offset and drift of `instance`.
+    pub fn skew_of(&self, instance: u32) -> (i64, i64) {
+        self.skew[instance as usize % self.skew.len().max(1)]
+    }
+
+    /// Whether any instance's clock is off.
+    pub fn skewed(&self) -> bool {
+        self.skew.iter().any(|&(o, d)| o != 0 || d != 0)
+    }
+
+    /// The time source the limiter really uses.
+    pub fn effective_time_source(&self) -> TimeSource {
+        if self.algorithm.forces_client_time() {
+            TimeSource::Client
+        } else {
+            self.time_source
+        }
+    }
+}
+
+impl Scenario {
+    /// Expands the scenario into runs for the selected algorithms and seeds.
+    pub fn runs(
+        &self,
+        algorithms: &[Algorithm],
+        seeds: &[u64],
+        instances: Option<u32>,
+        duration_ms: u64,
+    ) -> Vec<RunSpec> {
+        let instances = instances.unwrap_or(self.instances).max(1);
+        let mut out = Vec::new();
+        for &seed in seeds {
+            for &algorithm in algorithms {
+                for &policy in &self.policies {
+                    for &time_source in &self.time_sources {
+                        // The subjects always read the client clock: one run is enough.
+                        if algorithm.forces_client_time() && time_source != self.time_sources[0] {
+                            continue;
+                        }
+                        out.push(RunSpec {
+                            scenario: self.name,
+                            algorithm,
+                            policy,
+                            time_source,
+                            seed,
+                            instances,
+                            quota: self.quota,
+                            duration_ms,
+                            workload: self.workload.clone(),
+                            faults: if self.swarm {
+                                swarm_faults(seed, instances, duration_ms)
+                            } else {
+                                crate::faults::normalize(self.faults.clone())
+                            },
+                            skew: self.skew.clone(),
+                            latency_ms: self.latency_ms,
+                            timeout_ms: 100,
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,157 @@
+//! The simulator end to end on the Redis model: determinism, the known positives the
+//! catalogue must show, and bounds that must hold in every scenario and swarm seed.
+
+use limiter::{Algorithm, FailurePolicy, TimeSource};
+use sim::results::RunResult;
+use sim::run::{self, is_failure};
+use sim::scenario::{self, RunSpec};
+
+fn specs(name: &str, algorithms: &[Algorithm], seeds: &[u64], duration_ms: u64) -> Vec<RunSpec> {
+    scenario::find(name).expect("scenario exists").runs(algorithms, seeds, None, duration_ms)
+}
+
+fn run_all(specs: &[RunSpec]) -> Vec<RunResult> {
+    run::run_many(specs, 2, &|| {}).expect("simulation runs")
+}
+
+fn one(results: &[RunResult], algorithm: Algorithm, pred: impl Fn(&RunResult) -> bool) -> &RunResult {
+    results.iter().find(|r| r.algorithm == algorithm.name() && pred(r)).expect("result present")
+}
+
+#[test]
+fn the_same_seed_replays_a_byte_identical_trace_and_another_seed_does_not() {
+    let mut s = specs("swarm", &[Algorithm::TokenBucket], &[7], 4_000);
+    s.truncate(1);
+    let twice = run_all(&[s[0].clone(), s[0].clone()]);
+    assert_eq!(twice[0].trace_hash, twice[1].trace_hash);
+    let mut other = s[0].clone();
+    other.seed = 8;
+    let third = run_all(&[other]);
+    assert_ne!(twice[0].trace_hash, third[0].trace_hash);
+}
+
+#[test]
+fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
+    let results = run_all(&specs(
+        "get-set-race",
+        &[Algorithm::NaiveGetSet, Algorithm::FixedWindow, Algorithm::Gcra],
+        &[1],
+        4_000,
+    ));
+    let naive = one(&results, Algorithm::NaiveGetSet, |_| true);
+    assert_eq!(naive.bound, "broken", "{naive:?}");
+    assert!(
+        naive.admitted > naive.oracle_admitted + naive.oracle_admitted / 5,
+        "naive {} vs oracle {}",
+        naive.admitted,
+        naive.oracle_admitted
+    );
+    for a in [Algorithm::FixedWindow, Algorithm::Gcra] {
+        let r = one(&results, a, |_| true);
+        assert_eq!(r.bound, "held", "{a}: {}", r.bound_detail);
+        assert!(
+            r.admitted <= r.oracle_admitted + r.oracle_admitted / 50,
+            "{a}: {} vs {}",
+            r.admitted,
+            r.oracle_admitted
+        );
+    }
+}
+
+#[test]
+fn adr002_starves_a_steady_trickle_that_a_correct_bucket_serves() {
+    let results = run_all(&specs("steady-trickle", &[Algorithm::Adr002, Algorithm::TokenBucket], &[1], 6_000));
+    let adr = one(&results, Algorithm::Adr002, |_| true);
+    let tb = one(&results, Algorithm::TokenBucket, |_| true);
+    assert!(adr.wrong_limit_pct > 30.0, "adr002 wrongly limited only {:.1}%", adr.wrong_limit_pct);
+    assert!(tb.wrong_limit_pct < 2.0, "token bucket wrongly limited {:.1}%", tb.wrong_limit_pct);
+    assert!(adr.admitted * 2 < tb.admitted, "adr002 {} vs token bucket {}", adr.admitted, tb.admitted);
+}
+
+#[test]
+fn client_time_over_admits_under_skew_while_server_time_holds() {
+    let results =
+        run_all(&specs("clock-skew", &[Algorithm::TokenBucket, Algorithm::Gcra, Algorithm::Adr002], &[1], 12_000));
+    for a in [Algorithm::TokenBucket, Algorithm::Gcra] {
+        let server = one(&results, a, |r| r.time_source == "server");
+        let client = one(&results, a, |r| r.time_source == "client");
+        assert_eq!(server.bound, "held", "{a} server: {}", server.bound_detail);
+        assert_eq!(client.bound, "broken", "{a} client: {}", client.bound_detail);
+        assert!(client.expected_finding && !is_failure(client));
+        assert!(client.admitted > server.admitted, "{a}: client {} vs server {}", client.admitted, server.admitted);
+    }
+    let adr = one(&results, Algorithm::Adr002, |_| true);
+    assert!(
+        adr.wrong_allow_pct + adr.wrong_limit_pct > 5.0,
+        "adr002 decided wrongly only {:.1}% + {:.1}%",
+        adr.wrong_allow_pct,
+        adr.wrong_limit_pct
+    );
+}
+
+#[test]
+fn fixed_window_admits_up_to_twice_its_limit_across_a_boundary() {
+    let results = run_all(&specs("window-boundary", &[Algorithm::FixedWindow, Algorithm::SlidingLog], &[1], 12_000));
+    let fw = one(&results, Algorithm::FixedWindow, |_| true);
+    let log = one(&results, Algorithm::SlidingLog, |_| true);
+    assert!(fw.peak_per_period > fw.limit * 3 / 2, "fixed window peak {} for limit {}", fw.peak_per_period, fw.limit);
+    assert!(fw.peak_per_period <= 2 * fw.limit);
+    assert_eq!(fw.bound, "held", "its promise allows the boundary double: {}", fw.bound_detail);
+    assert!(log.peak_per_period <= log.limit, "sliding log peak {}", log.peak_per_period);
+}
+
+#[test]
+fn fail_open_is_unbounded_during_an_outage_while_the_local_budget_holds() {
+    let results = run_all(&specs("redis-outage", &[Algorithm::Gcra], &[1], 10_000));
+    let open = one(&results, Algorithm::Gcra, |r| r.policy == FailurePolicy::FailOpen.name());
+    let closed = one(&results, Algorithm::Gcra, |r| r.policy == FailurePolicy::FailClosed.name());
+    let budget = one(&results, Algorithm::Gcra, |r| r.policy == "local-budget");
+    assert!(open.sources.fail_open > 0 && open.wrong_allow > open.requests / 10, "{open:?}");
+    assert_eq!(closed.policy_check, "held", "{}", closed.policy_detail);
+    assert!(closed.sources.fail_closed > 0);
+    assert_eq!(budget.policy_check, "held", "{}", budget.policy_detail);
+    assert!(budget.sources.local_budget > 0);
+    for r in [open, closed, budget] {
+        assert!(r.recover_ms.is_some_and(|ms| ms < 2_000), "{} recovered in {:?}", r.policy, r.recover_ms);
+    }
+}
+
+#[test]
+fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
+    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let mut all = Vec::new();
+    for s in scenario::catalogue() {
+        all.extend(s.runs(&promising, &[3], None, 6_000));
+    }
+    let results = run_all(&all);
+    let failures: Vec<_> = results
+        .iter()
+        .filter(|r| is_failure(r))
+        .map(|r| format!("{}: {} / {}", r.replay, r.bound_detail, r.policy_detail))
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    println!("scenarios: {} runs, every promised bound held", results.len());
+}
+
+#[test]
+fn two_hundred_swarm_seeds_hold_every_promised_bound() {
+    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let swarm = scenario::find("swarm").expect("swarm");
+    let mut specs = Vec::new();
+    for seed in 1..=200u64 {
+        // One algorithm and one policy per seed, drawn round-robin, so 200 seeds cover all.
+        let algorithm = promising[seed as usize % promising.len()];
+        let mut runs = swarm.runs(&[algorithm], &[seed], None, 3_000);
+        let policy = runs.remove((seed / promising.len() as u64) as usize % runs.len());
+        specs.push(policy);
+    }
+    assert!(specs.iter().all(|s| s.time_source == TimeSource::Server));
+    let results = run_all(&specs);
+    let failures: Vec<_> = results
+        .iter()
+        .filter(|r| is_failure(r))
+        .map(|r| format!("{}: {} / {}", r.replay, r.bound_detail, r.policy_detail))
+        .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
+    println!("swarm: {} seeds, every promised bound held", results.len());
+}
