@@ -95,7 +95,7 @@ async fn hostile_keys_stay_inside_their_own_hash_tag_and_state() {
 async fn a_key_holding_the_wrong_type_is_a_clear_error() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
-    let _: () = conn.lpush("ratelimiter:{victim}:tb", "x").expect("LPUSH");
+    let _: () = conn.set("ratelimiter:{victim}:tb", "x").expect("SET");
     let _: () = conn.hset("ratelimiter:{victim}:gcra", "f", "v").expect("HSET");
     let tb = limiter_on(&server, Algorithm::TokenBucket, Quota::per_second(5));
     let err = tb.check("victim", 1).await.expect_err("WRONGTYPE");
