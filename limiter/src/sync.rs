@@ -2,7 +2,11 @@
 //! models explore every interleaving of the in-process concurrent pieces.
 
 #[cfg(limiter_loom)]
+pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
+#[cfg(limiter_loom)]
 pub(crate) use loom::sync::Mutex;
+#[cfg(not(limiter_loom))]
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
 #[cfg(not(limiter_loom))]
 pub(crate) use std::sync::Mutex;
 

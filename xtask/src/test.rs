@@ -18,9 +18,12 @@ pub fn run_all() -> Result<()> {
     tools::run(clippy)?;
 
     let mut test = cargo();
-    test.args(["test", "--workspace"]);
+    // The property suites run once, below, with their case counts printed.
+    test.args(["test", "--workspace", "--exclude", "properties"]);
     tools::run(test)?;
 
+    crate::props::run(&[])?;
+    crate::loom::run(&[])?;
     Ok(())
 }
 

@@ -1,9 +1,12 @@
-//! Where key state lives: in this process ([`LocalStore`]) or in Redis ([`RedisStore`]).
+//! Where key state lives: in this process ([`LocalStore`]; [`AtomicLimiter`] for one
+//! lock-free key) or in Redis ([`RedisStore`]).
 
+pub mod atomic;
 pub mod connector;
 pub mod local;
 pub mod redis;
 
+pub use atomic::AtomicLimiter;
 pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
 pub use local::LocalStore;
 pub use redis::RedisStore;

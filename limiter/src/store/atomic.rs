@@ -1,0 +1,97 @@
+//! A lock-free GCRA limiter for one key in process, as governor runs it: the theoretical
+//! arrival time lives in one `AtomicU64`, updated by a compare-and-swap loop. No lock, no
+//! map: for a single hot limit (a whole service's budget) where [`super::LocalStore`]'s
+//! mutex would be the bottleneck.
+//!
+//! Each attempt runs the very same pure [`crate::algo::gcra::decide`] on the value it read
+//! and publishes the new TAT only if nobody changed it meanwhile; otherwise it decides
+//! again on the fresh value. So its decisions are the GCRA model's, in the order the
+//! successful swaps happened, and concurrent callers can never over-admit (checked by the
+//! loom model in `limiter/tests/loom_atomic.rs`, where a load-then-store variant is caught
+//! over-admitting).
+
+use crate::algo::gcra::{self, GcraState};
+use crate::algo::Outcome;
+use crate::error::Error;
+use crate::quota::{Algorithm, Quota};
+use crate::sync::{AtomicU64, Ordering};
+
+/// See the module docs.
+///
+/// ```
+/// use limiter::store::AtomicLimiter;
+/// use limiter::Quota;
+/// let limiter = AtomicLimiter::new(Quota::per_second(2))?;
+/// assert!(limiter.check(0, 1)?.allowed);
+/// assert!(limiter.check(0, 1)?.allowed);
+/// let denied = limiter.check(0, 1)?;
+/// assert!(!denied.allowed);
+/// assert_eq!(denied.retry_after_ms, 500);
+/// # Ok::<(), limiter::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct AtomicLimiter {
+    quota: Quota,
+    /// The TAT in µs. 0 decides like "no state yet": GCRA takes `max(tat, now)`.
+    tat_us: AtomicU64,
+}
+
+impl AtomicLimiter {
+    /// A limiter enforcing `quota` with GCRA; refuses a quota GCRA cannot enforce exactly.
+    pub fn new(quota: Quota) -> Result<Self, Error> {
+        quota.validate(Algorithm::Gcra)?;
+        Ok(AtomicLimiter { quota, tat_us: AtomicU64::new(0) })
+    }
+
+    /// The quota enforced.
+    pub fn quota(&self) -> &Quota {
+        &self.quota
+    }
+
+    /// Decides one request of `cost` units (0 = peek) at `now_ms`. Refuses a cost above the
+    /// burst, which could never be admitted.
+    pub fn check(&self, now_ms: u64, cost: u64) -> Result<Outcome, Error> {
+        let capacity = self.quota.burst();
+        if cost > capacity {
+            return Err(Error::CostExceedsCapacity { cost, capacity });
+        }
+        let mut current = self.tat_us.load(Ordering::Acquire);
+        loop {
+            let mut state = Some(GcraState { tat_us: current });
+            let outcome = gcra::decide(&self.quota, &mut state, now_ms, cost);
+            let next = state.map_or(current, |s| s.tat_us);
+            if !outcome.allowed || next == current {
+                // Nothing to write: a denial or a peek decided on a value that was current
+                // when read, which is as good as deciding at that instant.
+                return Ok(outcome);
+            }
+            match self.tat_us.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(outcome),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(limiter_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decides_exactly_like_the_gcra_model() {
+        let q = Quota::new(3, 1_000).with_burst(2);
+        let limiter = AtomicLimiter::new(q).unwrap();
+        let mut model = None;
+        for (t, cost) in [(0, 1), (0, 1), (0, 1), (100, 0), (334, 1), (400, 2), (1_000, 2), (5_000, 2), (4_000, 1)] {
+            let want = gcra::decide(&q, &mut model, t, cost);
+            assert_eq!(limiter.check(t, cost).unwrap(), want, "at t={t} cost={cost}");
+        }
+    }
+
+    #[test]
+    fn refuses_a_cost_above_the_burst_and_an_invalid_quota() {
+        let limiter = AtomicLimiter::new(Quota::per_second(5).with_burst(2)).unwrap();
+        assert!(matches!(limiter.check(0, 3), Err(Error::CostExceedsCapacity { cost: 3, capacity: 2 })));
+        assert!(AtomicLimiter::new(Quota::new(0, 1_000)).is_err());
+    }
+}

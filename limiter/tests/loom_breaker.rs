@@ -1,0 +1,130 @@
+//! loom models of the circuit breaker: under every interleaving loom explores, exactly one
+//! of several concurrent callers gets the half-open probe, and concurrent failures are all
+//! counted (the breaker opens exactly when the count reaches the threshold). Run with
+//! `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
+#![cfg(limiter_loom)]
+
+use std::sync::atomic::AtomicUsize as StdAtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
+
+use limiter::breaker::{CircuitBreaker, Permit};
+use limiter::{BreakerConfig, BreakerState};
+use loom::sync::Arc;
+use loom::thread;
+
+/// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, 3 when unset) and
+/// prints how many interleavings were explored.
+fn explore(name: &str, f: impl Fn() + Send + Sync + 'static) {
+    let runs = std::sync::Arc::new(StdAtomicUsize::new(0));
+    let counted = runs.clone();
+    let mut builder = loom::model::Builder::new();
+    if builder.preemption_bound.is_none() {
+        builder.preemption_bound = Some(3);
+    }
+    builder.check(move || {
+        counted.fetch_add(1, Relaxed);
+        f();
+    });
+    println!("loom: {name}: {} interleavings explored", runs.load(Relaxed));
+}
+
+const OPEN_MS: u64 = 100;
+
+/// A breaker opened by one failure at t=0, so at t >= OPEN_MS it is due for a probe.
+fn opened(threshold: u32) -> CircuitBreaker {
+    let b = CircuitBreaker::new(BreakerConfig { failure_threshold: threshold, open_ms: OPEN_MS });
+    for _ in 0..threshold {
+        b.on_failure(Permit::Call, 0);
+    }
+    assert_eq!(b.state(), BreakerState::Open { until_ms: OPEN_MS });
+    b
+}
+
+#[test]
+fn half_open_gives_the_probe_to_exactly_one_of_three_callers() {
+    explore("breaker: one probe among 3 callers", || {
+        let breaker = Arc::new(opened(1));
+        let handles: Vec<_> = (0..3)
+            .map(|i| {
+                let breaker = breaker.clone();
+                thread::spawn(move || breaker.acquire(OPEN_MS + i))
+            })
+            .collect();
+        let permits: Vec<Permit> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let probes = permits.iter().filter(|p| **p == Permit::Probe).count();
+        assert_eq!(probes, 1, "probes handed out: {permits:?}");
+        assert!(permits.iter().all(|p| matches!(p, Permit::Probe | Permit::Reject { .. })), "{permits:?}");
+        assert!(matches!(breaker.state(), BreakerState::HalfOpen { .. }));
+    });
+}
+
+#[test]
+fn probe_result_races_with_callers_and_the_breaker_ends_closed_or_probing_once() {
+    // One caller takes the probe and reports success while two others ask: each of them
+    // sees either the half-open breaker (rejected) or the closed one (call); nobody gets a
+    // second probe.
+    explore("breaker: probe success racing 2 callers", || {
+        let breaker = Arc::new(opened(1));
+        let prober = {
+            let breaker = breaker.clone();
+            thread::spawn(move || {
+                let p = breaker.acquire(OPEN_MS);
+                if p == Permit::Probe {
+                    breaker.on_success(p);
+                }
+                p
+            })
+        };
+        let others: Vec<_> = (0..2)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || breaker.acquire(OPEN_MS + 1))
+            })
+            .collect();
+        let mut permits = vec![prober.join().unwrap()];
+        permits.extend(others.into_iter().map(|h| h.join().unwrap()));
+        assert_eq!(permits.iter().filter(|p| **p == Permit::Probe).count(), 1, "{permits:?}");
+        let state = breaker.state();
+        match permits[0] {
+            // The prober's probe succeeded: closed, and whoever came after was let through.
+            Permit::Probe => assert_eq!(state, BreakerState::Closed { failures: 0 }),
+            // Another caller holds the probe and never reports: still half-open.
+            _ => assert!(matches!(state, BreakerState::HalfOpen { .. }), "{state:?}"),
+        }
+    });
+}
+
+#[test]
+fn concurrent_failures_open_the_breaker_exactly_at_the_threshold() {
+    explore("breaker: 3 concurrent failures, threshold 3", || {
+        let breaker = Arc::new(CircuitBreaker::new(BreakerConfig { failure_threshold: 3, open_ms: OPEN_MS }));
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || breaker.on_failure(Permit::Call, 7))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(breaker.state(), BreakerState::Open { until_ms: 7 + OPEN_MS }, "a failure was lost");
+    });
+}
+
+#[test]
+fn concurrent_failures_below_the_threshold_are_all_counted() {
+    explore("breaker: 3 concurrent failures, threshold 4", || {
+        let breaker = Arc::new(CircuitBreaker::new(BreakerConfig { failure_threshold: 4, open_ms: OPEN_MS }));
+        let handles: Vec<_> = (0..3)
+            .map(|_| {
+                let breaker = breaker.clone();
+                thread::spawn(move || breaker.on_failure(Permit::Call, 7))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_eq!(breaker.state(), BreakerState::Closed { failures: 3 }, "a failure was lost");
+        assert_eq!(breaker.acquire(8), Permit::Call);
+    });
+}
