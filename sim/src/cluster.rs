@@ -207,6 +207,9 @@ async fn instance(
         if a.t_ms > now {
             tokio::time::sleep(Duration::from_millis(a.t_ms - now)).await;
         }
+        // Reap finished requests as we go: a finished task stays allocated until joined, and
+        // a set that only grows makes a long run cost more per request than a short one.
+        while tasks.try_join_next().is_some() {}
         let (limiter, time, records, a) = (limiter.clone(), time.clone(), records.clone(), *a);
         tasks.spawn(async move {
             let t_ms = time.elapsed_ms();
