@@ -5,9 +5,11 @@
 //! - `cargo xtask report --from RESULTS.json --out DIR`: re-renders a report.
 //! - `cargo xtask test`: installs what the tests need (redis-server, chromium), then rustfmt check,
 //!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
+//! - `cargo xtask bench`: the speed goals as ratios against references from the same run.
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.
 
+mod bench;
 mod loom;
 mod props;
 mod simulate;
@@ -23,6 +25,7 @@ commands:
   simulate    run the scenario catalogue on the in-process Redis model (see simulate --help)
   report      re-render the report: report --from RESULTS.json --out DIR
   test        install what the tests need, then rustfmt, clippy -D warnings and every test
+  bench       the speed goals, each as a ratio against a reference measured in the same run
   props       the property suites over the algorithms: props [--cases N] (default 256)
   loom        the loom models of the breaker and the local store (release, target/loom)
   help        show this message";
@@ -45,6 +48,7 @@ fn run() -> Result<()> {
         "simulate" => simulate::run(&rest),
         "report" => simulate::run_report(&rest),
         "test" => test::run(&rest),
+        "bench" => bench::run(&rest),
         "props" => props::run(&rest),
         "loom" => loom::run(&rest),
         "help" | "--help" | "-h" => {
