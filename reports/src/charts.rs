@@ -498,11 +498,12 @@ fn series_end_s(s: &Series) -> f64 {
 }
 
 /// A step line: each bucket's count held flat across the bucket, scaled by `scale`.
-fn points(values: &[f64], bucket_s: f64, scale: f64) -> Vec<(f64, f64)> {
+fn points(values: &[u64], bucket_s: f64, scale: f64) -> Vec<(f64, f64)> {
     values
         .iter()
+        .map(|&v| v as f64 * scale)
         .enumerate()
-        .flat_map(|(i, v)| [(i as f64 * bucket_s, v * scale), ((i + 1) as f64 * bucket_s, v * scale)])
+        .flat_map(|(i, v)| [(i as f64 * bucket_s, v), ((i + 1) as f64 * bucket_s, v)])
         .collect()
 }
 
@@ -563,8 +564,8 @@ fn shade_faults(
 ) -> anyhow::Result<()> {
     let min_width = xmax * 0.006;
     chart.draw_series(x.faults.iter().map(|f| {
-        let a = (f.at_ms / 1000.0).clamp(0.0, xmax);
-        let b = f.until_ms.map_or(xmax, |u| (u / 1000.0).clamp(0.0, xmax)).max(a + min_width);
+        let a = (f.at_ms as f64 / 1000.0).clamp(0.0, xmax);
+        let b = (f.until_ms as f64 / 1000.0).clamp(0.0, xmax).max(a + min_width);
         Rectangle::new([(a, 0.0), (b, ymax)], OI_YELLOW.mix(0.45).filled())
     }))?;
     Ok(())
@@ -584,8 +585,7 @@ fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Result<bool> {
     let xmax = series().map(series_end_s).fold(0.0, f64::max).max(0.001);
     let ymax = headroom(
         series()
-            .flat_map(|s| s.admitted.iter().chain(&s.oracle_admitted).chain(&s.limit_per_bucket))
-            .copied()
+            .flat_map(|s| s.admitted.iter().chain(&s.oracle_admitted).map(|&n| n as f64).chain([s.limit_per_bucket]))
             .fold(0.0, f64::max),
         1.0,
     );
@@ -628,7 +628,7 @@ fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Result<bool> {
             .draw()?;
         let (_, lead) = runs[0];
         shade_faults(&mut chart, lead, xmax, ymax)?;
-        if let Some(l) = lead.series.as_ref().and_then(|s| s.limit_per_bucket) {
+        if let Some(l) = lead.series.as_ref().map(|s| s.limit_per_bucket).filter(|&l| l > 0.0) {
             chart.draw_series(LineSeries::new([(0.0, l), (xmax, l)], LIMIT_BAND.stroke_width(6)))?;
         }
         for (i, x) in runs {
@@ -857,10 +857,10 @@ fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
         placeholder(path, title, "no data for this chart: run the clock-skew sweep (skew_sweep is empty)")?;
         return Ok(true);
     }
-    let ratio = |p: &crate::schema::SkewPoint| if p.bound <= 0.0 { 0.0 } else { p.admitted as f64 / p.bound };
+    let ratio = |p: &crate::schema::SkewPoint| if p.bound == 0 { 0.0 } else { p.admitted as f64 / p.bound as f64 };
     let algorithms = ordered(sweep.iter().map(|p| p.algorithm.as_str()), &ALGORITHMS);
     let sources = ordered(sweep.iter().map(|p| p.time_source.as_str()), &["client", "server"]);
-    let skews = distinct(sweep.iter().map(|p| p.skew_ms));
+    let skews = distinct(sweep.iter().map(|p| p.skew_ms as f64));
     let xmax = skews.last().copied().unwrap_or(1.0).max(1.0) * 1.04;
     let xmin = skews.first().copied().unwrap_or(0.0).min(0.0) * 1.04;
     let ymax = headroom(sweep.iter().map(ratio).fold(0.0, f64::max), 1.0);
@@ -916,7 +916,7 @@ fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
                 .filter_map(|k| {
                     let v: Vec<f64> = sweep
                         .iter()
-                        .filter(|p| &p.algorithm == a && &p.time_source == s && same(p.skew_ms, *k))
+                        .filter(|p| &p.algorithm == a && &p.time_source == s && same(p.skew_ms as f64, *k))
                         .map(ratio)
                         .collect();
                     (!v.is_empty()).then(|| (*k, mean(&v)))
@@ -969,7 +969,12 @@ fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
             .filter_map(|x| x.series.as_ref())
             .flat_map(|s| {
                 let k = per_s(s);
-                s.admitted.iter().chain(&s.oracle_admitted).chain(&s.limit_per_bucket).map(move |v| v * k)
+                s.admitted
+                    .iter()
+                    .chain(&s.oracle_admitted)
+                    .map(|&n| n as f64)
+                    .chain([s.limit_per_bucket])
+                    .map(move |v| v * k)
             })
             .fold(0.0, f64::max),
         1.0,
@@ -1006,8 +1011,8 @@ fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
         .draw()?;
     shade_faults(&mut chart, first, xmax, ymax)?;
     if let Some(s) = first.series.as_ref() {
-        if let Some(l) = s.limit_per_bucket {
-            let l = l * per_s(s);
+        if s.limit_per_bucket > 0.0 {
+            let l = s.limit_per_bucket * per_s(s);
             chart.draw_series(LineSeries::new([(0.0, l), (xmax, l)], LIMIT_BAND.stroke_width(6)))?;
         }
     }

@@ -174,7 +174,7 @@ fn table(out: &mut String, rows: &[&RunResult]) {
                 } else {
                     ""
                 };
-                let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).collect();
+                let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).map(|ms| ms as f64).collect();
                 let recover = if recover.is_empty() {
                     "—".to_string()
                 } else {

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context};
 
 pub use sample::sample_results;
-pub use schema::{Fault, RacePoint, RedisStats, Results, RunResult, Series, SkewPoint, SCHEMA};
+pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
 
 /// Everything [`render`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]

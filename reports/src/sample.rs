@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{Fault, RacePoint, RedisStats, Results, RunResult, Series, SkewPoint, SCHEMA};
+use crate::schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
 
 /// splitmix64: a tiny deterministic generator, so the sample needs no `rand`.
 struct Rng(u64);
@@ -305,7 +305,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
         policy: policy.into(),
         time_source: time_source.into(),
         seed,
-        instances: s.instances,
+        instances: s.instances as u32,
         limit: LIMIT,
         period_ms: PERIOD_MS,
         burst: BURST,
@@ -321,29 +321,33 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
         expected_finding,
         policy_check: policy_check.into(),
         policy_detail,
+        liveness: if algorithm == "adr002" { "broken" } else { "held" }.into(),
+        liveness_detail: String::new(),
+        peak_per_period: peak as u64,
         errors: 0,
-        recover_ms: recover_ms.map(|v| v as f64),
-        sources,
+        recover_ms,
+        sources: Sources {
+            store: sources.get("store").copied().unwrap_or(0),
+            fail_open: sources.get("fail_open").copied().unwrap_or(0),
+            fail_closed: sources.get("fail_closed").copied().unwrap_or(0),
+            local_budget: sources.get("local_budget").copied().unwrap_or(0),
+        },
         replay,
         trace_hash: format!("{:016x}{:016x}", rng.next(), rng.next()),
         series: Some(Series {
             bucket_ms: BUCKET_MS,
-            admitted,
-            oracle_admitted: oracle,
-            limit_per_bucket: Some(per_bucket),
+            admitted: admitted.iter().map(|&n| n as u64).collect(),
+            oracle_admitted: oracle.iter().map(|&n| n as u64).collect(),
+            limit_per_bucket: per_bucket,
         }),
-        redis: Some(RedisStats {
+        redis: Some(RedisCost {
             commands,
             bytes_in: commands * 118,
             bytes_out: commands * 14,
             keys,
             memory_bytes: keys * bytes_per_key,
         }),
-        faults: s
-            .faults
-            .iter()
-            .map(|&(k, a, b, _)| Fault { kind: k.into(), at_ms: a as f64, until_ms: Some(b as f64) })
-            .collect(),
+        faults: s.faults.iter().map(|&(k, a, b, _)| FaultWindow { kind: k.into(), at_ms: a, until_ms: b }).collect(),
     }
 }
 
@@ -384,7 +388,14 @@ fn skew_point(algorithm: &str, time_source: &str, skew_ms: f64, seed: u64) -> Sk
     };
     let over = (sensitivity * skew_ms.abs() / PERIOD_MS as f64).min(2.0);
     let admitted = (bound * (1.0 + over) * (0.995 + 0.01 * rng.unit())).round() as u64;
-    SkewPoint { algorithm: algorithm.into(), time_source: time_source.into(), skew_ms, admitted, bound, seed }
+    SkewPoint {
+        algorithm: algorithm.into(),
+        time_source: time_source.into(),
+        skew_ms: skew_ms as i64,
+        admitted,
+        bound: bound as u64,
+        seed,
+    }
 }
 
 /// A realistic synthetic results file: the simulator's ten scenarios x seven algorithms x three

@@ -308,7 +308,7 @@ fn single_points_and_degenerate_values_render_without_panicking() {
                      "redis": {"commands": 0, "keys": 0},
                      "faults": [{"kind": "forever", "at_ms": 0}, {"kind": "instant", "at_ms": 5, "until_ms": 5}]},
                     {"scenario": "redis-outage", "algorithm": "naive", "seed": 9, "requests": 3, "policy": "odd",
-                     "series": {"bucket_ms": 500, "admitted": [1e12, 0], "oracle_admitted": [3, 3]},
+                     "series": {"bucket_ms": 500, "admitted": [1000000000000, 0], "oracle_admitted": [3, 3]},
                      "redis": {"commands": 5, "keys": 1, "memory_bytes": 64}}],
         "race_sweep": [{"algorithm": "naive", "instances": 4, "latency_ms": 1, "limit": 0, "admitted": 3}],
         "skew_sweep": [{"algorithm": "gcra", "time_source": "client", "skew_ms": -300, "admitted": 5, "bound": 0},

@@ -20,6 +20,10 @@
 //! - `replay`: the command that reruns exactly this case; `trace_hash`: SHA-1 of the trace;
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
 //!   keys the run cost Redis; `faults`: the schedule.
+//!
+//! This module is the schema's one definition: the simulator writes it and the report
+//! reads it. Every struct reads missing fields as their defaults, so a partial file (one
+//! scenario, no sweeps) still renders; the `schema` string is what refuses an outdated file.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +31,8 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA: &str = "rate-limit-sim/1";
 
 /// A whole results file.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Results {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -48,7 +53,8 @@ pub struct Results {
 }
 
 /// One run's outcome.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct RunResult {
     pub scenario: String,
     pub description: String,
@@ -81,13 +87,14 @@ pub struct RunResult {
     pub errors: u64,
     pub replay: String,
     pub trace_hash: String,
-    pub series: Series,
-    pub redis: RedisCost,
+    pub series: Option<Series>,
+    pub redis: Option<RedisCost>,
     pub faults: Vec<FaultWindow>,
 }
 
 /// Decisions by source.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+#[serde(default)]
 pub struct Sources {
     pub store: u64,
     pub fail_open: u64,
@@ -96,7 +103,8 @@ pub struct Sources {
 }
 
 /// Admissions over time.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct Series {
     pub bucket_ms: u64,
     pub admitted: Vec<u64>,
@@ -106,7 +114,8 @@ pub struct Series {
 }
 
 /// What the run cost Redis.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct RedisCost {
     pub commands: u64,
     pub bytes_in: u64,
@@ -116,7 +125,8 @@ pub struct RedisCost {
 }
 
 /// One fault in the schedule.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct FaultWindow {
     pub kind: String,
     pub at_ms: u64,
@@ -124,10 +134,11 @@ pub struct FaultWindow {
 }
 
 /// One point of the GET+SET race sweep.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct RacePoint {
     pub algorithm: String,
-    pub instances: u32,
+    pub instances: u64,
     pub latency_ms: f64,
     pub limit: u64,
     pub admitted: u64,
@@ -136,7 +147,8 @@ pub struct RacePoint {
 }
 
 /// One point of the clock-skew sweep.
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct SkewPoint {
     pub algorithm: String,
     pub time_source: String,

@@ -154,8 +154,8 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         errors: records.iter().filter(|r| r.error).count() as u64,
         replay: replay_command(spec),
         trace_hash: out.trace_hash,
-        series,
-        redis: out.redis,
+        series: Some(series),
+        redis: Some(out.redis),
         faults: spec
             .faults
             .iter()
@@ -208,7 +208,7 @@ pub fn race_points(specs: &[(RunSpec, f64)], results: &[RunResult]) -> Vec<RaceP
         .zip(results)
         .map(|((spec, latency), r)| RacePoint {
             algorithm: r.algorithm.clone(),
-            instances: spec.instances,
+            instances: u64::from(spec.instances),
             latency_ms: *latency,
             limit: r.oracle_admitted,
             admitted: r.admitted,
