@@ -4,9 +4,12 @@
 //!
 //! Redis expires keys by its own clock while the sequences run on a generated one. Each key's
 //! TTL is exactly the time its state needs to come to rest, so an expiry is harmless as long
-//! as the generated clock never runs slower than the real one: the generator guarantees that
-//! for forward steps. Sequences that also step the clock back use slow quotas whose keys live
-//! longer than the whole sequence takes.
+//! as the generated clock advances at least as fast as the real one between any two requests
+//! (`generated - real` never decreases): the generator guarantees that for forward steps.
+//! Scheduling jitter still separates the moment a request is sent from the moment Redis runs
+//! it, so windows here are 250 ms and more; tiny windows and exact expiry are the property
+//! suite's job, on the Redis model whose clock *is* the generated one. Sequences that also
+//! step the clock back use slow quotas whose keys live longer than the whole sequence takes.
 
 // Real Redis expires keys on real time, so this test measures it.
 #![allow(clippy::disallowed_methods)]
@@ -29,7 +32,7 @@ fn fast_quotas() -> Vec<Quota> {
         Quota::new(3, 1_000).with_burst(2),
         Quota::new(7, 250).with_burst(10),
         Quota::new(100, 60_000).with_burst(20),
-        Quota::new(1, 3),
+        Quota::new(1, 300),
     ]
 }
 
@@ -79,12 +82,15 @@ async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed
     let started = Instant::now();
     let mut now = BASE_MS as i64;
     let mut high = now;
+    // The most the generated clock has been ahead of the real one; it never shrinks.
+    let mut lead = 0i64;
     for (i, (dt, key, cost)) in steps.into_iter().enumerate() {
         now += dt;
+        let real = BASE_MS as i64 + started.elapsed().as_millis() as i64;
         if dt >= 0 {
-            // Never let the generated clock fall behind the real one (see the module docs).
-            let real = BASE_MS as i64 + started.elapsed().as_millis() as i64 + 1;
-            now = now.max(real).max(high);
+            // Advance at least as fast as real time since any earlier request (module docs).
+            now = now.max(real + lead + 1).max(high);
+            lead = lead.max(now - real);
         }
         high = high.max(now);
         clock.set(now as u64);

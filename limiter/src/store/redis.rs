@@ -15,7 +15,7 @@ use redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, S
 
 use super::connector::{Connector, TcpConnector};
 use super::StoreError;
-use crate::algo::{adr002, fixed_window, Outcome};
+use crate::algo::{fixed_window, Outcome};
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::quota::{Algorithm, Quota};
@@ -181,67 +181,22 @@ async fn run_script(
     algorithm: Algorithm,
     req: &StoreRequest<'_>,
 ) -> Result<(Outcome, u64), RedisError> {
-    let Some(script) = script(algorithm) else {
+    let script = script(algorithm);
+    let call = scripts::invocation(algorithm, req.quota, req.stem, req.now_ms, req.client_now_ms, req.cost);
+    let (Some(script), Some(call)) = (script, call) else {
         return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
     };
-    let q = req.quota;
-    let now = req.now_ms.map_or(String::new(), |n| n.to_string());
-    let suffix = scripts::key_suffix(algorithm);
     let mut inv = script.prepare_invoke();
-    match algorithm {
-        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
-            inv.key(format!("{}{suffix}", req.stem)).arg(now).arg(q.limit()).arg(q.period_ms()).arg(req.cost);
-        }
-        Algorithm::SlidingLog => {
-            inv.key(format!("{}{suffix}", req.stem))
-                .key(format!("{}{suffix}:seq", req.stem))
-                .arg(now)
-                .arg(q.limit())
-                .arg(q.period_ms())
-                .arg(req.cost);
-        }
-        Algorithm::TokenBucket => {
-            inv.key(format!("{}{suffix}", req.stem))
-                .arg(now)
-                .arg(q.limit())
-                .arg(q.period_ms())
-                .arg(q.burst())
-                .arg(req.cost);
-        }
-        Algorithm::Gcra => {
-            inv.key(format!("{}{suffix}", req.stem)).arg(now).arg(q.gcra_interval_us()).arg(q.burst()).arg(req.cost);
-        }
-        Algorithm::Adr002 => {
-            // The record's argument order: tokensToConsume, capacity, refillRate, now.
-            inv.key(format!("{}{suffix}", req.stem))
-                .arg(req.cost)
-                .arg(q.burst())
-                .arg(adr002::refill_rate_per_sec(q).to_string())
-                .arg(req.client_now_ms);
-        }
-        Algorithm::NaiveGetSet => unreachable!("handled by naive_get_set"),
+    for key in &call.keys {
+        inv.key(key);
+    }
+    for arg in &call.args {
+        inv.arg(arg);
     }
     let reply: Value = inv.invoke_async(conn).await?;
-    let ints = integers(&reply).ok_or_else(|| bad_reply(&reply))?;
-    match (algorithm, ints.as_slice()) {
-        // The record's script decides by the caller's clock and does not say so.
-        (Algorithm::Adr002, &[allowed @ (0 | 1), tokens]) => {
-            Ok((adr002::outcome_from_reply(q, allowed == 1, tokens, req.cost), req.client_now_ms))
-        }
-        (Algorithm::Adr002, _) => Err(bad_reply(&reply)),
-        (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
-            if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
-        {
-            let outcome = Outcome {
-                allowed: allowed == 1,
-                remaining: remaining as u64,
-                retry_after_ms: retry as u64,
-                reset_after_ms: reset as u64,
-            };
-            Ok((outcome, now as u64))
-        }
-        _ => Err(bad_reply(&reply)),
-    }
+    integers(&reply)
+        .and_then(|ints| scripts::read_reply(algorithm, req.quota, &ints, req.cost, req.client_now_ms))
+        .ok_or_else(|| bad_reply(&reply))
 }
 
 /// The naive subject: read, decide in the client, write back. Between the GET and the SET
