@@ -14,6 +14,17 @@ local limit = tonumber(ARGV[2])
 local w = tonumber(ARGV[3])
 local cost = tonumber(ARGV[4])
 
+-- The member sequence is ours; a value anyone else wrote (text, a number past 2^52, where
+-- a double can no longer count by one and the loop below would never end) means neither
+-- key can be trusted: both read as absent.
+local seq_now = redis.call('GET', KEYS[2])
+if seq_now then
+  local n = tonumber(seq_now)
+  if not (n and n >= 0 and n < 4503599627370496 and n == math.floor(n)) then
+    redis.call('DEL', KEYS[1], KEYS[2])
+  end
+end
+
 if now >= w then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - w))
 end

@@ -128,6 +128,16 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
         matches!(err, Error::Server { algorithm: "fixed-window", .. }) && err.to_string().contains("not an integer"),
         "{err}"
     );
+    // A sliding log's member sequence past 2^53 would make the admission loop count forever
+    // (a double cannot add 1 there); the script treats foreign state as absent instead.
+    let _: () = conn.set("ratelimiter:{g}:sl:seq", "9007199254740993").expect("SET");
+    let log = Limiter::builder(Algorithm::SlidingLog, Quota::per_second(5))
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .build()
+        .expect("valid");
+    assert!(log.check("g", 2).await.expect("decides, and promptly").allowed);
+    let seq: i64 = conn.get("ratelimiter:{g}:sl:seq").expect("GET");
+    assert_eq!(seq, 2, "the sequence started over");
     // The naive subject parses in the client: a non-number is a clear error.
     let clock = ManualClock::new(5_000);
     let _: () = conn.set("ratelimiter:{g}:naive:5", "12abc").expect("SET");

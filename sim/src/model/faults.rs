@@ -5,11 +5,11 @@
 //! Durations are measured with `tokio::time`, which turmoil (and a paused test runtime) make
 //! virtual, so a one-second pause costs no wall time in a simulation.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// The fault switches of one model.
@@ -20,7 +20,12 @@ pub(crate) struct Faults {
     /// Refusing new connections (existing ones keep working), like a full accept queue.
     rejecting: AtomicBool,
     /// Bumped on every crash; each connection watches it and drops itself when it moves.
-    crash_epoch: watch::Sender<u64>,
+    /// An epoch and one `Notify`, not a `watch` channel: `watch` spreads its waiters over
+    /// eight `Notify`s chosen by the runtime's RNG, which tokio seeds at random, so the
+    /// order connections learned of a crash (and so a simulation's trace) varied from run
+    /// to run. One `Notify` wakes its waiters in the order they registered.
+    crash_epoch: AtomicU64,
+    crashed_signal: Notify,
     /// Commands wait until this instant before they run.
     pause_until: Mutex<Option<Instant>>,
     /// Added before every reply.
@@ -29,11 +34,11 @@ pub(crate) struct Faults {
 
 impl Default for Faults {
     fn default() -> Self {
-        let (crash_epoch, _) = watch::channel(0);
         Faults {
             crashed: AtomicBool::new(false),
             rejecting: AtomicBool::new(false),
-            crash_epoch,
+            crash_epoch: AtomicU64::new(0),
+            crashed_signal: Notify::new(),
             pause_until: Mutex::new(None),
             latency: Mutex::new(Duration::ZERO),
         }
@@ -43,7 +48,8 @@ impl Default for Faults {
 impl Faults {
     pub(crate) fn crash(&self) {
         self.crashed.store(true, Ordering::SeqCst);
-        self.crash_epoch.send_modify(|epoch| *epoch += 1);
+        self.crash_epoch.fetch_add(1, Ordering::SeqCst);
+        self.crashed_signal.notify_waiters();
     }
 
     pub(crate) fn restart(&self) {
@@ -64,8 +70,8 @@ impl Faults {
         !self.is_crashed() && !self.rejecting.load(Ordering::SeqCst)
     }
 
-    pub(crate) fn subscribe_crashes(&self) -> watch::Receiver<u64> {
-        self.crash_epoch.subscribe()
+    pub(crate) fn subscribe_crashes(&self) -> CrashWatch<'_> {
+        CrashWatch { faults: self, seen: self.crash_epoch.load(Ordering::SeqCst) }
     }
 
     pub(crate) fn pause_until(&self, until: Instant) {
@@ -88,6 +94,31 @@ impl Faults {
 
     pub(crate) fn latency(&self) -> Duration {
         *lock(&self.latency)
+    }
+}
+
+/// A connection's view of crashes: [`CrashWatch::changed`] completes once the model has
+/// crashed since the watch was taken.
+pub(crate) struct CrashWatch<'a> {
+    faults: &'a Faults,
+    seen: u64,
+}
+
+impl CrashWatch<'_> {
+    /// Waits for a crash after the one last seen.
+    pub(crate) async fn changed(&mut self) {
+        loop {
+            let notified = self.faults.crashed_signal.notified();
+            tokio::pin!(notified);
+            // Register before looking, so a crash between the look and the wait is not lost.
+            notified.as_mut().enable();
+            let now = self.faults.crash_epoch.load(Ordering::SeqCst);
+            if now != self.seen {
+                self.seen = now;
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
