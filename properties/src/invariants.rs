@@ -355,7 +355,11 @@ pub fn check_peek(s: &Subject, case: &Case) -> Result<(), Violation> {
         if !st.outcome.allowed || st.outcome.retry_after_ms != 0 {
             return fail(i, format!("peek #{i} denied or told to retry"));
         }
-        if s.promise != Algorithm::SlidingLog && run.after[i] != run.before(i) {
+        // A peek that touches an expired key drops it, as Redis does; that changes the
+        // representation, not the state, so compare after forgetting expired states.
+        let t = st.req.t_ms;
+        let live = |state: Option<limiter::algo::State>| state.filter(|x| !limiter::algo::expired(q, x, t));
+        if s.promise != Algorithm::SlidingLog && live(run.after[i].clone()) != live(run.before(i)) {
             return fail(i, format!("peek #{i} changed the state: {:?} -> {:?}", run.before(i), run.after[i]));
         }
     }
@@ -520,36 +524,56 @@ pub fn check_clock_back(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 /// Lagging readings (instances whose clocks are behind, the client-time case): the true
-/// time is the largest reading any request other than a peek has shown so far, and the
+/// time is the largest reading that has changed the stored state so far, and the
 /// promise's safety bound holds on that timeline, the admissions of lagging requests
 /// counted at the true time they happened.
 ///
-/// Holds for the token bucket and GCRA: their stored time only moves forward (`ts = max`,
-/// `tat = max(tat, now)`), so a lagging reading can neither refill nor recede. Peeks are
-/// left out of "shown" because a peek writes nothing: a peek at a later reading followed by
-/// a lagging admission can let the bucket refill, after that admission, time the peek
-/// already saw. The sliding log does *not* keep this: it scores a lagging admission at
-/// the lagging reading, so the entry leaves the window up to the lag too early.
+/// The token bucket and GCRA hold `B + r x (d + largest lag)`: their stored time only moves
+/// forward (`ts = max`, `tat = max(tat, now)`), so a lagging reading can neither refill nor
+/// recede while the state lives; but a peek writes nothing, and a key Redis expired is
+/// re-created at the lagging reading, so time already seen can be refilled once more, up to
+/// the lag. A peek counts as shown only when it dropped an expired key. The sliding log does *not* keep this: it scores a lagging
+/// admission at the lagging reading, so the entry leaves the window up to the lag too early.
 pub fn check_clock_lag(s: &Subject, case: &Case) -> Result<(), Violation> {
     let q = &case.quota;
     let run = Run::new(s, q, &case.reqs);
     let mut shown: Option<u64> = None;
     let mut truth = Vec::with_capacity(run.steps.len());
-    for st in &run.steps {
-        if st.req.cost > 0 {
+    for (i, st) in run.steps.iter().enumerate() {
+        // A reading is shown when it changed the stored state: every request that costs
+        // something, and a peek only when it dropped a key Redis had expired.
+        if st.req.cost > 0 || run.after[i] != run.before(i) {
             shown = Some(shown.map_or(st.req.t_ms, |m| m.max(st.req.t_ms)));
         }
         truth.push(shown.unwrap_or(st.req.t_ms));
     }
     let on_truth: Vec<Point> = points(&run).into_iter().map(|(i, _, c)| (i, truth[i], c)).collect();
-    match bound_breach(s.promise, q, &on_truth, truth.first().copied().unwrap_or(0)) {
+    let t0 = truth.first().copied().unwrap_or(0);
+    let breach = if matches!(s.promise, Algorithm::TokenBucket | Algorithm::Gcra) {
+        // A lagging reading re-creates an expired bucket at its own time, and a read-only
+        // peek records nothing: either way a lagging client can be refilled for up to the
+        // lag again. The promise under lag is B + r x (d + largest lag), no more.
+        let lag = run.steps.iter().zip(&truth).map(|(st, &t)| t.saturating_sub(st.req.t_ms)).max().unwrap_or(0);
+        let (unit, gain) = (u128::from(q.period_ms()), u128::from(q.limit()));
+        let cap = u128::from(q.burst()) * unit + gain * u128::from(lag);
+        oracle::bucket_breach(&on_truth, unit, gain, cap).map(|(units, a, b, at)| {
+            let bound = format!("burst {} + {}/{} ms x (d + lag {lag} ms)", q.burst(), q.limit(), q.period_ms());
+            (
+                at,
+                format!("{units} units admitted in [{}, {}] (d = {} ms), above {bound}", rel(a, t0), rel(b, t0), b - a),
+            )
+        })
+    } else {
+        bound_breach(s.promise, q, &on_truth, t0)
+    };
+    match breach {
         Some((at, msg)) => Err(Violation::new(
             "clock-lag",
             s,
             q,
             &run.steps,
             Some(at),
-            format!("with each request at the largest reading shown so far (peeks aside): {msg}"),
+            format!("with each request at the largest reading that changed the state so far: {msg}"),
         )),
         None => Ok(()),
     }

@@ -69,6 +69,12 @@ pub fn decide(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64
     outcome_from_reply(q, allowed, tokens, cost)
 }
 
+/// Whether Redis has dropped the key when touched at `now_ms`: an hour after the last call
+/// (every call writes and sets `EXPIRE 3600`).
+pub fn expired(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
+    (now_ms as f64) > s.last_refill_ms + TTL_MS as f64
+}
+
 /// At rest when the hour-long TTL has run out since the last write.
 pub fn is_idle(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
     (now_ms as f64) >= s.last_refill_ms + TTL_MS as f64

@@ -50,6 +50,12 @@ pub fn decide(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64
     }
 }
 
+/// A window's key expires at the window's end, and only the current window's key is read:
+/// it is never read expired.
+pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {
+    false
+}
+
 /// At rest once its window has ended.
 pub fn is_idle(q: &Quota, s: &WindowState, now_ms: u64) -> bool {
     now_ms / q.period_ms() != s.window

@@ -49,6 +49,12 @@ pub fn decide_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, cost: u6
     }
 }
 
+/// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends at the first
+/// millisecond at or after the TAT.
+pub fn expired(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
+    now_ms > ceil_div(s.tat_us, 1000)
+}
+
 /// At rest once the TAT has passed.
 pub fn is_idle(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
     s.tat_us <= now_ms * 1000

@@ -54,8 +54,10 @@ pub fn decide(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, no
     // change for a live key) is treated as absent, as the script would see different keys.
     macro_rules! run {
         ($variant:ident, $module:ident) => {{
+            // Redis drops an expired key when it is next touched; the model forgets the state
+            // at the same moment, so a clock that then steps back sees what Redis sees.
             let mut own = match state.take() {
-                Some(State::$variant(s)) => Some(s),
+                Some(State::$variant(s)) if !$module::expired(quota, &s, now_ms) => Some(s),
                 _ => None,
             };
             let outcome = $module::decide(quota, &mut own, now_ms, cost);
@@ -73,8 +75,8 @@ pub fn decide(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, no
     }
 }
 
-/// Whether `state` is at rest at `now_ms`: dropping it changes no future decision. This is
-/// the moment the Redis key's TTL lets it expire.
+/// Whether `state` is at rest at `now_ms`: dropping it changes no decision at `now_ms` or
+/// later. Its Redis key expires one millisecond after it first is (see each `expired`).
 pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
     match state {
         State::Window(s) => fixed_window::is_idle(quota, s, now_ms),
@@ -83,6 +85,20 @@ pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
         State::Bucket(s) => token_bucket::is_idle(quota, s, now_ms),
         State::Gcra(s) => gcra::is_idle(quota, s, now_ms),
         State::Adr002(s) => adr002::is_idle(quota, s, now_ms),
+    }
+}
+
+/// Whether Redis has dropped `state`'s keys when they are touched at `now_ms` (each key's
+/// TTL ends when its state is at rest; Redis expires strictly after the deadline). The
+/// models forget such a state the same way, so a clock that steps back sees what Redis sees.
+pub fn expired(quota: &Quota, state: &State, now_ms: u64) -> bool {
+    match state {
+        State::Window(s) => fixed_window::expired(quota, s, now_ms),
+        State::Sliding(s) => sliding_window::expired(quota, s, now_ms),
+        State::Log(s) => sliding_log::expired(quota, s, now_ms),
+        State::Bucket(s) => token_bucket::expired(quota, s, now_ms),
+        State::Gcra(s) => gcra::expired(quota, s, now_ms),
+        State::Adr002(s) => adr002::expired(quota, s, now_ms),
     }
 }
 

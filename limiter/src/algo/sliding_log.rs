@@ -86,6 +86,12 @@ fn reset_after(log: &LogState, now_ms: u64, w: u64) -> u64 {
     log.newest().map_or(0, |newest| newest + w - now_ms)
 }
 
+/// Whether Redis has dropped the keys when touched at `now_ms`: their TTL ends when the
+/// newest entry leaves the window.
+pub fn expired(q: &Quota, s: &LogState, now_ms: u64) -> bool {
+    s.newest().is_none_or(|newest| now_ms > newest + q.period_ms())
+}
+
 /// At rest once every entry has left the window.
 pub fn is_idle(q: &Quota, s: &LogState, now_ms: u64) -> bool {
     s.newest().is_none_or(|newest| newest + q.period_ms() <= now_ms)

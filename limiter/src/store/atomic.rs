@@ -57,9 +57,13 @@ impl AtomicLimiter {
         }
         let mut current = self.tat_us.load(Ordering::Acquire);
         loop {
-            let mut state = Some(GcraState { tat_us: current });
+            // 0 stands for "no state". A TAT whose key Redis would have expired by now is
+            // forgotten, as the model and Redis forget it, so a clock that then steps back
+            // decides the same here as everywhere else.
+            let read = GcraState { tat_us: current };
+            let mut state = (current != 0 && !gcra::expired(&self.quota, &read, now_ms)).then_some(read);
             let outcome = gcra::decide(&self.quota, &mut state, now_ms, cost);
-            let next = state.map_or(current, |s| s.tat_us);
+            let next = state.map_or(0, |s| s.tat_us);
             if !outcome.allowed || next == current {
                 // Nothing to write: a denial or a peek decided on a value that was current
                 // when read, which is as good as deciding at that instant.
@@ -83,7 +87,7 @@ mod tests {
         let limiter = AtomicLimiter::new(q).unwrap();
         let mut model = None;
         for (t, cost) in [(0, 1), (0, 1), (0, 1), (100, 0), (334, 1), (400, 2), (1_000, 2), (5_000, 2), (4_000, 1)] {
-            let want = gcra::decide(&q, &mut model, t, cost);
+            let want = crate::algo::decide(Algorithm::Gcra, &q, &mut model, t, cost);
             assert_eq!(limiter.check(t, cost).unwrap(), want, "at t={t} cost={cost}");
         }
     }
