@@ -22,9 +22,38 @@ pub fn run_all() -> Result<()> {
     test.args(["test", "--workspace", "--exclude", "properties"]);
     tools::run(test)?;
 
+    limiter_tests_on_the_model()?;
+
     crate::props::run(&[])?;
     crate::loom::run(&[])?;
     Ok(())
+}
+
+/// The second pass: the limiter's own Redis tests once more, with `redis-model` standing in
+/// for `redis-server` (`REDIS_TESTS_SERVER`, see `tests/src/lib.rs`). Whatever the limiter
+/// relies on Redis for, the model must do the same, or the simulations built on it prove
+/// nothing about the real thing.
+fn limiter_tests_on_the_model() -> Result<()> {
+    let mut build = cargo();
+    build.args(["build", "-p", "sim", "--bin", "redis-model"]);
+    tools::run(build)?;
+
+    let root = tools::root();
+    let target = match std::env::var_os("CARGO_TARGET_DIR") {
+        // Cargo reads a relative target dir from where it runs: the workspace root here.
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    };
+    let model = target.join("debug").join(format!("redis-model{}", std::env::consts::EXE_SUFFIX));
+    if !model.is_file() {
+        bail!("built redis-model but found no binary at {}", model.display());
+    }
+    println!("running the limiter's Redis tests against the Redis model ({})", model.display());
+    let mut test = cargo();
+    test.args(["test", "-p", "redis-tests"])
+        .args(["--test", "agreement", "--test", "redis_store", "--test", "outage", "--test", "bad_input"])
+        .env("REDIS_TESTS_SERVER", &model);
+    tools::run(test)
 }
 
 pub fn run(args: &[String]) -> Result<()> {

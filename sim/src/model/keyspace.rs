@@ -276,6 +276,21 @@ impl Keyspace {
         removed
     }
 
+    /// Every key alive at `now_ms` whose name `matches`, in byte order. Keys past their
+    /// deadline are skipped but not removed, as Redis's KEYS does (`keyIsExpired`, no delete).
+    /// Redis lists keys in its hash table's seeded order; the model sorts them, so its output
+    /// never depends on `HashMap` order.
+    pub(crate) fn matching_keys(&self, now_ms: i64, matches: impl Fn(&[u8]) -> bool) -> Vec<Bytes> {
+        let mut keys: Vec<Bytes> = self
+            .dict
+            .iter()
+            .filter(|(k, e)| !Self::is_expired(e, now_ms) && matches(k))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
     /// Estimated bytes for one key (see [`Value::estimated_bytes`]): the dict entry and key
     /// object (48 bytes) plus the key text, the value, and 24 bytes for a deadline.
     pub(crate) fn memory_usage(key: &[u8], entry: &Entry) -> usize {

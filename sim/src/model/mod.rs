@@ -17,6 +17,26 @@
 //! - `faults`: crash, refusal, pause, latency.
 //! - [`clock`]: the injected clock.
 //!
+//! # Commands
+//!
+//! Strings: GET SET SETNX MGET MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN. Keys: DEL
+//! UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST. Hashes: HGET HSET
+//! HMSET HSETNX HMGET HGETALL HDEL HEXISTS HLEN HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY
+//! ZREM ZCARD ZCOUNT ZSCORE ZRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE. Scripts:
+//! EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL FLUSHDB
+//! INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
+//! "unknown command" error.
+//!
+//! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
+//! script, the script's start, so no key vanishes mid-script), while relative deadlines
+//! (EXPIRE, SET PX) and the TTL that TTL/PTTL report use the clock read at that moment.
+//!
+//! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
+//! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
+//! is its hash table's, seeded at random); HGETALL always in insertion order; MEMORY USAGE and
+//! INFO memory figures are estimates; no persistence; a runaway script is killed after an
+//! instruction budget instead of leaving the server BUSY (see `script`).
+//!
 //! # Driving it
 //!
 //! ```

@@ -104,6 +104,18 @@ pub(crate) struct Ctx<'a> {
     pub(crate) resp: u8,
 }
 
+impl Ctx<'_> {
+    /// The clock read at this moment, Redis 7.0's `mstime()`. Inside a script it moves on while
+    /// `now_ms` stays frozen at the script's start, and Redis 7.0 uses it (not the frozen
+    /// time) for what a command *computes*: the base of a relative deadline (EXPIRE, PEXPIRE,
+    /// SET EX/PX), whether a new deadline is already past, and the TTL PTTL reports. Only the
+    /// decision whether a key has expired uses the frozen time, so a key never vanishes
+    /// halfway through a script.
+    pub(crate) fn clock_ms(&self) -> i64 {
+        self.db.now_ms()
+    }
+}
+
 pub(crate) type DataFn = fn(&mut Ctx<'_>, &[&[u8]]) -> Reply;
 
 /// Commands carried out by the model itself rather than on the keyspace alone.
@@ -180,7 +192,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
 static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
     [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
 
-static COMMANDS: [CommandSpec; 55] = [
+static COMMANDS: [CommandSpec; 56] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -204,6 +216,7 @@ static COMMANDS: [CommandSpec; 55] = [
     data("unlink", -2, keys::del),
     data("exists", -2, keys::exists),
     data("type", 2, keys::type_),
+    data("keys", 2, keys::keys),
     data("expire", -3, keys::expire),
     data("pexpire", -3, keys::pexpire),
     data("expireat", -3, keys::expireat),

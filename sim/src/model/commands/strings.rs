@@ -132,7 +132,8 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
             ms *= 1000;
         }
         if flags.ex || flags.px {
-            ms = ms.wrapping_add(ctx.now_ms);
+            // From the clock read now (`mstime()`), not the script's frozen time.
+            ms = ms.wrapping_add(ctx.clock_ms());
         }
         if ms <= 0 {
             return invalid_expire("set");
