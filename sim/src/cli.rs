@@ -38,6 +38,8 @@ pub struct Options {
     pub seeds: u64,
     /// `--duration` in ms.
     pub duration_ms: u64,
+    /// Whether `--duration` was given (the real backends default to a shorter run).
+    pub duration_explicit: bool,
     /// `--json`.
     pub json: Option<PathBuf>,
     /// `--out`.
@@ -50,6 +52,8 @@ pub struct Options {
     pub redis_url: Option<String>,
     /// `--threads`.
     pub threads: usize,
+    /// `--faults`: a schedule replacing the scenario's.
+    pub faults: Option<Vec<crate::faults::Fault>>,
     /// `--no-sweeps`.
     pub sweeps: bool,
 }
@@ -69,13 +73,18 @@ options:
   --instances N              application instances (default: each scenario's own)
   --seed N                   first seed (default 1)
   --seeds N                  number of seeds, from --seed on (default 1)
-  --duration D               simulated time per run: 12000, 12000ms or 12s (default 12s)
+  --duration D               simulated time per run: 12000, 12000ms or 12s (default 12s;
+                             4s with --backend redis or mini-redis, whose runs take real time)
   --json PATH                where to write the results JSON (default OUT/results.json)
   --out DIR                  output directory (default target/simulate)
   --check-determinism        run every case twice and require identical trace hashes
   --backend model|redis|mini-redis
                              model (default): in-process Redis model, deterministic
   --redis-url URL            with --backend redis: use this server instead of starting one
+  --faults SCHEDULE          replace the scenario's faults (one --scenario only), e.g.
+                             partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000
+                             kinds: partition:I partition-to-redis:I partition-from-redis:I hold:I
+                             instance-crash:I redis-crash redis-crash-persistent redis-pause script-flush
   --threads N                worker threads (default: available cores)
   --no-sweeps                skip the race and skew sweeps the report charts";
 
@@ -117,12 +126,14 @@ pub fn parse(args: &[String]) -> Result<Options> {
         seed: 1,
         seeds: 1,
         duration_ms: 12_000,
+        duration_explicit: false,
         json: None,
         out: PathBuf::from("target/simulate"),
         check_determinism: false,
         backend: Backend::Model,
         redis_url: None,
         threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        faults: None,
         sweeps: true,
     };
     let mut i = 0;
@@ -167,7 +178,10 @@ pub fn parse(args: &[String]) -> Result<Options> {
                     bail!("--seeds must be between 1 and 100000, got {}", o.seeds);
                 }
             }
-            "--duration" => o.duration_ms = duration_ms(value(args, &mut i, flag)?)?,
+            "--duration" => {
+                o.duration_ms = duration_ms(value(args, &mut i, flag)?)?;
+                o.duration_explicit = true;
+            }
             "--json" => o.json = Some(PathBuf::from(value(args, &mut i, flag)?)),
             "--out" => o.out = PathBuf::from(value(args, &mut i, flag)?),
             "--backend" => {
@@ -185,10 +199,18 @@ pub fn parse(args: &[String]) -> Result<Options> {
                     bail!("--threads must be between 1 and 256, got {}", o.threads);
                 }
             }
+            "--faults" => {
+                o.faults = Some(
+                    crate::faults::parse_schedule(value(args, &mut i, flag)?).map_err(|e| anyhow!("--faults: {e}"))?,
+                )
+            }
             "-h" | "--help" => bail!("{USAGE}"),
             other => bail!("unknown option {other:?}\n\n{USAGE}"),
         }
         i += 1;
+    }
+    if o.faults.is_some() && o.scenarios.len() != 1 {
+        bail!("--faults replaces one scenario's faults: give exactly one --scenario");
     }
     if o.redis_url.is_some() && o.backend != Backend::Redis {
         bail!("--redis-url only makes sense with --backend redis");
@@ -217,6 +239,8 @@ mod tests {
         assert!(err("--frobnicate").contains("unknown option \"--frobnicate\""));
         assert!(err("--backend etcd").contains("unknown backend"));
         assert!(err("--policy maybe").contains("unknown policy \"maybe\""));
+        assert!(err("--scenario swarm --faults hold@1").contains("--faults: fault \"hold@1\": hold needs an instance"));
+        assert!(err("--faults redis-pause@1..5").contains("exactly one --scenario"));
         assert!(err("--redis-url redis://x").contains("--backend redis"));
     }
 

@@ -1,5 +1,8 @@
 //! Faults on a schedule: what breaks, when, and when it heals.
 
+use std::fmt;
+use std::str::FromStr;
+
 use serde::Serialize;
 
 /// One fault, active from `at_ms` until `until_ms` (instant faults ignore `until_ms`).
@@ -82,6 +85,18 @@ impl FaultKind {
         }
     }
 
+    /// The instance the fault is about, for instance faults.
+    pub fn instance(&self) -> Option<u32> {
+        match *self {
+            FaultKind::Partition { instance }
+            | FaultKind::PartitionToRedis { instance }
+            | FaultKind::PartitionFromRedis { instance }
+            | FaultKind::Hold { instance }
+            | FaultKind::InstanceCrash { instance } => Some(instance),
+            _ => None,
+        }
+    }
+
     /// Whether the fault is a state of network links (and so undone by any link repair).
     pub fn is_link_fault(&self) -> bool {
         matches!(
@@ -97,6 +112,72 @@ impl FaultKind {
     /// Whether Redis loses its data.
     pub fn loses_data(&self) -> bool {
         matches!(self, FaultKind::RedisCrash { keep_data: false })
+    }
+}
+
+/// The text form of a schedule, for replay commands and `--faults`:
+/// `kind[:instance]@at_ms[..until_ms]`, comma-separated, e.g.
+/// `partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000`.
+pub fn format_schedule(faults: &[Fault]) -> String {
+    faults.iter().map(Fault::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Parses [`format_schedule`]'s text; the message names the piece that is wrong.
+pub fn parse_schedule(text: &str) -> Result<Vec<Fault>, String> {
+    text.split(',').map(str::trim).filter(|p| !p.is_empty()).map(str::parse).collect()
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind.instance() {
+            Some(i) => write!(f, "{}:{i}@{}", self.kind.name(), self.at_ms)?,
+            None => write!(f, "{}@{}", self.kind.name(), self.at_ms)?,
+        }
+        if self.until_ms > self.at_ms {
+            write!(f, "..{}", self.until_ms)?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Fault {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        let bad = |why: &str| {
+            format!("fault {text:?}: {why} (expected kind[:instance]@at_ms[..until_ms], e.g. partition:0@3000..7000)")
+        };
+        let (kind, times) = text.split_once('@').ok_or_else(|| bad("no @"))?;
+        let (at, until) = match times.split_once("..") {
+            Some((a, u)) => (a, Some(u)),
+            None => (times, None),
+        };
+        let ms = |t: &str| t.trim().parse::<u64>().map_err(|_| bad(&format!("{t:?} is not a time in ms")));
+        let at_ms = ms(at)?;
+        let until_ms = until.map(ms).transpose()?.unwrap_or(at_ms);
+        if until_ms < at_ms {
+            return Err(bad("it heals before it starts"));
+        }
+        let (name, instance) = match kind.split_once(':') {
+            Some((n, i)) => (n, Some(i.parse::<u32>().map_err(|_| bad(&format!("{i:?} is not an instance number")))?)),
+            None => (kind, None),
+        };
+        let need = |i: Option<u32>| i.ok_or_else(|| bad(&format!("{name} needs an instance, as {name}:0")));
+        let kind = match name {
+            "partition" => FaultKind::Partition { instance: need(instance)? },
+            "partition-to-redis" => FaultKind::PartitionToRedis { instance: need(instance)? },
+            "partition-from-redis" => FaultKind::PartitionFromRedis { instance: need(instance)? },
+            "hold" => FaultKind::Hold { instance: need(instance)? },
+            "instance-crash" => FaultKind::InstanceCrash { instance: need(instance)? },
+            "redis-crash" => FaultKind::RedisCrash { keep_data: false },
+            "redis-crash-persistent" => FaultKind::RedisCrash { keep_data: true },
+            "redis-pause" => FaultKind::RedisPause,
+            "script-flush" => FaultKind::ScriptFlush,
+            other => return Err(bad(&format!("unknown kind {other:?}"))),
+        };
+        if instance.is_some() && kind.instance().is_none() {
+            return Err(bad(&format!("{name} takes no instance")));
+        }
+        Ok(Fault { kind, at_ms, until_ms })
     }
 }
 
@@ -133,6 +214,25 @@ pub fn normalize(mut faults: Vec<Fault>) -> Vec<Fault> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schedules_round_trip_through_text_and_bad_text_is_named() {
+        let text = "partition:0@3000..7000,redis-crash-persistent@100..500,script-flush@7000,hold:2@10..20";
+        let faults = parse_schedule(text).expect("valid");
+        assert_eq!(faults.len(), 4);
+        assert_eq!(format_schedule(&faults), text);
+        for (bad, says) in [
+            ("partition@1..2", "needs an instance"),
+            ("redis-pause:1@1..2", "takes no instance"),
+            ("flood@1", "unknown kind \"flood\""),
+            ("hold:x@1", "not an instance number"),
+            ("hold:1@5..2", "heals before it starts"),
+            ("hold:1", "no @"),
+        ] {
+            let err = parse_schedule(bad).expect_err(bad);
+            assert!(err.contains(says) && err.contains(bad), "{err}");
+        }
+    }
 
     #[test]
     fn overlapping_crashes_of_one_host_become_one_outage() {

@@ -18,6 +18,7 @@ pub mod cli;
 pub mod cluster;
 pub mod faults;
 pub mod oracle;
+pub mod real;
 pub mod redis_host;
 pub mod results;
 pub mod run;

@@ -56,7 +56,8 @@ pub fn run_many_with(
         .collect()
 }
 
-/// The command that replays exactly one run.
+/// The command that replays exactly one run. A fault schedule that is not the one the
+/// scenario draws for this seed (a generated or shrunk one) is spelled out with `--faults`.
 pub fn replay_command(spec: &RunSpec) -> String {
     let mut cmd = format!(
         "cargo xtask simulate --scenario {} --algorithm {} --seed {}",
@@ -66,11 +67,14 @@ pub fn replay_command(spec: &RunSpec) -> String {
     if scenario.as_ref().is_some_and(|s| s.policies.len() > 1) {
         cmd.push_str(&format!(" --policy {}", spec.policy.name()));
     }
-    let default_instances = scenario.map(|s| s.instances);
-    if default_instances != Some(spec.instances) {
+    if scenario.as_ref().map(|s| s.instances) != Some(spec.instances) {
         cmd.push_str(&format!(" --instances {}", spec.instances));
     }
     cmd.push_str(&format!(" --duration {}", spec.duration_ms));
+    let drawn = scenario.map(|s| s.faults_for(spec.seed, spec.instances, spec.duration_ms));
+    if drawn.as_deref() != Some(&spec.faults[..]) {
+        cmd.push_str(&format!(" --faults {}", crate::faults::format_schedule(&spec.faults)));
+    }
     cmd
 }
 

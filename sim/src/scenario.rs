@@ -245,6 +245,15 @@ impl RunSpec {
 }
 
 impl Scenario {
+    /// The faults a run of this scenario gets: the swarm draws them from the seed.
+    pub fn faults_for(&self, seed: u64, instances: u32, duration_ms: u64) -> Vec<Fault> {
+        if self.swarm {
+            swarm_faults(seed, instances, duration_ms)
+        } else {
+            crate::faults::normalize(self.faults.clone())
+        }
+    }
+
     /// Expands the scenario into runs for the selected algorithms and seeds.
     pub fn runs(
         &self,
@@ -273,11 +282,7 @@ impl Scenario {
                             quota: self.quota,
                             duration_ms,
                             workload: self.workload.clone(),
-                            faults: if self.swarm {
-                                swarm_faults(seed, instances, duration_ms)
-                            } else {
-                                crate::faults::normalize(self.faults.clone())
-                            },
+                            faults: self.faults_for(seed, instances, duration_ms),
                             skew: self.skew.clone(),
                             latency_ms: self.latency_ms,
                             timeout_ms: 100,

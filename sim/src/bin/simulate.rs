@@ -155,6 +155,15 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
     if specs.is_empty() {
         anyhow::bail!("nothing to run: no scenario runs the selected policy");
     }
+    let mut specs = specs;
+    if let Some(faults) = &o.faults {
+        if let Some(f) = faults.iter().find(|f| f.kind.instance().is_some_and(|i| i >= specs[0].instances)) {
+            anyhow::bail!("--faults: {f} names an instance the run does not have ({} instances)", specs[0].instances);
+        }
+        for spec in &mut specs {
+            spec.faults = sim::faults::normalize(faults.clone());
+        }
+    }
     let specs = if o.redis_url.is_some() { without_process_faults(specs) } else { specs };
     let bar = progress(specs.len(), "scenarios");
     let results = run::run_many_with(&specs, o.threads, &|| bar.inc(1), &**execute)?;

@@ -1,0 +1,180 @@
+//! A private `redis-server` process: started on a free loopback port with its own data
+//! directory, killed when dropped (also when a test panics).
+//!
+//! Adapted from the `tests` crate's `RedisServer` (sim cannot depend on it), plus `--dir` and
+//! `--dbfilename` so a crash that keeps its data can `SAVE` first and the restart on the same
+//! port reloads the snapshot, as persistence would. Automatic snapshots and the AOF stay off:
+//! the harness decides when data survives.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The snapshot file name inside the data directory.
+pub const DBFILENAME: &str = "dump.rdb";
+
+/// Picks a loopback port that is free right now.
+pub fn free_port() -> io::Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// A `redis-server` owned by one run. Dropping it kills the process.
+#[derive(Debug)]
+pub struct RedisProcess {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+}
+
+impl RedisProcess {
+    /// Starts `redis-server` on a free loopback port, keeping snapshots in `dir`, and waits
+    /// until it accepts connections. A port picked free can be taken by another process
+    /// before the server binds it, so a failed start is retried on another port.
+    pub fn start(dir: &Path) -> io::Result<Self> {
+        let mut last = io::Error::other("redis-server never started");
+        for _ in 0..5 {
+            match Self::start_on(free_port()?, dir) {
+                Ok(p) => return Ok(p),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Starts `redis-server` on `port` (a restart uses the port it had).
+    pub fn start_on(port: u16, dir: &Path) -> io::Result<Self> {
+        let child = Command::new("redis-server")
+            .args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--protected-mode", "no"])
+            .arg("--dir")
+            .arg(dir)
+            .args(["--dbfilename", DBFILENAME])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot start redis-server (install Debian's `redis-server` package): {e}"),
+                )
+            })?;
+        let mut server = RedisProcess { child: Some(child), port, dir: dir.to_owned() };
+        server.wait_ready()?;
+        Ok(server)
+    }
+
+    fn wait_ready(&mut self) -> io::Result<()> {
+        let addr = self.addr();
+        for _ in 0..2_000 {
+            if let Some(child) = self.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    self.child = None;
+                    return Err(io::Error::other(format!("redis-server on port {} exited early: {status}", self.port)));
+                }
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.kill();
+        Err(io::Error::other(format!("redis-server on port {} never became ready", self.port)))
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's socket address.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// A `redis://` URL for the server.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the process is running (not killed).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Kills the server at once (SIGKILL): every connection drops, unsaved keys are lost.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: connections stay open (the kernel even accepts new ones) but nothing is
+    /// answered, as with a Redis stuck in a slow command or a long fork.
+    pub fn pause(&self) -> io::Result<()> {
+        self.signal("STOP")
+    }
+
+    /// SIGCONT: the server reads everything that queued up meanwhile and answers it.
+    pub fn resume(&self) -> io::Result<()> {
+        self.signal("CONT")
+    }
+
+    #[cfg(unix)]
+    fn signal(&self, sig: &str) -> io::Result<()> {
+        use rustix::process::{kill_process, Pid, Signal};
+        let pid = self.child.as_ref().map(|c| c.id()).ok_or_else(|| io::Error::other("redis-server is not running"))?;
+        let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).ok_or_else(|| io::Error::other("bad pid"))?;
+        let signal = if sig == "STOP" { Signal::STOP } else { Signal::CONT };
+        kill_process(pid, signal).map_err(|e| io::Error::other(format!("kill -{sig} {pid:?}: {e}")))
+    }
+
+    #[cfg(not(unix))]
+    fn signal(&self, sig: &str) -> io::Result<()> {
+        Err(io::Error::other(format!("SIG{sig} needs a Unix system")))
+    }
+
+    /// Starts a killed server again on the same port: with the snapshot in its directory
+    /// when `keep_data`, empty otherwise (the snapshot is deleted first).
+    pub fn restart(&mut self, keep_data: bool) -> io::Result<()> {
+        self.kill();
+        if !keep_data {
+            match std::fs::remove_file(self.dir.join(DBFILENAME)) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let fresh = RedisProcess::start_on(self.port, &self.dir)?;
+        *self = fresh;
+        Ok(())
+    }
+
+    /// A synchronous side connection (for SAVE, SCRIPT FLUSH, INFO), with timeouts so a
+    /// stopped server cannot hang the harness.
+    pub fn client(&self) -> redis::RedisResult<redis::Connection> {
+        let conn = redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(1))?;
+        conn.set_read_timeout(Some(Duration::from_secs(2)))?;
+        conn.set_write_timeout(Some(Duration::from_secs(2)))?;
+        Ok(conn)
+    }
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        // Continue a stopped server first, so drop never leaves a stopped process behind.
+        let _ = self.resume();
+        self.kill();
+    }
+}
