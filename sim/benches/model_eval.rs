@@ -1,6 +1,6 @@
-//! EVALSHA of a token-bucket script: the model called in process, and (when `redis-benchmark`
-//! and `redis-server` are installed) the same script against a real Redis and against the model
-//! served on loopback TCP, with the ratios.
+//! EVALSHA of every algorithm script in `lua/`, with the arguments the limiter sends: the model
+//! called in process, and (when `redis-benchmark` and `redis-server` are installed) the same
+//! script against a real Redis and against the model served on loopback TCP, with the ratios.
 //!
 //! `cargo bench -p sim --bench model_eval` (set MODEL_BENCH_OPS to change the 100 000 calls).
 
@@ -12,50 +12,39 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use limiter::scripts::{self, LuaScript};
+use limiter::{Algorithm, Quota};
 use sim::model::{ManualClock, ModelHandle, Reply};
 
-const SCRIPT: &str = r#"
-local key = KEYS[1]
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local now = tonumber(ARGV[3])
-local cost = tonumber(ARGV[4])
-local state = redis.call('HMGET', key, 'tokens', 'ts')
-local tokens = tonumber(state[1]) or burst
-local ts = tonumber(state[2]) or now
-local elapsed = math.max(0, now - ts)
-tokens = math.min(burst, tokens + elapsed * rate / 1000)
-local allowed = 0
-if tokens >= cost then
-  tokens = tokens - cost
-  allowed = 1
-end
-redis.call('HSET', key, 'tokens', tostring(tokens), 'ts', tostring(now))
-redis.call('PEXPIRE', key, 60000)
-return {allowed, tostring(tokens)}
-"#;
+/// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.
+fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {
+    let q = Quota::new(1_000_000, 1_000).with_burst(1_000_000);
+    let call = scripts::invocation(algorithm, &q, "ratelimiter:{bench}:", Some(now_ms), now_ms, 1).expect("scripted");
+    let mut args = vec![call.keys.len().to_string()];
+    args.extend(call.keys);
+    args.extend(call.args);
+    args
+}
 
 fn ops() -> usize {
     std::env::var("MODEL_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
 }
 
-/// In process: no sockets, no parsing, just the model's EVALSHA path.
-fn bench_in_process(n: usize) -> f64 {
-    let clock = ManualClock::from_millis(1_700_000_000_000);
-    let model = ModelHandle::new(clock.clone());
-    let sha = match model.call(&[b"SCRIPT", b"LOAD", SCRIPT.as_bytes()]) {
+/// In process: no sockets, no parsing, just the model's EVALSHA path; ops/s.
+fn bench_in_process(script: &LuaScript, n: usize) -> f64 {
+    let model = ModelHandle::new(ManualClock::from_millis(1_700_000_000_000));
+    let sha = match model.call(&[b"SCRIPT", b"LOAD", script.source.as_bytes()]) {
         Reply::Bulk(sha) => sha,
-        other => panic!("SCRIPT LOAD failed: {other:?}"),
+        other => panic!("SCRIPT LOAD of {} failed: {other:?}", script.file),
     };
-    // Warm up, and check the script does what it should.
-    let first = model.call(&[b"EVALSHA", &sha, b"1", b"bench", b"10", b"100", b"1700000000000", b"1"]);
-    assert!(matches!(first, Reply::Array(_)), "unexpected reply {first:?}");
     let start = Instant::now();
     for i in 0..n {
-        let now = (1_700_000_000_000u64 + i as u64).to_string();
-        let reply = model.call(&[b"EVALSHA", &sha, b"1", b"bench", b"10", b"100", now.as_bytes(), b"1"]);
-        if reply.is_error() {
-            panic!("EVALSHA failed: {reply:?}");
+        let args = call_args(script.algorithm, 1_700_000_000_000 + i as u64 / 100);
+        let mut argv: Vec<&[u8]> = vec![b"EVALSHA", &sha];
+        argv.extend(args.iter().map(|a| a.as_bytes()));
+        let reply = model.call(&argv);
+        if matches!(reply, Reply::Error(_)) {
+            panic!("EVALSHA {} failed: {reply:?}", script.file);
         }
     }
     n as f64 / start.elapsed().as_secs_f64()
@@ -101,9 +90,9 @@ fn wait_ready(addr: SocketAddr) -> Option<()> {
 }
 
 /// SCRIPT LOAD over a raw connection; returns the SHA.
-fn script_load(addr: SocketAddr) -> Option<String> {
+fn script_load(addr: SocketAddr, source: &str) -> Option<String> {
     let mut conn = TcpStream::connect(addr).ok()?;
-    let cmd = format!("*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n${}\r\n{}\r\n", SCRIPT.len(), SCRIPT);
+    let cmd = format!("*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n${}\r\n{}\r\n", source.len(), source);
     conn.write_all(cmd.as_bytes()).ok()?;
     let mut reader = BufReader::new(conn);
     let mut line = String::new();
@@ -114,10 +103,11 @@ fn script_load(addr: SocketAddr) -> Option<String> {
 }
 
 /// `redis-benchmark -n N` with EVALSHA of the script; requests per second.
-fn redis_benchmark(port: u16, sha: &str, n: usize) -> Option<f64> {
+fn redis_benchmark(port: u16, sha: &str, algorithm: Algorithm, n: usize) -> Option<f64> {
     let out = Command::new("redis-benchmark")
         .args(["-p", &port.to_string(), "-n", &n.to_string(), "--csv"])
-        .args(["EVALSHA", sha, "1", "bench", "10", "100", "1700000000000", "1"])
+        .args(["EVALSHA", sha])
+        .args(call_args(algorithm, 1_700_000_000_000))
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -128,22 +118,12 @@ fn redis_benchmark(port: u16, sha: &str, n: usize) -> Option<f64> {
 
 fn main() {
     let n = ops();
-    let in_process = bench_in_process(n);
-    println!("model in process: {n} EVALSHA token-bucket calls, {in_process:.0} ops/s");
-
-    if !on_path("redis-benchmark") || !on_path("redis-server") {
+    let real = on_path("redis-benchmark") && on_path("redis-server");
+    if !real {
         println!("redis-benchmark or redis-server not on PATH: no comparison with real Redis");
-        return;
     }
-    let Some(redis_port) = free_port() else { return };
-    let Some(_redis) = start_redis(redis_port) else {
-        println!("could not start redis-server: no comparison");
-        return;
-    };
-    let redis_addr = SocketAddr::from(([127, 0, 0, 1], redis_port));
-    let Some(sha) = script_load(redis_addr) else { return };
-    let redis_rps = redis_benchmark(redis_port, &sha, n);
-
+    let redis_port = free_port();
+    let _redis = if real { redis_port.and_then(start_redis) } else { None };
     // The model on loopback TCP, served like the redis-model binary (one thread, as Redis).
     let model = ModelHandle::new(ManualClock::from_millis(1_700_000_000_000));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
@@ -155,19 +135,34 @@ fn main() {
             model.serve_tcp(listener).await;
         });
     });
-    let Ok(model_addr) = addr_rx.recv() else { return };
-    let model_sha = script_load(model_addr);
-    let model_rps = model_sha.and_then(|s| redis_benchmark(model_addr.port(), &s, n));
+    let model_addr = addr_rx.recv().ok();
 
-    match redis_rps {
-        Some(r) => {
-            println!("redis-server 7 via redis-benchmark (50 clients, loopback): {r:.0} ops/s");
-            println!("ratio model in process / redis-server: {:.2}", in_process / r);
-            if let Some(m) = model_rps {
-                println!("model on loopback TCP via redis-benchmark (50 clients): {m:.0} ops/s");
-                println!("ratio model over TCP / redis-server: {:.2}", m / r);
-            }
+    println!(
+        "{:<16} {:>14} {:>14} {:>9} {:>14} {:>9}",
+        "script", "model in proc", "redis-server", "ratio", "model on TCP", "ratio"
+    );
+    for script in scripts::ALL.iter() {
+        let in_process = bench_in_process(script, n);
+        let (mut redis_rps, mut model_rps) = (None, None);
+        if let (Some(port), Some(_)) = (redis_port, _redis.as_ref()) {
+            let addr = SocketAddr::from(([127, 0, 0, 1], port));
+            redis_rps =
+                script_load(addr, script.source).and_then(|sha| redis_benchmark(port, &sha, script.algorithm, n));
+            model_rps = model_addr
+                .and_then(|a| script_load(a, script.source).map(|sha| (a, sha)))
+                .and_then(|(a, sha)| redis_benchmark(a.port(), &sha, script.algorithm, n));
         }
-        None => println!("redis-benchmark gave no result"),
+        let show = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+        let ratio = |a: f64, b: Option<f64>| b.map_or("-".to_owned(), |b| format!("{:.2}", a / b));
+        println!(
+            "{:<16} {:>14.0} {:>14} {:>9} {:>14} {:>9}",
+            script.algorithm.name(),
+            in_process,
+            show(redis_rps),
+            ratio(in_process, redis_rps),
+            show(model_rps),
+            model_rps.map_or("-".to_owned(), |m| ratio(m, redis_rps)),
+        );
     }
+    println!("ops/s; ratios are against redis-server driven by redis-benchmark (50 clients, loopback) in the same run");
 }

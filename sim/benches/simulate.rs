@@ -9,6 +9,10 @@
 
 use std::time::Instant;
 
+// Measure what `simulate` ships with.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use limiter::Algorithm;
 use sim::run::run_many;
 use sim::scenario::{self, RunSpec};

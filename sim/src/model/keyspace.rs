@@ -147,6 +147,13 @@ impl ZSet {
     pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
         self.order.iter().map(|(s, m)| (m, s.0))
     }
+
+    /// Members scoring at least `min`, ascending: a range query on the ordered set, O(log n)
+    /// to find the start, as Redis's skiplist does, instead of a scan from the lowest.
+    pub(crate) fn iter_from(&self, min: f64) -> impl Iterator<Item = (&Bytes, f64)> {
+        use std::ops::Bound;
+        self.order.range((Bound::Included((Score(min), Bytes::new())), Bound::Unbounded)).map(|(s, m)| (m, s.0))
+    }
 }
 
 /// A key's value and its deadline in Unix milliseconds.

@@ -199,24 +199,17 @@ impl ScoreRange {
         Some(ScoreRange { min, max, min_ex, max_ex })
     }
 
-    fn gte_min(&self, v: f64) -> bool {
-        if self.min_ex {
-            v > self.min
-        } else {
-            v >= self.min
-        }
-    }
-
-    fn lte_max(&self, v: f64) -> bool {
-        if self.max_ex {
-            v < self.max
-        } else {
-            v <= self.max
-        }
-    }
-
-    fn contains(&self, v: f64) -> bool {
-        self.gte_min(v) && self.lte_max(v)
+    /// The members in range, ascending, found by a range query from `min`.
+    fn members<'z>(&self, z: &'z ZSet) -> impl Iterator<Item = (&'z Bytes, f64)> + 'z {
+        let (min_ex, min) = (self.min_ex, self.min);
+        let (max_ex, max) = (self.max_ex, self.max);
+        z.iter_from(min).skip_while(move |(_, s)| min_ex && *s <= min).take_while(move |(_, s)| {
+            if max_ex {
+                *s < max
+            } else {
+                *s <= max
+            }
+        })
     }
 
     /// Ranges that can hold nothing (`zslIsInRange`'s first test).
@@ -456,10 +449,22 @@ fn zrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut range_type: RangeType, 
                 let end = end.min(len - 1);
                 let n = (end - start + 1) as usize;
                 let all = z.iter().map(|(m, s)| (m.clone(), s));
-                if reverse {
-                    all.rev().skip(start as usize).take(n).collect()
-                } else {
-                    all.skip(start as usize).take(n).collect()
+                // Walk from the nearer end: `ZRANGE key -1 -1` must not visit every member.
+                let from_far_end = (len - 1 - end) as usize;
+                let near_back = from_far_end < start as usize;
+                match (reverse, near_back) {
+                    (false, false) => all.skip(start as usize).take(n).collect(),
+                    (true, false) => all.rev().skip(start as usize).take(n).collect(),
+                    (false, true) => {
+                        let mut v: Vec<_> = all.rev().skip(from_far_end).take(n).collect();
+                        v.reverse();
+                        v
+                    }
+                    (true, true) => {
+                        let mut v: Vec<_> = all.skip(from_far_end).take(n).collect();
+                        v.reverse();
+                        v
+                    }
                 }
             }
         }
@@ -467,9 +472,10 @@ fn zrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut range_type: RangeType, 
             if range.is_empty() {
                 Vec::new()
             } else {
-                let all = z.iter().filter(|(_, s)| range.contains(*s)).map(|(m, s)| (m.clone(), s));
+                let all = range.members(z).map(|(m, s)| (m.clone(), s));
                 if reverse {
-                    limit(all.rev(), offset, count)
+                    let ascending: Vec<_> = all.collect();
+                    limit(ascending.into_iter().rev(), offset, count)
                 } else {
                     limit(all, offset, count)
                 }
@@ -498,7 +504,7 @@ pub(super) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     };
     match read(ctx, args[1]) {
         Ok(Some(z)) => {
-            let n = if range.is_empty() { 0 } else { z.iter().filter(|(_, s)| range.contains(*s)).count() };
+            let n = if range.is_empty() { 0 } else { range.members(z).count() };
             Reply::Integer(n as i64)
         }
         Ok(None) => Reply::Integer(0),
@@ -517,11 +523,8 @@ pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     let Value::ZSet(z) = &mut entry.value else {
         return wrong_type();
     };
-    let doomed: Vec<Bytes> = if range.is_empty() {
-        Vec::new()
-    } else {
-        z.iter().filter(|(_, s)| range.contains(*s)).map(|(m, _)| m.clone()).collect()
-    };
+    let doomed: Vec<Bytes> =
+        if range.is_empty() { Vec::new() } else { range.members(z).map(|(m, _)| m.clone()).collect() };
     for m in &doomed {
         z.remove(m);
     }
