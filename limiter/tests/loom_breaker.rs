@@ -4,29 +4,13 @@
 //! `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
 #![cfg(limiter_loom)]
 
-use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-use std::sync::atomic::Ordering::Relaxed;
+mod loom_support;
 
 use limiter::breaker::{CircuitBreaker, Permit};
 use limiter::{BreakerConfig, BreakerState};
 use loom::sync::Arc;
 use loom::thread;
-
-/// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, 3 when unset) and
-/// prints how many interleavings were explored.
-fn explore(name: &str, f: impl Fn() + Send + Sync + 'static) {
-    let runs = std::sync::Arc::new(StdAtomicUsize::new(0));
-    let counted = runs.clone();
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(move || {
-        counted.fetch_add(1, Relaxed);
-        f();
-    });
-    println!("loom: {name}: {} interleavings explored", runs.load(Relaxed));
-}
+use loom_support::explore;
 
 const OPEN_MS: u64 = 100;
 

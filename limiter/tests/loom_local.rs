@@ -4,31 +4,16 @@
 //! fail. Run with `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
 #![cfg(limiter_loom)]
 
+mod loom_support;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::AtomicUsize as StdAtomicUsize;
-use std::sync::atomic::Ordering::Relaxed;
 
 use limiter::store::LocalStore;
 use limiter::{Algorithm, Quota};
 use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
-
-/// Runs `f` under loom (preemption bound from `LOOM_MAX_PREEMPTIONS`, 3 when unset) and
-/// prints how many interleavings were explored.
-fn explore(name: &str, f: impl Fn() + Send + Sync + 'static) {
-    let runs = std::sync::Arc::new(StdAtomicUsize::new(0));
-    let counted = runs.clone();
-    let mut builder = loom::model::Builder::new();
-    if builder.preemption_bound.is_none() {
-        builder.preemption_bound = Some(3);
-    }
-    builder.check(move || {
-        counted.fetch_add(1, Relaxed);
-        f();
-    });
-    println!("loom: {name}: {} interleavings explored", runs.load(Relaxed));
-}
+use loom_support::explore;
 
 /// `threads` threads each send `per_thread` cost-1 requests for one key at the same instant
 /// to a store whose quota admits `capacity`: exactly `min(capacity, requests)` are admitted.

@@ -229,6 +229,38 @@ pub fn recovery_ms(records: &[Record], faults: &[Fault]) -> Option<u64> {
     records.iter().find(|r| r.at_ms >= healed && r.allowed && r.source == Source::Store).map(|r| r.at_ms - healed)
 }
 
+/// No starvation: wherever no fault cuts the key's instances off and the oracle admits at
+/// least two requests of a key within two periods, the system must admit at least one.
+/// This is the check ADR-002's floored refill fails under a steady trickle.
+pub fn check_liveness(records: &[Record], oracle: &[bool], q: &Quota, faults: &[Fault]) -> Check {
+    let span = 2 * q.period_ms();
+    // (key, window) -> (admitted, oracle admitted, touched by a fault)
+    let mut windows: BTreeMap<(u32, u64), (u64, u64, bool)> = BTreeMap::new();
+    for (r, &ok) in records.iter().zip(oracle) {
+        let w = windows.entry((r.key, r.at_ms / span)).or_default();
+        w.0 += r.allowed as u64;
+        w.1 += ok as u64;
+        let start = r.at_ms / span * span;
+        w.2 |= faults
+            .iter()
+            .any(|f| f.kind.cuts_off(r.instance) && f.at_ms < start + span && f.until_ms.max(f.at_ms + 1) > start);
+    }
+    let starved: Vec<_> = windows.iter().filter(|(_, &(got, want, fault))| got == 0 && want >= 2 && !fault).collect();
+    match starved.first() {
+        Some(((key, w), (_, want, _))) => Check {
+            verdict: Verdict::Broken,
+            detail: format!(
+                "key-{key} starved: nothing admitted in [{} ms, {} ms) where the oracle admitted {want} ({} such windows)",
+                w * span,
+                (w + 1) * span,
+                starved.len()
+            ),
+        },
+        None if windows.is_empty() => Check { verdict: Verdict::None, detail: "no requests".into() },
+        None => Check { verdict: Verdict::Held, detail: "every key the oracle served was served".into() },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -277,59 +309,6 @@ mod tests {
         assert_eq!(peak_per_period(&boundary, &q), 4);
         let within: Vec<_> = [100, 200, 300].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Algorithm::NaiveGetSet, &q, &within, 0, 0).verdict, Verdict::Broken);
-    }
-}
-
-/// No starvation: wherever no fault cuts the key's instances off and the oracle admits at
-/// least two requests of a key within two periods, the system must admit at least one.
-/// This is the check ADR-002's floored refill fails under a steady trickle.
-pub fn check_liveness(records: &[Record], oracle: &[bool], q: &Quota, faults: &[Fault]) -> Check {
-    let span = 2 * q.period_ms();
-    // (key, window) -> (admitted, oracle admitted, touched by a fault)
-    let mut windows: BTreeMap<(u32, u64), (u64, u64, bool)> = BTreeMap::new();
-    for (r, &ok) in records.iter().zip(oracle) {
-        let w = windows.entry((r.key, r.at_ms / span)).or_default();
-        w.0 += r.allowed as u64;
-        w.1 += ok as u64;
-        let start = r.at_ms / span * span;
-        w.2 |= faults
-            .iter()
-            .any(|f| f.kind.cuts_off(r.instance) && f.at_ms < start + span && f.until_ms.max(f.at_ms + 1) > start);
-    }
-    let starved: Vec<_> = windows.iter().filter(|(_, &(got, want, fault))| got == 0 && want >= 2 && !fault).collect();
-    match starved.first() {
-        Some(((key, w), (_, want, _))) => Check {
-            verdict: Verdict::Broken,
-            detail: format!(
-                "key-{key} starved: nothing admitted in [{} ms, {} ms) where the oracle admitted {want} ({} such windows)",
-                w * span,
-                (w + 1) * span,
-                starved.len()
-            ),
-        },
-        None if windows.is_empty() => Check { verdict: Verdict::None, detail: "no requests".into() },
-        None => Check { verdict: Verdict::Held, detail: "every key the oracle served was served".into() },
-    }
-}
-
-#[cfg(test)]
-mod liveness_tests {
-    use super::*;
-
-    fn rec(at_ms: u64, allowed: bool) -> Record {
-        Record {
-            t_ms: at_ms,
-            done_ms: at_ms,
-            at_ms,
-            instance: 0,
-            seq: 0,
-            key: 0,
-            cost: 1,
-            allowed,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: false,
-        }
     }
 
     #[test]

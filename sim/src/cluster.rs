@@ -209,29 +209,7 @@ async fn instance(
             let t_ms = time.elapsed_ms();
             let result = limiter.check(&format!("key-{}", a.key), a.cost).await;
             let done_ms = time.elapsed_ms();
-            let mut r = Record {
-                t_ms,
-                done_ms,
-                at_ms: done_ms,
-                instance: i,
-                seq: seq as u32,
-                key: a.key,
-                cost: a.cost,
-                allowed: false,
-                source: limiter::Source::Store,
-                retry_after_ms: 0,
-                error: true,
-            };
-            if let Ok(d) = result {
-                (r.allowed, r.source, r.retry_after_ms, r.error) = (d.allowed, d.source, d.retry_after_ms, false);
-                if d.source == limiter::Source::Store {
-                    r.at_ms = match limiter.time_source() {
-                        // Redis's clock is the simulation's.
-                        limiter::TimeSource::Server => d.decided_at_ms.saturating_sub(EPOCH_MS),
-                        limiter::TimeSource::Client => t_ms,
-                    };
-                }
-            }
+            let r = Record::of_check(i, seq as u32, &a, t_ms, done_ms, &result, limiter.time_source(), EPOCH_MS);
             records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         });
     }

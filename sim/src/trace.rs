@@ -1,6 +1,8 @@
 //! What happened: one record per decision, and the hash that proves a replay identical.
 
-use limiter::Source;
+use limiter::{Decision, Error, Source, TimeSource};
+
+use crate::workload::Arrival;
 
 /// One decision as the harness saw it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +32,49 @@ pub struct Record {
     pub retry_after_ms: u64,
     /// Set when the limiter returned an error instead of a decision.
     pub error: bool,
+}
+
+impl Record {
+    /// The record of one check of `arrival` on `instance`: started at `t_ms`, returned at
+    /// `done_ms` (ms since the run began, which the wall clock read as `run_epoch_ms`).
+    /// `at_ms` is when the decision was made: Redis's clock for a server-time store decision
+    /// (Redis's clock is the run's), the request's own time in client time, the return for a
+    /// fallback.
+    #[allow(clippy::too_many_arguments)]
+    pub fn of_check(
+        instance: u32,
+        seq: u32,
+        arrival: &Arrival,
+        t_ms: u64,
+        done_ms: u64,
+        result: &Result<Decision, Error>,
+        time_source: TimeSource,
+        run_epoch_ms: u64,
+    ) -> Record {
+        let mut r = Record {
+            t_ms,
+            done_ms,
+            at_ms: done_ms,
+            instance,
+            seq,
+            key: arrival.key,
+            cost: arrival.cost,
+            allowed: false,
+            source: Source::Store,
+            retry_after_ms: 0,
+            error: true,
+        };
+        if let Ok(d) = result {
+            (r.allowed, r.source, r.retry_after_ms, r.error) = (d.allowed, d.source, d.retry_after_ms, false);
+            if d.source == Source::Store {
+                r.at_ms = match time_source {
+                    TimeSource::Server => d.decided_at_ms.saturating_sub(run_epoch_ms),
+                    TimeSource::Client => t_ms,
+                };
+            }
+        }
+        r
+    }
 }
 
 /// Sorts records into decision-time order (the oracle's order) and hashes them.

@@ -11,7 +11,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{sleep_until, Instant};
 
 use limiter::store::TcpConnector;
-use limiter::{BreakerConfig, Limiter, RedisStore, Source, TimeSource};
+use limiter::{BreakerConfig, Limiter, RedisStore};
 
 use super::clock::{aligned_start, WallClock};
 use super::proxy::{LinkFault, Proxy};
@@ -339,29 +339,8 @@ async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
             let t_ms = ctx.elapsed_ms();
             let result = limiter.check(&format!("key-{}", a.key), a.cost).await;
             let done_ms = ctx.elapsed_ms();
-            let mut r = Record {
-                t_ms,
-                done_ms,
-                at_ms: done_ms,
-                instance: i,
-                seq: seq as u32,
-                key: a.key,
-                cost: a.cost,
-                allowed: false,
-                source: Source::Store,
-                retry_after_ms: 0,
-                error: true,
-            };
-            if let Ok(d) = result {
-                (r.allowed, r.source, r.retry_after_ms, r.error) = (d.allowed, d.source, d.retry_after_ms, false);
-                if d.source == Source::Store {
-                    r.at_ms = match limiter.time_source() {
-                        // Redis's clock is the real clock the run's start was taken on.
-                        TimeSource::Server => d.decided_at_ms.saturating_sub(ctx.start_wall_ms),
-                        TimeSource::Client => t_ms,
-                    };
-                }
-            }
+            let r =
+                Record::of_check(i, seq as u32, &a, t_ms, done_ms, &result, limiter.time_source(), ctx.start_wall_ms);
             lock(&ctx.records).push(r);
         });
     }
