@@ -139,9 +139,13 @@ fn fixed_window_admits_up_to_twice_its_limit_across_a_real_window_boundary() {
     let log = one("window-boundary", Algorithm::SlidingLog, |_| true);
     // Seen: 40 for a limit of 20, and 20 for the sliding log.
     assert!(fw.peak_per_period > fw.limit * 3 / 2, "fixed window peak {} for limit {}", fw.peak_per_period, fw.limit);
-    assert!(fw.peak_per_period <= 2 * fw.limit);
+    // Real time is noisy: a call that stalls past the timeout is admitted by the fail-open
+    // policy, so the peaks (every admission) allow for those; the store-decided bounds
+    // are exact.
+    assert!(fw.peak_per_period <= 2 * fw.limit + fw.sources.fail_open, "fixed window peak {}", fw.peak_per_period);
     assert_eq!(fw.bound, "held", "its promise allows the boundary double: {}", fw.bound_detail);
-    assert!(log.peak_per_period <= log.limit, "sliding log peak {}", log.peak_per_period);
+    assert_eq!(log.bound, "held", "{}", log.bound_detail);
+    assert!(log.peak_per_period <= log.limit + log.sources.fail_open, "sliding log peak {}", log.peak_per_period);
 }
 
 #[test]

@@ -24,6 +24,12 @@ use crate::scenario::RunSpec;
 use crate::trace::{self, Record};
 use crate::workload::Arrival;
 
+/// The real lane's per-call timeout. Redis on loopback answers in well under a millisecond,
+/// but a busy machine (a build, CI) can stall any process for tens of milliseconds; the
+/// simulated scenarios' 100 ms would then be mistaken for an outage and the failure policy
+/// would answer for a Redis that is up.
+const REAL_TIMEOUT_MS: u64 = 500;
+
 /// Fault starts are applied this much ahead of their time, so the fault is in force by its
 /// scheduled instant despite timer and scheduling jitter: the checkers then never see a
 /// store decision inside a window where Redis was meant to be unreachable. Heals are applied
@@ -317,7 +323,7 @@ async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
     let spec = &ctx.spec;
     let (offset_ms, drift_ppm) = spec.skew_of(i);
     let store = RedisStore::new(TcpConnector::new(ctx.dial[i as usize].to_string()))
-        .with_timeout(Duration::from_millis(spec.timeout_ms))?;
+        .with_timeout(Duration::from_millis(spec.timeout_ms.max(REAL_TIMEOUT_MS)))?;
     let mut builder = Limiter::builder(spec.algorithm, spec.quota)
         .redis(store)
         .clock(Arc::new(WallClock::new(ctx.start_wall_ms, offset_ms, drift_ppm)))
