@@ -78,19 +78,25 @@ fn probe_result_races_with_callers_and_the_breaker_ends_closed_or_probing_once()
     });
 }
 
+/// Three threads report a failure at t=7 to a breaker with `threshold`; its state after.
+fn after_three_concurrent_failures(threshold: u32) -> Arc<CircuitBreaker> {
+    let breaker = Arc::new(CircuitBreaker::new(BreakerConfig { failure_threshold: threshold, open_ms: OPEN_MS }));
+    let handles: Vec<_> = (0..3)
+        .map(|_| {
+            let breaker = breaker.clone();
+            thread::spawn(move || breaker.on_failure(Permit::Call, 7))
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    breaker
+}
+
 #[test]
 fn concurrent_failures_open_the_breaker_exactly_at_the_threshold() {
     explore("breaker: 3 concurrent failures, threshold 3", || {
-        let breaker = Arc::new(CircuitBreaker::new(BreakerConfig { failure_threshold: 3, open_ms: OPEN_MS }));
-        let handles: Vec<_> = (0..3)
-            .map(|_| {
-                let breaker = breaker.clone();
-                thread::spawn(move || breaker.on_failure(Permit::Call, 7))
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        let breaker = after_three_concurrent_failures(3);
         assert_eq!(breaker.state(), BreakerState::Open { until_ms: 7 + OPEN_MS }, "a failure was lost");
     });
 }
@@ -98,16 +104,7 @@ fn concurrent_failures_open_the_breaker_exactly_at_the_threshold() {
 #[test]
 fn concurrent_failures_below_the_threshold_are_all_counted() {
     explore("breaker: 3 concurrent failures, threshold 4", || {
-        let breaker = Arc::new(CircuitBreaker::new(BreakerConfig { failure_threshold: 4, open_ms: OPEN_MS }));
-        let handles: Vec<_> = (0..3)
-            .map(|_| {
-                let breaker = breaker.clone();
-                thread::spawn(move || breaker.on_failure(Permit::Call, 7))
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        let breaker = after_three_concurrent_failures(4);
         assert_eq!(breaker.state(), BreakerState::Closed { failures: 3 }, "a failure was lost");
         assert_eq!(breaker.acquire(8), Permit::Call);
     });

@@ -345,6 +345,16 @@ fn redis_error_text(e: &mlua::Error) -> Option<Vec<u8>> {
     }
 }
 
+/// The arguments as the byte slices a command reads.
+fn slices(argv: &[Arg]) -> Vec<&[u8]> {
+    argv.iter()
+        .map(|a| match a {
+            Arg::Lua(b) => &b[..],
+            Arg::Owned(v) => &v[..],
+        })
+        .collect()
+}
+
 /// `redis.call`/`redis.pcall`: runs one command against the lent keyspace. `Err` carries the
 /// error text (`redis.call` raises it, `redis.pcall` returns it as `{err=...}`).
 fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Value, Vec<u8>>> {
@@ -352,13 +362,7 @@ fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Value, Vec<u8>
         Ok(argv) => argv,
         Err(msg) => return Ok(Err(lua_error_text(msg))),
     };
-    let argv: Vec<&[u8]> = argv
-        .iter()
-        .map(|a| match a {
-            Arg::Lua(b) => &b[..],
-            Arg::Owned(v) => &v[..],
-        })
-        .collect();
+    let argv = slices(&argv);
     let spec = match lookup(&argv) {
         Lookup::Found(spec) => spec,
         _ => return Ok(Err(b"ERR Unknown Redis command called from script".to_vec())),
@@ -720,13 +724,7 @@ impl ScriptEngine {
                     Ok(argv) => argv,
                     Err(msg) => return Err(raise(lua_error_text(msg))),
                 };
-                let argv: Vec<&[u8]> = argv
-                    .iter()
-                    .map(|a| match a {
-                        Arg::Lua(b) => &b[..],
-                        Arg::Owned(v) => &v[..],
-                    })
-                    .collect();
+                let argv = slices(&argv);
                 match lookup(&argv) {
                     Lookup::Found(_) => Ok(true),
                     _ => Err(raise(b"ERR Invalid command passed to redis.acl_check_cmd()".to_vec())),
