@@ -34,6 +34,7 @@
 //! - [`http`]: a tower layer answering 429 with Retry-After.
 
 #![warn(missing_docs, unreachable_pub)]
+#![forbid(unsafe_code)]
 
 pub mod algo;
 pub mod breaker;

@@ -27,6 +27,8 @@
 //! The suites themselves are `tests/suite/`: `invariants.rs` (correct algorithms pass),
 //! `mutants.rs` (bad models are caught), `accuracy.rs`.
 
+#![forbid(unsafe_code)]
+
 pub mod accuracy;
 pub mod invariants;
 pub mod mutants;

@@ -15,6 +15,8 @@
 //! # }
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod charts;
 mod html;
 mod sample;

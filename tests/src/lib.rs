@@ -24,6 +24,8 @@
 //! `redis-server` whatever the variable says (see [`server_program`]); any other suite that
 //! needs the real thing can ask for it with [`RedisServer::start_real`].
 
+#![forbid(unsafe_code)]
+
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};

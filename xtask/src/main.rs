@@ -9,6 +9,8 @@
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.
 
+#![forbid(unsafe_code)]
+
 mod bench;
 mod loom;
 mod props;

@@ -68,6 +68,7 @@ pub mod clock;
 mod commands;
 mod faults;
 mod keyspace;
+mod lua_stack;
 mod num;
 pub mod resp;
 mod script;

@@ -36,8 +36,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
-use super::commands::{cstr, lookup, Ctx, Db, Handler, Lookup};
-use super::num::{format_g17, lua_number_to_i64, parse_i64};
+use super::commands::{cstr, Db};
+use super::lua_stack::{lua_error_text, BridgeBox, PROBE_KEYS};
+use super::num::parse_i64;
 use super::resp::Reply;
 use super::ModelConfig;
 
@@ -50,10 +51,6 @@ const USER_CHUNK: &str = "@user_script";
 
 /// Lua instructions between two runs of the budget hook (Redis uses the same period).
 const HOOK_PERIOD: u32 = 100_000;
-
-/// Deepest table nesting converted to a reply. Redis stops at its Lua stack limit (a few
-/// thousand levels); the model stops earlier so the conversion cannot exhaust a thread stack.
-const MAX_REPLY_DEPTH: usize = 512;
 
 /// The Lua side of the sandbox, run once when the engine starts. It receives a table of Rust
 /// functions and returns the runner (an `xpcall` with Redis's error handler) and the script
@@ -82,7 +79,6 @@ local function proxy(t)
 end
 
 local redis = {}
-local raise = rust.raise
 redis.call = rust.call
 redis.pcall = rust.pcall
 redis.sha1hex = rust.sha1hex
@@ -207,15 +203,6 @@ local function run(f) return xpcall(f, handler) end
 return run, env
 "#;
 
-/// Per-call state the Rust callbacks need: the keyspace (lent by the model for the duration of
-/// the call), the command time, and the protocol the script asked for.
-struct ScriptRun {
-    /// `Some` only while a script runs.
-    db: Option<Db>,
-    now_ms: i64,
-    resp: u8,
-}
-
 /// Counts hook firings against the budget; shared with the hook closure.
 struct Guard {
     fires: AtomicU64,
@@ -228,98 +215,24 @@ pub(crate) struct ScriptEngine {
     lua: Lua,
     runner: Function,
     env: Table,
-    globals: Table,
     /// SHA1 (lower-case hex) -> compiled script. Only looked up, never iterated.
-    cache: HashMap<String, Function>,
+    cache: HashMap<[u8; 40], Function>,
     guard: Arc<Guard>,
     budget: u64,
-    keys: FieldKeys,
+    /// Bytes of Lua memory a script may use ([`ModelConfig::lua_memory_limit`]).
+    memory_limit: usize,
+    /// The [`PROBE_KEYS`] strings as a Lua array, for reading replies in [`super::lua_stack`].
+    probes: Table,
+    /// Last, so it is dropped after the Lua state whose C functions point at it.
+    bridge: BridgeBox,
 }
 
-/// The field names a returned table is probed for, interned once: probing with a ready Lua
-/// string skips hashing the name again on every reply.
-pub(crate) struct FieldKeys {
-    err: mlua::LuaString,
-    ok: mlua::LuaString,
-    double: mlua::LuaString,
-    big_number: mlua::LuaString,
-    verbatim_string: mlua::LuaString,
-    map: mlua::LuaString,
-    set: mlua::LuaString,
-    format: mlua::LuaString,
-    string: mlua::LuaString,
-}
-
-impl FieldKeys {
-    fn new(lua: &Lua) -> mlua::Result<Self> {
-        Ok(FieldKeys {
-            err: lua.create_string("err")?,
-            ok: lua.create_string("ok")?,
-            double: lua.create_string("double")?,
-            big_number: lua.create_string("big_number")?,
-            verbatim_string: lua.create_string("verbatim_string")?,
-            map: lua.create_string("map")?,
-            set: lua.create_string("set")?,
-            format: lua.create_string("format")?,
-            string: lua.create_string("string")?,
-        })
-    }
-}
-
-/// An `err` string as Redis's `luaPushErrorBuff` builds it from a reply or message: an
-/// "-CODE msg" text keeps its code, anything else gets "ERR"; CR/LF at the ends are trimmed.
-fn lua_error_text(raw: &[u8]) -> Vec<u8> {
-    let (code, msg): (&[u8], &[u8]) = match raw.split_first() {
-        Some((b'-', rest)) => match rest.iter().position(|&c| c == b' ') {
-            Some(sp) => (&rest[..sp], &rest[sp + 1..]),
-            None => (b"ERR", rest),
-        },
-        _ => (b"ERR", raw),
-    };
-    let is_crlf = |c: &u8| *c == b'\r' || *c == b'\n';
-    let start = msg.iter().position(|c| !is_crlf(c)).unwrap_or(msg.len());
-    let end = msg.iter().rposition(|c| !is_crlf(c)).map_or(start, |e| e + 1);
-    let mut out = code.to_vec();
-    out.push(b' ');
-    out.extend_from_slice(&msg[start..end.max(start)]);
-    out
-}
-
-fn err_table(lua: &Lua, text: &[u8]) -> mlua::Result<Value> {
-    let t = lua.create_table()?;
-    t.raw_set("err", lua.create_string(text)?)?;
-    Ok(Value::Table(t))
-}
-
-/// One argument of `redis.call`: borrowed from a Lua string or formatted from a number.
-enum Arg {
-    Lua(mlua::BorrowedBytes),
-    Owned(Vec<u8>),
-}
-
-/// `luaArgsToRedisArgv`: strings as they are, numbers in `%.17g` (so 2^63 reaches Redis as
-/// "9.2233720368547758e+18"), anything else is refused.
-fn args_to_argv(args: &MultiValue) -> Result<Vec<Arg>, &'static [u8]> {
-    if args.is_empty() {
-        return Err(b"Please specify at least one argument for this redis lib call");
-    }
-    let mut argv = Vec::with_capacity(args.len());
-    for v in args.iter() {
-        argv.push(match v {
-            Value::String(s) => Arg::Lua(s.as_bytes()),
-            Value::Integer(i) => Arg::Owned(format_g17(*i as f64).into_bytes()),
-            Value::Number(n) => Arg::Owned(format_g17(*n).into_bytes()),
-            _ => return Err(b"Lua redis lib command arguments must be strings or integers"),
-        });
-    }
-    Ok(argv)
-}
-
-/// A Redis error raised inside Lua by a Rust function (`redis.call` and friends). Rust cannot
-/// raise a Lua table directly, so the text travels inside mlua's error userdata and the
-/// error handler (and `pcall`) turn it back into the `{err=...}` table Redis would raise.
-/// Raising from Rust rather than from a Lua wrapper matters: a Rust function is never
-/// tail-called away, so the error still points at the user's line (`return redis.call(..)`).
+/// A Redis error raised inside Lua by one of the mlua functions (`redis.log`, `redis.setresp`
+/// and friends; `redis.call` raises its `{err=...}` table itself, see [`super::lua_stack`]). mlua
+/// cannot raise a Lua table, so the text travels inside mlua's error userdata and the error
+/// handler (and `pcall`) turn it back into the `{err=...}` table Redis would raise. Raising
+/// from Rust rather than from a Lua wrapper matters: a Rust function is never tail-called away,
+/// so the error still points at the user's line (`return redis.log(..)`).
 #[derive(Debug)]
 struct RedisError(Vec<u8>);
 
@@ -345,247 +258,6 @@ fn redis_error_text(e: &mlua::Error) -> Option<Vec<u8>> {
     }
 }
 
-/// The arguments as the byte slices a command reads.
-fn slices(argv: &[Arg]) -> Vec<&[u8]> {
-    argv.iter()
-        .map(|a| match a {
-            Arg::Lua(b) => &b[..],
-            Arg::Owned(v) => &v[..],
-        })
-        .collect()
-}
-
-/// `redis.call`/`redis.pcall`: runs one command against the lent keyspace. `Err` carries the
-/// error text (`redis.call` raises it, `redis.pcall` returns it as `{err=...}`).
-fn redis_call(lua: &Lua, args: MultiValue) -> mlua::Result<Result<Value, Vec<u8>>> {
-    let argv = match args_to_argv(&args) {
-        Ok(argv) => argv,
-        Err(msg) => return Ok(Err(lua_error_text(msg))),
-    };
-    let argv = slices(&argv);
-    let spec = match lookup(&argv) {
-        Lookup::Found(spec) => spec,
-        _ => return Ok(Err(b"ERR Unknown Redis command called from script".to_vec())),
-    };
-    if !spec.arity_ok(argv.len()) {
-        return Ok(Err(b"ERR Wrong number of args calling Redis command from script".to_vec()));
-    }
-    let Handler::Data(f) = spec.handler else {
-        return Ok(Err(b"ERR This Redis command is not allowed from script".to_vec()));
-    };
-    debug_assert!(!spec.noscript, "data commands are all allowed in scripts");
-    let (reply, resp) = {
-        let mut run = lua.app_data_mut::<ScriptRun>();
-        let Some(run) = run.as_deref_mut() else {
-            return Ok(Err(b"ERR redis.call/pcall can only be called inside a script invocation".to_vec()));
-        };
-        let (now_ms, resp) = (run.now_ms, run.resp);
-        let Some(db) = run.db.as_mut() else {
-            return Ok(Err(b"ERR redis.call/pcall can only be called inside a script invocation".to_vec()));
-        };
-        db.count_call(spec);
-        let mut ctx = Ctx { db, now_ms, resp };
-        (f(&mut ctx, &argv), resp)
-    };
-    if let Reply::Error(e) = &reply {
-        let mut dashed = Vec::with_capacity(e.len() + 1);
-        dashed.push(b'-');
-        dashed.extend_from_slice(e);
-        return Ok(Err(lua_error_text(&dashed)));
-    }
-    Ok(Ok(reply_to_lua(lua, reply, resp)?))
-}
-
-/// Converts a command's reply for Lua (`redisProtocolToLuaType`). Under RESP2 a script sees
-/// what a RESP2 client would parse; after `redis.setresp(3)` it sees the RESP3 types.
-pub(crate) fn reply_to_lua(lua: &Lua, reply: Reply, resp: u8) -> mlua::Result<Value> {
-    let resp3 = resp >= 3;
-    Ok(match reply {
-        Reply::Status(s) => {
-            let t = lua.create_table()?;
-            t.raw_set("ok", lua.create_string(&s)?)?;
-            Value::Table(t)
-        }
-        Reply::Error(e) => {
-            let mut dashed = Vec::with_capacity(e.len() + 1);
-            dashed.push(b'-');
-            dashed.extend_from_slice(&e);
-            err_table(lua, &lua_error_text(&dashed))?
-        }
-        Reply::Integer(i) => Value::Number(i as f64),
-        Reply::Bulk(b) => Value::String(lua.create_string(&b)?),
-        Reply::Nil | Reply::NilArray => {
-            if resp3 {
-                Value::Nil
-            } else {
-                Value::Boolean(false)
-            }
-        }
-        Reply::Array(items) => array_to_lua(lua, items, resp)?,
-        Reply::Double(d) => {
-            if resp3 {
-                let t = lua.create_table()?;
-                t.raw_set("double", d)?;
-                Value::Table(t)
-            } else {
-                Value::String(lua.create_string(format_g17(d))?)
-            }
-        }
-        Reply::Map(pairs) => {
-            if resp3 {
-                let inner = lua.create_table()?;
-                for (k, v) in pairs {
-                    inner.raw_set(reply_to_lua(lua, k, resp)?, reply_to_lua(lua, v, resp)?)?;
-                }
-                let t = lua.create_table()?;
-                t.raw_set("map", inner)?;
-                Value::Table(t)
-            } else {
-                let flat = pairs.into_iter().flat_map(|(k, v)| [k, v]).collect();
-                array_to_lua(lua, flat, resp)?
-            }
-        }
-        Reply::Set(items) => {
-            if resp3 {
-                let inner = lua.create_table()?;
-                for item in items {
-                    inner.raw_set(reply_to_lua(lua, item, resp)?, true)?;
-                }
-                let t = lua.create_table()?;
-                t.raw_set("set", inner)?;
-                Value::Table(t)
-            } else {
-                array_to_lua(lua, items, resp)?
-            }
-        }
-        Reply::Bool(b) => {
-            if resp3 {
-                Value::Boolean(b)
-            } else {
-                Value::Number(if b { 1.0 } else { 0.0 })
-            }
-        }
-        Reply::Verbatim { format, text } => {
-            if resp3 {
-                let inner = lua.create_table()?;
-                inner.raw_set("string", lua.create_string(&text)?)?;
-                inner.raw_set("format", lua.create_string(format)?)?;
-                let t = lua.create_table()?;
-                t.raw_set("verbatim_string", inner)?;
-                Value::Table(t)
-            } else {
-                Value::String(lua.create_string(&text)?)
-            }
-        }
-        Reply::BigNumber(n) => {
-            if resp3 {
-                let t = lua.create_table()?;
-                t.raw_set("big_number", lua.create_string(&n)?)?;
-                Value::Table(t)
-            } else {
-                Value::String(lua.create_string(&n)?)
-            }
-        }
-    })
-}
-
-fn array_to_lua(lua: &Lua, items: Vec<Reply>, resp: u8) -> mlua::Result<Value> {
-    let t = lua.create_table_with_capacity(items.len(), 0)?;
-    for (i, item) in items.into_iter().enumerate() {
-        t.raw_set(i + 1, reply_to_lua(lua, item, resp)?)?;
-    }
-    Ok(Value::Table(t))
-}
-
-fn lua_bytes(v: &Value) -> Option<Vec<u8>> {
-    match v {
-        Value::String(s) => Some(s.as_bytes().to_vec()),
-        _ => None,
-    }
-}
-
-/// Converts a script's return value (`luaReplyToRedisReply`).
-///
-/// - numbers become integers by C truncation (3.99 -> 3, 2^63 and NaN -> i64::MIN);
-/// - `true` is `:1` and `false` is nil (under `setresp(3)`, booleans);
-/// - a table with a string `err` is an error reply, checked before `ok` (status), then
-///   `double`, `big_number`, `verbatim_string`, `map` and `set`; any other table is an array
-///   that ends at its first nil;
-/// - functions, userdata and the like are nil.
-pub(crate) fn lua_to_reply(v: &Value, resp: u8, depth: usize, keys: &FieldKeys) -> Reply {
-    if depth > MAX_REPLY_DEPTH {
-        return Reply::err("ERR reached lua stack limit");
-    }
-    match v {
-        Value::Nil => Reply::Nil,
-        Value::Boolean(b) => {
-            if resp >= 3 {
-                Reply::Bool(*b)
-            } else if *b {
-                Reply::Integer(1)
-            } else {
-                Reply::Nil
-            }
-        }
-        Value::Integer(i) => Reply::Integer(*i),
-        Value::Number(n) => Reply::Integer(lua_number_to_i64(*n)),
-        Value::String(s) => Reply::Bulk(Bytes::copy_from_slice(&s.as_bytes())),
-        Value::Table(t) => {
-            let field = |name: &mlua::LuaString| t.raw_get::<Value>(name).unwrap_or(Value::Nil);
-            if let Some(err) = lua_bytes(&field(&keys.err)) {
-                return Reply::Error(Bytes::copy_from_slice(cstr(&err)));
-            }
-            if let Some(ok) = lua_bytes(&field(&keys.ok)) {
-                return Reply::Status(Bytes::copy_from_slice(cstr(&ok)));
-            }
-            match field(&keys.double) {
-                Value::Number(d) => return Reply::Double(d),
-                Value::Integer(i) => return Reply::Double(i as f64),
-                _ => {}
-            }
-            if let Some(n) = lua_bytes(&field(&keys.big_number)) {
-                return Reply::BigNumber(Bytes::from(n));
-            }
-            if let Value::Table(vt) = field(&keys.verbatim_string) {
-                let format = lua_bytes(&vt.raw_get::<Value>(&keys.format).unwrap_or(Value::Nil));
-                let text = lua_bytes(&vt.raw_get::<Value>(&keys.string).unwrap_or(Value::Nil));
-                if let (Some(format), Some(text)) = (format, text) {
-                    let mut f = *b"txt";
-                    for (dst, src) in f.iter_mut().zip(format.iter()) {
-                        *dst = *src;
-                    }
-                    return Reply::Verbatim { format: f, text: Bytes::from(text) };
-                }
-            }
-            if let Value::Table(map) = field(&keys.map) {
-                let pairs = map
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, v)| (lua_to_reply(&k, resp, depth + 1, keys), lua_to_reply(&v, resp, depth + 1, keys)))
-                    .collect();
-                return Reply::Map(pairs);
-            }
-            if let Value::Table(set) = field(&keys.set) {
-                let items = set
-                    .pairs::<Value, Value>()
-                    .filter_map(Result::ok)
-                    .map(|(k, _)| lua_to_reply(&k, resp, depth + 1, keys))
-                    .collect();
-                return Reply::Set(items);
-            }
-            let mut items = Vec::new();
-            for i in 1.. {
-                match t.raw_get::<Value>(i) {
-                    Ok(Value::Nil) | Err(_) => break,
-                    Ok(v) => items.push(lua_to_reply(&v, resp, depth + 1, keys)),
-                }
-            }
-            Reply::Array(items)
-        }
-        _ => Reply::Nil,
-    }
-}
-
 /// Redis's `rand48`: x' = 0x5DEECE66D * x + 0xB mod 2^48, output the top 31 bits.
 fn lrand48(state: &AtomicU64) -> i64 {
     let x = state.load(Ordering::Relaxed);
@@ -604,26 +276,10 @@ impl ScriptEngine {
         lua.set_memory_limit(config.lua_memory_limit)?;
 
         let rust = lua.create_table()?;
-        rust.set(
-            "call",
-            lua.create_function(|lua, args: MultiValue| match redis_call(lua, args)? {
-                Ok(v) => Ok(v),
-                Err(text) => Err(raise(text)),
-            })?,
-        )?;
-        rust.set(
-            "pcall",
-            lua.create_function(|lua, args: MultiValue| match redis_call(lua, args)? {
-                Ok(v) => Ok(v),
-                Err(text) => err_table(lua, &text),
-            })?,
-        )?;
-        rust.set(
-            "raise",
-            lua.create_function(|_, text: mlua::LuaString| -> mlua::Result<()> {
-                Err(raise(text.as_bytes().to_vec()))
-            })?,
-        )?;
+        let bridge = BridgeBox::new();
+        rust.set("call", bridge.redis_call(&lua, true)?)?;
+        rust.set("pcall", bridge.redis_call(&lua, false)?)?;
+        rust.set("acl_check", bridge.acl_check(&lua)?)?;
         rust.set(
             "error_of",
             lua.create_function(|lua, v: Value| match v {
@@ -686,6 +342,7 @@ impl ScriptEngine {
                 Ok(())
             })?,
         )?;
+        let resp = bridge.resp_cell();
         rust.set(
             "setresp",
             lua.create_function(move |lua, args: MultiValue| -> mlua::Result<()> {
@@ -696,9 +353,7 @@ impl ScriptEngine {
                 if v != 2 && v != 3 {
                     return Err(raise(b"ERR RESP version must be 2 or 3.".to_vec()));
                 }
-                if let Some(mut run) = lua.app_data_mut::<ScriptRun>() {
-                    run.resp = v as u8;
-                }
+                resp.store(v as u8, Ordering::Relaxed);
                 Ok(())
             })?,
         )?;
@@ -715,20 +370,6 @@ impl ScriptEngine {
                     ));
                 }
                 Ok(())
-            })?,
-        )?;
-        rust.set(
-            "acl_check",
-            lua.create_function(|_, args: MultiValue| {
-                let argv = match args_to_argv(&args) {
-                    Ok(argv) => argv,
-                    Err(msg) => return Err(raise(lua_error_text(msg))),
-                };
-                let argv = slices(&argv);
-                match lookup(&argv) {
-                    Lookup::Found(_) => Ok(true),
-                    _ => Err(raise(b"ERR Invalid command passed to redis.acl_check_cmd()".to_vec())),
-                }
             })?,
         )?;
         rust.set(
@@ -769,7 +410,6 @@ impl ScriptEngine {
         rust.set("version_num", 0x07_00_0f)?;
 
         let (runner, env): (Function, Table) = lua.load(SANDBOX).set_name(INTERNAL_CHUNK).call(rust)?;
-        let globals = lua.globals();
 
         let budget = config.script_instruction_budget;
         let guard = Arc::new(Guard {
@@ -777,9 +417,18 @@ impl ScriptEngine {
             limit_fires: budget.div_ceil(u64::from(HOOK_PERIOD)).max(1),
             killed: AtomicBool::new(false),
         });
-        lua.set_app_data(ScriptRun { db: None, now_ms: 0, resp: 2 });
-        let keys = FieldKeys::new(&lua)?;
-        let engine = ScriptEngine { lua, runner, env, globals, cache: HashMap::new(), guard, budget, keys };
+        let probes = lua.create_sequence_from(PROBE_KEYS)?;
+        let engine = ScriptEngine {
+            lua,
+            runner,
+            env,
+            cache: HashMap::new(),
+            guard,
+            budget,
+            memory_limit: config.lua_memory_limit,
+            probes,
+            bridge,
+        };
         engine.install_hook()?;
         Ok(engine)
     }
@@ -826,14 +475,14 @@ impl ScriptEngine {
     }
 
     pub(crate) fn exists(&self, sha: &[u8]) -> bool {
-        let sha = String::from_utf8_lossy(sha).to_ascii_lowercase();
-        self.cache.contains_key(&sha)
+        cache_key(sha).is_some_and(|key| self.cache.contains_key(&key))
     }
 
     /// Compiles `body` unless cached; returns its SHA1 or Redis's compile error.
     pub(crate) fn load(&mut self, body: &[u8]) -> Result<String, Reply> {
         let sha = sha1_smol::Sha1::from(body).digest().to_string();
-        if self.cache.contains_key(&sha) {
+        let key = cache_key(sha.as_bytes()).expect("a SHA1 digest is 40 hex digits");
+        if self.cache.contains_key(&key) {
             return Ok(sha);
         }
         // A "#!lua" first line carries Redis 7 script flags; the model accepts and ignores
@@ -857,7 +506,7 @@ impl ScriptEngine {
             .into_function();
         match compiled {
             Ok(f) => {
-                self.cache.insert(sha.clone(), f);
+                self.cache.insert(key, f);
                 Ok(sha)
             }
             Err(e) => {
@@ -868,14 +517,6 @@ impl ScriptEngine {
                 Err(Reply::error(format!("ERR Error compiling script (new function): {message}")))
             }
         }
-    }
-
-    fn string_array(&self, items: &[&[u8]]) -> mlua::Result<Table> {
-        let t = self.lua.create_table_with_capacity(items.len(), 0)?;
-        for (i, item) in items.iter().enumerate() {
-            t.raw_set(i + 1, self.lua.create_string(item)?)?;
-        }
-        Ok(t)
     }
 
     /// EVAL (`evalsha == false`) and EVALSHA, arguments as the client sent them.
@@ -894,48 +535,42 @@ impl ScriptEngine {
         if numkeys < 0 {
             return Reply::err("ERR Number of keys can't be negative");
         }
-        let sha = if evalsha {
-            let sha = String::from_utf8_lossy(args[1]).to_ascii_lowercase();
-            if !self.cache.contains_key(&sha) {
-                return noscript();
-            }
-            sha
+        let key = if evalsha {
+            cache_key(args[1])
         } else {
             match self.load(args[1]) {
-                Ok(sha) => sha,
+                Ok(sha) => cache_key(sha.as_bytes()),
                 Err(e) => return e,
             }
         };
-        let Some(func) = self.cache.get(&sha).cloned() else {
+        let Some((key, func)) = key.and_then(|key| self.cache.get_key_value(&key)) else {
             return noscript();
         };
+        let sha = std::str::from_utf8(key).unwrap_or_default();
         let (keys, argv) = rest.split_at(numkeys as usize);
-        match self.run(db, &sha, func, keys, argv) {
+        let reply = match self.run(db, sha, func, keys, argv) {
             Ok(reply) => reply,
             Err(e) => Reply::error(format!("ERR Error running script {sha}, {e}")),
+        };
+        self.reclaim();
+        reply
+    }
+
+    /// Collects now when a script left the state nearly full. Lua 5.1 has no emergency
+    /// collection: a script that ran into the memory limit leaves garbage behind, and the next
+    /// allocation (compiling the next script, say) would fail before an incremental step got
+    /// round to freeing it.
+    fn reclaim(&self) {
+        if self.lua.used_memory() > self.memory_limit / 4 * 3 {
+            self.lua.gc_collect().ok();
         }
     }
 
-    fn run(&mut self, db: &mut Db, sha: &str, func: Function, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<Reply> {
-        self.globals.raw_set("KEYS", self.string_array(keys)?)?;
-        self.globals.raw_set("ARGV", self.string_array(argv)?)?;
-        let now_ms = db.now_ms();
-        // Lend the keyspace to the Lua state for the call (the slot lives as long as the engine,
-        // so a call costs a move in and a move out, no allocation).
-        if let Some(mut run) = self.lua.app_data_mut::<ScriptRun>() {
-            run.db = Some(db.take());
-            run.now_ms = now_ms;
-            run.resp = 2;
-        }
+    /// Runs a compiled script: `KEYS` and `ARGV` set, the keyspace lent, and the reply read
+    /// straight off the Lua stack.
+    fn run(&self, db: &mut Db, sha: &str, func: &Function, keys: &[&[u8]], argv: &[&[u8]]) -> mlua::Result<Reply> {
         self.guard.fires.store(0, Ordering::Relaxed);
-        let result = self.runner.call::<(bool, Value)>(func);
-        let mut resp = 2;
-        if let Some(mut run) = self.lua.app_data_mut::<ScriptRun>() {
-            resp = run.resp;
-            if let Some(lent) = run.db.take() {
-                *db = lent;
-            }
-        }
+        let result = self.bridge.lend(db, |call| call.run(&self.lua, &self.probes, &self.runner, func, keys, argv));
         if self.guard.killed.swap(false, Ordering::Relaxed) {
             self.install_hook()?;
             return Ok(Reply::error(format!(
@@ -944,12 +579,18 @@ impl ScriptEngine {
                 self.budget
             )));
         }
-        let (ok, value) = result?;
-        if ok {
-            return Ok(lua_to_reply(&value, resp, 0, &self.keys));
-        }
-        Ok(script_error(&value, sha))
+        Ok(match result? {
+            Ok(reply) => reply,
+            Err(wrapper) => script_error(&wrapper, sha),
+        })
     }
+}
+
+/// The cache key of a SHA1 as a client spells it: lower-cased, or `None` if not 40 bytes.
+fn cache_key(sha: &[u8]) -> Option<[u8; 40]> {
+    let mut key: [u8; 40] = sha.try_into().ok()?;
+    key.make_ascii_lowercase();
+    Some(key)
 }
 
 fn noscript() -> Reply {

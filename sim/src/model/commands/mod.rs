@@ -81,12 +81,6 @@ impl Db {
         (self.clock.now_micros() / 1000) as i64
     }
 
-    /// Moves the keyspace out (to lend it to a running script), leaving an empty one behind.
-    pub(crate) fn take(&mut self) -> Db {
-        let empty = Db::new(self.clock.clone(), self.net.clone());
-        std::mem::replace(self, empty)
-    }
-
     pub(crate) fn count_call(&mut self, spec: &'static CommandSpec) {
         *self.calls.entry(spec.name).or_insert(0) += 1;
         self.total_commands += 1;
