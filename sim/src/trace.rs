@@ -77,28 +77,32 @@ impl Record {
     }
 }
 
-/// Sorts records into decision-time order (the oracle's order) and hashes them.
+/// Sorts records into decision-time order (the oracle's order) and hashes them: SHA-1 over one
+/// text line per record.
 pub fn finish(records: &mut [Record]) -> String {
+    use std::fmt::Write;
     records.sort_by_key(|r| (r.at_ms, r.t_ms, r.instance, r.seq));
     let mut h = sha1_smol::Sha1::new();
+    let mut line = String::with_capacity(96);
     for r in records.iter() {
-        h.update(
-            format!(
-                "{} {} {} {} {} {} {} {} {} {} {}\n",
-                r.t_ms,
-                r.done_ms,
-                r.at_ms,
-                r.instance,
-                r.seq,
-                r.key,
-                r.cost,
-                r.allowed as u8,
-                r.source.name(),
-                r.retry_after_ms,
-                r.error as u8
-            )
-            .as_bytes(),
+        line.clear();
+        // Writing to a String cannot fail.
+        let _ = writeln!(
+            line,
+            "{} {} {} {} {} {} {} {} {} {} {}",
+            r.t_ms,
+            r.done_ms,
+            r.at_ms,
+            r.instance,
+            r.seq,
+            r.key,
+            r.cost,
+            r.allowed as u8,
+            r.source.name(),
+            r.retry_after_ms,
+            r.error as u8
         );
+        h.update(line.as_bytes());
     }
     h.digest().to_string()
 }

@@ -263,8 +263,33 @@ pub(crate) enum Lookup {
     UnknownSubcommand,
 }
 
-fn table() -> &'static HashMap<&'static [u8], &'static CommandSpec> {
-    static TABLE: OnceLock<HashMap<&'static [u8], &'static CommandSpec>> = OnceLock::new();
+/// FNV-1a, for the command table: its keys are a few short words the model chose itself, so
+/// SipHash's defence against chosen collisions buys nothing there, and every command (each
+/// `redis.call` too) pays for the hash.
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+type CommandTable = HashMap<&'static [u8], &'static CommandSpec, std::hash::BuildHasherDefault<Fnv>>;
+
+fn table() -> &'static CommandTable {
+    static TABLE: OnceLock<CommandTable> = OnceLock::new();
     TABLE.get_or_init(|| COMMANDS.iter().chain(EVAL_COMMANDS.iter()).map(|spec| (spec.name.as_bytes(), spec)).collect())
 }
 
