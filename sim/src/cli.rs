@@ -19,6 +19,17 @@ pub enum Backend {
     MiniRedis,
 }
 
+impl Backend {
+    /// The name `--backend` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Model => "model",
+            Backend::Redis => "redis",
+            Backend::MiniRedis => "mini-redis",
+        }
+    }
+}
+
 /// Parsed options.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -218,6 +229,23 @@ pub fn parse(args: &[String]) -> Result<Options> {
     Ok(o)
 }
 
+impl Options {
+    /// The options a replay command needs to run on the same backend: nothing for the model
+    /// (the default), else `--backend` and any `--redis-url`.
+    pub fn backend_args(&self) -> String {
+        let mut out = String::new();
+        if self.backend != Backend::Model {
+            out.push_str(" --backend ");
+            out.push_str(self.backend.name());
+        }
+        if let Some(url) = &self.redis_url {
+            out.push_str(" --redis-url ");
+            out.push_str(url);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,5 +279,17 @@ mod tests {
         assert_eq!(o.scenarios, vec!["baseline"]);
         assert_eq!(o.algorithms, vec![Algorithm::Gcra, Algorithm::NaiveGetSet]);
         assert_eq!((o.seeds, o.duration_ms), (3, 5_000));
+    }
+
+    #[test]
+    fn replays_name_the_backend_they_ran_on() {
+        for given in
+            ["", "--backend mini-redis", "--backend redis", "--backend redis --redis-url redis://127.0.0.1:6390"]
+        {
+            let o = parse(&args(given)).expect(given);
+            let again = parse(&args(&o.backend_args())).expect("replay arguments parse");
+            assert_eq!((again.backend, again.redis_url), (o.backend, o.redis_url.clone()), "{given}");
+            assert_eq!(o.backend_args().trim(), given);
+        }
     }
 }

@@ -361,7 +361,7 @@ fn model_replies_match_redis_for_generated_command_sequences() {
         // CONFORMANCE_CASES=20000 for a longer hunt; 512 keeps the default run to seconds.
         cases: std::env::var("CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512),
         source_file: Some(file!()),
-        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("proptest-regressions"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..Config::default()
     };
     let mut runner = TestRunner::new(config);

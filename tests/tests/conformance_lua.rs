@@ -204,7 +204,7 @@ fn runner(cases: u32) -> TestRunner {
     TestRunner::new(Config {
         cases: std::env::var("CONFORMANCE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(cases),
         source_file: Some(file!()),
-        failure_persistence: Some(Box::new(FileFailurePersistence::SourceParallel("proptest-regressions"))),
+        failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))),
         ..Config::default()
     })
 }

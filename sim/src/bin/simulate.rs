@@ -39,14 +39,6 @@ fn progress(total: usize, what: &str) -> ProgressBar {
     bar
 }
 
-fn backend_name(b: Backend) -> &'static str {
-    match b {
-        Backend::Model => "model",
-        Backend::Redis => "redis",
-        Backend::MiniRedis => "mini-redis",
-    }
-}
-
 /// The executor for `--backend`, with the options adjusted to it: the real backends run in
 /// real time, so they default to short runs; mini-redis runs only what it can run.
 fn backend(o: &Options) -> Result<(Options, Box<run::Executor>)> {
@@ -58,7 +50,7 @@ fn backend(o: &Options) -> Result<(Options, Box<run::Executor>)> {
         anyhow::bail!(
             "--check-determinism needs --backend model: the {} backend runs in real time against a real server, \
              so two runs of one seed are never byte-identical",
-            backend_name(o.backend)
+            o.backend.name()
         );
     }
     if !o.duration_explicit {
@@ -143,7 +135,7 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
         println!(
             "{} (--backend {}: runs take real time and real scheduling; the seed fixes the load and the faults)",
             real::NOT_DETERMINISTIC,
-            backend_name(o.backend)
+            o.backend.name()
         );
     }
 
@@ -166,8 +158,11 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
     }
     let specs = if o.redis_url.is_some() { without_process_faults(specs) } else { specs };
     let bar = progress(specs.len(), "scenarios");
-    let results = run::run_many_with(&specs, o.threads, &|| bar.inc(1), &**execute)?;
+    let mut results = run::run_many_with(&specs, o.threads, &|| bar.inc(1), &**execute)?;
     bar.finish_and_clear();
+    for r in &mut results {
+        r.replay.push_str(&o.backend_args());
+    }
 
     let mut ok = true;
     if o.check_determinism {
@@ -233,7 +228,7 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
     let all_results = Results {
         schema: SCHEMA.to_owned(),
         command: format!("cargo xtask simulate {}", args.join(" ")).trim_end().to_owned(),
-        backend: backend_name(o.backend).to_owned(),
+        backend: o.backend.name().to_owned(),
         seeds: seeds.clone(),
         duration_ms: o.duration_ms,
         results,
