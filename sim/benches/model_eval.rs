@@ -10,44 +10,17 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use limiter::scripts::{self, LuaScript};
-use limiter::{Algorithm, Quota};
-use sim::model::{ManualClock, ModelHandle, Reply};
+use limiter::scripts;
+use limiter::Algorithm;
+use sim::model::{ManualClock, ModelHandle};
 
-/// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.
-fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {
-    let q = Quota::new(1_000_000, 1_000).with_burst(1_000_000);
-    let call = scripts::invocation(algorithm, &q, "ratelimiter:{bench}:", Some(now_ms), now_ms, 1).expect("scripted");
-    let mut args = vec![call.keys.len().to_string()];
-    args.extend(call.keys);
-    args.extend(call.args);
-    args
-}
+mod support;
+use support::call_args;
 
 fn ops() -> usize {
     std::env::var("MODEL_BENCH_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000)
-}
-
-/// In process: no sockets, no parsing, just the model's EVALSHA path; ops/s.
-fn bench_in_process(script: &LuaScript, n: usize) -> f64 {
-    let model = ModelHandle::new(ManualClock::from_millis(1_700_000_000_000));
-    let sha = match model.call(&[b"SCRIPT", b"LOAD", script.source.as_bytes()]) {
-        Reply::Bulk(sha) => sha,
-        other => panic!("SCRIPT LOAD of {} failed: {other:?}", script.file),
-    };
-    let start = Instant::now();
-    for i in 0..n {
-        let args = call_args(script.algorithm, 1_700_000_000_000 + i as u64 / 100);
-        let mut argv: Vec<&[u8]> = vec![b"EVALSHA", &sha];
-        argv.extend(args.iter().map(|a| a.as_bytes()));
-        let reply = model.call(&argv);
-        if matches!(reply, Reply::Error(_)) {
-            panic!("EVALSHA {} failed: {reply:?}", script.file);
-        }
-    }
-    n as f64 / start.elapsed().as_secs_f64()
 }
 
 fn on_path(program: &str) -> bool {
@@ -142,7 +115,7 @@ fn main() {
         "script", "model in proc", "redis-server", "ratio", "model on TCP", "ratio"
     );
     for script in scripts::ALL.iter() {
-        let in_process = bench_in_process(script, n);
+        let in_process = support::in_process(script, n);
         let (mut redis_rps, mut model_rps) = (None, None);
         if let (Some(port), Some(_)) = (redis_port, _redis.as_ref()) {
             let addr = SocketAddr::from(([127, 0, 0, 1], port));

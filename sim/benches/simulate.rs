@@ -1,5 +1,7 @@
 //! Simulation speed, measured against itself in the same run:
-//! - simulated decisions per wall-clock second on one core (the target is 100,000);
+//! - simulated decisions per wall-clock second on one core (the target is 100,000), and as a
+//!   share of what the same scripts cost called on the model directly (no network, no
+//!   limiter, no scheduler), which varies less with the machine than the absolute figure;
 //! - linearity: the same load over twice the simulated time must cost at most 2.2x;
 //! - seeds spread across cores: the same runs on 2 threads against 1.
 //!
@@ -13,10 +15,12 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use limiter::Algorithm;
+use limiter::{scripts, Algorithm};
 use sim::run::run_many;
 use sim::scenario::{self, RunSpec};
 use sim::workload::{Spread, Workload};
+
+mod support;
 
 fn specs(seeds: std::ops::Range<u64>, duration_ms: u64) -> Vec<RunSpec> {
     let mut s = scenario::find("baseline").expect("baseline").runs(
@@ -50,6 +54,17 @@ fn main() {
     println!(
         "one core: {n1} decisions in {t1:.2} s = {rate:.0} decisions/s ({:.2}x the 100,000/s target)",
         rate / 100_000.0
+    );
+    // The runs' two algorithms, called on the model in process, half each.
+    let bare = 2.0
+        / [Algorithm::Gcra, Algorithm::SlidingLog]
+            .map(|a| 1.0 / support::in_process(&scripts::for_algorithm(a).expect("scripted"), 100_000))
+            .iter()
+            .sum::<f64>();
+    println!(
+        "reference: the same scripts called on the model in process run {bare:.0}/s; a simulated decision \
+         (network, limiter, scheduler, oracle included) runs at {:.2}x that",
+        rate / bare
     );
     println!(
         "linearity: {n2} decisions ({:.2}x) in {t2:.2} s ({:.2}x the time; must be at most 2.2x for 2x the requests)",
