@@ -4,8 +4,9 @@
 //! - `redis-tests/store`: one multiplexed connection against a pool of 20, same server;
 //! - `sim/model_eval`: the Redis model running the algorithm scripts in process, against
 //!   `redis-server` driven by `redis-benchmark` with the same script;
-//! - `sim/simulate`: simulated decisions per second on one core, cost linear in decisions,
-//!   seeds across cores.
+//! - `sim/simulate`: simulated decisions per second on one core (against the 100,000/s goal,
+//!   and against the same scripts called bare on the model), cost linear in decisions, seeds
+//!   across cores.
 
 use anyhow::{bail, Result};
 
