@@ -634,15 +634,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn error_texts_keep_codes_like_lua_push_error() {
-        assert_eq!(lua_error_text(b"-WRONGTYPE Operation"), b"WRONGTYPE Operation");
-        assert_eq!(lua_error_text(b"-boom"), b"ERR boom");
-        assert_eq!(lua_error_text(b"-"), b"ERR ");
-        assert_eq!(lua_error_text(b"Unknown Redis command"), b"ERR Unknown Redis command");
-        assert_eq!(lua_error_text(b"-X Y\r\n"), b"X Y");
-    }
-
-    #[test]
     fn rand48_starts_like_redis() {
         let state = AtomicU64::new(srand48_state(0));
         // First value of lrand48 after srand48(0), as in glibc and Redis's rand.c.
