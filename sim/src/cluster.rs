@@ -14,7 +14,7 @@ use rand::SeedableRng;
 use limiter::store::{BoxedStream, ConnectFuture, Connector};
 use limiter::{BreakerConfig, Limiter, RedisStore};
 
-use crate::faults::{Fault, FaultKind};
+use crate::faults::{self, FaultKind};
 use crate::redis_host::RedisHost;
 use crate::results::RedisCost;
 use crate::scenario::RunSpec;
@@ -100,7 +100,7 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         let records = records.clone();
         sim.host(instance_name(i), move || instance(i, spec.clone(), arrivals.clone(), time.clone(), records.clone()));
     }
-    let mut events = schedule(&spec.faults);
+    let mut events = faults::events(&spec.faults);
     let mut next = 0;
     // The loop ends the run at `end_ms`: no host has to stay alive just to keep the
     // simulation going, so no runtime is stepped for nothing.
@@ -131,19 +131,6 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
     let trace_hash = trace::finish(&mut records);
     Ok(RunOutput { records, trace_hash, redis: redis.cost() })
-}
-
-/// Fault start and end events in time order: (at, fault, is_start).
-fn schedule(faults: &[Fault]) -> Vec<(u64, FaultKind, bool)> {
-    let mut events = Vec::new();
-    for f in faults {
-        events.push((f.at_ms, f.kind, true));
-        if f.until_ms > f.at_ms {
-            events.push((f.until_ms, f.kind, false));
-        }
-    }
-    events.sort_by_key(|e| (e.0, !e.2));
-    events
 }
 
 fn apply(sim: &mut turmoil::Sim<'_>, redis: &RedisHost, instances: u32, kind: &FaultKind, start: bool) {

@@ -211,6 +211,20 @@ pub fn normalize(mut faults: Vec<Fault>) -> Vec<Fault> {
     out
 }
 
+/// Fault start and end events in time order: (at, fault, is_start); at equal times starts
+/// come first. Both the simulator and the real lane apply faults in this order.
+pub fn events(faults: &[Fault]) -> Vec<(u64, FaultKind, bool)> {
+    let mut events = Vec::new();
+    for f in faults {
+        events.push((f.at_ms, f.kind, true));
+        if f.until_ms > f.at_ms {
+            events.push((f.until_ms, f.kind, false));
+        }
+    }
+    events.sort_by_key(|e| (e.0, !e.2));
+    events
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +246,22 @@ mod tests {
             let err = parse_schedule(bad).expect_err(bad);
             assert!(err.contains(says) && err.contains(bad), "{err}");
         }
+    }
+
+    #[test]
+    fn events_come_in_time_order_with_starts_first_at_equal_times() {
+        let faults = parse_schedule("hold:1@5..9,partition:0@0..5,script-flush@7").expect("valid");
+        let (hold, partition) = (FaultKind::Hold { instance: 1 }, FaultKind::Partition { instance: 0 });
+        assert_eq!(
+            events(&faults),
+            vec![
+                (0, partition, true),
+                (5, hold, true),
+                (5, partition, false),
+                (7, FaultKind::ScriptFlush, true),
+                (9, hold, false),
+            ]
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use super::clock::{aligned_start, WallClock};
 use super::proxy::{LinkFault, Proxy};
 use super::server::{Controller, External};
 use crate::cluster::RunOutput;
-use crate::faults::{Fault, FaultKind};
+use crate::faults::{self, FaultKind};
 use crate::mini::MiniRedis;
 use crate::results::RedisCost;
 use crate::scenario::RunSpec;
@@ -165,19 +165,6 @@ impl Ctx {
     }
 }
 
-/// Fault start and end events in time order: (at, fault, is_start).
-fn schedule(faults: &[Fault]) -> Vec<(u64, FaultKind, bool)> {
-    let mut events = Vec::new();
-    for f in faults {
-        events.push((f.at_ms, f.kind, true));
-        if f.until_ms > f.at_ms {
-            events.push((f.until_ms, f.kind, false));
-        }
-    }
-    events.sort_by_key(|e| (e.0, !e.2));
-    events
-}
-
 async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow::Result<RunOutput> {
     let upstream = redis.addr();
     let mut proxies = Vec::new();
@@ -210,7 +197,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         (0..spec.instances).map(|i| Some(tokio::spawn(run_instance(ctx.clone(), i)))).collect();
 
     let end = start + Duration::from_millis(spec.duration_ms);
-    for (at, kind, is_start) in schedule(&spec.faults) {
+    for (at, kind, is_start) in faults::events(&spec.faults) {
         let lead = match kind {
             _ if !is_start => 0,
             FaultKind::RedisCrash { .. } => LEAD_MS + CRASH_LEAD_MS,
