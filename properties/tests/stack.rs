@@ -109,15 +109,6 @@ fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
     Ok(())
 }
 
-const SCRIPTED: [Algorithm; 6] = [
-    Algorithm::FixedWindow,
-    Algorithm::SlidingWindow,
-    Algorithm::SlidingLog,
-    Algorithm::TokenBucket,
-    Algorithm::Gcra,
-    Algorithm::Adr002,
-];
-
 fn source(a: Algorithm) -> &'static str {
     scripts::for_algorithm(a).map(|s| s.source).unwrap_or_default()
 }
@@ -126,7 +117,7 @@ fn source(a: Algorithm) -> &'static str {
 fn every_script_on_the_redis_model_decides_as_its_rust_model() {
     let n = cases(2);
     let mut r = runner(n);
-    let result = r.run(&sequences(SCRIPTED.to_vec()), |seq| {
+    let result = r.run(&sequences(scripts::ALL.iter().map(|s| s.algorithm).collect()), |seq| {
         script_agrees(source(seq.algorithm), &seq).map_err(TestCaseError::fail)
     });
     if let Err(e) = result {
