@@ -27,19 +27,31 @@
 #![forbid(unsafe_code)]
 
 use std::io;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::ops::{Deref, DerefMut};
+
+pub use sim::real::process::free_port;
+use sim::real::process::ServerProcess;
 
 /// The environment variable naming a binary to start instead of `redis-server`.
 pub const SERVER_ENV: &str = "REDIS_TESTS_SERVER";
 
 /// A `redis-server` process (or the binary [`SERVER_ENV`] names) owned by a test. Dropping it
-/// kills the process.
+/// kills the process. Port, address, kill, pause and resume are the [`ServerProcess`]'s.
 pub struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-    program: String,
+    server: ServerProcess,
+}
+
+impl Deref for RedisServer {
+    type Target = ServerProcess;
+    fn deref(&self) -> &ServerProcess {
+        &self.server
+    }
+}
+
+impl DerefMut for RedisServer {
+    fn deref_mut(&mut self) -> &mut ServerProcess {
+        &mut self.server
+    }
 }
 
 /// The binary [`RedisServer::start`] runs: [`SERVER_ENV`] if set and not empty, else
@@ -82,13 +94,6 @@ pub fn server_overridden() -> bool {
     server_program() != "redis-server"
 }
 
-/// Picks a loopback port that is free right now. The OS hands out port 0 binds from its
-/// ephemeral range, so two tests racing here get different ports.
-pub fn free_port() -> io::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    Ok(listener.local_addr()?.port())
-}
-
 impl RedisServer {
     /// Starts `redis-server` (or the [`SERVER_ENV`] binary) on a free loopback port and waits
     /// until it accepts connections.
@@ -109,104 +114,18 @@ impl RedisServer {
     }
 
     fn spawn(program: String, port: u16) -> io::Result<Self> {
-        let child = Command::new(&program)
-            .args(["--port", &port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .args(["--protected-mode", "no"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                let hint = if program == "redis-server" {
-                    "install Debian's `redis-server` package".to_string()
-                } else {
-                    format!("named by {SERVER_ENV}")
-                };
-                io::Error::new(e.kind(), format!("cannot start {program} ({hint}): {e}"))
-            })?;
-        let mut server = RedisServer { child: Some(child), port, program };
-        server.wait_ready()?;
-        Ok(server)
-    }
-
-    /// The binary this server runs (`redis-server` unless [`SERVER_ENV`] names another).
-    pub fn program(&self) -> &str {
-        &self.program
-    }
-
-    fn wait_ready(&mut self) -> io::Result<()> {
-        let addr = self.addr();
-        for _ in 0..500 {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    return Err(io::Error::other(format!(
-                        "{} on port {} exited early: {status}",
-                        self.program, self.port
-                    )));
-                }
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok() {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Err(io::Error::other(format!("{} on port {} never became ready", self.program, self.port)))
-    }
-
-    /// The port the server listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The server's socket address.
-    pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// A `redis://` URL for the server.
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// Kills the server at once (SIGKILL): every connection drops, every key is lost.
-    pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Stops the process with SIGSTOP: connections stay open but nothing is answered,
-    /// which is what a Redis stuck in a slow command or a long fork looks like to clients.
-    pub fn pause(&self) -> io::Result<()> {
-        self.signal("STOP")
-    }
-
-    /// Resumes a paused server (SIGCONT).
-    pub fn resume(&self) -> io::Result<()> {
-        self.signal("CONT")
-    }
-
-    fn signal(&self, sig: &str) -> io::Result<()> {
-        let pid = self
-            .child
-            .as_ref()
-            .map(|c| c.id())
-            .ok_or_else(|| io::Error::other(format!("{} is not running", self.program)))?;
-        let status = Command::new("kill").args([&format!("-{sig}"), &pid.to_string()]).status()?;
-        if status.success() {
-            Ok(())
+        let hint = if program == "redis-server" {
+            "install Debian's `redis-server` package".to_string()
         } else {
-            Err(io::Error::other(format!("kill -{sig} {pid} failed: {status}")))
-        }
+            format!("named by {SERVER_ENV}")
+        };
+        Ok(RedisServer { server: ServerProcess::start(&program, port, &[], &hint)? })
     }
 
     /// Restarts a killed server on the same port, empty (the same binary as before).
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
-        let fresh = RedisServer::spawn(self.program.clone(), self.port)?;
+        let fresh = RedisServer::spawn(self.program().to_owned(), self.port())?;
         *self = fresh;
         Ok(())
     }
@@ -214,16 +133,5 @@ impl RedisServer {
     /// A synchronous client connection, for setting up and inspecting state in tests.
     pub fn client(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection()
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_ref() {
-            // A paused server cannot die of SIGKILL until it is continued on some systems'
-            // process accounting; continue it first so drop never leaves a stopped process.
-            let _ = Command::new("kill").args(["-CONT", &child.id().to_string()]).status();
-        }
-        self.kill();
     }
 }

@@ -1,13 +1,16 @@
-//! A private `redis-server` process: started on a free loopback port with its own data
-//! directory, killed when dropped (also when a test panics).
+//! Server processes on free loopback ports, killed when dropped (also when a test panics).
 //!
-//! Adapted from the `tests` crate's `RedisServer` (sim cannot depend on it), plus `--dir` and
-//! `--dbfilename` so a crash that keeps its data can `SAVE` first and the restart on the same
-//! port reloads the snapshot, as persistence would. Automatic snapshots and the AOF stay off:
-//! the harness decides when data survives.
+//! [`ServerProcess`] runs any binary that takes Redis's arguments (`redis-server`, or the
+//! Redis model's binary) as a private, non-persistent server; the `tests` crate's
+//! `RedisServer` is one. [`RedisProcess`] is the real lane's `redis-server`: it adds `--dir`
+//! and `--dbfilename` so a crash that keeps its data can `SAVE` first and the restart on the
+//! same port reloads the snapshot, as persistence would. Automatic snapshots and the AOF stay
+//! off: the harness decides when data survives.
 
+use std::ffi::OsStr;
 use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -15,57 +18,38 @@ use std::time::Duration;
 /// The snapshot file name inside the data directory.
 pub const DBFILENAME: &str = "dump.rdb";
 
-/// Picks a loopback port that is free right now.
+/// Picks a loopback port that is free right now. The OS hands out port 0 binds from its
+/// ephemeral range, so two callers racing here get different ports.
 pub fn free_port() -> io::Result<u16> {
     let listener = TcpListener::bind("127.0.0.1:0")?;
     Ok(listener.local_addr()?.port())
 }
 
-/// A `redis-server` owned by one run. Dropping it kills the process.
+/// A server process on a loopback port. Dropping it kills the process.
 #[derive(Debug)]
-pub struct RedisProcess {
+pub struct ServerProcess {
     child: Option<Child>,
     port: u16,
-    dir: PathBuf,
+    program: String,
 }
 
-impl RedisProcess {
-    /// Starts `redis-server` on a free loopback port, keeping snapshots in `dir`, and waits
-    /// until it accepts connections. A port picked free can be taken by another process
-    /// before the server binds it, so a failed start is retried on another port.
-    pub fn start(dir: &Path) -> io::Result<Self> {
-        let mut last = io::Error::other("redis-server never started");
-        for _ in 0..5 {
-            match Self::start_on(free_port()?, dir) {
-                Ok(p) => return Ok(p),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
-    /// Starts `redis-server` on `port` (a restart uses the port it had).
-    pub fn start_on(port: u16, dir: &Path) -> io::Result<Self> {
-        let child = Command::new("redis-server")
+impl ServerProcess {
+    /// Starts `program` as a private server on `port`: `--port N --bind 127.0.0.1 --save ""
+    /// --appendonly no --protected-mode no`, then `extra`. Waits until it accepts connections.
+    /// `hint` says where the program comes from, for the error when it cannot start.
+    pub fn start(program: &str, port: u16, extra: &[&OsStr], hint: &str) -> io::Result<Self> {
+        let child = Command::new(program)
             .args(["--port", &port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--protected-mode", "no"])
-            .arg("--dir")
-            .arg(dir)
-            .args(["--dbfilename", DBFILENAME])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| {
-                io::Error::new(
-                    e.kind(),
-                    format!("cannot start redis-server (install Debian's `redis-server` package): {e}"),
-                )
-            })?;
-        let mut server = RedisProcess { child: Some(child), port, dir: dir.to_owned() };
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot start {program} ({hint}): {e}")))?;
+        let mut server = ServerProcess { child: Some(child), port, program: program.to_owned() };
         server.wait_ready()?;
         Ok(server)
     }
@@ -76,7 +60,10 @@ impl RedisProcess {
             if let Some(child) = self.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     self.child = None;
-                    return Err(io::Error::other(format!("redis-server on port {} exited early: {status}", self.port)));
+                    return Err(io::Error::other(format!(
+                        "{} on port {} exited early: {status}",
+                        self.program, self.port
+                    )));
                 }
             }
             if TcpStream::connect_timeout(&addr, Duration::from_millis(50)).is_ok() {
@@ -85,7 +72,12 @@ impl RedisProcess {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.kill();
-        Err(io::Error::other(format!("redis-server on port {} never became ready", self.port)))
+        Err(io::Error::other(format!("{} on port {} never became ready", self.program, self.port)))
+    }
+
+    /// The binary this server runs.
+    pub fn program(&self) -> &str {
+        &self.program
     }
 
     /// The port the server listens on.
@@ -101,11 +93,6 @@ impl RedisProcess {
     /// A `redis://` URL for the server.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Whether the process is running (not killed).
@@ -135,7 +122,11 @@ impl RedisProcess {
     #[cfg(unix)]
     fn signal(&self, sig: &str) -> io::Result<()> {
         use rustix::process::{kill_process, Pid, Signal};
-        let pid = self.child.as_ref().map(|c| c.id()).ok_or_else(|| io::Error::other("redis-server is not running"))?;
+        let pid = self
+            .child
+            .as_ref()
+            .map(|c| c.id())
+            .ok_or_else(|| io::Error::other(format!("{} is not running", self.program)))?;
         let pid = i32::try_from(pid).ok().and_then(Pid::from_raw).ok_or_else(|| io::Error::other("bad pid"))?;
         let signal = if sig == "STOP" { Signal::STOP } else { Signal::CONT };
         kill_process(pid, signal).map_err(|e| io::Error::other(format!("kill -{sig} {pid:?}: {e}")))
@@ -144,6 +135,64 @@ impl RedisProcess {
     #[cfg(not(unix))]
     fn signal(&self, sig: &str) -> io::Result<()> {
         Err(io::Error::other(format!("SIG{sig} needs a Unix system")))
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        // Continue a stopped server first, so drop never leaves a stopped process behind.
+        let _ = self.resume();
+        self.kill();
+    }
+}
+
+/// A `redis-server` owned by one run, with its snapshots in its own directory. Dropping it
+/// kills the process. Port, address, kill, pause and resume are the [`ServerProcess`]'s.
+#[derive(Debug)]
+pub struct RedisProcess {
+    server: ServerProcess,
+    dir: PathBuf,
+}
+
+impl Deref for RedisProcess {
+    type Target = ServerProcess;
+    fn deref(&self) -> &ServerProcess {
+        &self.server
+    }
+}
+
+impl DerefMut for RedisProcess {
+    fn deref_mut(&mut self) -> &mut ServerProcess {
+        &mut self.server
+    }
+}
+
+impl RedisProcess {
+    /// Starts `redis-server` on a free loopback port, keeping snapshots in `dir`, and waits
+    /// until it accepts connections. A port picked free can be taken by another process
+    /// before the server binds it, so a failed start is retried on another port.
+    pub fn start(dir: &Path) -> io::Result<Self> {
+        let mut last = io::Error::other("redis-server never started");
+        for _ in 0..5 {
+            match Self::start_on(free_port()?, dir) {
+                Ok(p) => return Ok(p),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Starts `redis-server` on `port` (a restart uses the port it had).
+    pub fn start_on(port: u16, dir: &Path) -> io::Result<Self> {
+        let extra = [OsStr::new("--dir"), dir.as_os_str(), OsStr::new("--dbfilename"), OsStr::new(DBFILENAME)];
+        let server = ServerProcess::start("redis-server", port, &extra, "install Debian's `redis-server` package")?;
+        Ok(RedisProcess { server, dir: dir.to_owned() })
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Starts a killed server again on the same port: with the snapshot in its directory
@@ -156,7 +205,7 @@ impl RedisProcess {
                 _ => {}
             }
         }
-        let fresh = RedisProcess::start_on(self.port, &self.dir)?;
+        let fresh = RedisProcess::start_on(self.port(), &self.dir)?;
         *self = fresh;
         Ok(())
     }
@@ -168,13 +217,5 @@ impl RedisProcess {
         conn.set_read_timeout(Some(Duration::from_secs(2)))?;
         conn.set_write_timeout(Some(Duration::from_secs(2)))?;
         Ok(conn)
-    }
-}
-
-impl Drop for RedisProcess {
-    fn drop(&mut self) {
-        // Continue a stopped server first, so drop never leaves a stopped process behind.
-        let _ = self.resume();
-        self.kill();
     }
 }
