@@ -14,7 +14,13 @@ use crate::error::Error;
 use crate::sync::{lock, Mutex};
 
 /// Breaker thresholds.
+///
+/// ```
+/// let config = limiter::BreakerConfig::new(3, 250);
+/// assert_eq!((config.failure_threshold, config.open_ms), (3, 250));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct BreakerConfig {
     /// Consecutive failures that open the breaker.
     pub failure_threshold: u32,
@@ -29,6 +35,12 @@ impl Default for BreakerConfig {
 }
 
 impl BreakerConfig {
+    /// Opens after `failure_threshold` consecutive failures, for `open_ms`. Checked when the
+    /// limiter is built, so a zero here becomes a clear error there.
+    pub const fn new(failure_threshold: u32, open_ms: u64) -> Self {
+        BreakerConfig { failure_threshold, open_ms }
+    }
+
     /// Refuses a zero threshold or a zero open time.
     pub fn validate(&self) -> Result<(), Error> {
         if self.failure_threshold == 0 {
@@ -41,8 +53,9 @@ impl BreakerConfig {
     }
 }
 
-/// The breaker's state, for metrics and tests.
+/// The breaker's state at one moment ([`crate::Limiter::breaker_state`]), for metrics and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BreakerState {
     /// Calls go through; `failures` consecutive failures so far.
     Closed {

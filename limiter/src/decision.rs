@@ -4,6 +4,7 @@
 /// Who made a decision. Anything but [`Source::Store`] means the shared state was not
 /// consulted, so the caller (and metrics) can tell a real limit from a degraded guess.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Source {
     /// The shared store (Redis, or the in-process store) decided.
     Store,
@@ -29,6 +30,7 @@ impl Source {
 
 /// Why the store was not consulted, when it was not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Degraded {
     /// The call did not finish within the configured timeout.
     Timeout,
@@ -48,6 +50,7 @@ pub enum Degraded {
 /// assert_eq!(d.source, Source::Store);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Decision {
     /// Whether the request may proceed.
     pub allowed: bool,

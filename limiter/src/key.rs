@@ -10,9 +10,9 @@
 use crate::error::Error;
 
 /// Default key prefix, as ADR-002 configures it.
-pub const DEFAULT_PREFIX: &str = "ratelimiter";
+pub(crate) const DEFAULT_PREFIX: &str = "ratelimiter";
 /// Default bound on a user key's length in bytes; hostile clients send megabyte keys.
-pub const DEFAULT_MAX_KEY_LEN: usize = 512;
+pub(crate) const DEFAULT_MAX_KEY_LEN: usize = 512;
 
 /// How user keys become Redis keys.
 #[derive(Debug, Clone, PartialEq, Eq)]

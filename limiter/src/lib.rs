@@ -1,12 +1,12 @@
 //! Distributed rate limiting on Redis.
 //!
 //! Every algorithm is one atomic Lua script (fixed window, sliding-window counter, sliding
-//! log, token bucket, GCRA), mirrored by a pure Rust model in [`algo`] that computes the
-//! same integers. Two *subjects* ship beside them because real systems ship them and they
+//! log, token bucket, GCRA), mirrored by a pure Rust twin in `harness::algo` that computes
+//! the same integers. Two *subjects* ship beside them because real systems ship them and they
 //! fail: ADR-002's token-bucket script as written, and a naive GET-then-SET counter.
 //!
 //! When Redis is down or slow a limiter fails open, fails closed or falls back to a local
-//! static budget ([`FailurePolicy`]) behind a [`breaker::CircuitBreaker`], and every
+//! static budget ([`FailurePolicy`]) behind a circuit breaker, and every
 //! [`Decision`] says who made it ([`Source`]).
 //!
 //! ```
@@ -25,28 +25,42 @@
 //! # }).unwrap();
 //! ```
 //!
-//! # Layout
-//! - [`algo`]: the pure algorithms, `decide(quota, state, now, cost)`.
-//! - [`store`]: in-process and Redis stores, and the [`store::Connector`] the Redis client
-//!   dials through (TCP here, simulated sockets in the harness).
-//! - [`scripts`]: the Lua scripts, embedded from `lua/`.
-//! - [`breaker`], [`policy`]: what happens when Redis cannot be asked.
+//! # What a user sees
+//! - [`Limiter`] and its [`LimiterBuilder`]: one [`Algorithm`] and [`Quota`] over a store,
+//!   a [`Clock`], a [`FailurePolicy`] and a circuit breaker ([`BreakerConfig`], observed as a
+//!   [`BreakerState`]). [`Limiter::check`] answers a [`Decision`]; [`Error`] is for what the
+//!   caller must fix.
+//! - [`store`]: [`RedisStore`] and the [`store::Connector`] it dials through (TCP here, simulated
+//!   sockets in the harness), and [`store::AtomicLimiter`] for one lock-free key in process.
 //! - [`http`]: a tower layer answering 429 with Retry-After.
+//!
+//! The harness that verifies this library (simulator, property suites, conformance tests) also
+//! needs the pure algorithm twins, the scripts' wire contract and the breaker's internals. They
+//! sit behind the `harness` feature, in the `harness` module, outside the everyday surface and
+//! outside semver. `docs/ARCHITECTURE.md` maps the crates and what each may import.
 
 #![warn(missing_docs, unreachable_pub)]
 #![forbid(unsafe_code)]
 
-pub mod algo;
-pub mod breaker;
+// Without the `harness` feature nothing outside the crate reaches these modules, so the items
+// only the harness uses would be reported as dead or unreachably public.
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod algo;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod breaker;
 mod clock;
 mod decision;
 mod error;
+#[cfg(feature = "harness")]
+pub mod harness;
 pub mod http;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod key;
 mod limiter;
-pub mod policy;
+mod policy;
 mod quota;
-pub mod scripts;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod scripts;
 pub mod store;
 mod sync;
 
@@ -54,11 +68,10 @@ pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
-pub use key::{KeySpace, DEFAULT_MAX_KEY_LEN, DEFAULT_PREFIX};
 pub use limiter::{Limiter, LimiterBuilder, TimeSource};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
-pub use store::{Connector, RedisStore};
+pub use store::RedisStore;
 
 /// The README's examples compile and run as doc tests.
 #[cfg(doctest)]

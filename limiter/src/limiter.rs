@@ -4,18 +4,20 @@
 use std::sync::Arc;
 
 use crate::algo::Outcome;
-use crate::breaker::{BreakerConfig, CircuitBreaker, Permit};
+use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::key::KeySpace;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
-use crate::store::redis::StoreRequest;
-use crate::store::{LocalStore, RedisStore, StoreError};
+use crate::scripts;
+use crate::store::local::LocalStore;
+use crate::store::{RedisStore, StoreError};
 
 /// Whose clock the algorithm reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum TimeSource {
     /// Redis's `TIME`, read inside the script: one clock for every instance, so skewed
     /// instance clocks cannot disagree about the state. The default.
@@ -24,6 +26,16 @@ pub enum TimeSource {
     /// The instance's [`Clock`], sent as a script argument. Skewed instances then read the
     /// shared state at different times; the harness shows what that costs.
     Client,
+}
+
+impl TimeSource {
+    /// `server` or `client`, as traces and reports name it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimeSource::Server => "server",
+            TimeSource::Client => "client",
+        }
+    }
 }
 
 enum Backend {
@@ -113,9 +125,9 @@ impl Limiter {
         self.inner.time_source
     }
 
-    /// The circuit breaker, for metrics and tests.
-    pub fn breaker(&self) -> &CircuitBreaker {
-        &self.inner.breaker
+    /// A snapshot of the circuit breaker's state, for metrics and tests.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.inner.breaker.state()
     }
 
     /// Checks one request of `cost` units (0 = peek: report without consuming) against
@@ -131,7 +143,7 @@ impl Limiter {
         let now = inner.clock.now_ms();
         let redis = match &inner.backend {
             Backend::Local(store) => {
-                let outcome = store.decide(inner.algorithm, &inner.quota, key, now, cost);
+                let outcome = store.apply(inner.algorithm, &inner.quota, key, now, cost);
                 return Ok(inner.store_decision(outcome, now));
             }
             Backend::Redis(redis) => redis,
@@ -141,7 +153,7 @@ impl Limiter {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
         let stem = inner.keys.stem(key);
-        let request = StoreRequest {
+        let request = scripts::Request {
             algorithm: inner.algorithm,
             quota: &inner.quota,
             stem: &stem,
@@ -149,7 +161,7 @@ impl Limiter {
             client_now_ms: now,
             cost,
         };
-        match redis.decide(request).await {
+        match redis.evaluate(request).await {
             Ok((outcome, decided_at_ms)) => {
                 inner.breaker.on_success(permit);
                 Ok(inner.store_decision(outcome, decided_at_ms))
@@ -206,7 +218,7 @@ impl Inner {
                 let o = if cost > budget {
                     Outcome { allowed: false, remaining: 0, retry_after_ms: retry_after_ms.max(1), reset_after_ms: 0 }
                 } else {
-                    self.budget.decide(Algorithm::FixedWindow, &quota, key, now, cost)
+                    self.budget.apply(Algorithm::FixedWindow, &quota, key, now, cost)
                 };
                 Decision {
                     allowed: o.allowed,

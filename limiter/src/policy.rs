@@ -6,6 +6,7 @@ use crate::error::Error;
 /// is open. Whatever it answers carries its [`crate::Source`], so it is never mistaken for
 /// a real decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum FailurePolicy {
     /// Admit everything (ADR-002's choice). Unbounded during an outage: every instance
     /// lets every request through.

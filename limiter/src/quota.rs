@@ -7,7 +7,7 @@ use crate::error::Error;
 
 /// Largest integer every algorithm's arithmetic may reach. Lua 5.1 (inside Redis) has only
 /// doubles, which are exact up to 2^53; keeping every intermediate product below 2^50 leaves
-/// room for the sums the scripts form, so the Rust models and the Lua scripts compute the
+/// room for the sums the scripts form, so the Rust twins and the Lua scripts compute the
 /// very same integers.
 pub(crate) const EXACT_MAX: u64 = 1 << 50;
 
@@ -174,6 +174,7 @@ impl Quota {
 /// The rate-limiting algorithm a limiter runs. Five are correct; two are *subjects*, kept
 /// because real systems ship them and the harness shows where they break.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
 pub enum Algorithm {
     /// One counter per aligned window, `INCRBY` + `PEXPIRE`: at most `limit` per window, up
     /// to twice that across a window boundary.

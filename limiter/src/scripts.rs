@@ -66,6 +66,25 @@ pub const fn key_suffix(algorithm: Algorithm) -> &'static str {
     }
 }
 
+/// One rate-limit request as its script sees it: the one description both the Redis store
+/// and the harness turn into a script call, so they cannot drift apart.
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its quota.
+    pub quota: &'a Quota,
+    /// `prefix:{escaped key}:`, the stem every key of this user key starts with.
+    pub stem: &'a str,
+    /// Client time in ms, or `None` for Redis's `TIME` (server time).
+    pub now_ms: Option<u64>,
+    /// The instance's clock, which the adr002 subject always sends and the naive subject
+    /// computes its window from.
+    pub client_now_ms: u64,
+    /// Cost (0 = peek).
+    pub cost: u64,
+}
+
 /// The KEYS and ARGV a script is called with for one request: what the Redis store sends,
 /// available to anyone who must send exactly the same (the conformance and property suites).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,76 +95,62 @@ pub struct Invocation {
     pub args: Vec<String>,
 }
 
-/// The call for `algorithm` on the keys under `stem` (`prefix:{key}:`), at `now_ms` (None:
-/// the script reads Redis's `TIME`), for `cost`. `client_now_ms` is the instance's clock,
-/// which the adr002 subject always sends. None for the naive subject, which has no script.
-pub fn invocation(
-    algorithm: Algorithm,
-    q: &Quota,
-    stem: &str,
-    now_ms: Option<u64>,
-    client_now_ms: u64,
-    cost: u64,
-) -> Option<Invocation> {
-    let key = format!("{stem}{}", key_suffix(algorithm));
-    let now = now_ms.map_or(String::new(), |n| n.to_string());
-    let (keys, args) = match algorithm {
-        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
-            (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost.to_string()])
-        }
-        Algorithm::SlidingLog => {
-            let seq = format!("{key}:seq");
-            (vec![key, seq], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost.to_string()])
-        }
-        Algorithm::TokenBucket => (
-            vec![key],
-            vec![now, q.limit().to_string(), q.period_ms().to_string(), q.burst().to_string(), cost.to_string()],
-        ),
-        Algorithm::Gcra => {
-            (vec![key], vec![now, q.gcra_interval_us().to_string(), q.burst().to_string(), cost.to_string()])
-        }
-        // The record's argument order: tokensToConsume, capacity, refillRate, now.
-        Algorithm::Adr002 => (
-            vec![key],
-            vec![
-                cost.to_string(),
-                q.burst().to_string(),
-                adr002::refill_rate_per_sec(q).to_string(),
-                client_now_ms.to_string(),
-            ],
-        ),
-        Algorithm::NaiveGetSet => return None,
-    };
-    Some(Invocation { keys, args })
-}
+impl Request<'_> {
+    /// The script call for this request. None for the naive subject, which has no script.
+    pub fn invocation(&self) -> Option<Invocation> {
+        let q = self.quota;
+        let key = format!("{}{}", self.stem, key_suffix(self.algorithm));
+        let now = self.now_ms.map_or(String::new(), |n| n.to_string());
+        let cost = self.cost.to_string();
+        let (keys, args) = match self.algorithm {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+                (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost])
+            }
+            Algorithm::SlidingLog => {
+                let seq = format!("{key}:seq");
+                (vec![key, seq], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost])
+            }
+            Algorithm::TokenBucket => {
+                (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), q.burst().to_string(), cost])
+            }
+            Algorithm::Gcra => (vec![key], vec![now, q.gcra_interval_us().to_string(), q.burst().to_string(), cost]),
+            // The record's argument order: tokensToConsume, capacity, refillRate, now.
+            Algorithm::Adr002 => (
+                vec![key],
+                vec![
+                    cost,
+                    q.burst().to_string(),
+                    adr002::refill_rate_per_sec(q).to_string(),
+                    self.client_now_ms.to_string(),
+                ],
+            ),
+            Algorithm::NaiveGetSet => return None,
+        };
+        Some(Invocation { keys, args })
+    }
 
-/// Reads a script's reply (its integers) into the outcome and the clock reading it decided
-/// by; None when the reply is not what the script returns.
-pub fn read_reply(
-    algorithm: Algorithm,
-    q: &Quota,
-    reply: &[i64],
-    cost: u64,
-    client_now_ms: u64,
-) -> Option<(Outcome, u64)> {
-    match (algorithm, reply) {
-        // The record's script decides by the caller's clock and does not say so.
-        (Algorithm::Adr002, &[allowed @ (0 | 1), tokens]) => {
-            Some((adr002::outcome_from_reply(q, allowed == 1, tokens, cost), client_now_ms))
+    /// Reads the script's reply (its integers) into the outcome and the clock reading it
+    /// decided by; None when the reply is not what the script returns.
+    pub fn read_reply(&self, reply: &[i64]) -> Option<(Outcome, u64)> {
+        match (self.algorithm, reply) {
+            // The record's script decides by the caller's clock and does not say so.
+            (Algorithm::Adr002, &[allowed @ (0 | 1), tokens]) => {
+                Some((adr002::outcome_from_reply(self.quota, allowed == 1, tokens, self.cost), self.client_now_ms))
+            }
+            (Algorithm::Adr002, _) => None,
+            (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
+                if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
+            {
+                let outcome = Outcome {
+                    allowed: allowed == 1,
+                    remaining: remaining as u64,
+                    retry_after_ms: retry as u64,
+                    reset_after_ms: reset as u64,
+                };
+                Some((outcome, now as u64))
+            }
+            _ => None,
         }
-        (Algorithm::Adr002, _) => None,
-        (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
-            if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
-        {
-            let outcome = Outcome {
-                allowed: allowed == 1,
-                remaining: remaining as u64,
-                retry_after_ms: retry as u64,
-                reset_after_ms: reset as u64,
-            };
-            Some((outcome, now as u64))
-        }
-        _ => None,
     }
 }
 

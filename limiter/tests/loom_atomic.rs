@@ -8,7 +8,7 @@ mod loom_support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use limiter::algo::gcra::{self, GcraState};
+use limiter::harness::algo::gcra::{self, GcraState};
 use limiter::store::AtomicLimiter;
 use limiter::Quota;
 use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
@@ -60,7 +60,7 @@ struct LoadDecideStore {
 impl LoadDecideStore {
     fn check(&self, now_ms: u64, cost: u64) -> bool {
         let mut state = Some(GcraState { tat_us: self.tat_us.load(SeqCst) });
-        let outcome = gcra::decide(&self.quota, &mut state, now_ms, cost);
+        let outcome = gcra::step(&self.quota, &mut state, now_ms, cost);
         if let Some(s) = state {
             self.tat_us.store(s.tat_us, SeqCst);
         }

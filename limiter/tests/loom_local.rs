@@ -8,7 +8,7 @@ mod loom_support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use limiter::store::LocalStore;
+use limiter::harness::LocalStore;
 use limiter::{Algorithm, Quota};
 use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use loom::sync::Arc;
@@ -25,7 +25,7 @@ fn local_store_admits_exactly_capacity(algorithm: Algorithm, threads: usize, per
             .map(|_| {
                 let store = store.clone();
                 thread::spawn(move || {
-                    (0..per_thread).filter(|_| store.decide(algorithm, &quota, "k", 1_000, 1).allowed).count() as u64
+                    (0..per_thread).filter(|_| store.apply(algorithm, &quota, "k", 1_000, 1).allowed).count() as u64
                 })
             })
             .collect();
@@ -68,9 +68,9 @@ fn local_store_keys_do_not_share_a_budget() {
         let quota = Quota::per_second(1);
         let a = {
             let store = store.clone();
-            thread::spawn(move || store.decide(Algorithm::TokenBucket, &quota, "a", 0, 1).allowed)
+            thread::spawn(move || store.apply(Algorithm::TokenBucket, &quota, "a", 0, 1).allowed)
         };
-        let b = store.decide(Algorithm::TokenBucket, &quota, "b", 0, 1).allowed;
+        let b = store.apply(Algorithm::TokenBucket, &quota, "b", 0, 1).allowed;
         assert!(a.join().unwrap() && b, "each key has its own budget");
         assert_eq!(store.len(), 2);
     });

@@ -1,6 +1,6 @@
 //! The invariants, as plain functions `check_*(subject, case) -> Result<(), Violation>`.
 //! The same function runs over the real algorithms (which must pass every case) and over
-//! the known-bad models (which it must catch): see [`crate::runner`].
+//! the known-bad state machines (which it must catch): see [`crate::runner`].
 //!
 //! | invariant | what it asserts | holds for |
 //! |---|---|---|
@@ -36,7 +36,7 @@
 //! window's empty key. The naive GET+SET subject is the fixed window at this level: its
 //! flaw is the race between GET and SET, which the loom models and the simulator show.
 
-use limiter::algo::{Outcome, State};
+use limiter::harness::algo::{Outcome, State};
 use limiter::{Algorithm, Quota};
 
 use crate::oracle::{self, gcra_interval_us, ExactBucket, Point};
@@ -157,6 +157,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
                 let t = gcra_interval_us(q);
                 bucket(u128::from(t), 1000, &format!("burst {burst} + d / {t} µs (GCRA's rounded-up interval)"))
             }),
+        other => panic!("no promise is written down for {other}: add it here"),
     }
 }
 
@@ -195,6 +196,7 @@ fn within_rate_meaning(promise: Algorithm) -> &'static str {
         Algorithm::SlidingLog => "at most limit units in any window (t - W, t]",
         Algorithm::FixedWindow | Algorithm::NaiveGetSet => "at most limit units per aligned window",
         Algorithm::SlidingWindow => "at most limit units across any two consecutive aligned windows",
+        other => panic!("no promise is written down for {other}: add it here"),
     }
 }
 
@@ -229,6 +231,7 @@ pub fn check_no_lost_refill(s: &Subject, case: &Case) -> Result<(), Violation> {
                 (est <= limit * u128::from(w))
                     .then(|| format!("the weighted estimate prev {prev}, cur {cur} leaves room for cost {c}"))
             }
+            other => panic!("no promise is written down for {other}: add it here"),
         };
         if st.outcome.allowed {
             if c > 0 {
@@ -251,7 +254,7 @@ pub fn check_no_lost_refill(s: &Subject, case: &Case) -> Result<(), Violation> {
 
 fn probe(s: &Subject, q: &Quota, state: &Option<State>, t: u64, cost: u64) -> Outcome {
     let mut st = state.clone();
-    s.model.decide(q, &mut st, t, cost)
+    s.machine.step(q, &mut st, t, cost)
 }
 
 /// Retry-After: after every denial of a lone client, the same request waiting exactly
@@ -295,7 +298,7 @@ pub fn check_retry_after(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 /// Reset-After: after every request, at `t + reset_after_ms` the state is at rest
-/// (`limiter::algo::is_idle`, and a probe of full capacity decides as on a fresh key), and
+/// (`limiter::harness::algo::is_idle`, and a probe of full capacity decides as on a fresh key), and
 /// 1 ms earlier it is not (the same probe decides differently). Exact to the millisecond.
 pub fn check_reset_after(s: &Subject, case: &Case) -> Result<(), Violation> {
     let q = &case.quota;
@@ -307,7 +310,7 @@ pub fn check_reset_after(s: &Subject, case: &Case) -> Result<(), Violation> {
         let state = &run.after[i];
         let at = t + rs;
         if let Some(x) = state {
-            if !s.model.is_idle(q, x, at) {
+            if !s.machine.is_idle(q, x, at) {
                 return fail(
                     i,
                     format!("reset after {rs} ms, but at t={} the state is not at rest", rel(at, t0(&run.steps))),
@@ -324,7 +327,7 @@ pub fn check_reset_after(s: &Subject, case: &Case) -> Result<(), Violation> {
             );
         }
         if rs >= 1 {
-            let early_idle = state.as_ref().is_none_or(|x| s.model.is_idle(q, x, at - 1));
+            let early_idle = state.as_ref().is_none_or(|x| s.machine.is_idle(q, x, at - 1));
             if early_idle || probe(s, q, state, at - 1, cap) == probe(s, q, &None, at - 1, cap) {
                 return fail(
                     i,
@@ -358,7 +361,8 @@ pub fn check_peek(s: &Subject, case: &Case) -> Result<(), Violation> {
         // A peek that touches an expired key drops it, as Redis does; that changes the
         // representation, not the state, so compare after forgetting expired states.
         let t = st.req.t_ms;
-        let live = |state: Option<limiter::algo::State>| state.filter(|x| !limiter::algo::expired(q, x, t));
+        let live =
+            |state: Option<limiter::harness::algo::State>| state.filter(|x| !limiter::harness::algo::expired(q, x, t));
         if s.promise != Algorithm::SlidingLog && live(run.after[i].clone()) != live(run.before(i)) {
             return fail(i, format!("peek #{i} changed the state: {:?} -> {:?}", run.before(i), run.after[i]));
         }
@@ -403,10 +407,10 @@ pub fn check_cost_split(s: &Subject, case: &Case) -> Result<(), Violation> {
         }
         let before = run.before(i);
         let mut whole = before.clone();
-        let one = s.model.decide(q, &mut whole, t, c);
+        let one = s.machine.step(q, &mut whole, t, c);
         let mut parts = before.clone();
         let pieces = split(c);
-        let decided: Vec<Outcome> = pieces.iter().map(|&p| s.model.decide(q, &mut parts, t, p)).collect();
+        let decided: Vec<Outcome> = pieces.iter().map(|&p| s.machine.step(q, &mut parts, t, p)).collect();
         let all = decided.iter().all(|o| o.allowed);
         if one.allowed != all {
             return fail(

@@ -1,19 +1,19 @@
-//! Property suites over the pure algorithms of `limiter::algo`.
+//! Property suites over the pure algorithms of `limiter::harness::algo`.
 //!
 //! Each invariant is a plain function `check_*(subject, case) -> Result<(), Violation>`
 //! ([`invariants`]). The same function runs in two directions:
 //! - over the five correct algorithms, for `PROPTEST_CASES` random cases (256 by default;
 //!   `cargo xtask props --cases N`), where it must hold ([`runner::holds`]);
-//! - over known-bad models, the two subjects and the small [`mutants`] of the correct
+//! - over known-bad state machines, the two subjects and the small [`mutants`] of the correct
 //!   algorithms, where it must find a violation within a fixed, seeded budget
-//!   ([`runner::catches`]). An invariant no bad model breaks would be checking nothing.
+//!   ([`runner::catches`]). An invariant no bad state machine breaks would be checking nothing.
 //!
 //! A failure prints the quota and the schedule as `(t, cost) -> decision` lines, shrunk by
 //! proptest, with the offending request marked; the seed goes to
 //! `proptest-regressions/<invariant>-<subject>.txt` (committed) and is replayed first.
 //!
 //! # Layout
-//! - [`subject`]: what runs (a [`subject::Model`]) and what it is held to.
+//! - [`subject`]: what runs (a [`subject::StateMachine`]) and what it is held to.
 //! - [`schedule`]: requests, runs, and how they print.
 //! - [`strategy`]: quotas over each algorithm's whole valid range, schedules around the
 //!   quota's time scales.
@@ -25,7 +25,7 @@
 //! - [`runner`]: proptest's `TestRunner`, case counts and readable failures.
 //!
 //! The suites themselves are `tests/suite/`: `invariants.rs` (correct algorithms pass),
-//! `mutants.rs` (bad models are caught), `accuracy.rs`.
+//! `mutants.rs` (bad state machines are caught), `accuracy.rs`.
 
 #![forbid(unsafe_code)]
 
@@ -40,4 +40,4 @@ pub mod subject;
 
 pub use invariants::{Check, Invariant};
 pub use schedule::{Case, Req, Run, Step, Violation};
-pub use subject::{Model, Subject};
+pub use subject::{StateMachine, Subject};

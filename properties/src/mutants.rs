@@ -1,25 +1,25 @@
 //! Deliberately broken copies of the correct algorithms, one injected bug each, so every
-//! invariant is shown to catch something: an invariant no bad model fails is not checking
-//! anything. Each copy follows `limiter::algo::<algorithm>` line for line except at the
+//! invariant is shown to catch something: an invariant no bad state machine fails is not checking
+//! anything. Each copy follows `limiter::harness::algo::<algorithm>` line for line except at the
 //! line marked `BUG:`. They reuse the real state types, so they run through the same
 //! checks unchanged.
 
-use limiter::algo::fixed_window::WindowState;
-use limiter::algo::gcra::GcraState;
-use limiter::algo::sliding_log::LogState;
-use limiter::algo::sliding_window::SlidingState;
-use limiter::algo::token_bucket::BucketState;
-use limiter::algo::{Outcome, State};
+use limiter::harness::algo::fixed_window::WindowState;
+use limiter::harness::algo::gcra::GcraState;
+use limiter::harness::algo::sliding_log::LogState;
+use limiter::harness::algo::sliding_window::SlidingState;
+use limiter::harness::algo::token_bucket::BucketState;
+use limiter::harness::algo::{Outcome, State};
 use limiter::{Algorithm, Quota};
 
-use crate::subject::{Model, Subject};
+use crate::subject::{StateMachine, Subject};
 
 fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
 /// Runs a typed decide on the one variant of [`State`] it owns (another variant counts as
-/// absent, as `limiter::algo::decide` treats it).
+/// absent, as `limiter::harness::algo::decide` treats it).
 fn typed<S>(
     state: &mut Option<State>,
     take: fn(State) -> Option<S>,
@@ -84,8 +84,8 @@ enum FwBug {
 
 struct FixedWindowMutant(FwBug);
 
-impl Model for FixedWindowMutant {
-    fn decide(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+impl StateMachine for FixedWindowMutant {
+    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, window, State::Window, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let window = now_ms / w;
@@ -131,21 +131,21 @@ pub const FIXED_WINDOW_LIMIT_PLUS_ONE: Subject = Subject {
     name: "fixed-window-limit-plus-one",
     base: Algorithm::FixedWindow,
     promise: Algorithm::FixedWindow,
-    model: &FixedWindowMutant(FwBug::LimitPlusOne),
+    machine: &FixedWindowMutant(FwBug::LimitPlusOne),
 };
 /// Fixed window checking room for one unit, whatever the cost.
 pub const FIXED_WINDOW_CHECKS_ONE_UNIT: Subject = Subject {
     name: "fixed-window-checks-one-unit",
     base: Algorithm::FixedWindow,
     promise: Algorithm::FixedWindow,
-    model: &FixedWindowMutant(FwBug::ChecksOneUnit),
+    machine: &FixedWindowMutant(FwBug::ChecksOneUnit),
 };
 /// Fixed window answering Retry-After 1 ms late.
 pub const FIXED_WINDOW_RETRY_LATE: Subject = Subject {
     name: "fixed-window-retry-late",
     base: Algorithm::FixedWindow,
     promise: Algorithm::FixedWindow,
-    model: &FixedWindowMutant(FwBug::RetryLate),
+    machine: &FixedWindowMutant(FwBug::RetryLate),
 };
 
 // ---------------------------------------------------------------- sliding log
@@ -183,8 +183,8 @@ fn log_kth_oldest(log: &LogState, k: u64) -> Option<u64> {
     None
 }
 
-impl Model for SlidingLogMutant {
-    fn decide(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+impl StateMachine for SlidingLogMutant {
+    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, log, State::Log, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let log = state.get_or_insert_with(LogState::default);
@@ -234,21 +234,21 @@ pub const SLIDING_LOG_DROPS_EARLY: Subject = Subject {
     name: "sliding-log-drops-early",
     base: Algorithm::SlidingLog,
     promise: Algorithm::SlidingLog,
-    model: &SlidingLogMutant(LogBug::DropsEarly),
+    machine: &SlidingLogMutant(LogBug::DropsEarly),
 };
 /// Sliding log whose window is 1 ms long.
 pub const SLIDING_LOG_KEEPS_BOUNDARY: Subject = Subject {
     name: "sliding-log-keeps-boundary",
     base: Algorithm::SlidingLog,
     promise: Algorithm::SlidingLog,
-    model: &SlidingLogMutant(LogBug::KeepsBoundary),
+    machine: &SlidingLogMutant(LogBug::KeepsBoundary),
 };
 /// Sliding log recording requests, not units.
 pub const SLIDING_LOG_COUNTS_REQUESTS: Subject = Subject {
     name: "sliding-log-counts-requests",
     base: Algorithm::SlidingLog,
     promise: Algorithm::SlidingLog,
-    model: &SlidingLogMutant(LogBug::CountsRequests),
+    machine: &SlidingLogMutant(LogBug::CountsRequests),
 };
 
 // ---------------------------------------------------------------- token bucket
@@ -271,8 +271,8 @@ enum BucketBug {
 
 struct TokenBucketMutant(BucketBug);
 
-impl Model for TokenBucketMutant {
-    fn decide(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+impl StateMachine for TokenBucketMutant {
+    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, bucket, State::Bucket, |state| {
             // BUG (PeekConsumes): a cost of 0 becomes 1.
             let cost = if self.0 == BucketBug::PeekConsumes { cost.max(1) } else { cost };
@@ -330,35 +330,35 @@ pub const TOKEN_BUCKET_FLOORED_REFILL: Subject = Subject {
     name: "token-bucket-floored-refill",
     base: Algorithm::TokenBucket,
     promise: Algorithm::TokenBucket,
-    model: &TokenBucketMutant(BucketBug::FlooredRefill),
+    machine: &TokenBucketMutant(BucketBug::FlooredRefill),
 };
 /// Token bucket storing `ts = now` even when the clock is behind.
 pub const TOKEN_BUCKET_PING_PONG: Subject = Subject {
     name: "token-bucket-ping-pong",
     base: Algorithm::TokenBucket,
     promise: Algorithm::TokenBucket,
-    model: &TokenBucketMutant(BucketBug::PingPong),
+    machine: &TokenBucketMutant(BucketBug::PingPong),
 };
 /// Token bucket refilling on a step back.
 pub const TOKEN_BUCKET_ABS_DIFF: Subject = Subject {
     name: "token-bucket-abs-diff",
     base: Algorithm::TokenBucket,
     promise: Algorithm::TokenBucket,
-    model: &TokenBucketMutant(BucketBug::AbsDiff),
+    machine: &TokenBucketMutant(BucketBug::AbsDiff),
 };
 /// Token bucket rounding `remaining` up.
 pub const TOKEN_BUCKET_REMAINING_CEIL: Subject = Subject {
     name: "token-bucket-remaining-ceil",
     base: Algorithm::TokenBucket,
     promise: Algorithm::TokenBucket,
-    model: &TokenBucketMutant(BucketBug::RemainingCeil),
+    machine: &TokenBucketMutant(BucketBug::RemainingCeil),
 };
 /// Token bucket whose peek consumes a token.
 pub const TOKEN_BUCKET_PEEK_CONSUMES: Subject = Subject {
     name: "token-bucket-peek-consumes",
     base: Algorithm::TokenBucket,
     promise: Algorithm::TokenBucket,
-    model: &TokenBucketMutant(BucketBug::PeekConsumes),
+    machine: &TokenBucketMutant(BucketBug::PeekConsumes),
 };
 
 // ---------------------------------------------------------------- GCRA
@@ -375,8 +375,8 @@ enum GcraBug {
 
 struct GcraMutant(GcraBug);
 
-impl Model for GcraMutant {
-    fn decide(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+impl StateMachine for GcraMutant {
+    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, gcra, State::Gcra, |state| {
             let now_us = now_ms * 1000;
             let t = match self.0 {
@@ -419,29 +419,29 @@ pub const GCRA_RETRY_FLOORED: Subject = Subject {
     name: "gcra-retry-floored",
     base: Algorithm::Gcra,
     promise: Algorithm::Gcra,
-    model: &GcraMutant(GcraBug::RetryFloored),
+    machine: &GcraMutant(GcraBug::RetryFloored),
 };
 /// GCRA with its emission interval floored.
 pub const GCRA_INTERVAL_FLOORED: Subject = Subject {
     name: "gcra-interval-floored",
     base: Algorithm::Gcra,
     promise: Algorithm::Gcra,
-    model: &GcraMutant(GcraBug::IntervalFloored),
+    machine: &GcraMutant(GcraBug::IntervalFloored),
 };
 /// GCRA reporting Reset-After from the old TAT.
 pub const GCRA_RESET_BEFORE_CONSUMING: Subject = Subject {
     name: "gcra-reset-before-consuming",
     base: Algorithm::Gcra,
     promise: Algorithm::Gcra,
-    model: &GcraMutant(GcraBug::ResetBeforeConsuming),
+    machine: &GcraMutant(GcraBug::ResetBeforeConsuming),
 };
 
 // ---------------------------------------------------------------- sliding-window counter
 
 struct SlidingWindowFlooredWeight;
 
-impl Model for SlidingWindowFlooredWeight {
-    fn decide(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+impl StateMachine for SlidingWindowFlooredWeight {
+    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, sliding, State::Sliding, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let window = now_ms / w;
@@ -498,7 +498,7 @@ pub const SLIDING_WINDOW_FLOORED_WEIGHT: Subject = Subject {
     name: "sliding-window-floored-weight",
     base: Algorithm::SlidingWindow,
     promise: Algorithm::SlidingWindow,
-    model: &SlidingWindowFlooredWeight,
+    machine: &SlidingWindowFlooredWeight,
 };
 
 /// Every mutant.

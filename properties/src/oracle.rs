@@ -1,4 +1,4 @@
-//! Exact references, written independently of `limiter::algo` and from the promises alone:
+//! Exact references, written independently of `limiter::harness::algo` and from the promises alone:
 //! window sums over an admission history, the sliding-window counter's estimate, an exact
 //! token bucket, and the schedules a client "within the rate" may send.
 
@@ -253,6 +253,7 @@ pub fn within_rate(promise: Algorithm, q: &Quota, reqs: &[Req]) -> Vec<Req> {
                     }
                     t = (k + 1) * w;
                 },
+                other => panic!("no promise is written down for {other}: add it here"),
             }
             kept.push((out.len(), t, r.cost));
         }

@@ -1,5 +1,5 @@
 //! Running an invariant with proptest's `TestRunner`: over a correct algorithm it must hold
-//! for every case ([`holds`]); over a known-bad model it must be broken within a fixed
+//! for every case ([`holds`]); over a known-bad state machine it must be broken within a fixed
 //! budget of cases ([`catches`]). Both print one line saying how many cases ran, and a
 //! failure prints the shrunk schedule as `(t, cost) -> decision` lines.
 
@@ -12,7 +12,7 @@ use crate::schedule::Violation;
 use crate::strategy;
 use crate::subject::Subject;
 
-/// Cases a known-bad model gets before its invariant is declared toothless. The search is
+/// Cases a known-bad state machine gets before its invariant is declared toothless. The search is
 /// seeded, so whether (and when) a mutant is caught is the same on every run.
 pub const CATCH_BUDGET: u32 = 3_000;
 /// The seed of that search.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use limiter::algo::{Outcome, State};
+use limiter::harness::algo::{Outcome, State};
 use limiter::{Algorithm, Quota};
 
 use crate::subject::Subject;
@@ -39,7 +39,7 @@ impl fmt::Debug for Case {
     }
 }
 
-/// A request and what the model answered.
+/// A request and what the state machine answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Step {
     /// The request.
@@ -48,7 +48,7 @@ pub struct Step {
     pub outcome: Outcome,
 }
 
-/// A schedule run through a model: each step and the state right after it.
+/// A schedule run through a state machine: each step and the state right after it.
 #[derive(Debug, Clone)]
 pub struct Run {
     /// Requests and decisions, in order.
@@ -64,7 +64,7 @@ impl Run {
         let mut steps = Vec::with_capacity(reqs.len());
         let mut after = Vec::with_capacity(reqs.len());
         for &req in reqs {
-            let outcome = subject.model.decide(quota, &mut state, req.t_ms, req.cost);
+            let outcome = subject.machine.step(quota, &mut state, req.t_ms, req.cost);
             steps.push(Step { req, outcome });
             after.push(state.clone());
         }
@@ -205,7 +205,7 @@ pub fn step_text(step: &Step, t0: u64) -> String {
 }
 
 /// The schedule with every clock reading replaced by the largest reading so far: what the
-/// model would have seen had the clock stood still instead of stepping back.
+/// state machine would have seen had the clock stood still instead of stepping back.
 pub fn clamped(reqs: &[Req]) -> Vec<Req> {
     let mut max = 0;
     reqs.iter()

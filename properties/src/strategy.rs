@@ -92,6 +92,7 @@ fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) ->
             limit = limit.min(EXACT_MAX);
             burst = burst.min(EXACT_MAX);
         }
+        other => panic!("no promise is written down for {other}: add it here"),
     }
     Quota::new(limit, period).with_burst(burst)
 }

@@ -1,16 +1,16 @@
-//! What the invariants run: a [`Model`] (the real algorithms of `limiter::algo`, a subject,
+//! What the invariants run: a [`StateMachine`] (the real algorithms of `limiter::harness::algo`, a subject,
 //! or a deliberately broken copy) together with the promise it is held to.
 
 use std::fmt;
 
-use limiter::algo::{self, Outcome, State};
+use limiter::harness::algo::{self, Outcome, State};
 use limiter::{Algorithm, Quota};
 
-/// Anything that decides like one of `limiter::algo`'s pure models: same state type, same
+/// Anything that decides like one of `limiter::harness::algo`'s pure twins: same state type, same
 /// signature, time as an argument.
-pub trait Model: Sync {
+pub trait StateMachine: Sync {
     /// Decides one request of `cost` at `now_ms`, updating `state` (None = no state yet).
-    fn decide(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome;
+    fn step(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome;
 
     /// Whether `state` is at rest at `now_ms` (dropping it changes no later decision).
     fn is_idle(&self, quota: &Quota, state: &State, now_ms: u64) -> bool {
@@ -18,13 +18,13 @@ pub trait Model: Sync {
     }
 }
 
-impl Model for Algorithm {
-    fn decide(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
-        algo::decide(*self, quota, state, now_ms, cost)
+impl StateMachine for Algorithm {
+    fn step(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+        algo::step(*self, quota, state, now_ms, cost)
     }
 }
 
-/// A model under test and what it is held to.
+/// A state machine under test and what it is held to.
 #[derive(Clone, Copy)]
 pub struct Subject {
     /// Short name, used in output and in regression file names.
@@ -36,31 +36,25 @@ pub struct Subject {
     /// can be held to the sliding log's promise to show that it breaks it).
     pub promise: Algorithm,
     /// The decisions.
-    pub model: &'static dyn Model,
+    pub machine: &'static dyn StateMachine,
 }
 
 impl Subject {
-    /// One of the real algorithms (or subjects) of `limiter::algo`, held to its own promise.
+    /// One of the real algorithms (or subjects) of `limiter::harness::algo`, held to its own promise.
     /// The adr002 subject is held to the token bucket's promise, which it claims to keep.
     pub fn real(algorithm: Algorithm) -> Subject {
-        let model: &'static dyn Model = match algorithm {
-            Algorithm::FixedWindow => &Algorithm::FixedWindow,
-            Algorithm::SlidingWindow => &Algorithm::SlidingWindow,
-            Algorithm::SlidingLog => &Algorithm::SlidingLog,
-            Algorithm::TokenBucket => &Algorithm::TokenBucket,
-            Algorithm::Gcra => &Algorithm::Gcra,
-            Algorithm::Adr002 => &Algorithm::Adr002,
-            Algorithm::NaiveGetSet => &Algorithm::NaiveGetSet,
-        };
+        static ALL: [Algorithm; Algorithm::ALL.len()] = Algorithm::ALL;
+        let machine: &'static dyn StateMachine =
+            ALL.iter().find(|a| **a == algorithm).expect("every algorithm is in Algorithm::ALL");
         let promise = match algorithm {
             Algorithm::Adr002 => Algorithm::TokenBucket,
             Algorithm::NaiveGetSet => Algorithm::FixedWindow,
             other => other,
         };
-        Subject { name: algorithm.name(), base: algorithm, promise, model }
+        Subject { name: algorithm.name(), base: algorithm, promise, machine }
     }
 
-    /// The same model held to another algorithm's promise.
+    /// The same state machine held to another algorithm's promise.
     pub fn held_to(self, promise: Algorithm) -> Subject {
         Subject { promise, ..self }
     }

@@ -1,4 +1,4 @@
-//! Invariants across the stack, not just the pure models:
+//! Invariants across the stack, not just the pure twins:
 //! - every algorithm's Lua script, run by the Redis model, decides exactly as its Rust model
 //!   for any generated sequence (the model's clock *is* the generated clock, so even key
 //!   expiry is exact), and a mutated script is caught;
@@ -12,8 +12,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use limiter::algo::{self, State};
-use limiter::{scripts, Algorithm, FailurePolicy, Quota};
+use limiter::harness::algo::{self, State};
+use limiter::harness::scripts;
+use limiter::{Algorithm, FailurePolicy, Quota};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sim::faults::{format_schedule, normalize, Fault, FaultKind};
@@ -79,7 +80,7 @@ fn ints(reply: &Reply) -> Option<Vec<i64>> {
     }
 }
 
-/// Runs `seq` through `source` on a fresh model and through the Rust model; the first
+/// Runs `seq` through `source` on a fresh model and through the Rust twin; the first
 /// difference comes back as a readable schedule.
 fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
     let clock = ManualClock::from_millis(BASE_MS);
@@ -92,14 +93,22 @@ fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
         let t = now as u64;
         clock.set_micros(t * 1000);
         let stem = format!("ratelimiter:{{k{key}}}:");
-        let call = scripts::invocation(seq.algorithm, &seq.quota, &stem, Some(t), t, cost).ok_or("no script")?;
+        let request = scripts::Request {
+            algorithm: seq.algorithm,
+            quota: &seq.quota,
+            stem: &stem,
+            now_ms: Some(t),
+            client_now_ms: t,
+            cost,
+        };
+        let call = request.invocation().ok_or("no script")?;
         let mut argv: Vec<Vec<u8>> =
             vec![b"EVAL".to_vec(), source.as_bytes().to_vec(), call.keys.len().to_string().into_bytes()];
         argv.extend(call.keys.iter().chain(&call.args).map(|a| a.as_bytes().to_vec()));
         let argv: Vec<&[u8]> = argv.iter().map(Vec::as_slice).collect();
         let reply = model.call(&argv);
-        let expected = algo::decide(seq.algorithm, &seq.quota, states.entry(key).or_default(), t, cost);
-        let got = ints(&reply).and_then(|r| scripts::read_reply(seq.algorithm, &seq.quota, &r, cost, t));
+        let expected = algo::step(seq.algorithm, &seq.quota, states.entry(key).or_default(), t, cost);
+        let got = ints(&reply).and_then(|r| request.read_reply(&r));
         let _ = writeln!(shown, "  t={:+} ms key {key} cost {cost}: model {expected:?}", now - BASE_MS as i64);
         if got != Some((expected, t)) {
             let _ = writeln!(shown, "  ^ request #{i}: the script on the Redis model answered {reply:?}");

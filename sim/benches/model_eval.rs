@@ -12,7 +12,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use limiter::scripts;
+use limiter::harness::scripts;
 use limiter::Algorithm;
 use sim::model::{ManualClock, ModelHandle};
 

@@ -15,7 +15,8 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use limiter::{scripts, Algorithm};
+use limiter::harness::scripts;
+use limiter::Algorithm;
 use sim::run::run_many;
 use sim::scenario::{self, RunSpec};
 use sim::workload::{Spread, Workload};

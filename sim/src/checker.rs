@@ -217,6 +217,7 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
                 );
             }
         }
+        other => panic!("no promise is checked for the {} failure policy: add it here", other.name()),
     }
     PolicyCheck { check: Check { verdict, detail }, admitted_while_cut_off: admitted }
 }

@@ -178,7 +178,7 @@ async fn instance(
         .clock(Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)))
         .time_source(spec.time_source)
         .failure_policy(spec.policy)
-        .breaker(BreakerConfig { failure_threshold: 3, open_ms: 250 })
+        .breaker(BreakerConfig::new(3, 250))
         .build()?;
     // After a restart, pick up where the load is now.
     let start_ms = time.elapsed_ms();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use limiter::algo::{self, State};
+use limiter::harness::algo::{self, State};
 use limiter::{Algorithm, Quota};
 
 use crate::simclock::EPOCH_MS;
@@ -40,7 +40,7 @@ pub fn judge(algorithm: Algorithm, quota: &Quota, records: &[Record]) -> (Vec<bo
     let mut verdicts = Vec::with_capacity(records.len());
     for r in records {
         let state = states.entry(r.key).or_default();
-        let ok = algo::decide(exact, quota, state, EPOCH_MS + r.at_ms, r.cost).allowed;
+        let ok = algo::step(exact, quota, state, EPOCH_MS + r.at_ms, r.cost).allowed;
         verdicts.push(ok);
         acc.oracle_admitted += ok as u64;
         match (r.allowed, ok) {

@@ -78,13 +78,6 @@ pub fn replay_command(spec: &RunSpec) -> String {
     cmd
 }
 
-fn time_source_name(t: TimeSource) -> &'static str {
-    match t {
-        TimeSource::Server => "server",
-        TimeSource::Client => "client",
-    }
-}
-
 /// Judges one run: oracle agreement, the algorithm's bound, the policy's promise, recovery.
 pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     let q = spec.quota;
@@ -108,6 +101,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
             Source::FailOpen => sources.fail_open += 1,
             Source::FailClosed => sources.fail_closed += 1,
             Source::LocalBudget => sources.local_budget += 1,
+            other => panic!("the results schema has no count for decisions of source {other:?}"),
         }
     }
     let buckets = (spec.duration_ms / BUCKET_MS + 1) as usize;
@@ -132,7 +126,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         algorithm: spec.algorithm.name().to_owned(),
         subject: spec.algorithm.is_subject(),
         policy: spec.policy.name().to_owned(),
-        time_source: time_source_name(spec.effective_time_source()).to_owned(),
+        time_source: spec.effective_time_source().name().to_owned(),
         seed: spec.seed,
         instances: spec.instances,
         limit: q.limit(),

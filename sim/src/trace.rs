@@ -69,7 +69,8 @@ impl Record {
             if d.source == Source::Store {
                 r.at_ms = match time_source {
                     TimeSource::Server => d.decided_at_ms.saturating_sub(run_epoch_ms),
-                    TimeSource::Client => t_ms,
+                    // Client time: the script decided by the request's own timestamp.
+                    _ => t_ms,
                 };
             }
         }

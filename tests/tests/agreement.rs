@@ -1,5 +1,5 @@
-//! The Rust model and the Lua script on a real `redis-server` give identical decisions for
-//! every algorithm over long generated request sequences, in client-time mode (the model
+//! The Rust twin and the Lua script on a real `redis-server` give identical decisions for
+//! every algorithm over long generated request sequences, in client-time mode (the twin
 //! reads the same clock the script receives).
 //!
 //! Redis expires keys by its own clock while the sequences run on a generated one. Each key's
@@ -77,7 +77,7 @@ async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed
         .key_prefix(&prefix)
         .build()
         .expect("valid limiter");
-    let model = Limiter::builder(algorithm, q).local().clock(Arc::new(clock.clone())).build().expect("valid limiter");
+    let twin = Limiter::builder(algorithm, q).local().clock(Arc::new(clock.clone())).build().expect("valid limiter");
 
     let started = Instant::now();
     let mut now = BASE_MS as i64;
@@ -95,7 +95,7 @@ async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed
         high = high.max(now);
         clock.set(now as u64);
         let key = format!("user-{key}");
-        let expected: Decision = model.check(&key, cost).await.expect("model decides");
+        let expected: Decision = twin.check(&key, cost).await.expect("twin decides");
         let got: Decision = redis.check(&key, cost).await.expect("redis decides");
         assert_eq!(
             got,
@@ -108,7 +108,7 @@ async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn model_and_lua_on_real_redis_agree_for_every_algorithm() {
+async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
     let server = RedisServer::start().expect("redis-server starts");
     let mut total = 0;
     let mut seed = 1;

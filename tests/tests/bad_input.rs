@@ -37,7 +37,7 @@ fn invalid_policies_breakers_and_key_settings_are_refused() {
     let b = || Limiter::builder(Algorithm::Gcra, Quota::per_second(5));
     let e = b().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1000 }).build().unwrap_err();
     assert!(e.to_string().contains("local_budget.limit"), "{e}");
-    let e = b().breaker(BreakerConfig { failure_threshold: 0, open_ms: 10 }).build().unwrap_err();
+    let e = b().breaker(BreakerConfig::new(0, 10)).build().unwrap_err();
     assert!(e.to_string().contains("failure_threshold"), "{e}");
     let e = b().key_prefix("a{b").build().unwrap_err();
     assert!(e.to_string().contains("key_prefix"), "{e}");

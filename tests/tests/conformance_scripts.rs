@@ -44,7 +44,7 @@ use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use limiter::scripts::{self, LuaScript};
+use limiter::harness::scripts::{self, LuaScript};
 use limiter::{Algorithm, Quota};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -304,7 +304,7 @@ fn huge_quota(rng: &mut SmallRng, algorithm: Algorithm) -> Quota {
             let burst = (EXACT_MAX / interval).max(1);
             Quota::new(limit, period).with_burst(near(rng, burst).max(1))
         }
-        Algorithm::Adr002 | Algorithm::NaiveGetSet => {
+        _ => {
             let limit = *pick(rng, &[EXACT_MAX, 1, 3, pow(30)]);
             let period = *pick(rng, &[1, 3, 1_000, EXACT_MAX]);
             let burst = *pick(rng, &[EXACT_MAX, EXACT_MAX - 1, 1, pow(20)]);
@@ -421,13 +421,20 @@ impl Call {
         format!("{}{}", self.stem, scripts::key_suffix(self.algorithm))
     }
 
-    /// KEYS and ARGV exactly as the Redis store sends them (`scripts::invocation`); with
+    /// KEYS and ARGV exactly as the Redis store sends them (`scripts::Request::invocation`); with
     /// `server_time` the scripts read Redis's TIME (`now` = ""), and ADR-002's script, which has
     /// no such mode, gets an empty `now` too.
     fn keys_and_args(&self, server_time: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let now = (!server_time).then_some(self.now_ms as u64);
-        let inv = scripts::invocation(self.algorithm, &self.quota, &self.stem, now, self.now_ms as u64, self.cost)
-            .expect("every algorithm here has a script");
+        let request = scripts::Request {
+            algorithm: self.algorithm,
+            quota: &self.quota,
+            stem: &self.stem,
+            now_ms: now,
+            client_now_ms: self.now_ms as u64,
+            cost: self.cost,
+        };
+        let inv = request.invocation().expect("every algorithm here has a script");
         let mut args: Vec<Vec<u8>> = inv.args.into_iter().map(String::into_bytes).collect();
         if server_time && self.algorithm == Algorithm::Adr002 {
             if let Some(now) = args.last_mut() {
@@ -524,7 +531,7 @@ impl Call {
                     }
                 }
             }
-            Algorithm::TokenBucket | Algorithm::Adr002 | Algorithm::NaiveGetSet => {
+            _ => {
                 let (f1, f2) =
                     if self.algorithm == Algorithm::TokenBucket { ("u", "t") } else { ("tokens", "lastRefillTime") };
                 let cap = (self.quota.burst() as i64).saturating_mul(if f1 == "u" { period } else { 1 });

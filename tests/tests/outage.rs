@@ -20,7 +20,7 @@ fn limiter(server: &RedisServer, policy: FailurePolicy) -> Limiter {
                 .expect("timeout"),
         )
         .failure_policy(policy)
-        .breaker(BreakerConfig { failure_threshold: 2, open_ms: OPEN_MS })
+        .breaker(BreakerConfig::new(2, OPEN_MS))
         .build()
         .expect("valid")
 }
@@ -32,7 +32,7 @@ async fn wait_for_store(l: &Limiter) {
         if d.source == Source::Store {
             return;
         }
-        assert!(Instant::now() < deadline, "never recovered: {d:?}, breaker {:?}", l.breaker().state());
+        assert!(Instant::now() < deadline, "never recovered: {d:?}, breaker {:?}", l.breaker_state());
         tokio::time::sleep(Duration::from_millis(OPEN_MS / 3)).await;
     }
 }
@@ -67,7 +67,7 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
 
     // Two failures opened every breaker: the next call does not even try Redis.
     for l in [&open, &closed, &budget] {
-        assert!(matches!(l.breaker().state(), BreakerState::Open { .. }), "{:?}", l.breaker().state());
+        assert!(matches!(l.breaker_state(), BreakerState::Open { .. }), "{:?}", l.breaker_state());
         let d = l.check("k", 1).await.expect("decides");
         assert_eq!(d.degraded, Some(Degraded::BreakerOpen));
     }
@@ -75,7 +75,7 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
     server.restart().expect("restart on the same port");
     for l in [&open, &closed, &budget] {
         wait_for_store(l).await;
-        assert_eq!(l.breaker().state(), BreakerState::Closed { failures: 0 });
+        assert_eq!(l.breaker_state(), BreakerState::Closed { failures: 0 });
     }
 }
 

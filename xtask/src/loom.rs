@@ -27,10 +27,23 @@ pub fn run(args: &[String]) -> Result<()> {
     let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
     let target = root().join("target").join("loom");
     let mut cmd = cargo();
-    cmd.args(["test", "-p", "limiter", "--release", "--test", "loom_*", "--", "--nocapture", "--test-threads", "1"])
-        .env("RUSTFLAGS", &rustflags)
-        .env("LOOM_MAX_PREEMPTIONS", &preemptions)
-        .env("CARGO_TARGET_DIR", &target);
+    cmd.args([
+        "test",
+        "-p",
+        "limiter",
+        "--features",
+        "harness",
+        "--release",
+        "--test",
+        "loom_*",
+        "--",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env("RUSTFLAGS", &rustflags)
+    .env("LOOM_MAX_PREEMPTIONS", &preemptions)
+    .env("CARGO_TARGET_DIR", &target);
     println!(
         "$ RUSTFLAGS={rustflags:?} LOOM_MAX_PREEMPTIONS={preemptions} CARGO_TARGET_DIR={} {cmd:?}",
         target.display()

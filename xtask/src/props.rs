@@ -81,7 +81,7 @@ fn print_summary(cases: u32, suites: &[String], results: &[String]) {
     }
     let caught = suites.iter().filter(|s| s.contains(" catches ") || s.contains(" finds ")).count();
     let held: usize = rows.values().map(BTreeMap::len).sum();
-    println!("\nproperties: {held} suites held at {cases} cases each; {caught} known-bad models caught");
+    println!("\nproperties: {held} suites held at {cases} cases each; {caught} known-bad state machines caught");
     print!("  {:<16}", "invariant");
     for a in ALGORITHMS {
         print!(" {a:>14}");

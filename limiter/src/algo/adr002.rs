@@ -1,5 +1,5 @@
 //! Subject: ADR-002's token bucket, modelled operation for operation (Lua numbers are
-//! doubles, so this model computes in `f64` in the script's order and gets the same bits).
+//! doubles, so this twin computes in `f64` in the script's order and gets the same bits).
 //!
 //! What is wrong with it, on purpose kept:
 //! - `math.floor` of the refill, then `lastRefillTime = now` on *every* call: the fraction
@@ -64,7 +64,7 @@ pub fn outcome_from_reply(q: &Quota, allowed: bool, tokens: i64, cost: u64) -> O
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> Outcome {
     let (allowed, tokens) = script(q, state, now_ms, cost);
     outcome_from_reply(q, allowed, tokens, cost)
 }

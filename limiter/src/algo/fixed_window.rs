@@ -19,7 +19,7 @@ pub struct WindowState {
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let window = now_ms / w;
     let to_end = w - now_ms % w;

@@ -19,12 +19,12 @@ pub struct GcraState {
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<GcraState>, now_ms: u64, cost: u64) -> Outcome {
-    decide_us(q, state, now_ms * 1000, cost)
+pub fn step(q: &Quota, state: &mut Option<GcraState>, now_ms: u64, cost: u64) -> Outcome {
+    step_us(q, state, now_ms * 1000, cost)
 }
 
 /// [`decide`] with time in microseconds (what Redis's `TIME` gives in server-time mode).
-pub fn decide_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, cost: u64) -> Outcome {
+pub fn step_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, cost: u64) -> Outcome {
     let t = q.gcra_interval_us();
     let tau = q.burst() * t;
     let tat = state.map_or(now_us, |s| s.tat_us.max(now_us));

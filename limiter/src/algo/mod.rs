@@ -1,6 +1,6 @@
 //! The algorithms as pure functions: `decide(quota, &mut state, now, cost) -> Outcome`.
 //!
-//! No I/O, no clock, no async: time is an argument. Each model keeps exactly the state its
+//! No I/O, no clock, no async: time is an argument. Each twin keeps exactly the state its
 //! Lua script keeps in Redis and does the same integer arithmetic, so the in-process store
 //! and Redis give identical decisions for the same requests at the same (client) times.
 //! That equivalence is tested against real Redis for every algorithm.
@@ -30,6 +30,18 @@ pub struct Outcome {
     pub reset_after_ms: u64,
 }
 
+impl From<crate::Decision> for Outcome {
+    /// The algorithm's part of a decision, for comparing a limiter with its twin.
+    fn from(d: crate::Decision) -> Self {
+        Outcome {
+            allowed: d.allowed,
+            remaining: d.remaining,
+            retry_after_ms: d.retry_after_ms,
+            reset_after_ms: d.reset_after_ms,
+        }
+    }
+}
+
 /// One key's state under any algorithm.
 #[derive(Debug, Clone, PartialEq)]
 pub enum State {
@@ -49,18 +61,18 @@ pub enum State {
 
 /// Runs `algorithm` on `state` (None = no state yet). `cost` must not exceed the quota's
 /// capacity for the algorithm; the limiter checks that before calling.
-pub fn decide(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
     // Each arm extracts the state of its own type; a state of another type (an algorithm
     // change for a live key) is treated as absent, as the script would see different keys.
     macro_rules! run {
         ($variant:ident, $module:ident) => {{
-            // Redis drops an expired key when it is next touched; the model forgets the state
+            // Redis drops an expired key when it is next touched; the twin forgets the state
             // at the same moment, so a clock that then steps back sees what Redis sees.
             let mut own = match state.take() {
                 Some(State::$variant(s)) if !$module::expired(quota, &s, now_ms) => Some(s),
                 _ => None,
             };
-            let outcome = $module::decide(quota, &mut own, now_ms, cost);
+            let outcome = $module::step(quota, &mut own, now_ms, cost);
             *state = own.map(State::$variant);
             outcome
         }};
@@ -90,7 +102,7 @@ pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
 
 /// Whether Redis has dropped `state`'s keys when they are touched at `now_ms` (each key's
 /// TTL ends when its state is at rest; Redis expires strictly after the deadline). The
-/// models forget such a state the same way, so a clock that steps back sees what Redis sees.
+/// twins forget such a state the same way, so a clock that steps back sees what Redis sees.
 pub fn expired(quota: &Quota, state: &State, now_ms: u64) -> bool {
     match state {
         State::Window(s) => fixed_window::expired(quota, s, now_ms),

@@ -47,7 +47,7 @@ impl LogState {
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let log = state.get_or_insert_with(LogState::default);
     log.expire(now_ms, w);

@@ -23,7 +23,7 @@ pub struct SlidingState {
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let window = now_ms / w;
     let e = now_ms % w;

@@ -24,7 +24,7 @@ pub struct BucketState {
 }
 
 /// See the module docs.
-pub fn decide(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) -> Outcome {
+pub fn step(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;
     let need = cost * period;

@@ -5,13 +5,13 @@
 //!
 //! Each attempt runs the very same pure [`crate::algo::gcra::decide`] on the value it read
 //! and publishes the new TAT only if nobody changed it meanwhile; otherwise it decides
-//! again on the fresh value. So its decisions are the GCRA model's, in the order the
+//! again on the fresh value. So its decisions are the GCRA twin's, in the order the
 //! successful swaps happened, and concurrent callers can never over-admit (checked by the
 //! loom model in `limiter/tests/loom_atomic.rs`, where a load-then-store variant is caught
 //! over-admitting).
 
 use crate::algo::gcra::{self, GcraState};
-use crate::algo::Outcome;
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::quota::{Algorithm, Quota};
 use crate::sync::{AtomicU64, Ordering};
@@ -50,7 +50,7 @@ impl AtomicLimiter {
 
     /// Decides one request of `cost` units (0 = peek) at `now_ms`. Refuses a cost above the
     /// burst, which could never be admitted.
-    pub fn check(&self, now_ms: u64, cost: u64) -> Result<Outcome, Error> {
+    pub fn check(&self, now_ms: u64, cost: u64) -> Result<Decision, Error> {
         let capacity = self.quota.burst();
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
@@ -58,19 +58,23 @@ impl AtomicLimiter {
         let mut current = self.tat_us.load(Ordering::Acquire);
         loop {
             // 0 stands for "no state". A TAT whose key Redis would have expired by now is
-            // forgotten, as the model and Redis forget it, so a clock that then steps back
+            // forgotten, as the twin and Redis forget it, so a clock that then steps back
             // decides the same here as everywhere else.
             let read = GcraState { tat_us: current };
             let mut state = (current != 0 && !gcra::expired(&self.quota, &read, now_ms)).then_some(read);
-            let outcome = gcra::decide(&self.quota, &mut state, now_ms, cost);
+            let outcome = gcra::step(&self.quota, &mut state, now_ms, cost);
             let next = state.map_or(0, |s| s.tat_us);
+            let decision = || {
+                let o = outcome;
+                Decision::store(o.allowed, capacity, o.remaining, o.retry_after_ms, o.reset_after_ms, now_ms)
+            };
             if !outcome.allowed || next == current {
                 // Nothing to write: a denial or a peek decided on a value that was current
                 // when read, which is as good as deciding at that instant.
-                return Ok(outcome);
+                return Ok(decision());
             }
             match self.tat_us.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(outcome),
+                Ok(_) => return Ok(decision()),
                 Err(actual) => current = actual,
             }
         }
@@ -80,15 +84,17 @@ impl AtomicLimiter {
 #[cfg(all(test, not(limiter_loom)))]
 mod tests {
     use super::*;
+    use crate::algo::Outcome;
 
     #[test]
-    fn decides_exactly_like_the_gcra_model() {
+    fn decides_exactly_like_the_gcra_twin() {
         let q = Quota::new(3, 1_000).with_burst(2);
         let limiter = AtomicLimiter::new(q).unwrap();
-        let mut model = None;
+        let mut twin = None;
         for (t, cost) in [(0, 1), (0, 1), (0, 1), (100, 0), (334, 1), (400, 2), (1_000, 2), (5_000, 2), (4_000, 1)] {
-            let want = crate::algo::decide(Algorithm::Gcra, &q, &mut model, t, cost);
-            assert_eq!(limiter.check(t, cost).unwrap(), want, "at t={t} cost={cost}");
+            let want = crate::algo::step(Algorithm::Gcra, &q, &mut twin, t, cost);
+            let got = Outcome::from(limiter.check(t, cost).unwrap());
+            assert_eq!(got, want, "at t={t} cost={cost}");
         }
     }
 

@@ -7,7 +7,7 @@ use crate::quota::{Algorithm, Quota};
 use crate::sync::{lock, Mutex};
 
 /// Default bound on the number of keys kept in process.
-pub const DEFAULT_MAX_KEYS: usize = 100_000;
+pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 
 /// Key states in a map behind a mutex. The lock is held only for one pure `decide`, no
 /// I/O, so a `std` mutex is right (as mini-redis argues for its `Db`).
@@ -35,10 +35,10 @@ impl LocalStore {
     }
 
     /// Decides one request.
-    pub fn decide(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
+    pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
         let mut states = lock(&self.states);
         let mut state = states.remove(key);
-        let outcome = algo::decide(algorithm, quota, &mut state, now_ms, cost);
+        let outcome = algo::step(algorithm, quota, &mut state, now_ms, cost);
         if let Some(state) = state {
             if states.len() >= self.max_keys {
                 states.retain(|_, s| !algo::is_idle(quota, s, now_ms));
@@ -71,7 +71,7 @@ mod tests {
         let store = LocalStore::new(10);
         let q = Quota::per_second(5);
         for i in 0..1000 {
-            store.decide(Algorithm::TokenBucket, &q, &format!("k{i}"), 0, 1);
+            store.apply(Algorithm::TokenBucket, &q, &format!("k{i}"), 0, 1);
         }
         assert!(store.len() <= 10, "{}", store.len());
     }
@@ -80,10 +80,10 @@ mod tests {
     fn idle_keys_are_dropped_before_live_ones() {
         let store = LocalStore::new(2);
         let q = Quota::per_second(1);
-        store.decide(Algorithm::FixedWindow, &q, "old", 0, 1);
-        store.decide(Algorithm::FixedWindow, &q, "live", 5_000, 1);
-        store.decide(Algorithm::FixedWindow, &q, "new", 5_001, 1);
+        store.apply(Algorithm::FixedWindow, &q, "old", 0, 1);
+        store.apply(Algorithm::FixedWindow, &q, "live", 5_000, 1);
+        store.apply(Algorithm::FixedWindow, &q, "new", 5_001, 1);
         // "old" was idle (its window ended) and went; "live" still blocks its window.
-        assert!(!store.decide(Algorithm::FixedWindow, &q, "live", 5_002, 1).allowed);
+        assert!(!store.apply(Algorithm::FixedWindow, &q, "live", 5_002, 1).allowed);
     }
 }

@@ -1,22 +1,23 @@
-//! Where key state lives: in this process ([`LocalStore`]; [`AtomicLimiter`] for one
-//! lock-free key) or in Redis ([`RedisStore`]).
+//! Where key state lives: in Redis ([`RedisStore`], reached through a [`Connector`]) or in
+//! this process ([`AtomicLimiter`] for one lock-free key; the in-process store behind
+//! [`crate::LimiterBuilder::local`] for many).
 
-pub mod atomic;
-pub mod connector;
-pub mod local;
-pub mod redis;
+mod atomic;
+mod connector;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+pub(crate) mod local;
+pub(crate) mod redis;
 
 pub use atomic::AtomicLimiter;
 pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
-pub use local::LocalStore;
-pub use redis::RedisStore;
+pub use redis::{RedisStore, DEFAULT_TIMEOUT};
 
 use crate::decision::Degraded;
 use crate::error::Error;
 
 /// Why a store call produced no decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     /// Redis could not be asked (down, slow, partitioned): the failure policy answers.
     Unavailable(Degraded),
     /// Redis answered with something the caller must know about (wrong type, bad reply).

@@ -18,7 +18,7 @@ use super::StoreError;
 use crate::algo::{fixed_window, Outcome};
 use crate::decision::Degraded;
 use crate::error::Error;
-use crate::quota::{Algorithm, Quota};
+use crate::quota::Algorithm;
 use crate::scripts;
 
 /// ADR-002's `spring.redis.timeout=1000ms`.
@@ -29,23 +29,6 @@ static SCRIPTS: LazyLock<Vec<(Algorithm, redis::Script)>> =
 
 fn script(algorithm: Algorithm) -> Option<&'static redis::Script> {
     SCRIPTS.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| s)
-}
-
-/// One rate-limit request as the store sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct StoreRequest<'a> {
-    /// The algorithm.
-    pub algorithm: Algorithm,
-    /// Its quota.
-    pub quota: &'a Quota,
-    /// `prefix:{escaped key}:`.
-    pub stem: &'a str,
-    /// Client time in ms, or `None` for Redis's `TIME`.
-    pub now_ms: Option<u64>,
-    /// The instance's clock (the naive subject's window and any client-side arithmetic).
-    pub client_now_ms: u64,
-    /// Cost.
-    pub cost: u64,
 }
 
 /// See the module docs.
@@ -115,8 +98,8 @@ impl RedisStore {
     /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] for the
     /// failure policy; a wrong-type key or a garbled reply as [`StoreError::Fatal`].
     /// With the outcome comes the clock reading the store decided by (ms).
-    pub async fn decide(&self, req: StoreRequest<'_>) -> Result<(Outcome, u64), StoreError> {
-        match tokio::time::timeout(self.timeout, self.decide_untimed(req)).await {
+    pub(crate) async fn evaluate(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
+        match tokio::time::timeout(self.timeout, self.evaluate_untimed(req)).await {
             Ok(result) => result,
             Err(_elapsed) => {
                 // A connection whose reply never came may be dead without knowing it (a
@@ -127,7 +110,7 @@ impl RedisStore {
         }
     }
 
-    async fn decide_untimed(&self, req: StoreRequest<'_>) -> Result<(Outcome, u64), StoreError> {
+    async fn evaluate_untimed(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
         let (generation, mut conn) = self.connection().await?;
         let result = match req.algorithm {
             Algorithm::NaiveGetSet => naive_get_set(&mut conn, &req).await,
@@ -179,11 +162,9 @@ impl RedisStore {
 async fn run_script(
     conn: &mut MultiplexedConnection,
     algorithm: Algorithm,
-    req: &StoreRequest<'_>,
+    req: &scripts::Request<'_>,
 ) -> Result<(Outcome, u64), RedisError> {
-    let script = script(algorithm);
-    let call = scripts::invocation(algorithm, req.quota, req.stem, req.now_ms, req.client_now_ms, req.cost);
-    let (Some(script), Some(call)) = (script, call) else {
+    let (Some(script), Some(call)) = (script(algorithm), req.invocation()) else {
         return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
     };
     let mut inv = script.prepare_invoke();
@@ -194,14 +175,15 @@ async fn run_script(
         inv.arg(arg);
     }
     let reply: Value = inv.invoke_async(conn).await?;
-    integers(&reply)
-        .and_then(|ints| scripts::read_reply(algorithm, req.quota, &ints, req.cost, req.client_now_ms))
-        .ok_or_else(|| bad_reply(&reply))
+    integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
 }
 
 /// The naive subject: read, decide in the client, write back. Between the GET and the SET
 /// any other instance can do the same, and the last SET wins: that is the race.
-async fn naive_get_set(conn: &mut MultiplexedConnection, req: &StoreRequest<'_>) -> Result<(Outcome, u64), RedisError> {
+async fn naive_get_set(
+    conn: &mut MultiplexedConnection,
+    req: &scripts::Request<'_>,
+) -> Result<(Outcome, u64), RedisError> {
     let q = req.quota;
     let now = req.client_now_ms;
     let window = now / q.period_ms();
@@ -215,7 +197,7 @@ async fn naive_get_set(conn: &mut MultiplexedConnection, req: &StoreRequest<'_>)
         other => return Err(bad_reply(other)),
     };
     let mut state = (count > 0).then_some(fixed_window::WindowState { window, count });
-    let outcome = fixed_window::decide(q, &mut state, now, req.cost);
+    let outcome = fixed_window::step(q, &mut state, now, req.cost);
     if outcome.allowed && req.cost > 0 {
         let to_end = q.period_ms() - now % q.period_ms();
         let _: Value =

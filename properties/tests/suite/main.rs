@@ -1,7 +1,7 @@
 //! The property suites: every invariant holds for every correct algorithm
-//! (`invariants`), every invariant catches the known-bad models fed to it (`mutants`),
+//! (`invariants`), every invariant catches the known-bad state machines fed to it (`mutants`),
 //! the sliding-window counter's error is measured (`accuracy`), and the lock-free
-//! `AtomicLimiter` decides like the GCRA model (`atomic`).
+//! `AtomicLimiter` decides like the GCRA twin (`atomic`).
 
 mod accuracy;
 mod atomic;

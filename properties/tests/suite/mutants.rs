@@ -1,4 +1,4 @@
-//! Not vacuous: every invariant is fed known-bad models (the adr002 subject, correct
+//! Not vacuous: every invariant is fed known-bad state machines (the adr002 subject, correct
 //! algorithms held to a stricter promise, and the one-bug copies in
 //! `properties::mutants`) and must catch each within a fixed, seeded budget of cases.
 //! Test names read `<invariant>_catches_<model>`.

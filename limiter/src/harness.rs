@@ -1,0 +1,26 @@
+//! The library as the harness sees it (feature `harness`): building blocks a user never needs,
+//! which the simulator, the property suites and the conformance tests drive directly.
+//!
+//! - [`algo`]: each algorithm's pure twin, `step(quota, &mut state, now_ms, cost)`, with time
+//!   as an argument; the oracle replays requests through them.
+//! - [`scripts`]: the Lua scripts and their wire contract: the KEYS and ARGV a
+//!   [`scripts::Request`] is sent with, and how a reply is read back. [`crate::RedisStore`]
+//!   uses exactly this, so a suite that sends the same call tests what the library sends.
+//! - [`CircuitBreaker`] and its [`Permit`]s, [`LocalStore`] and [`KeySpace`]: the pieces a
+//!   [`crate::Limiter`] is made of, for the loom models and for tests that need one alone.
+//!
+//! Nothing here is covered by semver; `docs/ARCHITECTURE.md` says who may import it.
+
+/// The pure algorithm twins; see [`crate::harness`].
+pub mod algo {
+    pub use crate::algo::*;
+}
+
+/// The Lua scripts and their wire contract; see [`crate::harness`].
+pub mod scripts {
+    pub use crate::scripts::*;
+}
+
+pub use crate::breaker::{CircuitBreaker, Permit};
+pub use crate::key::KeySpace;
+pub use crate::store::local::LocalStore;
