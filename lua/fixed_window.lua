@@ -1,5 +1,5 @@
 -- name: fixed_window
--- The design notes' atomic INCR + EXPIRE counter, one key per aligned window.
+-- The HLD card's atomic INCR + EXPIRE counter (docs/ORIGINS.md), one key per aligned window.
 -- KEYS[1]: the key stem "prefix:{user key}:fw"; the window's key is KEYS[1] .. ":" .. index
 --          (same hash tag, so the same Redis Cluster slot as the declared key).
 -- ARGV[1]: now in ms (client time), or "" to read Redis's TIME (server time)

@@ -1,6 +1,6 @@
 //! The HTTP enforcement point: a tower [`Layer`] that checks every request before the
 //! handler runs and answers `429 Too Many Requests` with `Retry-After` when it is denied
-//! (the design notes: "middleware before the API handler, reject fast").
+//! (the HLD card in `docs/ORIGINS.md`: "middleware before the API handler, reject fast").
 //!
 //! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
 //! keeps its state per clone, so behind a router that clones services per connection it

@@ -14,7 +14,7 @@ pub enum FailurePolicy {
     FailOpen,
     /// Deny everything: safe for the protected service, an outage for its users.
     FailClosed,
-    /// The design notes' "fail open at edge with local static budget": each instance
+    /// The HLD card's "fail open at edge with local static budget": each instance
     /// admits up to `limit` per `period_ms` per key on its own (a fixed window in process),
     /// so a cluster of N instances admits at most N x `limit` per period.
     LocalBudget {

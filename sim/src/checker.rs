@@ -1,5 +1,5 @@
-//! Checkers: each algorithm held to its promise (DESIGN.md's table), each failure policy
-//! to its own, measured on the trace in true simulated time.
+//! Checkers: each algorithm held to its promise (the table in `docs/ARCHITECTURE.md`), each
+//! failure policy to its own, measured on the trace in true simulated time.
 //!
 //! Each decision is judged at the time it was made ([`Record::at_ms`]). `slack_ms` widens
 //! rate checks and shrinks window checks by an uncertainty in that time, keeping them sound:

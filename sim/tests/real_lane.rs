@@ -29,6 +29,7 @@ struct Lane {
 fn lane() -> &'static Lane {
     static LANE: OnceLock<Lane> = OnceLock::new();
     LANE.get_or_init(|| {
+        sim::real::process::require_for_tests("redis-server", "redis-server");
         let mut all = Vec::new();
         all.extend(specs("get-set-race", &[Algorithm::NaiveGetSet, Algorithm::FixedWindow, Algorithm::Gcra], 4_000));
         all.extend(specs("steady-trickle", &[Algorithm::Adr002, Algorithm::TokenBucket], 6_000));

@@ -114,6 +114,9 @@ impl RedisServer {
     }
 
     fn spawn(program: String, port: u16) -> io::Result<Self> {
+        if program == "redis-server" {
+            sim::real::process::require_for_tests("redis-server", "redis-server");
+        }
         let hint = if program == "redis-server" {
             "install Debian's `redis-server` package".to_string()
         } else {

@@ -8,6 +8,7 @@
 //! - `cargo xtask bench`: the speed goals as ratios against references from the same run.
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.
+//! - `cargo xtask tidy`: the invariants of `docs/ARCHITECTURE.md` that code can check.
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ mod loom;
 mod props;
 mod simulate;
 mod test;
+mod tidy;
 mod tools;
 
 use anyhow::{bail, Result};
@@ -30,6 +32,7 @@ commands:
   bench       the speed goals, each as a ratio against a reference measured in the same run
   props       the property suites over the algorithms: props [--cases N] (default 256)
   loom        the loom models of the breaker and the local store (release, target/loom)
+  tidy        the architecture invariants code can check (docs/ARCHITECTURE.md)
   help        show this message";
 
 fn main() {
@@ -53,6 +56,7 @@ fn run() -> Result<()> {
         "bench" => bench::run(&rest),
         "props" => props::run(&rest),
         "loom" => loom::run(&rest),
+        "tidy" => tidy::run(&rest),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

@@ -79,3 +79,27 @@ pub fn expired(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
 pub fn is_idle(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
     (now_ms as f64) >= s.last_refill_ms + TTL_MS as f64
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// The subject at 2 tokens per second, burst 3, called every 400 ms: each call earns 0.8
+    /// of a token, which the floored refill throws away, so after the burst it never admits
+    /// again (a correct bucket admits 4 of every 5 such calls).
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 1, ALLOW, 2, 0, 500),
+        (400, 1, ALLOW, 1, 0, 1_000),
+        (800, 1, ALLOW, 0, 0, 1_500),
+        (1_200, 1, DENY, 0, 500, 1_500),
+        (1_600, 1, DENY, 0, 500, 1_500),
+        (2_000, 1, DENY, 0, 500, 1_500),
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::Adr002, Quota::new(2, 1_000).with_burst(3), LINES);
+    }
+}

@@ -1,4 +1,4 @@
-//! Fixed window: one counter per aligned window of `period_ms`, as the design notes' INCR +
+//! Fixed window: one counter per aligned window of `period_ms`, as the HLD card's INCR +
 //! EXPIRE script. At most `limit` per aligned window, but up to `2 * limit` in a window-long
 //! interval straddling a boundary (the end of one window and the start of the next).
 //!
@@ -59,4 +59,28 @@ pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {
 /// At rest once its window has ended.
 pub fn is_idle(q: &Quota, s: &WindowState, now_ms: u64) -> bool {
     now_ms / q.period_ms() != s.window
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// 3 per aligned second. A denied request costs nothing; the next window starts empty,
+    /// so 3 at t=400 and 3 at t=1000 fit: 6 within 600 ms across the boundary.
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 1, ALLOW, 2, 0, 1_000),
+        (400, 2, ALLOW, 0, 0, 600),
+        (999, 1, DENY, 0, 1, 1),        // full: the window ends in 1 ms
+        (999, 0, ALLOW, 0, 0, 1),       // a peek is admitted and consumes nothing
+        (1_000, 3, ALLOW, 0, 0, 1_000), // a new window, a new count
+        (1_500, 1, DENY, 0, 500, 500),
+        (2_000, 0, ALLOW, 3, 0, 0), // an empty window is at rest
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::FixedWindow, Quota::new(3, 1_000), LINES);
+    }
 }

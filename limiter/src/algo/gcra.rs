@@ -59,3 +59,25 @@ pub fn expired(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
 pub fn is_idle(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
     s.tat_us <= now_ms * 1000
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// 2 per second (one every 500 ms), burst 3: the TAT may run at most 1.5 s ahead of now.
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 1, ALLOW, 2, 0, 500),
+        (0, 2, ALLOW, 0, 0, 1_500),
+        (100, 1, DENY, 0, 400, 1_400),
+        (500, 1, ALLOW, 0, 0, 1_500),    // exactly when Retry-After said
+        (500, 0, ALLOW, 0, 0, 1_500),    // a peek consumes nothing
+        (10_000, 3, ALLOW, 0, 0, 1_500), // the key expired long ago: the whole burst again
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::Gcra, Quota::new(2, 1_000).with_burst(3), LINES);
+    }
+}

@@ -118,3 +118,31 @@ pub fn expired(quota: &Quota, state: &State, now_ms: u64) -> bool {
 pub(crate) const fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
+
+/// Worked examples: each algorithm's file walks one key through a short table of requests and
+/// the decisions its twin must give, so `cargo test -p limiter` checks the algorithms with no
+/// Redis at all.
+#[cfg(test)]
+pub(crate) mod worked {
+    use super::{step, Outcome, State};
+    use crate::quota::{Algorithm, Quota};
+
+    /// Admitted.
+    pub(crate) const ALLOW: bool = true;
+    /// Denied.
+    pub(crate) const DENY: bool = false;
+
+    /// One line: at `t_ms` a request of `cost` is (allowed, remaining, retry_after_ms,
+    /// reset_after_ms).
+    pub(crate) type Line = (u64, u64, bool, u64, u64, u64);
+
+    /// Walks one key through `lines` in order, from no state.
+    pub(crate) fn walk(algorithm: Algorithm, quota: Quota, lines: &[Line]) {
+        let mut state: Option<State> = None;
+        for (i, &(t_ms, cost, allowed, remaining, retry_after_ms, reset_after_ms)) in lines.iter().enumerate() {
+            let want = Outcome { allowed, remaining, retry_after_ms, reset_after_ms };
+            let got = step(algorithm, &quota, &mut state, t_ms, cost);
+            assert_eq!(got, want, "{algorithm} {quota:?}, line {} (t={t_ms} ms, cost {cost})", i + 1);
+        }
+    }
+}

@@ -96,3 +96,25 @@ pub fn expired(q: &Quota, s: &LogState, now_ms: u64) -> bool {
 pub fn is_idle(q: &Quota, s: &LogState, now_ms: u64) -> bool {
     s.newest().is_none_or(|newest| newest + q.period_ms() <= now_ms)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// Exactly 3 in any (t - 1000, t]: a unit leaves the window 1000 ms after it was admitted.
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 1, ALLOW, 2, 0, 1_000),
+        (300, 2, ALLOW, 0, 0, 1_000),
+        (999, 1, DENY, 0, 1, 301), // the unit of t=0 leaves at t=1000
+        (1_000, 1, ALLOW, 0, 0, 1_000),
+        (1_200, 2, DENY, 0, 100, 800), // two units must leave: both of t=300, at t=1300
+        (1_300, 2, ALLOW, 0, 0, 1_000),
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::SlidingLog, Quota::new(3, 1_000), LINES);
+    }
+}

@@ -1,4 +1,4 @@
-//! Sliding-window counter (the design notes' "Lua for sliding-window-counter precision",
+//! Sliding-window counter (the HLD card's "Lua for sliding-window-counter precision",
 //! Cloudflare's algorithm): the current window's count plus the previous window's count
 //! weighted by how much of it still overlaps the sliding window ending now.
 //!
@@ -86,4 +86,29 @@ pub fn expired(_q: &Quota, _s: &SlidingState, _now_ms: u64) -> bool {
 /// At rest once neither counter can weigh any more: two windows after the one counted.
 pub fn is_idle(q: &Quota, s: &SlidingState, now_ms: u64) -> bool {
     now_ms / q.period_ms() > s.window + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// 10 per second, the previous window weighted by its overlap with the last second.
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 4, ALLOW, 6, 0, 2_000),
+        (500, 6, ALLOW, 0, 0, 1_500),
+        // Full. Next window, the 10 weigh 10 x (1000 - e) / 1000: cost 1 fits at e = 100.
+        (900, 1, DENY, 0, 200, 1_100),
+        (1_100, 1, ALLOW, 0, 0, 1_900), // estimate 10 x 0.9 + 0 + 1 = 10
+        (1_600, 3, ALLOW, 2, 0, 1_400), // estimate 10 x 0.4 + 1 = 5, plus 3
+        // Estimate 10 x 0.4 + 4 = 8; cost 5 fits once the weight is 10 x 0.1, at e = 900.
+        (1_600, 5, DENY, 2, 300, 1_400),
+        (3_000, 0, ALLOW, 10, 0, 0), // two windows later nothing weighs any more
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::SlidingWindow, Quota::new(10, 1_000), LINES);
+    }
 }

@@ -67,3 +67,26 @@ pub fn is_idle(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
     let cap = q.burst() * q.period_ms();
     now_ms >= s.ts_ms && now_ms - s.ts_ms >= ceil_div(cap - s.units.min(cap), q.limit())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::worked::{walk, Line, ALLOW, DENY};
+    use crate::quota::{Algorithm, Quota};
+
+    /// 2 tokens per second, 3 at most. Refill is counted in exact units, so 100 ms earns 0.2
+    /// of a token and keeps it.
+    const LINES: &[Line] = &[
+        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
+        (0, 3, ALLOW, 0, 0, 1_500),     // the whole burst; full again in 1.5 s
+        (100, 1, DENY, 0, 400, 1_400),  // 0.2 token earned, 0.8 missing at 2/s
+        (500, 1, ALLOW, 0, 0, 1_500),   // exactly when Retry-After said
+        (750, 0, ALLOW, 0, 0, 1_250),   // a peek: half a token, consumes nothing
+        (400, 1, DENY, 0, 600, 1_600),  // the clock stepped back 350 ms: no refill, no drain
+        (5_000, 2, ALLOW, 1, 0, 1_000), // long idle: full again
+    ];
+
+    #[test]
+    fn worked_example() {
+        walk(Algorithm::TokenBucket, Quota::new(2, 1_000).with_burst(3), LINES);
+    }
+}

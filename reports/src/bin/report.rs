@@ -1,6 +1,8 @@
 //! `report --from RESULTS.json --out DIR`: renders a simulation results file into DIR/index.html
 //! plus one PNG per chart.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

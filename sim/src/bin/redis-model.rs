@@ -9,6 +9,8 @@
 //! runs those tests against it unchanged (see `tests/src/lib.rs`); any other option is refused
 //! by name. Killing the process loses everything, as a Redis without persistence does.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::time::Duration;
 

@@ -1,5 +1,7 @@
 //! `simulate`: the engine behind `cargo xtask simulate`. See `sim::cli::USAGE`.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 // Small, short-lived allocations dominate a simulation; mimalloc serves them faster.

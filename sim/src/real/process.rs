@@ -25,6 +25,30 @@ pub fn free_port() -> io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
+/// Whether `program` is on PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+/// For tests that need a system tool: when `program` is not on PATH, stops the whole test
+/// binary with one message naming what to install and the command that installs it, instead
+/// of failing every test that needs it with the same error. Plain `cargo test --workspace`
+/// thus either passes or stops once, saying to run `cargo xtask test`.
+pub fn require_for_tests(program: &str, debian_package: &str) {
+    if on_path(program) {
+        return;
+    }
+    use std::io::Write;
+    // Written to the process's stderr, not through the test harness's captured output, so it
+    // is seen even though the process stops here.
+    let _ = writeln!(
+        io::stderr(),
+        "\n`{program}` is not installed, and these tests start their own. Run `cargo xtask test`, which \
+         installs what the tests need (as root with apt-get), or install Debian's `{debian_package}`.\n"
+    );
+    std::process::exit(2);
+}
+
 /// A server process on a loopback port. Dropping it kills the process.
 #[derive(Debug)]
 pub struct ServerProcess {

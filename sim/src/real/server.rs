@@ -344,6 +344,7 @@ mod tests {
 
     #[test]
     fn a_crash_keeps_its_data_only_when_asked_and_a_pause_answers_nothing_until_resumed() -> anyhow::Result<()> {
+        crate::real::process::require_for_tests("redis-server", "redis-server");
         let dir = tempfile::tempdir()?;
         let mut c = Controller::start(dir.path())?;
         let addr = c.addr();

@@ -1,0 +1,364 @@
+//! `cargo xtask tidy`: the invariants of `docs/ARCHITECTURE.md` that code can check, run over
+//! the whole repository. It also runs as a test of this crate, so `cargo test` keeps them.
+//!
+//! - crate imports: every workspace dependency edge is one the architecture allows, and the
+//!   library pulls in none of the harness's simulation crates;
+//! - `unsafe` code only in the model's Lua bridge, and every other crate root forbids it;
+//! - the wall clock read only where the architecture allows it to be;
+//! - no machine paths and no references to documents the repository does not contain;
+//! - no `#[ignore]`d or `#[should_panic]` tests;
+//! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`].
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+use crate::tools::root;
+
+/// What each workspace crate may depend on (normal, dev and build dependencies alike): the
+/// table of `docs/ARCHITECTURE.md`.
+const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
+    ("limiter", &[]),
+    ("sim", &["limiter"]),
+    ("properties", &["limiter", "sim"]),
+    ("redis-tests", &["limiter", "sim"]),
+    ("reports", &["sim"]),
+    ("xtask", &[]),
+];
+
+/// Crates the library must never pull in: they belong to the harness.
+const NOT_IN_THE_LIBRARY: &[&str] = &["turmoil", "mlua", "rand", "mini-redis", "proptest", "loom"];
+
+/// The one module allowed `unsafe` code.
+const UNSAFE_MODULE: &str = "sim/src/model/lua_stack.rs";
+
+/// Source files longer than [`LONG_FILE_LINES`], each with the one concern it holds.
+const LONG_FILES: &[(&str, &str)] = &[
+    (UNSAFE_MODULE, "the fenced bridge to Lua's C API: one module so its unsafe code stays in one place"),
+    ("sim/src/model/num.rs", "Redis's number parsing and printing, one family of routines"),
+    ("sim/src/model/script.rs", "EVAL/EVALSHA: the Lua sandbox and the script cache"),
+    ("tests/tests/conformance_scripts.rs", "to be split into generators, snapshot and runner"),
+    ("reports/src/charts.rs", "to be split one chart per module"),
+];
+const LONG_FILE_LINES: usize = 600;
+
+/// Runs every check; `Err` lists every problem found.
+pub fn run(args: &[String]) -> Result<()> {
+    if let Some(arg) = args.first() {
+        bail!("`cargo xtask tidy` takes no arguments, got {arg:?}");
+    }
+    let problems = check(&root())?;
+    if !problems.is_empty() {
+        bail!("tidy found {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
+    }
+    println!("tidy: crate imports, unsafe code, clocks, paths, references, tests and file sizes are in order");
+    Ok(())
+}
+
+/// Every problem in the repository at `root`.
+pub fn check(root: &Path) -> Result<Vec<String>> {
+    let mut problems = crate_imports(root)?;
+    for file in source_files(root)? {
+        let text = match std::fs::read_to_string(root.join(&file)) {
+            Ok(text) => text,
+            // Not text (a picture, a font): nothing to check.
+            Err(_) => continue,
+        };
+        let path = file.to_string_lossy().replace('\\', "/");
+        problems.extend(check_file(root, &path, &text));
+    }
+    problems.extend(crate_roots_forbid_unsafe(root)?);
+    Ok(problems)
+}
+
+/// The checks of one text file at `path` (relative to the root, with `/`).
+fn check_file(root: &Path, path: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let is_rust = path.ends_with(".rs");
+    if is_rust {
+        problems.extend(unsafe_outside_the_bridge(path, text));
+        problems.extend(wall_clock_opt_outs(path, text));
+        problems.extend(banned_test_attributes(path, text));
+        problems.extend(long_file(path, text));
+    }
+    problems.extend(machine_paths(path, text));
+    problems.extend(outside_references(root, path, text));
+    problems
+}
+
+// --------------------------------------------------------------------------------- imports
+
+fn crate_imports(root: &Path) -> Result<Vec<String>> {
+    let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .current_dir(root)
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !output.status.success() {
+        bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
+    let packages = metadata["packages"].as_array().context("cargo metadata lists no packages")?;
+    let mut problems = Vec::new();
+    let architecture = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap_or_default();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or("?");
+        if !architecture.contains(&format!("`{name}`")) {
+            problems.push(format!("docs/ARCHITECTURE.md does not mention the crate `{name}`"));
+        }
+        let Some(&(_, allowed)) = ALLOWED_IMPORTS.iter().find(|(n, _)| *n == name) else {
+            problems.push(format!("crate `{name}` is not in tidy's table of allowed imports (docs/ARCHITECTURE.md)"));
+            continue;
+        };
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or("?");
+            let workspace_crate = dep.get("path").is_some_and(|p| !p.is_null());
+            if workspace_crate && !allowed.contains(&dep_name) {
+                problems
+                    .push(format!("crate `{name}` depends on `{dep_name}`, which docs/ARCHITECTURE.md does not allow"));
+            }
+            // Normal dependencies on every platform; the loom models add loom under their own cfg.
+            let everywhere = dep["kind"].is_null() && dep["target"].is_null();
+            if name == "limiter" && everywhere && NOT_IN_THE_LIBRARY.contains(&dep_name) {
+                problems.push(format!("the library depends on `{dep_name}`, a crate of the harness"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+// ---------------------------------------------------------------------------------- unsafe
+
+/// The code part of a line: everything before a `//` comment.
+fn code_of(line: &str) -> &str {
+    line.split("//").next().unwrap_or("")
+}
+
+fn unsafe_outside_the_bridge(path: &str, text: &str) -> Vec<String> {
+    if path == UNSAFE_MODULE {
+        return Vec::new();
+    }
+    // Spelled in two halves so this file does not match itself.
+    let word = ["un", "safe"].concat();
+    let patterns =
+        [format!("{word} {{"), format!("{word} fn "), format!("{word} impl "), format!("allow({word}_code)")];
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| patterns.iter().any(|p| code_of(line).contains(p.as_str())))
+        .map(|(i, _)| format!("{path}:{}: `{word}` code outside {UNSAFE_MODULE}", i + 1))
+        .collect()
+}
+
+fn crate_roots_forbid_unsafe(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let forbid = ["#![forbid(un", "safe_code)]"].concat();
+    for (name, _) in ALLOWED_IMPORTS {
+        let dir = match *name {
+            "redis-tests" => "tests",
+            other => other,
+        };
+        let mut roots: Vec<PathBuf> = ["src/lib.rs", "src/main.rs"].iter().map(|f| Path::new(dir).join(f)).collect();
+        if let Ok(bins) = std::fs::read_dir(root.join(dir).join("src/bin")) {
+            roots.extend(bins.flatten().map(|e| Path::new(dir).join("src/bin").join(e.file_name())));
+        }
+        for file in roots {
+            let Ok(text) = std::fs::read_to_string(root.join(&file)) else { continue };
+            // The model's crate denies unsafe code (workspace lint) and lets its one bridge
+            // module allow it; forbid would not let that module opt out.
+            if file == Path::new("sim/src/lib.rs") {
+                continue;
+            }
+            if !text.contains(&forbid) {
+                problems.push(format!("{}: crate root without {forbid}", file.display()));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+// ----------------------------------------------------------------------------------- clocks
+
+/// Where reading the wall clock is the point: the clock modules, benches (they measure real
+/// time) and the tests against real `redis-server` (whose clock is real).
+fn may_read_the_wall_clock(path: &str) -> bool {
+    path.ends_with("/clock.rs") || path.contains("/benches/") || path.starts_with("tests/tests/")
+}
+
+fn wall_clock_opt_outs(path: &str, text: &str) -> Vec<String> {
+    let opt_out = ["clippy::disallowed", "_methods"].concat();
+    if may_read_the_wall_clock(path) || !text.contains(&opt_out) {
+        return Vec::new();
+    }
+    vec![format!(
+        "{path}: opts out of {opt_out} (reads the wall clock) outside a clock module, a bench or a real-Redis test"
+    )]
+}
+
+// ------------------------------------------------------------------------------ tests, size
+
+fn banned_test_attributes(path: &str, text: &str) -> Vec<String> {
+    let banned = [["#[ig", "nore"].concat(), ["#[should", "_panic"].concat()];
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let found = banned.iter().find(|b| code_of(line).contains(b.as_str()))?;
+            Some(format!("{path}:{}: {found}] hides a test's outcome; assert the behaviour instead", i + 1))
+        })
+        .collect()
+}
+
+fn long_file(path: &str, text: &str) -> Vec<String> {
+    let lines = text.lines().count();
+    let listed = LONG_FILES.iter().any(|(p, _)| *p == path);
+    if lines > LONG_FILE_LINES && !listed {
+        return vec![format!(
+            "{path}: {lines} lines; split it by concern, or name its one concern in tidy's LONG_FILES"
+        )];
+    }
+    if listed && lines <= LONG_FILE_LINES {
+        return vec![format!("{path}: {lines} lines, no longer long: drop it from tidy's LONG_FILES")];
+    }
+    Vec::new()
+}
+
+// ------------------------------------------------------------------------ paths, references
+
+fn machine_paths(path: &str, text: &str) -> Vec<String> {
+    let prefixes =
+        [["/wo", "rk/"].concat(), ["/ro", "ot/"].concat(), ["/ho", "me/"].concat(), ["/Us", "ers/"].concat()];
+    text.lines()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let found = prefixes.iter().find(|p| line.contains(p.as_str()))?;
+            Some(format!("{path}:{}: a machine path ({found}...); the repository speaks only of itself", i + 1))
+        })
+        .collect()
+}
+
+/// Every markdown file another file mentions by name must be a file of the repository: next to the mentioning
+/// file, at the root, or under `docs/`.
+fn outside_references(root: &Path, path: &str, text: &str) -> Vec<String> {
+    let dir = Path::new(path).parent().unwrap_or(Path::new(""));
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        for reference in markdown_names(line) {
+            let candidates = [dir.join(&reference), PathBuf::from(&reference), Path::new("docs").join(&reference)];
+            if !candidates.iter().any(|c| root.join(c).is_file()) {
+                problems
+                    .push(format!("{path}:{}: refers to {reference}, which the repository does not contain", i + 1));
+            }
+        }
+    }
+    problems
+}
+
+/// The `….md` names in a line (letters, digits, `_`, `-`, `.` and `/` before `.md`).
+fn markdown_names(line: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    while let Some(at) = line[from..].find(".md") {
+        let end = from + at + 3;
+        let after_ok = bytes.get(end).is_none_or(|b| !(b.is_ascii_alphanumeric() || *b == b'_'));
+        let mut start = from + at;
+        while start > 0
+            && matches!(bytes[start - 1], b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'_' | b'-' | b'.' | b'/')
+        {
+            start -= 1;
+        }
+        let name = line[start..end].trim_start_matches("./");
+        if after_ok && name.len() > 3 && !name.starts_with('/') && !name.contains("://") {
+            names.push(name.to_owned());
+        }
+        from = end;
+    }
+    names
+}
+
+// ------------------------------------------------------------------------------------ files
+
+/// Every file of the repository, relative to `root`, but build output and Git's own.
+fn source_files(root: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(dir) = stack.pop() {
+        let entries = std::fs::read_dir(root.join(&dir)).with_context(|| format!("cannot list {}", dir.display()))?;
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            let relative = dir.join(&name);
+            if entry.file_type()?.is_dir() {
+                if name != "target" && name != ".git" {
+                    stack.push(relative);
+                }
+            } else {
+                out.push(relative);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_repository_keeps_its_architecture_invariants() {
+        let problems = check(&root()).expect("tidy runs");
+        assert!(problems.is_empty(), "tidy found:\n  {}", problems.join("\n  "));
+    }
+
+    #[test]
+    fn unsafe_code_is_found_outside_the_bridge_only() {
+        let word = ["un", "safe"].concat();
+        let code = format!("fn f() {{ {word} {{ g() }} }}\n// {word} {{ in a comment }}\n");
+        assert_eq!(unsafe_outside_the_bridge("sim/src/x.rs", &code).len(), 1);
+        assert!(unsafe_outside_the_bridge(UNSAFE_MODULE, &code).is_empty());
+    }
+
+    #[test]
+    fn wall_clock_opt_outs_are_allowed_in_clocks_benches_and_real_redis_tests_only() {
+        let text = ["#![allow(clippy::disallowed", "_methods)]"].concat();
+        assert!(wall_clock_opt_outs("sim/src/real/clock.rs", &text).is_empty());
+        assert!(wall_clock_opt_outs("sim/benches/simulate.rs", &text).is_empty());
+        assert!(wall_clock_opt_outs("tests/tests/outage.rs", &text).is_empty());
+        assert_eq!(wall_clock_opt_outs("sim/src/cluster.rs", &text).len(), 1);
+    }
+
+    #[test]
+    fn machine_paths_and_missing_documents_are_reported() {
+        let home = ["/ho", "me/someone/project"].concat();
+        assert_eq!(machine_paths("README.md", &format!("see {home}")).len(), 1);
+        let root = root();
+        let missing = ["DESIGN", ".", "md"].concat();
+        assert_eq!(outside_references(&root, "sim/src/checker.rs", &format!("see {missing}'s table")).len(), 1);
+        assert!(outside_references(&root, "sim/src/checker.rs", "see docs/ARCHITECTURE.md").is_empty());
+        assert!(outside_references(&root, "README.md", "as `docs/ORIGINS.md` says").is_empty());
+    }
+
+    #[test]
+    fn markdown_names_are_cut_out_of_their_line() {
+        assert_eq!(
+            markdown_names("(see `docs/ARCHITECTURE.md`), then README.md."),
+            ["docs/ARCHITECTURE.md", "README.md"]
+        );
+        assert!(markdown_names("a .md file, https://example.org/x.md, x.mdx").is_empty());
+    }
+
+    #[test]
+    fn ignored_and_should_panic_tests_are_refused() {
+        let text = [["#[ig", "nore]"].concat(), ["#[should", "_panic]"].concat()].join("\n");
+        assert_eq!(banned_test_attributes("x.rs", &text).len(), 2);
+    }
+
+    #[test]
+    fn long_files_need_their_one_concern_named() {
+        let long = "x\n".repeat(LONG_FILE_LINES + 1);
+        assert_eq!(long_file("sim/src/new.rs", &long).len(), 1);
+        assert!(long_file(UNSAFE_MODULE, &long).is_empty());
+        assert_eq!(long_file(UNSAFE_MODULE, "short\n").len(), 1);
+    }
+}
