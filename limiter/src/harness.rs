@@ -23,4 +23,6 @@ pub mod scripts {
 
 pub use crate::breaker::{CircuitBreaker, Permit};
 pub use crate::key::KeySpace;
+pub use crate::store::eval::EvalScript;
 pub use crate::store::local::LocalStore;
+pub use crate::store::redis::RawCallError;

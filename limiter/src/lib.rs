@@ -2,8 +2,7 @@
 //!
 //! Every algorithm is one atomic Lua script (fixed window, sliding-window counter, sliding
 //! log, token bucket, GCRA), mirrored by a pure Rust twin in `harness::algo` that computes
-//! the same integers. Two *subjects* ship beside them because real systems ship them and they
-//! fail: ADR-002's token-bucket script as written, and a naive GET-then-SET counter.
+//! the same integers.
 //!
 //! When Redis is down or slow a limiter fails open, fails closed or falls back to a local
 //! static budget ([`FailurePolicy`]) behind a circuit breaker, and every

@@ -120,7 +120,7 @@ impl Limiter {
         self.inner.policy
     }
 
-    /// The time source actually used (the subjects always use client time).
+    /// The time source.
     pub fn time_source(&self) -> TimeSource {
         self.inner.time_source
     }
@@ -158,7 +158,6 @@ impl Limiter {
             quota: &inner.quota,
             stem: &stem,
             now_ms: (inner.time_source == TimeSource::Client).then_some(now),
-            client_now_ms: now,
             cost,
         };
         match redis.evaluate(request).await {
@@ -254,7 +253,7 @@ impl LimiterBuilder {
         self
     }
 
-    /// Server time (default) or client time. The subjects always use client time.
+    /// Server time (default) or client time.
     pub fn time_source(mut self, source: TimeSource) -> Self {
         self.time_source = source;
         self
@@ -299,7 +298,6 @@ impl LimiterBuilder {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
-        let time_source = if self.algorithm.forces_client_time() { TimeSource::Client } else { self.time_source };
         let backend = self.backend.unwrap_or_else(|| Backend::Local(LocalStore::new(self.max_local_keys)));
         Ok(Limiter {
             inner: Arc::new(Inner {
@@ -307,7 +305,7 @@ impl LimiterBuilder {
                 quota: self.quota,
                 backend,
                 clock: self.clock,
-                time_source,
+                time_source: self.time_source,
                 policy: self.policy,
                 budget: LocalStore::new(self.max_local_keys),
                 breaker: CircuitBreaker::new(self.breaker),

@@ -17,9 +17,9 @@ pub const SLIDING_LOG_MAX_LIMIT: u64 = 1_000_000;
 
 /// `limit` units per `period_ms`, with up to `burst` at once.
 ///
-/// The window algorithms (fixed window, sliding-window counter, sliding log, naive) admit
+/// The window algorithms (fixed window, sliding-window counter, sliding log) admit
 /// `limit` per window of `period_ms`; they ignore `burst`. The bucket algorithms (token
-/// bucket, GCRA, adr002) hold up to `burst` units and refill at `limit / period_ms`.
+/// bucket, GCRA) hold up to `burst` units and refill at `limit / period_ms`.
 ///
 /// ```
 /// use limiter::Quota;
@@ -115,7 +115,7 @@ impl Quota {
             Err(Error::config(field, format!("{what} exceeds 2^50, the range computed exactly in Redis's Lua")))
         };
         match algorithm {
-            Algorithm::FixedWindow | Algorithm::NaiveGetSet => {
+            Algorithm::FixedWindow => {
                 if self.limit > EXACT_MAX || self.period_ms > EXACT_MAX {
                     return too_big("limit", format!("limit {} or period_ms {}", self.limit, self.period_ms));
                 }
@@ -161,18 +161,12 @@ impl Quota {
                     return too_big("burst", format!("burst {} x emission interval", self.burst));
                 }
             }
-            Algorithm::Adr002 => {
-                if self.burst > EXACT_MAX || self.limit > EXACT_MAX {
-                    return too_big("burst", format!("burst {} or limit {}", self.burst, self.limit));
-                }
-            }
         }
         Ok(())
     }
 }
 
-/// The rate-limiting algorithm a limiter runs. Five are correct; two are *subjects*, kept
-/// because real systems ship them and the harness shows where they break.
+/// The rate-limiting algorithm a limiter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {
@@ -189,24 +183,16 @@ pub enum Algorithm {
     TokenBucket,
     /// Generic cell rate algorithm: one theoretical arrival time per key, like redis-cell.
     Gcra,
-    /// Subject: the token-bucket script of ADR-002 byte for byte (client clock, floored
-    /// refill). Starves a steady trickle and misbehaves under clock skew.
-    Adr002,
-    /// Subject: a fixed-window counter done as GET, compare, SET from the client, not atomic.
-    /// Concurrent instances over-admit.
-    NaiveGetSet,
 }
 
 impl Algorithm {
-    /// Every algorithm, correct ones first.
-    pub const ALL: [Algorithm; 7] = [
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 5] = [
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,
         Algorithm::SlidingLog,
         Algorithm::TokenBucket,
         Algorithm::Gcra,
-        Algorithm::Adr002,
-        Algorithm::NaiveGetSet,
     ];
 
     /// The name used in keys, the CLI and reports.
@@ -217,24 +203,12 @@ impl Algorithm {
             Algorithm::SlidingLog => "sliding-log",
             Algorithm::TokenBucket => "token-bucket",
             Algorithm::Gcra => "gcra",
-            Algorithm::Adr002 => "adr002",
-            Algorithm::NaiveGetSet => "naive",
         }
-    }
-
-    /// Subjects promise nothing; the harness reports their failures as findings.
-    pub const fn is_subject(self) -> bool {
-        matches!(self, Algorithm::Adr002 | Algorithm::NaiveGetSet)
     }
 
     /// Bucket algorithms hold up to `burst` and refill continuously.
     pub const fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::Adr002)
-    }
-
-    /// The subjects read the instance's clock, as their originals do.
-    pub const fn forces_client_time(self) -> bool {
-        self.is_subject()
+        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Lua scripts, embedded from `lua/`, the Redis-side source of truth.
 
-use crate::algo::{adr002, Outcome};
+use crate::algo::Outcome;
 use crate::quota::{Algorithm, Quota};
 
 /// One algorithm's script.
@@ -41,12 +41,9 @@ pub const TOKEN_BUCKET: LuaScript = LuaScript {
 /// GCRA.
 pub const GCRA: LuaScript =
     LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: include_str!("../../lua/gcra.lua") };
-/// ADR-002's script, byte for byte as the record wrote it.
-pub const ADR002: LuaScript =
-    LuaScript { algorithm: Algorithm::Adr002, file: "adr002.lua", source: include_str!("../../lua/adr002.lua") };
 
-/// Every script. The naive subject has none: it is GET and SET from the client.
-pub const ALL: [LuaScript; 6] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA, ADR002];
+/// Every script.
+pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];
 
 /// The script of `algorithm`, if it has one.
 pub fn for_algorithm(algorithm: Algorithm) -> Option<LuaScript> {
@@ -61,8 +58,6 @@ pub const fn key_suffix(algorithm: Algorithm) -> &'static str {
         Algorithm::SlidingLog => "sl",
         Algorithm::TokenBucket => "tb",
         Algorithm::Gcra => "gcra",
-        Algorithm::Adr002 => "adr002",
-        Algorithm::NaiveGetSet => "naive",
     }
 }
 
@@ -78,9 +73,6 @@ pub struct Request<'a> {
     pub stem: &'a str,
     /// Client time in ms, or `None` for Redis's `TIME` (server time).
     pub now_ms: Option<u64>,
-    /// The instance's clock, which the adr002 subject always sends and the naive subject
-    /// computes its window from.
-    pub client_now_ms: u64,
     /// Cost (0 = peek).
     pub cost: u64,
 }
@@ -96,8 +88,8 @@ pub struct Invocation {
 }
 
 impl Request<'_> {
-    /// The script call for this request. None for the naive subject, which has no script.
-    pub fn invocation(&self) -> Option<Invocation> {
+    /// The script call for this request.
+    pub fn invocation(&self) -> Invocation {
         let q = self.quota;
         let key = format!("{}{}", self.stem, key_suffix(self.algorithm));
         let now = self.now_ms.map_or(String::new(), |n| n.to_string());
@@ -114,30 +106,14 @@ impl Request<'_> {
                 (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), q.burst().to_string(), cost])
             }
             Algorithm::Gcra => (vec![key], vec![now, q.gcra_interval_us().to_string(), q.burst().to_string(), cost]),
-            // The record's argument order: tokensToConsume, capacity, refillRate, now.
-            Algorithm::Adr002 => (
-                vec![key],
-                vec![
-                    cost,
-                    q.burst().to_string(),
-                    adr002::refill_rate_per_sec(q).to_string(),
-                    self.client_now_ms.to_string(),
-                ],
-            ),
-            Algorithm::NaiveGetSet => return None,
         };
-        Some(Invocation { keys, args })
+        Invocation { keys, args }
     }
 
     /// Reads the script's reply (its integers) into the outcome and the clock reading it
     /// decided by; None when the reply is not what the script returns.
     pub fn read_reply(&self, reply: &[i64]) -> Option<(Outcome, u64)> {
         match (self.algorithm, reply) {
-            // The record's script decides by the caller's clock and does not say so.
-            (Algorithm::Adr002, &[allowed @ (0 | 1), tokens]) => {
-                Some((adr002::outcome_from_reply(self.quota, allowed == 1, tokens, self.cost), self.client_now_ms))
-            }
-            (Algorithm::Adr002, _) => None,
             (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
                 if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
             {
@@ -158,23 +134,10 @@ impl Request<'_> {
 mod tests {
     use super::*;
 
-    /// ADR-002's script is kept byte for byte; this is the SHA-1 of the text as the record
-    /// printed it, so an accidental "fix" of the subject fails here.
     #[test]
-    fn adr002_script_is_the_record_byte_for_byte() {
-        let sha = sha1_hex(ADR002.source.as_bytes());
-        assert_eq!(sha, "3bca5d9a3ab7511baab046228b3b09c899c5e0e5");
-        assert!(ADR002.source.contains("math.floor((timePassed * refillRate) / 1000)"));
-    }
-
-    #[test]
-    fn every_scripted_algorithm_has_its_script() {
+    fn every_algorithm_has_its_script() {
         for a in Algorithm::ALL {
-            assert_eq!(for_algorithm(a).is_some(), a != Algorithm::NaiveGetSet, "{a}");
+            assert_eq!(for_algorithm(a).map(|s| s.algorithm), Some(a), "{a}");
         }
-    }
-
-    fn sha1_hex(data: &[u8]) -> String {
-        redis::Script::new(std::str::from_utf8(data).expect("utf8")).get_hash().to_string()
     }
 }

@@ -36,7 +36,9 @@
 //! window's empty key. The naive GET+SET subject is the fixed window at this level: its
 //! flaw is the race between GET and SET, which the loom models and the simulator show.
 
-use limiter::harness::algo::{Outcome, State};
+use limiter::harness::algo::Outcome;
+
+use crate::subject::MachineState;
 use limiter::{Algorithm, Quota};
 
 use crate::oracle::{self, gcra_interval_us, ExactBucket, Point};
@@ -132,7 +134,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
         })
     };
     match promise {
-        Algorithm::FixedWindow | Algorithm::NaiveGetSet => aligned(limit).or_else(|| sliding(2 * limit, "2 x limit")),
+        Algorithm::FixedWindow => aligned(limit).or_else(|| sliding(2 * limit, "2 x limit")),
         Algorithm::SlidingLog => sliding(limit, "limit"),
         Algorithm::SlidingWindow => aligned(limit).or_else(|| sliding(2 * limit, "2 x limit")).or_else(|| {
             // Every admission must satisfy the weighted estimate over the real history.
@@ -149,7 +151,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
                 })
             })
         }),
-        Algorithm::TokenBucket | Algorithm::Adr002 => {
+        Algorithm::TokenBucket => {
             bucket(u128::from(q.period_ms()), limit, &format!("burst {burst} + {limit}/{w} ms x d"))
         }
         Algorithm::Gcra => bucket(u128::from(q.period_ms()), limit, &format!("burst {burst} + {limit}/{w} ms x d"))
@@ -191,10 +193,10 @@ pub fn check_within_rate(s: &Subject, case: &Case) -> Result<(), Violation> {
 
 fn within_rate_meaning(promise: Algorithm) -> &'static str {
     match promise {
-        Algorithm::TokenBucket | Algorithm::Adr002 => "an exact token bucket holds every request's cost when it comes",
+        Algorithm::TokenBucket => "an exact token bucket holds every request's cost when it comes",
         Algorithm::Gcra => "an exact bucket at GCRA's rounded-up interval holds every request's cost when it comes",
         Algorithm::SlidingLog => "at most limit units in any window (t - W, t]",
-        Algorithm::FixedWindow | Algorithm::NaiveGetSet => "at most limit units per aligned window",
+        Algorithm::FixedWindow => "at most limit units per aligned window",
         Algorithm::SlidingWindow => "at most limit units across any two consecutive aligned windows",
         other => panic!("no promise is written down for {other}: add it here"),
     }
@@ -213,11 +215,11 @@ pub fn check_no_lost_refill(s: &Subject, case: &Case) -> Result<(), Violation> {
     for (i, st) in run.steps.iter().enumerate() {
         let (t, c) = (st.req.t_ms, st.req.cost);
         let fits_exactly = match s.promise {
-            Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::Adr002 => {
+            Algorithm::TokenBucket | Algorithm::Gcra => {
                 bucket.advance(t);
                 bucket.fits(c).then(|| format!("an exactly refilled bucket holds {:.3} tokens", bucket.tokens()))
             }
-            Algorithm::FixedWindow | Algorithm::NaiveGetSet => {
+            Algorithm::FixedWindow => {
                 let used = oracle::aligned_sums(&history, w).get(&(t / w)).map_or(0, |x| x.0);
                 (used + u128::from(c) <= limit)
                     .then(|| format!("its aligned window holds only {used} of {limit} units"))
@@ -252,7 +254,7 @@ pub fn check_no_lost_refill(s: &Subject, case: &Case) -> Result<(), Violation> {
     Ok(())
 }
 
-fn probe(s: &Subject, q: &Quota, state: &Option<State>, t: u64, cost: u64) -> Outcome {
+fn probe(s: &Subject, q: &Quota, state: &Option<MachineState>, t: u64, cost: u64) -> Outcome {
     let mut st = state.clone();
     s.machine.step(q, &mut st, t, cost)
 }
@@ -361,8 +363,7 @@ pub fn check_peek(s: &Subject, case: &Case) -> Result<(), Violation> {
         // A peek that touches an expired key drops it, as Redis does; that changes the
         // representation, not the state, so compare after forgetting expired states.
         let t = st.req.t_ms;
-        let live =
-            |state: Option<limiter::harness::algo::State>| state.filter(|x| !limiter::harness::algo::expired(q, x, t));
+        let live = |state: Option<MachineState>| state.filter(|x| !s.machine.expired(q, x, t));
         if s.promise != Algorithm::SlidingLog && live(run.after[i].clone()) != live(run.before(i)) {
             return fail(i, format!("peek #{i} changed the state: {:?} -> {:?}", run.before(i), run.after[i]));
         }
@@ -584,5 +585,5 @@ pub fn check_clock_lag(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 fn is_window(a: Algorithm) -> bool {
-    matches!(a, Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::NaiveGetSet)
+    matches!(a, Algorithm::FixedWindow | Algorithm::SlidingWindow)
 }

@@ -30,6 +30,7 @@
 #![forbid(unsafe_code)]
 
 pub mod accuracy;
+pub mod adr002;
 pub mod invariants;
 pub mod mutants;
 pub mod oracle;
@@ -40,4 +41,4 @@ pub mod subject;
 
 pub use invariants::{Check, Invariant};
 pub use schedule::{Case, Req, Run, Step, Violation};
-pub use subject::{StateMachine, Subject};
+pub use subject::{MachineState, StateMachine, Subject};

@@ -10,6 +10,8 @@ use limiter::harness::algo::sliding_log::LogState;
 use limiter::harness::algo::sliding_window::SlidingState;
 use limiter::harness::algo::token_bucket::BucketState;
 use limiter::harness::algo::{Outcome, State};
+
+use crate::subject::MachineState;
 use limiter::{Algorithm, Quota};
 
 use crate::subject::{StateMachine, Subject};
@@ -18,17 +20,20 @@ fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
 }
 
-/// Runs a typed decide on the one variant of [`State`] it owns (another variant counts as
-/// absent, as `limiter::harness::algo::decide` treats it).
+/// Runs a typed step on the one variant of [`State`] it owns (another variant counts as
+/// absent, as `limiter::harness::algo::step` treats it).
 fn typed<S>(
-    state: &mut Option<State>,
+    state: &mut Option<MachineState>,
     take: fn(State) -> Option<S>,
     put: fn(S) -> State,
     f: impl FnOnce(&mut Option<S>) -> Outcome,
 ) -> Outcome {
-    let mut own = state.take().and_then(take);
+    let mut own = match state.take() {
+        Some(MachineState::Twin(s)) => take(s),
+        _ => None,
+    };
     let outcome = f(&mut own);
-    *state = own.map(put);
+    *state = own.map(|s| MachineState::Twin(put(s)));
     outcome
 }
 
@@ -85,7 +90,7 @@ enum FwBug {
 struct FixedWindowMutant(FwBug);
 
 impl StateMachine for FixedWindowMutant {
-    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, window, State::Window, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let window = now_ms / w;
@@ -184,7 +189,7 @@ fn log_kth_oldest(log: &LogState, k: u64) -> Option<u64> {
 }
 
 impl StateMachine for SlidingLogMutant {
-    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, log, State::Log, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let log = state.get_or_insert_with(LogState::default);
@@ -272,7 +277,7 @@ enum BucketBug {
 struct TokenBucketMutant(BucketBug);
 
 impl StateMachine for TokenBucketMutant {
-    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, bucket, State::Bucket, |state| {
             // BUG (PeekConsumes): a cost of 0 becomes 1.
             let cost = if self.0 == BucketBug::PeekConsumes { cost.max(1) } else { cost };
@@ -376,7 +381,7 @@ enum GcraBug {
 struct GcraMutant(GcraBug);
 
 impl StateMachine for GcraMutant {
-    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, gcra, State::Gcra, |state| {
             let now_us = now_ms * 1000;
             let t = match self.0 {
@@ -441,7 +446,7 @@ pub const GCRA_RESET_BEFORE_CONSUMING: Subject = Subject {
 struct SlidingWindowFlooredWeight;
 
 impl StateMachine for SlidingWindowFlooredWeight {
-    fn step(&self, q: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
         typed(state, sliding, State::Sliding, |state| {
             let (limit, w) = (q.limit(), q.period_ms());
             let window = now_ms / w;

@@ -210,7 +210,7 @@ pub fn within_rate(promise: Algorithm, q: &Quota, reqs: &[Req]) -> Vec<Req> {
         let mut t = r.t_ms.saturating_add(shift).max(out.last().map_or(0, |p| p.t_ms));
         if r.cost > 0 {
             match promise {
-                Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::Adr002 => {
+                Algorithm::TokenBucket | Algorithm::Gcra => {
                     bucket.advance(t);
                     if !bucket.fits(r.cost) {
                         t += bucket.wait_for(r.cost);
@@ -236,7 +236,7 @@ pub fn within_rate(promise: Algorithm, q: &Quota, reqs: &[Req]) -> Vec<Req> {
                         }
                     }
                 },
-                Algorithm::FixedWindow | Algorithm::NaiveGetSet => {
+                Algorithm::FixedWindow => {
                     let sums = aligned_sums(&kept, w);
                     let used = sums.get(&(t / w)).map_or(0, |s| s.0);
                     if used + u128::from(r.cost) > u128::from(limit) {

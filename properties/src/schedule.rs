@@ -3,9 +3,10 @@
 
 use std::fmt;
 
-use limiter::harness::algo::{Outcome, State};
+use limiter::harness::algo::Outcome;
 use limiter::{Algorithm, Quota};
 
+use crate::subject::MachineState;
 use crate::subject::Subject;
 
 /// One request: at `t_ms` (the clock reading the algorithm sees), of `cost` units (0 is a
@@ -54,7 +55,7 @@ pub struct Run {
     /// Requests and decisions, in order.
     pub steps: Vec<Step>,
     /// `after[i]` is the key's state right after step `i`.
-    pub after: Vec<Option<State>>,
+    pub after: Vec<Option<MachineState>>,
 }
 
 impl Run {
@@ -72,7 +73,7 @@ impl Run {
     }
 
     /// The state just before step `i`.
-    pub fn before(&self, i: usize) -> Option<State> {
+    pub fn before(&self, i: usize) -> Option<MachineState> {
         if i == 0 {
             None
         } else {

@@ -66,7 +66,7 @@ fn period() -> BoxedStrategy<u64> {
 /// the range allows (so the edges of the range are drawn too).
 fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) -> Quota {
     match algorithm {
-        Algorithm::FixedWindow | Algorithm::NaiveGetSet => {
+        Algorithm::FixedWindow => {
             limit = limit.min(EXACT_MAX);
             period = period.min(EXACT_MAX);
         }
@@ -87,10 +87,6 @@ fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) ->
             limit = limit.min(period * 1000);
             let interval = (period * 1000).div_ceil(limit);
             burst = burst.min(EXACT_MAX / interval).max(1);
-        }
-        Algorithm::Adr002 => {
-            limit = limit.min(EXACT_MAX);
-            burst = burst.min(EXACT_MAX);
         }
         other => panic!("no promise is written down for {other}: add it here"),
     }
@@ -166,7 +162,7 @@ fn start() -> BoxedStrategy<u64> {
 /// Schedules for `subject` of the given shape: a valid quota, a start time, and up to
 /// [`REQUESTS_MAX`] requests with costs up to the capacity.
 pub fn case(subject: Subject, shape: Shape) -> BoxedStrategy<Case> {
-    let window = matches!(subject.promise, Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::NaiveGetSet);
+    let window = matches!(subject.promise, Algorithm::FixedWindow | Algorithm::SlidingWindow);
     let shape = Shape { backward: shape.backward && (shape.backward_windows || !window), ..shape };
     quota(&subject)
         .prop_flat_map(move |q| {

@@ -6,21 +6,47 @@ use std::fmt;
 use limiter::harness::algo::{self, Outcome, State};
 use limiter::{Algorithm, Quota};
 
+/// One key's state in a state machine: a twin's, or the state a subject keeps its own way.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MachineState {
+    /// One of the library's twins (the mutants keep these too).
+    Twin(State),
+    /// ADR-002's hash.
+    Adr002(crate::adr002::Adr002State),
+}
+
 /// Anything that decides like one of `limiter::harness::algo`'s pure twins: same state type, same
 /// signature, time as an argument.
 pub trait StateMachine: Sync {
     /// Decides one request of `cost` at `now_ms`, updating `state` (None = no state yet).
-    fn step(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome;
+    fn step(&self, quota: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome;
 
     /// Whether `state` is at rest at `now_ms` (dropping it changes no later decision).
-    fn is_idle(&self, quota: &Quota, state: &State, now_ms: u64) -> bool {
-        algo::is_idle(quota, state, now_ms)
+    fn is_idle(&self, quota: &Quota, state: &MachineState, now_ms: u64) -> bool {
+        match state {
+            MachineState::Twin(s) => algo::is_idle(quota, s, now_ms),
+            MachineState::Adr002(_) => true,
+        }
+    }
+
+    /// Whether Redis would have dropped `state`'s keys when touched at `now_ms`.
+    fn expired(&self, quota: &Quota, state: &MachineState, now_ms: u64) -> bool {
+        match state {
+            MachineState::Twin(s) => algo::expired(quota, s, now_ms),
+            MachineState::Adr002(_) => true,
+        }
     }
 }
 
 impl StateMachine for Algorithm {
-    fn step(&self, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
-        algo::step(*self, quota, state, now_ms, cost)
+    fn step(&self, quota: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
+        let mut twin = match state.take() {
+            Some(MachineState::Twin(s)) => Some(s),
+            _ => None,
+        };
+        let outcome = algo::step(*self, quota, &mut twin, now_ms, cost);
+        *state = twin.map(MachineState::Twin);
+        outcome
     }
 }
 
@@ -40,18 +66,22 @@ pub struct Subject {
 }
 
 impl Subject {
-    /// One of the real algorithms (or subjects) of `limiter::harness::algo`, held to its own promise.
-    /// The adr002 subject is held to the token bucket's promise, which it claims to keep.
+    /// One of the library's algorithms, held to its own promise.
     pub fn real(algorithm: Algorithm) -> Subject {
         static ALL: [Algorithm; Algorithm::ALL.len()] = Algorithm::ALL;
         let machine: &'static dyn StateMachine =
             ALL.iter().find(|a| **a == algorithm).expect("every algorithm is in Algorithm::ALL");
-        let promise = match algorithm {
-            Algorithm::Adr002 => Algorithm::TokenBucket,
-            Algorithm::NaiveGetSet => Algorithm::FixedWindow,
-            other => other,
-        };
-        Subject { name: algorithm.name(), base: algorithm, promise, machine }
+        Subject { name: algorithm.name(), base: algorithm, promise: algorithm, machine }
+    }
+
+    /// ADR-002's script, held to the token bucket's promise, which it claims to keep.
+    pub fn adr002() -> Subject {
+        Subject {
+            name: "adr002",
+            base: Algorithm::TokenBucket,
+            promise: Algorithm::TokenBucket,
+            machine: &crate::adr002::Adr002,
+        }
     }
 
     /// The same state machine held to another algorithm's promise.

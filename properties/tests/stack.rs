@@ -21,6 +21,7 @@ use sim::faults::{format_schedule, normalize, Fault, FaultKind};
 use sim::model::{ManualClock, ModelHandle, Reply};
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};
+use sim::subject::{ClientSubject, Subject};
 
 const BASE_MS: u64 = 1_767_225_600_000;
 
@@ -93,15 +94,9 @@ fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
         let t = now as u64;
         clock.set_micros(t * 1000);
         let stem = format!("ratelimiter:{{k{key}}}:");
-        let request = scripts::Request {
-            algorithm: seq.algorithm,
-            quota: &seq.quota,
-            stem: &stem,
-            now_ms: Some(t),
-            client_now_ms: t,
-            cost,
-        };
-        let call = request.invocation().ok_or("no script")?;
+        let request =
+            scripts::Request { algorithm: seq.algorithm, quota: &seq.quota, stem: &stem, now_ms: Some(t), cost };
+        let call = request.invocation();
         let mut argv: Vec<Vec<u8>> =
             vec![b"EVAL".to_vec(), source.as_bytes().to_vec(), call.keys.len().to_string().into_bytes()];
         argv.extend(call.keys.iter().chain(&call.args).map(|a| a.as_bytes().to_vec()));
@@ -163,14 +158,14 @@ fn fault() -> impl Strategy<Value = Fault> {
     (kind, 100u64..2_500, 20u64..1_500).prop_map(|(kind, at_ms, len)| Fault { kind, at_ms, until_ms: at_ms + len })
 }
 
-fn cluster_cases(algorithms: Vec<Algorithm>) -> impl Strategy<Value = RunSpec> {
+fn cluster_cases(subjects: Vec<Subject>) -> impl Strategy<Value = RunSpec> {
     let policy =
         proptest::sample::select(vec![FailurePolicy::FailOpen, FailurePolicy::FailClosed, scenario::LOCAL_BUDGET]);
-    (proptest::sample::select(algorithms), policy, any::<u64>(), proptest::collection::vec(fault(), 0..5)).prop_map(
-        |(algorithm, policy, seed, faults)| {
+    (proptest::sample::select(subjects), policy, any::<u64>(), proptest::collection::vec(fault(), 0..5)).prop_map(
+        |(subject, policy, seed, faults)| {
             let swarm = scenario::find("swarm").expect("swarm scenario");
-            let mut spec = swarm.runs(&[algorithm], &[seed], Some(3), 3_000).remove(0);
-            spec.policy = policy;
+            let mut spec = swarm.runs(&[subject], &[seed], Some(3), 3_000).remove(0);
+            spec.policy = spec.subject.effective_policy(policy);
             spec.faults = normalize(faults);
             spec
         },
@@ -196,7 +191,7 @@ fn cluster_holds(spec: &RunSpec) -> Result<(), String> {
 
 #[test]
 fn every_promised_bound_holds_under_generated_fault_schedules() {
-    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let n = cases(16);
     let result = runner(n).run(&cluster_cases(promising), |spec| cluster_holds(&spec).map_err(TestCaseError::fail));
     if let Err(e) = result {
@@ -207,7 +202,7 @@ fn every_promised_bound_holds_under_generated_fault_schedules() {
 
 #[test]
 fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
-    let found = runner(64).run(&cluster_cases(vec![Algorithm::NaiveGetSet]), |spec| {
+    let found = runner(64).run(&cluster_cases(vec![Subject::Client(ClientSubject::NaiveGetSet)]), |spec| {
         // The subject is held to the fixed window's promise, as a correct algorithm would be.
         let out = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
@@ -222,7 +217,7 @@ fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let n = cases(32);
     let result = runner(n).run(&cluster_cases(promising), |spec| {
         let a = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;

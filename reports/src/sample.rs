@@ -346,6 +346,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
             bytes_out: commands * 14,
             keys,
             memory_bytes: keys * bytes_per_key,
+            ..RedisCost::default()
         }),
         faults: s.faults.iter().map(|&(k, a, b, _)| FaultWindow { kind: k.into(), at_ms: a, until_ms: b }).collect(),
     }

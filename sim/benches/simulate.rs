@@ -19,13 +19,14 @@ use limiter::harness::scripts;
 use limiter::Algorithm;
 use sim::run::run_many;
 use sim::scenario::{self, RunSpec};
+use sim::subject::Subject;
 use sim::workload::{Spread, Workload};
 
 mod support;
 
 fn specs(seeds: std::ops::Range<u64>, duration_ms: u64) -> Vec<RunSpec> {
     let mut s = scenario::find("baseline").expect("baseline").runs(
-        &[Algorithm::Gcra, Algorithm::SlidingLog],
+        &[Subject::Algorithm(Algorithm::Gcra), Subject::Algorithm(Algorithm::SlidingLog)],
         &seeds.collect::<Vec<_>>(),
         None,
         duration_ms,

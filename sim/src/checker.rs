@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use limiter::{Algorithm, FailurePolicy, Quota, Source};
+use limiter::{FailurePolicy, Quota, Source};
 
 use crate::faults::Fault;
-use crate::oracle::intended;
+use crate::promise::Promise;
 use crate::trace::Record;
 
 /// A bound's verdict.
@@ -44,27 +44,18 @@ pub struct Check {
     pub detail: String,
 }
 
-/// The promise an algorithm makes, in words.
-pub fn promise(algorithm: Algorithm, q: &Quota) -> String {
-    let (l, w, b) = (q.limit(), q.period_ms(), q.burst());
-    match intended(algorithm) {
-        Algorithm::FixedWindow => format!("<= {l} per aligned {w} ms window"),
-        Algorithm::SlidingWindow => format!("<= {} in any {w} ms (weighted estimate of {l})", 2 * l),
-        Algorithm::SlidingLog => format!("<= {l} in any {w} ms"),
-        _ => format!("<= {b} + {l}/{w} ms x d in any interval d"),
-    }
-}
-
-/// Checks the store-decided admissions of `records` against the algorithm's promise. The
-/// subjects are held to the promise of the algorithm they mean to be. After each loss of
+/// Checks the store-decided admissions of `records` against `promise`. After each loss of
 /// Redis's data one extra burst per key is allowed.
-pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms: u64, data_losses: u64) -> Check {
+pub fn check_bound(promise: Promise, q: &Quota, records: &[Record], slack_ms: u64, data_losses: u64) -> Check {
+    if promise == Promise::None {
+        return Check { verdict: Verdict::None, detail: "no promise to check".into() };
+    }
     let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     for r in records.iter().filter(|r| r.allowed && r.source == Source::Store) {
         by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
     }
     let (l, w) = (q.limit(), q.period_ms());
-    let allowance = data_losses * q.capacity(intended(algorithm));
+    let allowance = data_losses * promise.capacity(q);
     let mut worst: Option<String> = None;
     let mut note = |msg: String| {
         if worst.is_none() {
@@ -72,12 +63,14 @@ pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms
         }
     };
     let mut peak = 0u64;
-    for (key, admitted) in &by_key {
-        match intended(algorithm) {
-            Algorithm::FixedWindow => {
+    for (key, admitted) in &mut by_key {
+        // Records arrive in decision-time order; keep it explicit for the window scans.
+        admitted.sort_by_key(|&(t, _)| t);
+        match promise {
+            Promise::FixedWindow { first_hit: false } => {
                 let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
-                for &(t, cost) in admitted {
-                    if t % w + slack_ms < w {
+                for &(t, cost) in admitted.iter() {
+                    if t % w + slack_ms < w && t % w >= slack_ms {
                         *per_window.entry(t / w).or_default() += cost;
                     }
                 }
@@ -88,8 +81,29 @@ pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms
                     }
                 }
             }
-            Algorithm::SlidingLog | Algorithm::SlidingWindow => {
-                let bound = if intended(algorithm) == Algorithm::SlidingLog { l } else { 2 * l } + allowance;
+            Promise::FixedWindow { first_hit: true } => {
+                // A window opens at the first admission after the previous one closed and
+                // lasts one period; times are known to within `slack_ms`, so only what lies
+                // surely inside counts.
+                let span = w.saturating_sub(2 * slack_ms).max(1);
+                let mut i = 0;
+                while i < admitted.len() {
+                    let start = admitted[i].0;
+                    let n: u64 = admitted[i..].iter().take_while(|&&(t, _)| t < start + span).map(|&(_, c)| c).sum();
+                    peak = peak.max(n);
+                    if n > l + allowance {
+                        note(format!(
+                            "key-{key}: {n} admitted within {span} ms of a window's first request, bound {}",
+                            l + allowance
+                        ));
+                    }
+                    while i < admitted.len() && admitted[i].0 < start + w {
+                        i += 1;
+                    }
+                }
+            }
+            Promise::SlidingLog | Promise::SlidingWindow => {
+                let bound = if promise == Promise::SlidingLog { l } else { 2 * l } + allowance;
                 let span = w.saturating_sub(slack_ms).max(1);
                 let n = max_in_span(admitted, span);
                 peak = peak.max(n);
@@ -97,7 +111,7 @@ pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms
                     note(format!("key-{key}: {n} admitted within {span} ms, bound {bound}"));
                 }
             }
-            _ => {
+            Promise::TokenBucket | Promise::Gcra => {
                 // sum(i..=j) <= B + r * (t_j - t_i + slack + 1) for every i <= j, in O(n):
                 // with P the prefix sums, (P_j - r t_j) - (P_{i-1} - r t_i) <= B + r (slack + 1).
                 let r = l as f64 / w as f64;
@@ -105,7 +119,7 @@ pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms
                 let mut prefix = 0.0;
                 let mut best_start = f64::INFINITY;
                 let mut excess: f64 = f64::NEG_INFINITY;
-                for &(t, cost) in admitted {
+                for &(t, cost) in admitted.iter() {
                     best_start = best_start.min(prefix - r * t as f64);
                     prefix += cost as f64;
                     excess = excess.max(prefix - r * t as f64 - best_start);
@@ -117,12 +131,13 @@ pub fn check_bound(algorithm: Algorithm, q: &Quota, records: &[Record], slack_ms
                     ));
                 }
             }
+            Promise::None => {}
         }
     }
     match worst {
         Some(detail) => Check { verdict: Verdict::Broken, detail },
         None if by_key.is_empty() => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
-        None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise(algorithm, q)) },
+        None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise.describe(q)) },
     }
 }
 
@@ -286,30 +301,30 @@ mod tests {
     fn sliding_log_bound_catches_one_too_many() {
         let q = Quota::new(3, 1000);
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &ok, 0, 0).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, 0).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &bad, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 0).verdict, Verdict::Broken);
         // One extra burst is allowed after a data loss.
-        assert_eq!(check_bound(Algorithm::SlidingLog, &q, &bad, 0, 1).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 1).verdict, Verdict::Held);
     }
 
     #[test]
     fn bucket_bound_allows_burst_plus_refill_and_no_more() {
         let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
         let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::TokenBucket, &q, &ok, 0, 0).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, 0).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::Gcra, &q, &bad, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::Gcra, &q, &bad, 0, 0).verdict, Verdict::Broken);
     }
 
     #[test]
     fn fixed_window_allows_double_across_a_boundary_but_not_within() {
         let q = Quota::new(2, 1000);
         let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::FixedWindow, &q, &boundary, 0, 0).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, 0).verdict, Verdict::Held);
         assert_eq!(peak_per_period(&boundary, &q), 4);
         let within: Vec<_> = [100, 200, 300].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Algorithm::NaiveGetSet, &q, &within, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::FixedWindow { first_hit: false }, &q, &within, 0, 0).verdict, Verdict::Broken);
     }
 
     #[test]

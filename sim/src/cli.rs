@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::subject::Subject;
 use anyhow::{anyhow, bail, Result};
-use limiter::Algorithm;
 
 use crate::scenario;
 
@@ -37,8 +37,9 @@ pub struct Options {
     pub list: bool,
     /// `--scenario` (repeatable; empty = all).
     pub scenarios: Vec<String>,
-    /// `--algorithm` (repeatable; empty = all).
-    pub algorithms: Vec<Algorithm>,
+    /// `--algorithm` (repeatable; empty = all): the library's algorithms and the catalogue's
+    /// subjects, by name.
+    pub algorithms: Vec<Subject>,
     /// `--policy` (repeatable; empty = each scenario's own).
     pub policies: Vec<String>,
     /// `--instances`.
@@ -79,7 +80,7 @@ against the in-process Redis model, faults injected, every decision judged by an
 options:
   --list                     list the scenarios and algorithms, then exit
   --scenario NAME            run only this scenario (repeatable)
-  --algorithm NAME           run only this algorithm (repeatable)
+  --algorithm NAME           run only this algorithm or subject (repeatable)
   --policy NAME              only this failure policy: fail-open, fail-closed, local-budget (repeatable)
   --instances N              application instances (default: each scenario's own)
   --seed N                   first seed (default 1)
@@ -163,7 +164,11 @@ pub fn parse(args: &[String]) -> Result<Options> {
                 o.scenarios.push(name.to_owned());
             }
             "--algorithm" => {
-                let a: Algorithm = value(args, &mut i, flag)?.parse()?;
+                let name = value(args, &mut i, flag)?;
+                let Some(a) = Subject::named(name) else {
+                    let names: Vec<String> = Subject::catalogue().iter().map(|s| s.name().to_owned()).collect();
+                    bail!("unknown algorithm {name:?}; expected one of {}", names.join(", "));
+                };
                 if !o.algorithms.contains(&a) {
                     o.algorithms.push(a);
                 }
@@ -277,7 +282,8 @@ mod tests {
         let o =
             parse(&args("--scenario baseline --algorithm gcra --algorithm naive --seeds 3 --duration 5s")).expect("ok");
         assert_eq!(o.scenarios, vec!["baseline"]);
-        assert_eq!(o.algorithms, vec![Algorithm::Gcra, Algorithm::NaiveGetSet]);
+        let naive = Subject::Client(crate::subject::ClientSubject::NaiveGetSet);
+        assert_eq!(o.algorithms, vec![Subject::Algorithm(limiter::Algorithm::Gcra), naive]);
         assert_eq!((o.seeds, o.duration_ms), (3, 5_000));
     }
 

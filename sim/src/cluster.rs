@@ -5,6 +5,7 @@
 //! Determinism: one seed drives turmoil (latencies, ordering) and the workload; the
 //! epoch is fixed; nothing reads the wall clock; records are sorted before hashing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -12,13 +13,14 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use limiter::store::{BoxedStream, ConnectFuture, Connector};
-use limiter::{BreakerConfig, Limiter, RedisStore};
+use limiter::BreakerConfig;
 
 use crate::faults::{self, FaultKind};
 use crate::redis_host::RedisHost;
 use crate::results::RedisCost;
 use crate::scenario::RunSpec;
 use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
+use crate::subject::{Caller, CallerSpec};
 use crate::trace::{self, Record};
 use crate::workload::Arrival;
 
@@ -75,6 +77,8 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let records: Arc<Mutex<Vec<Record>>> = Arc::default();
     // The model lives outside the host closure, so a restart can keep its data (or not).
     let redis = RedisHost::new(time.clone());
+    // Bumped each time Redis comes back without its data.
+    let data_epoch = Arc::new(AtomicU64::new(0));
 
     let end_ms = spec.duration_ms + GRACE_MS;
     let mut sim = turmoil::Builder::new()
@@ -98,7 +102,10 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         let arrivals = per_instance[i as usize].clone();
         let time = time.clone();
         let records = records.clone();
-        sim.host(instance_name(i), move || instance(i, spec.clone(), arrivals.clone(), time.clone(), records.clone()));
+        let data_epoch = data_epoch.clone();
+        sim.host(instance_name(i), move || {
+            instance(i, spec.clone(), arrivals.clone(), time.clone(), records.clone(), data_epoch.clone())
+        });
     }
     let mut events = faults::events(&spec.faults);
     let mut next = 0;
@@ -111,6 +118,9 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         while next < events.len() && events[next].0 <= now_ms {
             let (_, kind, start) = events[next];
             apply(&mut sim, &redis, spec.instances, &kind, start);
+            if let (FaultKind::RedisCrash { keep_data: false }, false) = (kind, start) {
+                data_epoch.fetch_add(1, Ordering::Release);
+            }
             if !start {
                 // turmoil's repair and release reset the whole link, healing any other fault
                 // still active on it (a hold ending inside a partition): assert those again.
@@ -169,17 +179,22 @@ async fn instance(
     arrivals: Arc<Vec<Arrival>>,
     time: SimTime,
     records: Arc<Mutex<Vec<Record>>>,
+    data_epoch: Arc<AtomicU64>,
 ) -> turmoil::Result {
     let (offset_ms, drift_ppm) = spec.skew_of(i);
-    let store =
-        RedisStore::new(TurmoilConnector { addr: REDIS_ADDR }).with_timeout(Duration::from_millis(spec.timeout_ms))?;
-    let limiter = Limiter::builder(spec.algorithm, spec.quota)
-        .redis(store)
-        .clock(Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)))
-        .time_source(spec.time_source)
-        .failure_policy(spec.policy)
-        .breaker(BreakerConfig::new(3, 250))
-        .build()?;
+    let caller = Arc::new(Caller::build(CallerSpec {
+        subject: &spec.subject,
+        quota: spec.quota,
+        policy: spec.policy,
+        time_source: spec.time_source,
+        clock: Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)),
+        connector: Box::new(TurmoilConnector { addr: REDIS_ADDR }),
+        timeout: Duration::from_millis(spec.timeout_ms),
+        breaker: BreakerConfig::new(3, 250),
+        key_prefix: None,
+        data_epoch,
+        instance: i,
+    })?);
     // After a restart, pick up where the load is now.
     let start_ms = time.elapsed_ms();
     let mut tasks = tokio::task::JoinSet::new();
@@ -191,12 +206,12 @@ async fn instance(
         // Reap finished requests as we go: a finished task stays allocated until joined, and
         // a set that only grows makes a long run cost more per request than a short one.
         while tasks.try_join_next().is_some() {}
-        let (limiter, time, records, a) = (limiter.clone(), time.clone(), records.clone(), *a);
+        let (caller, time, records, a) = (caller.clone(), time.clone(), records.clone(), *a);
         tasks.spawn(async move {
             let t_ms = time.elapsed_ms();
-            let result = limiter.check(&format!("key-{}", a.key), a.cost).await;
+            let answer = caller.check(&format!("key-{}", a.key), a.cost, seq as u64).await;
             let done_ms = time.elapsed_ms();
-            let r = Record::of_check(i, seq as u32, &a, t_ms, done_ms, &result, limiter.time_source(), EPOCH_MS);
+            let r = Record::of_answer(i, seq as u32, &a, t_ms, done_ms, &answer, EPOCH_MS);
             records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         });
     }

@@ -5,6 +5,8 @@
 //! - [`model`]: the in-process Redis (RESP2 + Lua 5.1) that simulated hosts and tests talk to
 //!   with the limiter's own redis-rs client.
 //! - [`mini`]: the real mini-redis server on loopback, an install-free GET/SET server.
+//! - [`subject`]: what a run drives (the library's algorithms, subject files, client-side
+//!   subjects) and [`promise`]: what each is held to.
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
 //!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`run`]
@@ -18,12 +20,14 @@ pub mod cli;
 pub mod cluster;
 pub mod faults;
 pub mod oracle;
+pub mod promise;
 pub mod real;
 pub mod redis_host;
 pub mod results;
 pub mod run;
 pub mod scenario;
 pub mod simclock;
+pub mod subject;
 pub mod table;
 pub mod trace;
 pub mod workload;

@@ -1,24 +1,18 @@
 //! The oracle: an exact limiter fed every request in true simulated-time order, with true
 //! time, from one process. What it decides is what should have happened; each recorded
 //! decision is then an agreement, a wrong allow or a wrong limit (Cloudflare's measure).
+//!
+//! The exact limiter is the twin of the algorithm the promise names; a window that starts at
+//! its first request has no twin in the library and is written here.
 
 use std::collections::BTreeMap;
 
 use limiter::harness::algo::{self, State};
-use limiter::{Algorithm, Quota};
+use limiter::Quota;
 
+use crate::promise::Promise;
 use crate::simclock::EPOCH_MS;
 use crate::trace::Record;
-
-/// The algorithm a run is judged against: itself, or for a subject the algorithm it meant
-/// to be (the naive counter means a fixed window; ADR-002 means a token bucket).
-pub fn intended(algorithm: Algorithm) -> Algorithm {
-    match algorithm {
-        Algorithm::NaiveGetSet => Algorithm::FixedWindow,
-        Algorithm::Adr002 => Algorithm::TokenBucket,
-        other => other,
-    }
-}
 
 /// Agreement counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -31,16 +25,56 @@ pub struct Accuracy {
     pub wrong_limit: u64,
 }
 
-/// Replays `records` (already in decision-time order) through the exact limiter; returns the
-/// oracle's verdict per record and the counts.
-pub fn judge(algorithm: Algorithm, quota: &Quota, records: &[Record]) -> (Vec<bool>, Accuracy) {
-    let exact = intended(algorithm);
-    let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
+/// An exact limiter for one key.
+#[derive(Debug, Clone)]
+enum Exact {
+    Twin(Option<State>),
+    /// A first-hit window: when it started (ms) and the units admitted in it.
+    FirstHit(Option<(u64, u64)>),
+    /// No promise: admits everything.
+    Open,
+}
+
+impl Exact {
+    fn for_promise(promise: Promise) -> Exact {
+        match (promise, promise.twin()) {
+            (_, Some(_)) => Exact::Twin(None),
+            (Promise::FixedWindow { first_hit: true }, None) => Exact::FirstHit(None),
+            _ => Exact::Open,
+        }
+    }
+
+    fn admits(&mut self, promise: Promise, q: &Quota, now_ms: u64, cost: u64) -> bool {
+        match self {
+            Exact::Twin(state) => {
+                let twin = promise.twin().expect("a twin state belongs to a promise with a twin");
+                algo::step(twin, q, state, EPOCH_MS + now_ms, cost).allowed
+            }
+            Exact::FirstHit(window) => {
+                let (start, used) = match *window {
+                    Some((start, used)) if now_ms < start + q.period_ms() => (start, used),
+                    _ => (now_ms, 0),
+                };
+                let ok = used + cost <= q.limit();
+                if ok && cost > 0 {
+                    *window = Some((start, used + cost));
+                }
+                ok
+            }
+            Exact::Open => true,
+        }
+    }
+}
+
+/// Replays `records` (already in decision-time order) through the exact limiter of
+/// `promise`; returns the oracle's verdict per record and the counts.
+pub fn judge(promise: Promise, quota: &Quota, records: &[Record]) -> (Vec<bool>, Accuracy) {
+    let mut exact: BTreeMap<u32, Exact> = BTreeMap::new();
     let mut acc = Accuracy::default();
     let mut verdicts = Vec::with_capacity(records.len());
     for r in records {
-        let state = states.entry(r.key).or_default();
-        let ok = algo::step(exact, quota, state, EPOCH_MS + r.at_ms, r.cost).allowed;
+        let limiter = exact.entry(r.key).or_insert_with(|| Exact::for_promise(promise));
+        let ok = limiter.admits(promise, quota, r.at_ms, r.cost);
         verdicts.push(ok);
         acc.oracle_admitted += ok as u64;
         match (r.allowed, ok) {
@@ -50,4 +84,46 @@ pub fn judge(algorithm: Algorithm, quota: &Quota, records: &[Record]) -> (Vec<bo
         }
     }
     (verdicts, acc)
+}
+
+#[cfg(test)]
+mod tests {
+    use limiter::Source;
+
+    use super::*;
+
+    fn rec(at_ms: u64, allowed: bool) -> Record {
+        Record {
+            t_ms: at_ms,
+            done_ms: at_ms,
+            at_ms,
+            instance: 0,
+            seq: 0,
+            key: 0,
+            cost: 1,
+            allowed,
+            source: Source::Store,
+            retry_after_ms: 0,
+            error: false,
+        }
+    }
+
+    #[test]
+    fn a_first_hit_window_starts_at_its_first_request_and_lasts_one_period() {
+        let q = Quota::new(2, 1_000);
+        let records: Vec<Record> = [500, 600, 700, 1_400, 1_500, 1_600].map(|t| rec(t, true)).to_vec();
+        let (verdicts, acc) = judge(Promise::FixedWindow { first_hit: true }, &q, &records);
+        // [500, 1500) holds two; the window starting at 1500 holds two more.
+        assert_eq!(verdicts, [true, true, false, false, true, true]);
+        assert_eq!((acc.oracle_admitted, acc.wrong_allow), (4, 2));
+        let (aligned, _) = judge(Promise::FixedWindow { first_hit: false }, &q, &records);
+        assert_eq!(aligned, [true, true, false, true, true, false]);
+    }
+
+    #[test]
+    fn without_a_promise_the_oracle_admits_everything() {
+        let records: Vec<Record> = [0, 0, 0].map(|t| rec(t, false)).to_vec();
+        let (_, acc) = judge(Promise::None, &Quota::new(1, 1_000), &records);
+        assert_eq!((acc.oracle_admitted, acc.wrong_limit), (3, 3));
+    }
 }

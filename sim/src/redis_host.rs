@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::model::{serve_turmoil, FnClock, ModelHandle};
+use crate::model::{serve_turmoil, FnClock, ModelHandle, Reply};
 use crate::results::RedisCost;
 use crate::simclock::{SimTime, EPOCH_MS};
 
@@ -63,7 +63,24 @@ impl RedisHost {
             bytes_out: s.bytes_out,
             keys: s.keys as u64,
             memory_bytes: s.dataset_bytes as u64,
+            ..self.keys_without_ttl()
         }
+    }
+
+    /// The keys that will never expire (`PTTL` -1), counted and sampled.
+    fn keys_without_ttl(&self) -> RedisCost {
+        let Reply::Array(keys) = self.model.call(&[b"KEYS", b"*"]) else { return RedisCost::default() };
+        let mut names: Vec<String> = keys
+            .iter()
+            .filter_map(|k| match k {
+                Reply::Bulk(name) if self.model.call(&[b"PTTL", name]) == Reply::Integer(-1) => {
+                    Some(String::from_utf8_lossy(name).into_owned())
+                }
+                _ => None,
+            })
+            .collect();
+        names.sort();
+        RedisCost::without_ttl(names)
     }
 
     /// The model, for tests.

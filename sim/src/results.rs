@@ -19,7 +19,7 @@
 //! - `sources`: decisions per source; `errors`: calls that returned an error;
 //! - `replay`: the command that reruns exactly this case; `trace_hash`: SHA-1 of the trace;
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
-//!   keys the run cost Redis; `faults`: the schedule.
+//!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule.
 //!
 //! This module is the schema's one definition: the simulator writes it and the report
 //! reads it. Every struct reads missing fields as their defaults, so a partial file (one
@@ -114,7 +114,7 @@ pub struct Series {
 }
 
 /// What the run cost Redis.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct RedisCost {
     pub commands: u64,
@@ -122,6 +122,20 @@ pub struct RedisCost {
     pub bytes_out: u64,
     pub keys: u64,
     pub memory_bytes: u64,
+    /// Keys left with no TTL at the end of the run: they never expire (a counter whose
+    /// EXPIRE was lost stays limited forever).
+    pub keys_without_ttl: u64,
+    /// Up to ten of their names.
+    pub keys_without_ttl_sample: Vec<String>,
+}
+
+impl RedisCost {
+    /// Only the keys left without a TTL: their count and up to ten names.
+    pub fn without_ttl(mut names: Vec<String>) -> RedisCost {
+        let keys_without_ttl = names.len() as u64;
+        names.truncate(10);
+        RedisCost { keys_without_ttl, keys_without_ttl_sample: names, ..RedisCost::default() }
+    }
 }
 
 /// One fault in the schedule.

@@ -3,13 +3,15 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use limiter::{Algorithm, Source, TimeSource};
+use limiter::{Source, TimeSource};
 
 use crate::checker::{self, Verdict};
 use crate::cluster;
 use crate::oracle;
 use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
 use crate::scenario::{self, RunSpec};
+use crate::subject::{ClientSubject, Subject};
+use crate::trace;
 use crate::workload::{Spread, Workload};
 
 /// Width of the time-series buckets in results.
@@ -59,12 +61,18 @@ pub fn run_many_with(
 /// The command that replays exactly one run. A fault schedule that is not the one the
 /// scenario draws for this seed (a generated or shrunk one) is spelled out with `--faults`.
 pub fn replay_command(spec: &RunSpec) -> String {
-    let mut cmd = format!(
-        "cargo xtask simulate --scenario {} --algorithm {} --seed {}",
-        spec.scenario, spec.algorithm, spec.seed
-    );
+    // A catalogue subject replays through `simulate`; a subject file through `verify`.
+    let mut cmd = if Subject::named(spec.subject.name()).as_ref() == Some(&spec.subject) {
+        format!("cargo xtask simulate --scenario {} --algorithm {} --seed {}", spec.scenario, spec.subject, spec.seed)
+    } else {
+        let file = match &spec.subject {
+            Subject::Script(f) => f.path.display().to_string(),
+            other => other.name().to_owned(),
+        };
+        format!("cargo xtask verify {file} --scenario {} --seed {}", spec.scenario, spec.seed)
+    };
     let scenario = scenario::find(spec.scenario);
-    if scenario.as_ref().is_some_and(|s| s.policies.len() > 1) {
+    if spec.subject.has_failure_policy_choice() && scenario.as_ref().is_some_and(|s| s.policies.len() > 1) {
         cmd.push_str(&format!(" --policy {}", spec.policy.name()));
     }
     if scenario.as_ref().map(|s| s.instances) != Some(spec.instances) {
@@ -78,18 +86,27 @@ pub fn replay_command(spec: &RunSpec) -> String {
     cmd
 }
 
-/// Judges one run: oracle agreement, the algorithm's bound, the policy's promise, recovery.
+/// Judges one run: oracle agreement, the promised bound, the policy's promise, recovery.
 pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     let q = spec.quota;
     let records = &out.records;
-    let (oracle_verdicts, acc) = oracle::judge(spec.algorithm, &q, records);
+    let promise = spec.subject.promise();
+    let (oracle_verdicts, acc) = oracle::judge(promise, &q, records);
     let data_losses = spec.faults.iter().filter(|f| f.kind.loses_data()).count() as u64;
     // Decisions carry the time they were made (Redis's clock in server time), to the ms.
-    let bound = checker::check_bound(spec.algorithm, &q, records, 0, data_losses);
+    // Decisions carry the time they were made where the subject says (Redis's clock in the
+    // library's server time); otherwise they are known to within half their call.
+    let decided_at_unknown = match &spec.subject {
+        Subject::Algorithm(_) => false,
+        Subject::Script(_) => spec.effective_time_source() == TimeSource::Server,
+        Subject::Client(c) => *c == ClientSubject::IncrThenExpire,
+    };
+    let slack_ms = trace::uncertainty_ms(records, decided_at_unknown);
+    let bound = checker::check_bound(promise, &q, records, slack_ms, data_losses);
     let policy = checker::check_policy(spec.policy, records, &spec.faults);
     let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
-    let expected_finding = spec.algorithm.is_subject() || client_time_under_skew;
+    let expected_finding = !spec.subject.is_library() || client_time_under_skew;
 
     let requests = records.len() as u64;
     let admitted = records.iter().filter(|r| r.allowed).count() as u64;
@@ -123,8 +140,8 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     RunResult {
         scenario: spec.scenario.to_owned(),
         description: scenario::find(spec.scenario).map(|s| s.description.to_owned()).unwrap_or_default(),
-        algorithm: spec.algorithm.name().to_owned(),
-        subject: spec.algorithm.is_subject(),
+        algorithm: spec.subject.name().to_owned(),
+        subject: !spec.subject.is_library(),
         policy: spec.policy.name().to_owned(),
         time_source: spec.effective_time_source().name().to_owned(),
         seed: spec.seed,
@@ -172,12 +189,13 @@ pub fn is_failure(r: &RunResult) -> bool {
 
 /// The GET+SET race sweep: each algorithm's admissions on one hot key as instances grow,
 /// and as Redis latency grows at 8 instances.
-pub fn race_sweep_specs(algorithms: &[Algorithm], seed: u64, duration_ms: u64) -> Vec<(RunSpec, f64)> {
+pub fn race_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Vec<(RunSpec, f64)> {
     let Some(race) = scenario::find("get-set-race") else { return Vec::new() };
     let mut specs = Vec::new();
-    for &algorithm in algorithms {
+    for subject in subjects {
+        let one = std::slice::from_ref(subject);
         for instances in [1, 2, 4, 8, 16, 32] {
-            let mut s = race.runs(&[algorithm], &[seed], Some(instances), duration_ms).remove(0);
+            let mut s = race.runs(one, &[seed], Some(instances), duration_ms).remove(0);
             s.latency_ms = (2, 4);
             // Each instance brings its own traffic, at the limit: more instances, more
             // overlapping read-modify-writes on the one key.
@@ -191,7 +209,7 @@ pub fn race_sweep_specs(algorithms: &[Algorithm], seed: u64, duration_ms: u64) -
             specs.push((s, 3.0));
         }
         for latency in [1u64, 2, 5, 10, 20] {
-            let mut s = race.runs(&[algorithm], &[seed], Some(8), duration_ms).remove(0);
+            let mut s = race.runs(one, &[seed], Some(8), duration_ms).remove(0);
             s.latency_ms = (latency, latency);
             specs.push((s, latency as f64));
         }
@@ -218,16 +236,18 @@ pub fn race_points(specs: &[(RunSpec, f64)], results: &[RunResult]) -> Vec<RaceP
 
 /// The clock-skew sweep: admissions against the oracle as the skew between instances
 /// grows, in client and in server time.
-pub fn skew_sweep_specs(algorithms: &[Algorithm], seed: u64, duration_ms: u64) -> Vec<(RunSpec, i64)> {
+pub fn skew_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Vec<(RunSpec, i64)> {
     let Some(skew) = scenario::find("clock-skew") else { return Vec::new() };
     let mut specs = Vec::new();
-    for &algorithm in algorithms.iter().filter(|a| **a != Algorithm::NaiveGetSet) {
+    // Subjects that read no clock of their own (a counter in Redis) cannot be skewed.
+    for subject in subjects.iter().filter(|s| s.has_time_source_choice() || s.forces_client_time()) {
+        let one = std::slice::from_ref(subject);
         for time_source in [TimeSource::Client, TimeSource::Server] {
-            if algorithm.forces_client_time() && time_source == TimeSource::Server {
+            if !subject.has_time_source_choice() && time_source == TimeSource::Server {
                 continue;
             }
             for skew_ms in [0i64, 250, 500, 1_000, 2_000, 4_000] {
-                let mut s = skew.runs(&[algorithm], &[seed], None, duration_ms).remove(0);
+                let mut s = skew.runs(one, &[seed], None, duration_ms).remove(0);
                 s.time_source = time_source;
                 s.skew = vec![(skew_ms, 0), (-skew_ms, 0), (skew_ms / 2, 0), (0, 0)];
                 specs.push((s, skew_ms));

@@ -1,12 +1,14 @@
 //! The scenario catalogue: each scenario is a cluster, a load, a fault schedule and clocks;
-//! it runs every selected algorithm on the same seeds and the same load.
+//! it runs every selected subject (the library's algorithms among them) on the same seeds and
+//! the same load.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use limiter::{Algorithm, FailurePolicy, Quota, TimeSource};
+use limiter::{FailurePolicy, Quota, TimeSource};
 
 use crate::faults::{Fault, FaultKind};
+use crate::subject::Subject;
 use crate::workload::{Spread, Workload};
 
 /// The quota every scenario limits to unless it says otherwise: 20 per second per key.
@@ -152,6 +154,28 @@ pub fn catalogue() -> Vec<Scenario> {
             ..base.clone()
         },
         Scenario {
+            name: "client-crash",
+            description: "Instances crash and come back while 400 keys are in use. A client that dies between INCR \
+                          and EXPIRE (two commands) leaves a counter with no TTL: once it reaches the limit, that \
+                          key is limited forever. One script per decision leaves nothing half done.",
+            workload: Workload::Poisson {
+                rate_x: 0.25,
+                keys: 400,
+                hot_share: 0.0,
+                max_cost: 1,
+                spread: Spread::Random,
+            },
+            faults: (0..4)
+                .map(|i| Fault {
+                    kind: FaultKind::InstanceCrash { instance: i },
+                    at_ms: 1_500 + 1_500 * u64::from(i),
+                    until_ms: 1_800 + 1_500 * u64::from(i),
+                })
+                .collect(),
+            latency_ms: (2, 10),
+            ..base.clone()
+        },
+        Scenario {
             name: "swarm",
             description: "A random mix of faults per seed: partitions, held links, Redis crashes with and without \
                           data, pauses, script flushes, instance crashes. Bounds must hold whatever the mix.",
@@ -192,13 +216,13 @@ pub fn swarm_faults(seed: u64, instances: u32, duration_ms: u64) -> Vec<Fault> {
     crate::faults::normalize(faults)
 }
 
-/// One simulation run: a scenario with its algorithm, policy, time source and seed chosen.
+/// One simulation run: a scenario with its subject, policy, time source and seed chosen.
 #[derive(Debug, Clone)]
 pub struct RunSpec {
     /// Scenario name.
     pub scenario: &'static str,
-    /// The algorithm under test.
-    pub algorithm: Algorithm,
+    /// What runs: one of the library's algorithms or a subject.
+    pub subject: Subject,
     /// Its failure policy.
     pub policy: FailurePolicy,
     /// Its time source.
@@ -234,12 +258,14 @@ impl RunSpec {
         self.skew.iter().any(|&(o, d)| o != 0 || d != 0)
     }
 
-    /// The time source the limiter really uses.
+    /// The time source the subject really uses.
     pub fn effective_time_source(&self) -> TimeSource {
-        if self.algorithm.forces_client_time() {
+        if self.subject.forces_client_time() {
             TimeSource::Client
-        } else {
+        } else if self.subject.has_time_source_choice() {
             self.time_source
+        } else {
+            TimeSource::Server
         }
     }
 }
@@ -254,34 +280,31 @@ impl Scenario {
         }
     }
 
-    /// Expands the scenario into runs for the selected algorithms and seeds.
-    pub fn runs(
-        &self,
-        algorithms: &[Algorithm],
-        seeds: &[u64],
-        instances: Option<u32>,
-        duration_ms: u64,
-    ) -> Vec<RunSpec> {
+    /// Expands the scenario into runs for the selected subjects and seeds. A subject that
+    /// chooses its own time source or failure policy runs once, with its own.
+    pub fn runs(&self, subjects: &[Subject], seeds: &[u64], instances: Option<u32>, duration_ms: u64) -> Vec<RunSpec> {
         let instances = instances.unwrap_or(self.instances).max(1);
         let mut out = Vec::new();
         for &seed in seeds {
-            for &algorithm in algorithms {
+            for subject in subjects {
                 for &policy in &self.policies {
+                    if !subject.has_failure_policy_choice() && policy != self.policies[0] {
+                        continue;
+                    }
                     for &time_source in &self.time_sources {
-                        // The subjects always read the client clock: one run is enough.
-                        if algorithm.forces_client_time() && time_source != self.time_sources[0] {
+                        if !subject.has_time_source_choice() && time_source != self.time_sources[0] {
                             continue;
                         }
                         out.push(RunSpec {
                             scenario: self.name,
-                            algorithm,
-                            policy,
+                            subject: subject.clone(),
+                            policy: subject.effective_policy(policy),
                             time_source,
                             seed,
                             instances,
-                            quota: self.quota,
+                            quota: subject.quota(self.quota),
                             duration_ms,
-                            workload: self.workload.clone(),
+                            workload: self.workload.with_max_cost(subject.max_cost(&subject.quota(self.quota))),
                             faults: self.faults_for(seed, instances, duration_ms),
                             skew: self.skew.clone(),
                             latency_ms: self.latency_ms,

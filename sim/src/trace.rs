@@ -1,7 +1,8 @@
 //! What happened: one record per decision, and the hash that proves a replay identical.
 
-use limiter::{Decision, Error, Source, TimeSource};
+use limiter::Source;
 
+use crate::subject::{Answer, DecidedBy};
 use crate::workload::Arrival;
 
 /// One decision as the harness saw it.
@@ -37,45 +38,51 @@ pub struct Record {
 impl Record {
     /// The record of one check of `arrival` on `instance`: started at `t_ms`, returned at
     /// `done_ms` (ms since the run began, which the wall clock read as `run_epoch_ms`).
-    /// `at_ms` is when the decision was made: Redis's clock for a server-time store decision
-    /// (Redis's clock is the run's), the request's own time in client time, the return for a
-    /// fallback.
-    #[allow(clippy::too_many_arguments)]
-    pub fn of_check(
+    /// `at_ms` is when the decision was made: Redis's clock for a store decision that says
+    /// so (Redis's clock is the run's), the request's own time for a decision by the client's
+    /// clock, the middle of the call for one by Redis's clock at an unknown moment (see
+    /// [`uncertainty_ms`]), the return for a fallback (the policy decides after the call
+    /// failed).
+    pub fn of_answer(
         instance: u32,
         seq: u32,
         arrival: &Arrival,
         t_ms: u64,
         done_ms: u64,
-        result: &Result<Decision, Error>,
-        time_source: TimeSource,
+        answer: &Answer,
         run_epoch_ms: u64,
     ) -> Record {
-        let mut r = Record {
+        let at_ms = match (answer.source, answer.decided_by) {
+            (Source::Store, DecidedBy::Server(ms)) => ms.saturating_sub(run_epoch_ms),
+            (Source::Store, DecidedBy::Client) => t_ms,
+            (Source::Store, DecidedBy::Unknown) => t_ms + (done_ms.saturating_sub(t_ms)) / 2,
+            _ => done_ms,
+        };
+        Record {
             t_ms,
             done_ms,
-            at_ms: done_ms,
+            at_ms,
             instance,
             seq,
             key: arrival.key,
-            cost: arrival.cost,
-            allowed: false,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: true,
-        };
-        if let Ok(d) = result {
-            (r.allowed, r.source, r.retry_after_ms, r.error) = (d.allowed, d.source, d.retry_after_ms, false);
-            if d.source == Source::Store {
-                r.at_ms = match time_source {
-                    TimeSource::Server => d.decided_at_ms.saturating_sub(run_epoch_ms),
-                    // Client time: the script decided by the request's own timestamp.
-                    _ => t_ms,
-                };
-            }
+            cost: answer.cost,
+            allowed: answer.allowed,
+            source: answer.source,
+            retry_after_ms: answer.retry_after_ms,
+            error: answer.error.is_some(),
         }
-        r
     }
+}
+
+/// How far off a record's `at_ms` may be: the store decisions taken by Redis's clock at an
+/// unknown moment were placed in the middle of their call, so they happened within half the
+/// call's length of it. The checkers widen (or narrow) their windows by this much, so a
+/// reported break is a real one.
+pub fn uncertainty_ms(records: &[Record], decided_by_unknown: bool) -> u64 {
+    if !decided_by_unknown {
+        return 0;
+    }
+    records.iter().filter(|r| r.source == Source::Store).map(|r| (r.done_ms - r.t_ms).div_ceil(2)).max().unwrap_or(0)
 }
 
 /// Sorts records into decision-time order (the oracle's order) and hashes them: SHA-1 over one

@@ -65,6 +65,17 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// The same load with no request costing more than `max` (a subject that takes no cost
+    /// is driven with requests of cost 1).
+    pub fn with_max_cost(&self, max: u64) -> Workload {
+        match self.clone() {
+            Workload::Poisson { rate_x, keys, hot_share, max_cost, spread } => {
+                Workload::Poisson { rate_x, keys, hot_share, max_cost: max_cost.min(max.max(1)), spread }
+            }
+            other => other,
+        }
+    }
+
     /// Draws the arrivals for `duration_ms` over `instances` instances.
     pub fn generate(&self, q: &Quota, instances: u32, duration_ms: u64, rng: &mut SmallRng) -> Vec<Arrival> {
         let mut out = Vec::new();

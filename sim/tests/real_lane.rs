@@ -10,13 +10,15 @@
 
 use std::sync::OnceLock;
 
-use limiter::{Algorithm, FailurePolicy};
+use limiter::FailurePolicy;
 use sim::results::RunResult;
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};
+use sim::subject::Subject;
 
-fn specs(name: &str, algorithms: &[Algorithm], duration_ms: u64) -> Vec<RunSpec> {
-    scenario::find(name).expect("scenario exists").runs(algorithms, &[1], None, duration_ms)
+fn specs(name: &str, subjects: &[&str], duration_ms: u64) -> Vec<RunSpec> {
+    let subjects: Vec<Subject> = subjects.iter().map(|s| Subject::named(s).expect("a catalogue subject")).collect();
+    scenario::find(name).expect("scenario exists").runs(&subjects, &[1], None, duration_ms)
 }
 
 struct Lane {
@@ -31,15 +33,15 @@ fn lane() -> &'static Lane {
     LANE.get_or_init(|| {
         sim::real::process::require_for_tests("redis-server", "redis-server");
         let mut all = Vec::new();
-        all.extend(specs("get-set-race", &[Algorithm::NaiveGetSet, Algorithm::FixedWindow, Algorithm::Gcra], 4_000));
-        all.extend(specs("steady-trickle", &[Algorithm::Adr002, Algorithm::TokenBucket], 6_000));
-        all.extend(specs("window-boundary", &[Algorithm::FixedWindow, Algorithm::SlidingLog], 6_000));
+        all.extend(specs("get-set-race", &["naive", "fixed-window", "gcra"], 4_000));
+        all.extend(specs("steady-trickle", &["adr002", "token-bucket"], 6_000));
+        all.extend(specs("window-boundary", &["fixed-window", "sliding-log"], 6_000));
         // Client time breaks GCRA's bound only once the drift has run a while (the model
         // lane needs the same 12 s).
-        all.extend(specs("clock-skew", &[Algorithm::TokenBucket, Algorithm::Gcra, Algorithm::Adr002], 12_000));
+        all.extend(specs("clock-skew", &["token-bucket", "gcra", "adr002"], 12_000));
         // Outage from 3 s to 7 s, then 2 s to see recovery.
-        all.extend(specs("redis-outage", &[Algorithm::Gcra], 9_000));
-        let mini_spec = specs("get-set-race", &[Algorithm::NaiveGetSet], 4_000).remove(0);
+        all.extend(specs("redis-outage", &["gcra"], 9_000));
+        let mini_spec = specs("get-set-race", &["naive"], 4_000).remove(0);
         std::thread::scope(|s| {
             let mini = s.spawn(|| {
                 let out = sim::real::execute_mini(&mini_spec).expect("mini-redis run");
@@ -72,12 +74,8 @@ fn lane() -> &'static Lane {
     })
 }
 
-fn one(scenario: &str, algorithm: Algorithm, pred: impl Fn(&RunResult) -> bool) -> &'static RunResult {
-    lane()
-        .redis
-        .iter()
-        .find(|r| r.scenario == scenario && r.algorithm == algorithm.name() && pred(r))
-        .expect("result present")
+fn one(scenario: &str, subject: &str, pred: impl Fn(&RunResult) -> bool) -> &'static RunResult {
+    lane().redis.iter().find(|r| r.scenario == scenario && r.algorithm == subject && pred(r)).expect("result present")
 }
 
 #[test]
@@ -90,7 +88,7 @@ fn no_real_run_returns_an_error_instead_of_a_decision() {
 
 #[test]
 fn naive_get_set_over_admits_against_real_redis_while_atomic_scripts_hold() {
-    let naive = one("get-set-race", Algorithm::NaiveGetSet, |_| true);
+    let naive = one("get-set-race", "naive", |_| true);
     assert_eq!(naive.bound, "broken", "{naive:?}");
     // Seen: 195 admitted where the oracle admits 80.
     assert!(
@@ -99,7 +97,7 @@ fn naive_get_set_over_admits_against_real_redis_while_atomic_scripts_hold() {
         naive.admitted,
         naive.oracle_admitted
     );
-    for a in [Algorithm::FixedWindow, Algorithm::Gcra] {
+    for a in ["fixed-window", "gcra"] {
         let r = one("get-set-race", a, |_| true);
         assert_eq!(r.bound, "held", "{a}: {}", r.bound_detail);
         assert!(
@@ -126,8 +124,8 @@ fn naive_get_set_over_admits_against_mini_redis_too() {
 
 #[test]
 fn adr002_starves_a_steady_trickle_on_real_redis_that_a_correct_bucket_serves() {
-    let adr = one("steady-trickle", Algorithm::Adr002, |_| true);
-    let tb = one("steady-trickle", Algorithm::TokenBucket, |_| true);
+    let adr = one("steady-trickle", "adr002", |_| true);
+    let tb = one("steady-trickle", "token-bucket", |_| true);
     // Seen: 59% and 0%; 21 admitted against 139.
     assert!(adr.wrong_limit_pct > 30.0, "adr002 wrongly limited only {:.1}%", adr.wrong_limit_pct);
     assert!(tb.wrong_limit_pct < 5.0, "token bucket wrongly limited {:.1}%", tb.wrong_limit_pct);
@@ -136,8 +134,8 @@ fn adr002_starves_a_steady_trickle_on_real_redis_that_a_correct_bucket_serves() 
 
 #[test]
 fn fixed_window_admits_up_to_twice_its_limit_across_a_real_window_boundary() {
-    let fw = one("window-boundary", Algorithm::FixedWindow, |_| true);
-    let log = one("window-boundary", Algorithm::SlidingLog, |_| true);
+    let fw = one("window-boundary", "fixed-window", |_| true);
+    let log = one("window-boundary", "sliding-log", |_| true);
     // Seen: 40 for a limit of 20, and 20 for the sliding log.
     assert!(fw.peak_per_period > fw.limit * 3 / 2, "fixed window peak {} for limit {}", fw.peak_per_period, fw.limit);
     // Real time is noisy: a call that stalls past the timeout is admitted by the fail-open
@@ -152,7 +150,7 @@ fn fixed_window_admits_up_to_twice_its_limit_across_a_real_window_boundary() {
 #[test]
 fn client_time_over_admits_under_real_clock_skew_while_server_time_holds() {
     let (mut client_admitted, mut server_admitted) = (0, 0);
-    for a in [Algorithm::TokenBucket, Algorithm::Gcra] {
+    for a in ["token-bucket", "gcra"] {
         let server = one("clock-skew", a, |r| r.time_source == "server");
         let client = one("clock-skew", a, |r| r.time_source == "client");
         assert_eq!(server.bound, "held", "{a} server: {}", server.bound_detail);
@@ -166,7 +164,7 @@ fn client_time_over_admits_under_real_clock_skew_while_server_time_holds() {
     }
     // Seen: 540 against 516.
     assert!(client_admitted > server_admitted, "client {client_admitted} vs server {server_admitted}");
-    let adr = one("clock-skew", Algorithm::Adr002, |_| true);
+    let adr = one("clock-skew", "adr002", |_| true);
     assert!(
         adr.wrong_allow_pct + adr.wrong_limit_pct > 5.0,
         "adr002 decided wrongly only {:.1}% + {:.1}%",
@@ -177,9 +175,9 @@ fn client_time_over_admits_under_real_clock_skew_while_server_time_holds() {
 
 #[test]
 fn fail_open_is_unbounded_while_real_redis_is_down_and_the_local_budget_holds() {
-    let open = one("redis-outage", Algorithm::Gcra, |r| r.policy == FailurePolicy::FailOpen.name());
-    let closed = one("redis-outage", Algorithm::Gcra, |r| r.policy == FailurePolicy::FailClosed.name());
-    let budget = one("redis-outage", Algorithm::Gcra, |r| r.policy == "local-budget");
+    let open = one("redis-outage", "gcra", |r| r.policy == FailurePolicy::FailOpen.name());
+    let closed = one("redis-outage", "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
+    let budget = one("redis-outage", "gcra", |r| r.policy == "local-budget");
     // Seen: 36% of all requests wrongly allowed by fail-open.
     assert!(open.sources.fail_open > 0 && open.wrong_allow > open.requests / 10, "{open:?}");
     assert_eq!(open.bound, "held", "{}", open.bound_detail);

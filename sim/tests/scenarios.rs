@@ -1,26 +1,28 @@
 //! The simulator end to end on the Redis model: determinism, the known positives the
 //! catalogue must show, and bounds that must hold in every scenario and swarm seed.
 
-use limiter::{Algorithm, FailurePolicy, TimeSource};
+use limiter::{FailurePolicy, TimeSource};
 use sim::results::RunResult;
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};
+use sim::subject::Subject;
 
-fn specs(name: &str, algorithms: &[Algorithm], seeds: &[u64], duration_ms: u64) -> Vec<RunSpec> {
-    scenario::find(name).expect("scenario exists").runs(algorithms, seeds, None, duration_ms)
+fn specs(name: &str, subjects: &[&str], seeds: &[u64], duration_ms: u64) -> Vec<RunSpec> {
+    let subjects: Vec<Subject> = subjects.iter().map(|s| Subject::named(s).expect("a catalogue subject")).collect();
+    scenario::find(name).expect("scenario exists").runs(&subjects, seeds, None, duration_ms)
 }
 
 fn run_all(specs: &[RunSpec]) -> Vec<RunResult> {
     run::run_many(specs, 2, &|| {}).expect("simulation runs")
 }
 
-fn one(results: &[RunResult], algorithm: Algorithm, pred: impl Fn(&RunResult) -> bool) -> &RunResult {
-    results.iter().find(|r| r.algorithm == algorithm.name() && pred(r)).expect("result present")
+fn one<'a>(results: &'a [RunResult], subject: &str, pred: impl Fn(&RunResult) -> bool) -> &'a RunResult {
+    results.iter().find(|r| r.algorithm == subject && pred(r)).expect("result present")
 }
 
 #[test]
 fn the_same_seed_replays_a_byte_identical_trace_and_another_seed_does_not() {
-    let mut s = specs("swarm", &[Algorithm::TokenBucket], &[7], 4_000);
+    let mut s = specs("swarm", &["token-bucket"], &[7], 4_000);
     s.truncate(1);
     let twice = run_all(&[s[0].clone(), s[0].clone()]);
     assert_eq!(twice[0].trace_hash, twice[1].trace_hash);
@@ -32,13 +34,8 @@ fn the_same_seed_replays_a_byte_identical_trace_and_another_seed_does_not() {
 
 #[test]
 fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
-    let results = run_all(&specs(
-        "get-set-race",
-        &[Algorithm::NaiveGetSet, Algorithm::FixedWindow, Algorithm::Gcra],
-        &[1],
-        4_000,
-    ));
-    let naive = one(&results, Algorithm::NaiveGetSet, |_| true);
+    let results = run_all(&specs("get-set-race", &["naive", "fixed-window", "gcra"], &[1], 4_000));
+    let naive = one(&results, "naive", |_| true);
     assert_eq!(naive.bound, "broken", "{naive:?}");
     assert!(
         naive.admitted > naive.oracle_admitted + naive.oracle_admitted / 5,
@@ -46,7 +43,7 @@ fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
         naive.admitted,
         naive.oracle_admitted
     );
-    for a in [Algorithm::FixedWindow, Algorithm::Gcra] {
+    for a in ["fixed-window", "gcra"] {
         let r = one(&results, a, |_| true);
         assert_eq!(r.bound, "held", "{a}: {}", r.bound_detail);
         assert!(
@@ -60,9 +57,9 @@ fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
 
 #[test]
 fn adr002_starves_a_steady_trickle_that_a_correct_bucket_serves() {
-    let results = run_all(&specs("steady-trickle", &[Algorithm::Adr002, Algorithm::TokenBucket], &[1], 6_000));
-    let adr = one(&results, Algorithm::Adr002, |_| true);
-    let tb = one(&results, Algorithm::TokenBucket, |_| true);
+    let results = run_all(&specs("steady-trickle", &["adr002", "token-bucket"], &[1], 6_000));
+    let adr = one(&results, "adr002", |_| true);
+    let tb = one(&results, "token-bucket", |_| true);
     assert!(adr.wrong_limit_pct > 30.0, "adr002 wrongly limited only {:.1}%", adr.wrong_limit_pct);
     assert!(tb.wrong_limit_pct < 2.0, "token bucket wrongly limited {:.1}%", tb.wrong_limit_pct);
     assert!(adr.admitted * 2 < tb.admitted, "adr002 {} vs token bucket {}", adr.admitted, tb.admitted);
@@ -70,9 +67,8 @@ fn adr002_starves_a_steady_trickle_that_a_correct_bucket_serves() {
 
 #[test]
 fn client_time_over_admits_under_skew_while_server_time_holds() {
-    let results =
-        run_all(&specs("clock-skew", &[Algorithm::TokenBucket, Algorithm::Gcra, Algorithm::Adr002], &[1], 12_000));
-    for a in [Algorithm::TokenBucket, Algorithm::Gcra] {
+    let results = run_all(&specs("clock-skew", &["token-bucket", "gcra", "adr002"], &[1], 12_000));
+    for a in ["token-bucket", "gcra"] {
         let server = one(&results, a, |r| r.time_source == "server");
         let client = one(&results, a, |r| r.time_source == "client");
         assert_eq!(server.bound, "held", "{a} server: {}", server.bound_detail);
@@ -80,7 +76,7 @@ fn client_time_over_admits_under_skew_while_server_time_holds() {
         assert!(client.expected_finding && !is_failure(client));
         assert!(client.admitted > server.admitted, "{a}: client {} vs server {}", client.admitted, server.admitted);
     }
-    let adr = one(&results, Algorithm::Adr002, |_| true);
+    let adr = one(&results, "adr002", |_| true);
     assert!(
         adr.wrong_allow_pct + adr.wrong_limit_pct > 5.0,
         "adr002 decided wrongly only {:.1}% + {:.1}%",
@@ -91,9 +87,9 @@ fn client_time_over_admits_under_skew_while_server_time_holds() {
 
 #[test]
 fn fixed_window_admits_up_to_twice_its_limit_across_a_boundary() {
-    let results = run_all(&specs("window-boundary", &[Algorithm::FixedWindow, Algorithm::SlidingLog], &[1], 12_000));
-    let fw = one(&results, Algorithm::FixedWindow, |_| true);
-    let log = one(&results, Algorithm::SlidingLog, |_| true);
+    let results = run_all(&specs("window-boundary", &["fixed-window", "sliding-log"], &[1], 12_000));
+    let fw = one(&results, "fixed-window", |_| true);
+    let log = one(&results, "sliding-log", |_| true);
     assert!(fw.peak_per_period > fw.limit * 3 / 2, "fixed window peak {} for limit {}", fw.peak_per_period, fw.limit);
     assert!(fw.peak_per_period <= 2 * fw.limit);
     assert_eq!(fw.bound, "held", "its promise allows the boundary double: {}", fw.bound_detail);
@@ -102,10 +98,10 @@ fn fixed_window_admits_up_to_twice_its_limit_across_a_boundary() {
 
 #[test]
 fn fail_open_is_unbounded_during_an_outage_while_the_local_budget_holds() {
-    let results = run_all(&specs("redis-outage", &[Algorithm::Gcra], &[1], 10_000));
-    let open = one(&results, Algorithm::Gcra, |r| r.policy == FailurePolicy::FailOpen.name());
-    let closed = one(&results, Algorithm::Gcra, |r| r.policy == FailurePolicy::FailClosed.name());
-    let budget = one(&results, Algorithm::Gcra, |r| r.policy == "local-budget");
+    let results = run_all(&specs("redis-outage", &["gcra"], &[1], 10_000));
+    let open = one(&results, "gcra", |r| r.policy == FailurePolicy::FailOpen.name());
+    let closed = one(&results, "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
+    let budget = one(&results, "gcra", |r| r.policy == "local-budget");
     assert!(open.sources.fail_open > 0 && open.wrong_allow > open.requests / 10, "{open:?}");
     assert_eq!(closed.policy_check, "held", "{}", closed.policy_detail);
     assert!(closed.sources.fail_closed > 0);
@@ -118,7 +114,7 @@ fn fail_open_is_unbounded_during_an_outage_while_the_local_budget_holds() {
 
 #[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
-    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let mut all = Vec::new();
     for s in scenario::catalogue() {
         all.extend(s.runs(&promising, &[3], None, 6_000));
@@ -135,13 +131,13 @@ fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
 
 #[test]
 fn two_hundred_swarm_seeds_hold_every_promised_bound() {
-    let promising: Vec<_> = Algorithm::ALL.into_iter().filter(|a| !a.is_subject()).collect();
+    let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let swarm = scenario::find("swarm").expect("swarm");
     let mut specs = Vec::new();
     for seed in 1..=200u64 {
         // One algorithm and one policy per seed, drawn round-robin, so 200 seeds cover all.
-        let algorithm = promising[seed as usize % promising.len()];
-        let mut runs = swarm.runs(&[algorithm], &[seed], None, 3_000);
+        let subject = promising[seed as usize % promising.len()].clone();
+        let mut runs = swarm.runs(&[subject], &[seed], None, 3_000);
         let policy = runs.remove((seed / promising.len() as u64) as usize % runs.len());
         specs.push(policy);
     }

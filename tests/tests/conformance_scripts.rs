@@ -422,8 +422,7 @@ impl Call {
     }
 
     /// KEYS and ARGV exactly as the Redis store sends them (`scripts::Request::invocation`); with
-    /// `server_time` the scripts read Redis's TIME (`now` = ""), and ADR-002's script, which has
-    /// no such mode, gets an empty `now` too.
+    /// `server_time` the scripts read Redis's TIME (`now` = "").
     fn keys_and_args(&self, server_time: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let now = (!server_time).then_some(self.now_ms as u64);
         let request = scripts::Request {
@@ -431,16 +430,10 @@ impl Call {
             quota: &self.quota,
             stem: &self.stem,
             now_ms: now,
-            client_now_ms: self.now_ms as u64,
             cost: self.cost,
         };
-        let inv = request.invocation().expect("every algorithm here has a script");
-        let mut args: Vec<Vec<u8>> = inv.args.into_iter().map(String::into_bytes).collect();
-        if server_time && self.algorithm == Algorithm::Adr002 {
-            if let Some(now) = args.last_mut() {
-                now.clear();
-            }
-        }
+        let inv = request.invocation();
+        let args: Vec<Vec<u8>> = inv.args.into_iter().map(String::into_bytes).collect();
         (inv.keys.into_iter().map(String::into_bytes).collect(), args)
     }
 
@@ -881,10 +874,7 @@ fn server_time_calls_agree_on_shape_and_decision() {
             let c = Call { algorithm, quota: q, stem: "ratelimiter:{server-time}:".to_string(), now_ms: 0, cost: 1 };
             let (r, m) = servers.both(&[c.command_at(b"EVALSHA", &sha, true)]);
             let ((rr, rv), (mr, mv)) = (&r[0], &m[0]);
-            if algorithm == Algorithm::Adr002 {
-                assert!(matches!(rv, V::Error(_)), "{}: {}", script.file, show(rr));
-                assert_eq!(show(rr), show(mr), "{}: the same Lua error", script.file);
-            } else {
+            {
                 let ints = |v: &V| match v {
                     V::Array(Some(items)) => {
                         items.iter().map(|x| if let V::Int(n) = x { Some(*n) } else { None }).collect()

@@ -8,7 +8,6 @@
 //! Every state is "at rest" (equivalent to no state at all) once enough time passes; the
 //! Redis keys carry a TTL of exactly that long, and the in-process store drops idle states.
 
-pub mod adr002;
 pub mod fixed_window;
 pub mod gcra;
 pub mod sliding_log;
@@ -45,7 +44,7 @@ impl From<crate::Decision> for Outcome {
 /// One key's state under any algorithm.
 #[derive(Debug, Clone, PartialEq)]
 pub enum State {
-    /// Fixed window and the naive subject.
+    /// Fixed window.
     Window(fixed_window::WindowState),
     /// Sliding-window counter.
     Sliding(sliding_window::SlidingState),
@@ -55,8 +54,6 @@ pub enum State {
     Bucket(token_bucket::BucketState),
     /// GCRA.
     Gcra(gcra::GcraState),
-    /// The adr002 subject.
-    Adr002(adr002::Adr002State),
 }
 
 /// Runs `algorithm` on `state` (None = no state yet). `cost` must not exceed the quota's
@@ -78,12 +75,11 @@ pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_
         }};
     }
     match algorithm {
-        Algorithm::FixedWindow | Algorithm::NaiveGetSet => run!(Window, fixed_window),
+        Algorithm::FixedWindow => run!(Window, fixed_window),
         Algorithm::SlidingWindow => run!(Sliding, sliding_window),
         Algorithm::SlidingLog => run!(Log, sliding_log),
         Algorithm::TokenBucket => run!(Bucket, token_bucket),
         Algorithm::Gcra => run!(Gcra, gcra),
-        Algorithm::Adr002 => run!(Adr002, adr002),
     }
 }
 
@@ -96,7 +92,6 @@ pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
         State::Log(s) => sliding_log::is_idle(quota, s, now_ms),
         State::Bucket(s) => token_bucket::is_idle(quota, s, now_ms),
         State::Gcra(s) => gcra::is_idle(quota, s, now_ms),
-        State::Adr002(s) => adr002::is_idle(quota, s, now_ms),
     }
 }
 
@@ -110,7 +105,6 @@ pub fn expired(quota: &Quota, state: &State, now_ms: u64) -> bool {
         State::Log(s) => sliding_log::expired(quota, s, now_ms),
         State::Bucket(s) => token_bucket::expired(quota, s, now_ms),
         State::Gcra(s) => gcra::expired(quota, s, now_ms),
-        State::Adr002(s) => adr002::expired(quota, s, now_ms),
     }
 }
 

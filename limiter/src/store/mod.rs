@@ -4,6 +4,8 @@
 
 mod atomic;
 mod connector;
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
+pub(crate) mod eval;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
 pub(crate) mod redis;

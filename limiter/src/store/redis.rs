@@ -1,5 +1,6 @@
 //! The Redis store: each algorithm is one atomic script, sent by EVALSHA with EVAL as
-//! fallback when Redis answers NOSCRIPT (after `SCRIPT FLUSH`, a restart or a failover).
+//! fallback when Redis answers NOSCRIPT (after `SCRIPT FLUSH`, a restart or a failover; see
+//! [`super::eval`]).
 //!
 //! One multiplexed connection per store: every concurrent call is pipelined onto it, which
 //! measured faster than a pool (see the bench). When it breaks, the next call reconnects;
@@ -14,8 +15,9 @@ use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind, Value};
 
 use super::connector::{Connector, TcpConnector};
+use super::eval::EvalScript;
 use super::StoreError;
-use crate::algo::{fixed_window, Outcome};
+use crate::algo::Outcome;
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::quota::Algorithm;
@@ -24,11 +26,21 @@ use crate::scripts;
 /// ADR-002's `spring.redis.timeout=1000ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
-static SCRIPTS: LazyLock<Vec<(Algorithm, redis::Script)>> =
-    LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, redis::Script::new(s.source))).collect());
+static SCRIPTS: LazyLock<Vec<(Algorithm, EvalScript)>> =
+    LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, EvalScript::new(s.source))).collect());
 
-fn script(algorithm: Algorithm) -> Option<&'static redis::Script> {
+fn script(algorithm: Algorithm) -> Option<&'static EvalScript> {
     SCRIPTS.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| s)
+}
+
+/// Why a [`RedisStore::call_raw`] call produced no reply.
+#[cfg(feature = "harness")]
+#[derive(Debug, Clone)]
+pub enum RawCallError {
+    /// Redis could not be asked (down, slow, partitioned, loading): a failure policy's case.
+    Unavailable(Degraded),
+    /// Redis answered with an error.
+    Refused(RedisError),
 }
 
 /// See the module docs.
@@ -112,10 +124,7 @@ impl RedisStore {
 
     async fn evaluate_untimed(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
         let (generation, mut conn) = self.connection().await?;
-        let result = match req.algorithm {
-            Algorithm::NaiveGetSet => naive_get_set(&mut conn, &req).await,
-            algorithm => run_script(&mut conn, algorithm, &req).await,
-        };
+        let result = run_script(&mut conn, req.algorithm, &req).await;
         result.map_err(|e| {
             let error = classify(req.algorithm, e);
             if matches!(error, StoreError::Unavailable(_)) {
@@ -123,6 +132,39 @@ impl RedisStore {
             }
             error
         })
+    }
+
+    /// For the harness's own callers (subjects that are not one of the library's scripts):
+    /// runs `call` on the store's connection with the store's timeout, connecting and
+    /// reconnecting exactly as the store's own calls do. A failure comes back as
+    /// [`RawCallError::Unavailable`] when the failure policy would answer (the connection is
+    /// then dropped, as after the store's own calls), or as [`RawCallError::Refused`] with
+    /// Redis's error when Redis answered with one (a script error, WRONGTYPE...).
+    #[cfg(feature = "harness")]
+    pub async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
+    where
+        F: FnOnce(MultiplexedConnection) -> Fut,
+        Fut: std::future::Future<Output = redis::RedisResult<T>>,
+    {
+        let untimed = async {
+            let (generation, conn) =
+                self.connection().await.map_err(|_| RawCallError::Unavailable(Degraded::Unavailable))?;
+            call(conn).await.map_err(|e| {
+                if unavailable(&e) {
+                    self.invalidate(Some(generation));
+                    RawCallError::Unavailable(Degraded::Unavailable)
+                } else {
+                    RawCallError::Refused(e)
+                }
+            })
+        };
+        match tokio::time::timeout(self.timeout, untimed).await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                self.invalidate(None);
+                Err(RawCallError::Unavailable(Degraded::Timeout))
+            }
+        }
     }
 
     async fn connection(&self) -> Result<(u64, MultiplexedConnection), StoreError> {
@@ -164,46 +206,12 @@ async fn run_script(
     algorithm: Algorithm,
     req: &scripts::Request<'_>,
 ) -> Result<(Outcome, u64), RedisError> {
-    let (Some(script), Some(call)) = (script(algorithm), req.invocation()) else {
+    let Some(script) = script(algorithm) else {
         return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
     };
-    let mut inv = script.prepare_invoke();
-    for key in &call.keys {
-        inv.key(key);
-    }
-    for arg in &call.args {
-        inv.arg(arg);
-    }
-    let reply: Value = inv.invoke_async(conn).await?;
+    let call = req.invocation();
+    let reply = script.run(conn, &call.keys, &call.args).await?;
     integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
-}
-
-/// The naive subject: read, decide in the client, write back. Between the GET and the SET
-/// any other instance can do the same, and the last SET wins: that is the race.
-async fn naive_get_set(
-    conn: &mut MultiplexedConnection,
-    req: &scripts::Request<'_>,
-) -> Result<(Outcome, u64), RedisError> {
-    let q = req.quota;
-    let now = req.client_now_ms;
-    let window = now / q.period_ms();
-    let key = format!("{}{}:{window}", req.stem, scripts::key_suffix(Algorithm::NaiveGetSet));
-    let reply: Value = redis::cmd("GET").arg(&key).query_async(conn).await?;
-    let count = match &reply {
-        Value::Nil => 0,
-        Value::BulkString(bytes) => {
-            std::str::from_utf8(bytes).ok().and_then(|s| s.parse::<u64>().ok()).ok_or_else(|| bad_reply(&reply))?
-        }
-        other => return Err(bad_reply(other)),
-    };
-    let mut state = (count > 0).then_some(fixed_window::WindowState { window, count });
-    let outcome = fixed_window::step(q, &mut state, now, req.cost);
-    if outcome.allowed && req.cost > 0 {
-        let to_end = q.period_ms() - now % q.period_ms();
-        let _: Value =
-            redis::cmd("SET").arg(&key).arg(count + req.cost).arg("PX").arg(to_end).query_async(conn).await?;
-    }
-    Ok((outcome, now))
 }
 
 fn integers(v: &Value) -> Option<Vec<i64>> {
@@ -230,13 +238,11 @@ fn bad_reply(v: &Value) -> RedisError {
     ))
 }
 
-/// Sorts a Redis error into "ask the failure policy" and "tell the caller".
-fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
-    let name = algorithm.name();
+/// Whether a Redis error means Redis could not be asked (the failure policy's case) rather
+/// than an answer the caller must hear about.
+fn unavailable(e: &RedisError) -> bool {
     match e.kind() {
-        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
-            StoreError::Fatal(Error::UnexpectedReply { algorithm: name, detail: e.detail().unwrap_or("").to_owned() })
-        }
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => false,
         // Redis is there but cannot serve right now: treat as an outage.
         ErrorKind::Server(
             ServerErrorKind::BusyLoading
@@ -244,17 +250,30 @@ fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown
             | ServerErrorKind::ReadOnly,
-        ) => StoreError::Unavailable(Degraded::Unavailable),
-        ErrorKind::Server(_) | ErrorKind::Extension => {
+        ) => true,
+        // A script running too long blocks every client: also an outage.
+        ErrorKind::Server(_) | ErrorKind::Extension => e.code() == Some("BUSY"),
+        _ => true,
+    }
+}
+
+/// Sorts a Redis error into "ask the failure policy" and "tell the caller".
+fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
+    if unavailable(&e) {
+        return StoreError::Unavailable(Degraded::Unavailable);
+    }
+    let name = algorithm.name();
+    match e.kind() {
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
+            StoreError::Fatal(Error::UnexpectedReply { algorithm: name, detail: e.detail().unwrap_or("").to_owned() })
+        }
+        _ => {
             let detail = e.to_string();
             if e.code() == Some("WRONGTYPE") || detail.contains("WRONGTYPE") {
                 StoreError::Fatal(Error::WrongType { algorithm: name, detail })
-            } else if e.code() == Some("BUSY") {
-                StoreError::Unavailable(Degraded::Unavailable)
             } else {
                 StoreError::Fatal(Error::Server { algorithm: name, detail })
             }
         }
-        _ => StoreError::Unavailable(Degraded::Unavailable),
     }
 }

@@ -17,7 +17,7 @@ fn without_peeks(invariant: Invariant) -> Invariant {
 }
 
 fn adr002() -> Subject {
-    Subject::real(Algorithm::Adr002)
+    Subject::adr002()
 }
 
 fn fixed_window_as_sliding_log() -> Subject {

@@ -10,7 +10,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use limiter::Algorithm;
+use sim::subject::{ClientSubject, Subject};
 
 use sim::cli::{self, Backend, Options};
 use sim::real;
@@ -63,11 +63,11 @@ fn backend(o: &Options) -> Result<(Options, Box<run::Executor>)> {
             o.scenarios = vec![real::MINI_REDIS_SCENARIO.to_owned()];
         }
         if o.algorithms.is_empty() {
-            o.algorithms = vec![Algorithm::NaiveGetSet];
+            o.algorithms = vec![Subject::Client(ClientSubject::NaiveGetSet)];
         }
         for scenario in &o.scenarios {
-            for &algorithm in &o.algorithms {
-                real::check_mini_redis(scenario, algorithm)?;
+            for subject in &o.algorithms {
+                real::check_mini_redis(scenario, subject)?;
             }
         }
         return Ok((o, Box::new(real::execute_mini)));
@@ -109,18 +109,18 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
             println!("{:<16} {}", s.name, s.description);
         }
         println!();
-        for a in Algorithm::ALL {
-            println!(
-                "{:<16} {}",
-                a.name(),
-                if a.is_subject() { "subject (promises nothing)" } else { "promises a bound" }
-            );
+        for s in Subject::catalogue() {
+            let what = if s.is_library() {
+                format!("the library's algorithm: {}", s.promise())
+            } else {
+                format!("subject: means to be {}, its breaks are findings", s.promise())
+            };
+            println!("{:<16} {what}", s.name());
         }
         return Ok(true);
     }
     let (o, execute) = &backend(o)?;
-    let algorithms: Vec<Algorithm> =
-        if o.algorithms.is_empty() { Algorithm::ALL.to_vec() } else { o.algorithms.clone() };
+    let algorithms: Vec<Subject> = if o.algorithms.is_empty() { Subject::catalogue() } else { o.algorithms.clone() };
     let scenarios: Vec<_> = scenario::catalogue()
         .into_iter()
         .filter(|s| o.scenarios.is_empty() || o.scenarios.iter().any(|n| n == s.name))

@@ -3,6 +3,7 @@
 //! schedule, every decision recorded exactly as `cluster.rs` records it.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{sleep_until, Instant};
 
 use limiter::store::TcpConnector;
-use limiter::{BreakerConfig, Limiter, RedisStore};
+use limiter::BreakerConfig;
 
 use super::clock::{aligned_start, WallClock};
 use super::proxy::{LinkFault, Proxy};
@@ -21,6 +22,7 @@ use crate::faults::{self, FaultKind};
 use crate::mini::MiniRedis;
 use crate::results::RedisCost;
 use crate::scenario::RunSpec;
+use crate::subject::{Caller, CallerSpec};
 use crate::trace::{self, Record};
 use crate::workload::Arrival;
 
@@ -157,6 +159,8 @@ struct Ctx {
     dial: Vec<SocketAddr>,
     prefix: Option<String>,
     records: Mutex<Vec<Record>>,
+    /// Bumped each time Redis comes back without its data.
+    data_epoch: Arc<AtomicU64>,
 }
 
 impl Ctx {
@@ -192,6 +196,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         dial: proxies.iter().map(Proxy::addr).collect(),
         prefix,
         records: Mutex::new(Vec::new()),
+        data_epoch: Arc::new(AtomicU64::new(0)),
     });
     let mut instances: Vec<Option<JoinHandle<anyhow::Result<()>>>> =
         (0..spec.instances).map(|i| Some(tokio::spawn(run_instance(ctx.clone(), i)))).collect();
@@ -234,6 +239,9 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
             }
             FaultKind::RedisCrash { keep_data } => {
                 redis.control(move |c| c.restart(keep_data)).await?;
+                if !keep_data {
+                    ctx.data_epoch.fetch_add(1, Ordering::Release);
+                }
                 proxies.iter().for_each(|p| p.set_redis_down(false));
             }
             FaultKind::ScriptFlush if is_start => match redis {
@@ -266,7 +274,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
                 "warning: real lane: {} {} {} seed {}: fault {} scheduled at {at} ms took effect at {applied_ms} ms \
                  (machine overloaded? try fewer --threads); its verdicts may be off",
                 spec.scenario,
-                spec.algorithm,
+                spec.subject,
                 spec.policy.name(),
                 spec.seed,
                 kind.name()
@@ -309,31 +317,31 @@ async fn in_flight_until(instances: &[Option<JoinHandle<anyhow::Result<()>>>], d
 async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
     let spec = &ctx.spec;
     let (offset_ms, drift_ppm) = spec.skew_of(i);
-    let store = RedisStore::new(TcpConnector::new(ctx.dial[i as usize].to_string()))
-        .with_timeout(Duration::from_millis(spec.timeout_ms.max(REAL_TIMEOUT_MS)))?;
-    let mut builder = Limiter::builder(spec.algorithm, spec.quota)
-        .redis(store)
-        .clock(Arc::new(WallClock::new(ctx.start_wall_ms, offset_ms, drift_ppm)))
-        .time_source(spec.time_source)
-        .failure_policy(spec.policy)
-        .breaker(BREAKER);
-    if let Some(prefix) = &ctx.prefix {
-        builder = builder.key_prefix(prefix);
-    }
-    let limiter = builder.build()?;
+    let caller = Arc::new(Caller::build(CallerSpec {
+        subject: &spec.subject,
+        quota: spec.quota,
+        policy: spec.policy,
+        time_source: spec.time_source,
+        clock: Arc::new(WallClock::new(ctx.start_wall_ms, offset_ms, drift_ppm)),
+        connector: Box::new(TcpConnector::new(ctx.dial[i as usize].to_string())),
+        timeout: Duration::from_millis(spec.timeout_ms.max(REAL_TIMEOUT_MS)),
+        breaker: BREAKER,
+        key_prefix: ctx.prefix.clone(),
+        data_epoch: ctx.data_epoch.clone(),
+        instance: i,
+    })?);
     // After a restart, pick up where the load is now.
     let start_ms = ctx.elapsed_ms();
     let mut tasks = JoinSet::new();
     for (seq, a) in ctx.arrivals[i as usize].iter().enumerate().filter(|(_, a)| a.t_ms >= start_ms) {
         sleep_until(ctx.start + Duration::from_millis(a.t_ms)).await;
         while tasks.try_join_next().is_some() {}
-        let (limiter, ctx, a) = (limiter.clone(), ctx.clone(), *a);
+        let (caller, ctx, a) = (caller.clone(), ctx.clone(), *a);
         tasks.spawn(async move {
             let t_ms = ctx.elapsed_ms();
-            let result = limiter.check(&format!("key-{}", a.key), a.cost).await;
+            let answer = caller.check(&format!("key-{}", a.key), a.cost, seq as u64).await;
             let done_ms = ctx.elapsed_ms();
-            let r =
-                Record::of_check(i, seq as u32, &a, t_ms, done_ms, &result, limiter.time_source(), ctx.start_wall_ms);
+            let r = Record::of_answer(i, seq as u32, &a, t_ms, done_ms, &answer, ctx.start_wall_ms);
             lock(&ctx.records).push(r);
         });
     }

@@ -42,11 +42,11 @@ mod server;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context};
-use limiter::Algorithm;
 
 use crate::cluster::RunOutput;
 use crate::faults::{Fault, FaultKind};
 use crate::scenario::RunSpec;
+use crate::subject::{ClientSubject, Subject};
 
 /// Default run duration (ms) on a real backend when `--duration` is not given: runs take
 /// wall-clock time.
@@ -84,7 +84,7 @@ pub fn execute_at(url: &str, spec: &RunSpec) -> anyhow::Result<RunOutput> {
 /// Runs the naive subject of the `get-set-race` scenario against an embedded mini-redis,
 /// with real concurrency. Anything else is refused: see [`check_mini_redis`].
 pub fn execute_mini(spec: &RunSpec) -> anyhow::Result<RunOutput> {
-    check_mini_redis(spec.scenario, spec.algorithm)?;
+    check_mini_redis(spec.scenario, &spec.subject)?;
     if !spec.faults.is_empty() {
         bail!("the mini-redis backend injects no faults (the spec has {})", spec.faults.len());
     }
@@ -105,21 +105,19 @@ pub fn without_process_faults(spec: &RunSpec) -> (RunSpec, Vec<Fault>) {
     (kept, skipped)
 }
 
-/// Whether the mini-redis backend can run `scenario` with `algorithm`, with the reason if
-/// not.
-pub fn check_mini_redis(scenario: &str, algorithm: Algorithm) -> anyhow::Result<()> {
+/// Whether the mini-redis backend can run `scenario` with `subject`, with the reason if not.
+pub fn check_mini_redis(scenario: &str, subject: &Subject) -> anyhow::Result<()> {
     if scenario != MINI_REDIS_SCENARIO {
         bail!(
             "--backend mini-redis runs only the {MINI_REDIS_SCENARIO} scenario, not {scenario:?}: mini-redis has \
              GET and SET but no EVAL, so only the naive GET-then-SET subject can run on it"
         );
     }
-    if algorithm != Algorithm::NaiveGetSet {
+    let naive = Subject::Client(ClientSubject::NaiveGetSet);
+    if *subject != naive {
         bail!(
-            "--backend mini-redis runs only the {} algorithm, not {}: every other algorithm is a Lua script and \
-             mini-redis has no EVAL",
-            Algorithm::NaiveGetSet,
-            algorithm
+            "--backend mini-redis runs only the {naive} subject, not {subject}: the others need EVAL or EXPIRE, \
+             and mini-redis has GET and SET only"
         );
     }
     Ok(())

@@ -230,12 +230,18 @@ impl Controller {
             }
             keys = self.with_side(|c| redis::cmd("DBSIZE").query::<u64>(c)).unwrap_or(0);
         }
+        let immortal = if self.process.is_running() {
+            self.with_side(|c| keys_without_ttl(c, "*")).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         RedisCost {
             commands: total.commands,
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             keys,
             memory_bytes: memory,
+            ..RedisCost::without_ttl(immortal)
         }
     }
 }
@@ -296,7 +302,8 @@ impl External {
     }
 
     fn own_keys(&mut self) -> RedisResult<Vec<String>> {
-        let pattern = format!("{}:*", self.prefix);
+        // The library's keys start with the prefix; a subject's have it where its key goes.
+        let pattern = format!("*{}:*", self.prefix);
         let mut cursor = 0u64;
         let mut keys = Vec::new();
         loop {
@@ -320,6 +327,7 @@ impl External {
         let (counters, memory) = snapshot(&mut self.conn).unwrap_or((self.base, self.memory_at_start));
         let spent = counters.since(self.base);
         let keys = self.own_keys().unwrap_or_default();
+        let immortal = keys_without_ttl(&mut self.conn, &format!("*{}:*", self.prefix)).unwrap_or_default();
         for chunk in keys.chunks(500) {
             let _: RedisResult<u64> = redis::cmd("UNLINK").arg(chunk).query(&mut self.conn);
         }
@@ -329,7 +337,28 @@ impl External {
             bytes_out: spent.bytes_out,
             keys: keys.len() as u64,
             memory_bytes: memory.saturating_sub(self.memory_at_start),
+            ..RedisCost::without_ttl(immortal)
         }
+    }
+}
+
+/// The keys matching `pattern` that will never expire (`PTTL` -1).
+fn keys_without_ttl(conn: &mut redis::Connection, pattern: &str) -> RedisResult<Vec<String>> {
+    let mut out = Vec::new();
+    let mut cursor = 0u64;
+    loop {
+        let (next, batch): (u64, Vec<String>) =
+            redis::cmd("SCAN").arg(cursor).arg("MATCH").arg(pattern).arg("COUNT").arg(1000).query(conn)?;
+        for key in batch {
+            if redis::cmd("PTTL").arg(&key).query::<i64>(conn)? == -1 {
+                out.push(key);
+            }
+        }
+        if next == 0 {
+            out.sort();
+            return Ok(out);
+        }
+        cursor = next;
     }
 }
 

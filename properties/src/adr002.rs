@@ -1,5 +1,6 @@
-//! Subject: ADR-002's token bucket, modelled operation for operation (Lua numbers are
-//! doubles, so this twin computes in `f64` in the script's order and gets the same bits).
+//! ADR-002's token bucket (`docs/ORIGINS.md`) as a state machine, operation for operation
+//! (Lua numbers are doubles, so it computes in `f64` in the script's order and gets the same
+//! bits): a known-bad subject every bucket invariant must catch.
 //!
 //! What is wrong with it, on purpose kept:
 //! - `math.floor` of the refill, then `lastRefillTime = now` on *every* call: the fraction
@@ -10,8 +11,14 @@
 //!   floored negative refill *drains* the bucket; a step forward refills it early.
 //! - Every call writes, denials and peeks included, and the TTL is a fixed hour.
 
-use super::{ceil_div, Outcome};
-use crate::quota::Quota;
+use limiter::harness::algo::Outcome;
+use limiter::Quota;
+
+use crate::subject::{MachineState, StateMachine};
+
+fn ceil_div(a: u64, b: u64) -> u64 {
+    a.div_ceil(b)
+}
 
 /// The script's hash: `tokens` and `lastRefillTime`.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,7 +71,7 @@ pub fn outcome_from_reply(q: &Quota, allowed: bool, tokens: i64, cost: u64) -> O
 }
 
 /// See the module docs.
-pub fn step(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> Outcome {
+fn step(q: &Quota, state: &mut Option<Adr002State>, now_ms: u64, cost: u64) -> Outcome {
     let (allowed, tokens) = script(q, state, now_ms, cost);
     outcome_from_reply(q, allowed, tokens, cost)
 }
@@ -80,26 +87,66 @@ pub fn is_idle(_q: &Quota, s: &Adr002State, now_ms: u64) -> bool {
     (now_ms as f64) >= s.last_refill_ms + TTL_MS as f64
 }
 
+/// The subject as a [`StateMachine`].
+#[derive(Debug, Clone, Copy)]
+pub struct Adr002;
+
+impl StateMachine for Adr002 {
+    fn step(&self, q: &Quota, state: &mut Option<MachineState>, now_ms: u64, cost: u64) -> Outcome {
+        // Redis drops the hash an hour after the last call; a state of another machine is
+        // another key.
+        let mut own = match state.take() {
+            Some(MachineState::Adr002(s)) if !expired(q, &s, now_ms) => Some(s),
+            _ => None,
+        };
+        let outcome = step(q, &mut own, now_ms, cost);
+        *state = own.map(MachineState::Adr002);
+        outcome
+    }
+
+    fn is_idle(&self, q: &Quota, state: &MachineState, now_ms: u64) -> bool {
+        match state {
+            MachineState::Adr002(s) => is_idle(q, s, now_ms),
+            MachineState::Twin(_) => true,
+        }
+    }
+
+    fn expired(&self, q: &Quota, state: &MachineState, now_ms: u64) -> bool {
+        match state {
+            MachineState::Adr002(s) => expired(q, s, now_ms),
+            MachineState::Twin(_) => true,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::super::worked::{walk, Line, ALLOW, DENY};
-    use crate::quota::{Algorithm, Quota};
+    use limiter::Quota;
+
+    use super::*;
+    use crate::schedule::{Req, Run};
+    use crate::subject::Subject;
 
     /// The subject at 2 tokens per second, burst 3, called every 400 ms: each call earns 0.8
     /// of a token, which the floored refill throws away, so after the burst it never admits
     /// again (a correct bucket admits 4 of every 5 such calls).
-    const LINES: &[Line] = &[
-        // t_ms  cost  allowed  remaining  retry_ms  reset_ms
-        (0, 1, ALLOW, 2, 0, 500),
-        (400, 1, ALLOW, 1, 0, 1_000),
-        (800, 1, ALLOW, 0, 0, 1_500),
-        (1_200, 1, DENY, 0, 500, 1_500),
-        (1_600, 1, DENY, 0, 500, 1_500),
-        (2_000, 1, DENY, 0, 500, 1_500),
-    ];
-
     #[test]
     fn worked_example() {
-        walk(Algorithm::Adr002, Quota::new(2, 1_000).with_burst(3), LINES);
+        // t_ms, allowed, remaining, retry_after_ms, reset_after_ms (every request costs 1)
+        let lines = [
+            (0, true, 2, 0, 500),
+            (400, true, 1, 0, 1_000),
+            (800, true, 0, 0, 1_500),
+            (1_200, false, 0, 500, 1_500),
+            (1_600, false, 0, 500, 1_500),
+            (2_000, false, 0, 500, 1_500),
+        ];
+        let q = Quota::new(2, 1_000).with_burst(3);
+        let reqs: Vec<Req> = lines.iter().map(|l| Req { t_ms: l.0, cost: 1 }).collect();
+        let run = Run::new(&Subject::adr002(), &q, &reqs);
+        for (step, (t, allowed, remaining, retry_after_ms, reset_after_ms)) in run.steps.iter().zip(lines) {
+            let want = Outcome { allowed, remaining, retry_after_ms, reset_after_ms };
+            assert_eq!(step.outcome, want, "t={t}");
+        }
     }
 }

@@ -1,0 +1,341 @@
+//! What a run drives: one of the library's algorithms through the real [`limiter::Limiter`],
+//! a script described by a subject file ([`file`]), or a limiter whose calling library makes
+//! several round trips ([`client`]: the naive GET-then-SET counter, INCR then EXPIRE).
+//!
+//! Every kind is driven the same way by the simulator and the real lane: an instance builds a
+//! [`Caller`] over its connection to Redis and its own clock, and asks it about each request.
+//! The answer says who decided and, where known, by which clock; the checkers hold it to the
+//! subject's [`Promise`].
+
+pub mod client;
+pub mod file;
+pub mod reply;
+pub mod script;
+pub mod template;
+
+use std::fmt;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use limiter::store::Connector;
+use limiter::{
+    Algorithm, BreakerConfig, Clock, Decision, Error, FailurePolicy, Limiter, Quota, RedisStore, Source, TimeSource,
+};
+
+use crate::promise::Promise;
+pub use client::ClientSubject;
+pub use file::{FileError, OnError, SubjectFile};
+
+/// ADR-002's token-bucket script as its record wrote it, and the subject file that says how
+/// its Java caller invokes it (`docs/ORIGINS.md`).
+pub static ADR002: LazyLock<Arc<SubjectFile>> = LazyLock::new(|| {
+    let text = include_str!("../../subjects/adr002.toml");
+    let file = SubjectFile::parse(std::path::Path::new("sim/subjects/adr002.toml"), text, |script| {
+        if script == "adr002.lua" {
+            Ok(include_str!("../../subjects/adr002.lua").to_owned())
+        } else {
+            Err(format!("the built-in ADR-002 subject names {script:?}, not adr002.lua"))
+        }
+    });
+    Arc::new(file.expect("the built-in ADR-002 subject file is valid (tested)"))
+});
+
+/// What a run drives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Subject {
+    /// One of the library's algorithms, through `limiter::Limiter`.
+    Algorithm(Algorithm),
+    /// A script described by a subject file.
+    Script(Arc<SubjectFile>),
+    /// A limiter of several round trips, written in the harness.
+    Client(ClientSubject),
+}
+
+impl Subject {
+    /// The subjects `cargo xtask simulate` shows beside the library's algorithms: the seeds'
+    /// findings.
+    pub fn catalogue() -> Vec<Subject> {
+        let mut all: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+        all.push(Subject::Script(ADR002.clone()));
+        all.extend(ClientSubject::ALL.into_iter().map(Subject::Client));
+        all
+    }
+
+    /// Looks a catalogue subject up by name.
+    pub fn named(name: &str) -> Option<Subject> {
+        Subject::catalogue().into_iter().find(|s| s.name() == name)
+    }
+
+    /// Its name in tables, results and replay commands.
+    pub fn name(&self) -> &str {
+        match self {
+            Subject::Algorithm(a) => a.name(),
+            Subject::Script(f) => &f.name,
+            Subject::Client(c) => c.name(),
+        }
+    }
+
+    /// Whether it is one of the library's algorithms (whose every promise is the library's
+    /// own): anything else is a subject, whose broken promise is a finding.
+    pub fn is_library(&self) -> bool {
+        matches!(self, Subject::Algorithm(_))
+    }
+
+    /// What it promises.
+    pub fn promise(&self) -> Promise {
+        match self {
+            Subject::Algorithm(a) => Promise::of(*a),
+            Subject::Script(f) => f.promise,
+            Subject::Client(c) => c.promise(),
+        }
+    }
+
+    /// Whether its decisions read the instance's clock whatever the scenario's time source
+    /// says (scripts fed the caller's clock, the naive counter's window).
+    pub fn forces_client_time(&self) -> bool {
+        match self {
+            Subject::Algorithm(_) => false,
+            Subject::Script(f) => f.client_time(),
+            Subject::Client(c) => c.reads_client_clock(),
+        }
+    }
+
+    /// Whether its time is chosen by the scenario (only the library's algorithms offer both).
+    pub fn has_time_source_choice(&self) -> bool {
+        self.is_library()
+    }
+
+    /// Whether its calls can fail over to the scenario's failure policy (the library's); a
+    /// subject's caller does what its file says instead.
+    pub fn has_failure_policy_choice(&self) -> bool {
+        self.is_library()
+    }
+
+    /// The failure policy it really runs with: the scenario's for the library, else the
+    /// subject's own (fail open unless its file says deny).
+    pub fn effective_policy(&self, scenario: FailurePolicy) -> FailurePolicy {
+        match self {
+            Subject::Algorithm(_) => scenario,
+            Subject::Script(f) if f.on_error == OnError::Deny => FailurePolicy::FailClosed,
+            _ => FailurePolicy::FailOpen,
+        }
+    }
+
+    /// The most one request may cost: 1 for subjects that take no cost.
+    pub fn max_cost(&self, q: &Quota) -> u64 {
+        match self {
+            Subject::Algorithm(a) => q.capacity(*a),
+            Subject::Script(f) if f.takes_cost() => self.promise().capacity(q),
+            _ => 1,
+        }
+    }
+
+    /// The quota it runs with: its own when its file names one, else the scenario's.
+    pub fn quota(&self, scenario: Quota) -> Quota {
+        match self {
+            Subject::Script(f) => f.quota.unwrap_or(scenario),
+            _ => scenario,
+        }
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// By which clock a store decision was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecidedBy {
+    /// Redis's clock, read by the script, at this reading (ms since the Unix epoch).
+    Server(u64),
+    /// The instance's clock, read when the request started.
+    Client,
+    /// Redis's clock at an unknown moment between the request's start and its return.
+    Unknown,
+}
+
+/// What a subject answered about one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// Admitted?
+    pub allowed: bool,
+    /// Units the answer admitted or denied (a partial grant may cut the request's cost).
+    pub cost: u64,
+    /// Who decided.
+    pub source: Source,
+    /// The answer's Retry-After (0 when it has none).
+    pub retry_after_ms: u64,
+    /// When the store decided.
+    pub decided_by: DecidedBy,
+    /// Set when the call failed with an error (a script error, a refused command): the text.
+    pub error: Option<String>,
+}
+
+impl Answer {
+    /// The answer of the library's limiter.
+    pub fn of_limiter(result: &Result<Decision, Error>, cost: u64, time_source: TimeSource) -> Answer {
+        match result {
+            Ok(d) => Answer {
+                allowed: d.allowed,
+                cost,
+                source: d.source,
+                retry_after_ms: d.retry_after_ms,
+                decided_by: match time_source {
+                    TimeSource::Server => DecidedBy::Server(d.decided_at_ms),
+                    _ => DecidedBy::Client,
+                },
+                error: None,
+            },
+            Err(e) => Answer {
+                allowed: false,
+                cost,
+                source: Source::Store,
+                retry_after_ms: 0,
+                decided_by: DecidedBy::Unknown,
+                error: Some(e.to_string()),
+            },
+        }
+    }
+
+    /// What a subject's caller does when Redis cannot be asked or refuses the call.
+    pub fn failed(allow: bool, cost: u64, error: Option<String>) -> Answer {
+        Answer {
+            allowed: allow,
+            cost,
+            source: if allow { Source::FailOpen } else { Source::FailClosed },
+            retry_after_ms: 0,
+            decided_by: DecidedBy::Unknown,
+            error,
+        }
+    }
+}
+
+/// Everything an instance needs to build its caller.
+pub struct CallerSpec<'a> {
+    /// What to drive.
+    pub subject: &'a Subject,
+    /// The quota it enforces.
+    pub quota: Quota,
+    /// The scenario's failure policy (the library's algorithms only).
+    pub policy: FailurePolicy,
+    /// The scenario's time source (the library's algorithms only).
+    pub time_source: TimeSource,
+    /// The instance's clock.
+    pub clock: Arc<dyn Clock>,
+    /// How to reach Redis.
+    pub connector: Box<dyn Connector>,
+    /// Each call's timeout.
+    pub timeout: Duration,
+    /// The breaker of the library's limiter.
+    pub breaker: BreakerConfig,
+    /// A prefix for every key (runs against a shared Redis clean up their own keys).
+    pub key_prefix: Option<String>,
+    /// Bumped by the harness whenever Redis loses its data: subjects with setup commands send
+    /// them again.
+    pub data_epoch: Arc<AtomicU64>,
+    /// Makes request ids unique across instances.
+    pub instance: u32,
+}
+
+/// An instance's way of asking about a request.
+pub enum Caller {
+    /// The library.
+    Limiter(Limiter),
+    /// A subject file's script.
+    Script(script::ScriptCaller),
+    /// A client-side subject.
+    Client(client::ClientCaller),
+}
+
+impl Caller {
+    /// Builds the caller `spec` describes.
+    pub fn build(spec: CallerSpec<'_>) -> anyhow::Result<Caller> {
+        // A connector that erases its type, so every store is built the same way.
+        struct Boxed(Box<dyn Connector>);
+        impl Connector for Boxed {
+            fn connect(&self) -> limiter::store::ConnectFuture<'_> {
+                self.0.connect()
+            }
+            fn describe(&self) -> String {
+                self.0.describe()
+            }
+        }
+        let store = RedisStore::new(Boxed(spec.connector)).with_timeout(spec.timeout)?;
+        Ok(match spec.subject {
+            Subject::Algorithm(algorithm) => {
+                let mut builder = Limiter::builder(*algorithm, spec.quota)
+                    .redis(store)
+                    .clock(spec.clock)
+                    .time_source(spec.time_source)
+                    .failure_policy(spec.policy)
+                    .breaker(spec.breaker);
+                if let Some(prefix) = &spec.key_prefix {
+                    builder = builder.key_prefix(prefix);
+                }
+                Caller::Limiter(builder.build()?)
+            }
+            Subject::Script(file) => Caller::Script(script::ScriptCaller::new(
+                file.clone(),
+                store,
+                spec.quota,
+                spec.clock,
+                spec.key_prefix.map(|p| format!("{p}:")).unwrap_or_default(),
+                spec.data_epoch,
+                spec.instance,
+            )),
+            Subject::Client(kind) => Caller::Client(client::ClientCaller::new(
+                *kind,
+                store,
+                spec.quota,
+                spec.clock,
+                spec.key_prefix.map(|p| format!("{p}:")).unwrap_or_default(),
+            )),
+        })
+    }
+
+    /// Asks about one request of `cost` on `key`; `seq` numbers the instance's requests.
+    pub async fn check(&self, key: &str, cost: u64, seq: u64) -> Answer {
+        match self {
+            Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.time_source()),
+            Caller::Script(s) => s.check(key, cost, seq).await,
+            Caller::Client(c) => c.check(key, cost).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// ADR-002's script is kept byte for byte; this is the SHA-1 of the text as the record
+    /// printed it, so an accidental "fix" of the subject fails here.
+    #[test]
+    fn adr002_is_the_record_byte_for_byte_and_its_file_is_valid() {
+        let sha = sha1_smol::Sha1::from(ADR002.source.as_bytes()).digest().to_string();
+        assert_eq!(sha, "3bca5d9a3ab7511baab046228b3b09c899c5e0e5");
+        assert!(ADR002.source.contains("math.floor((timePassed * refillRate) / 1000)"));
+        assert_eq!(ADR002.promise, Promise::TokenBucket);
+        assert!(ADR002.client_time() && ADR002.takes_cost());
+    }
+
+    #[test]
+    fn the_catalogue_names_each_subject_once_and_finds_it_by_name() {
+        let all = Subject::catalogue();
+        let names: Vec<&str> = all.iter().map(Subject::name).collect();
+        assert_eq!(
+            names,
+            ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra", "adr002", "naive", "incr-expire"]
+        );
+        for s in &all {
+            assert_eq!(Subject::named(s.name()).as_ref(), Some(s));
+        }
+        assert!(all.iter().filter(|s| s.is_library()).all(|s| s.has_time_source_choice()));
+        assert_eq!(
+            Subject::named("adr002").map(|s| s.effective_policy(FailurePolicy::FailClosed)),
+            Some(FailurePolicy::FailOpen)
+        );
+    }
+}
