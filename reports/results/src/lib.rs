@@ -21,9 +21,12 @@
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
 //!   keys the run cost Redis; `faults`: the schedule.
 //!
-//! This module is the schema's one definition: the simulator writes it and the report
-//! reads it. Every struct reads missing fields as their defaults, so a partial file (one
-//! scenario, no sweeps) still renders; the `schema` string is what refuses an outdated file.
+//! This crate is the schema's one definition: the simulator (`sim`) writes it and the report
+//! (`reports`) reads it, and it is small so that the report builds without the simulator.
+//! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
+//! sweeps) still renders; the `schema` string is what refuses an outdated file.
+
+#![forbid(unsafe_code)]
 
 use serde::{Deserialize, Serialize};
 
