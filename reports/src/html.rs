@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::charts::{expected_break, first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
-use crate::schema::{Results, RunResult, SCHEMA};
+use crate::schema::{is_failure, Results, RunResult, SCHEMA};
 use crate::style::{ordered, tidy, ALGORITHMS, POLICIES};
 
 /// Escapes text for HTML element content and quoted attribute values.
@@ -106,12 +106,6 @@ fn pct(v: f64) -> String {
 
 fn is_broken(x: &RunResult) -> bool {
     x.bound == "broken"
-}
-
-/// A run that fails the simulation: a broken bound nobody expected, a failure policy that
-/// broke its own promise, or calls that returned errors.
-fn is_failure(x: &RunResult) -> bool {
-    (is_broken(x) && !expected_break(x)) || x.policy_check == "broken" || x.errors > 0
 }
 
 /// One table row: runs of one algorithm, policy and time source, aggregated over seeds.

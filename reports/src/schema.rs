@@ -3,4 +3,6 @@
 //! fields read as their defaults and unknown ones are ignored; the `schema` string refuses an
 //! outdated file.
 
-pub use results::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use results::{
+    is_failure, FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA,
+};

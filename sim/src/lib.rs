@@ -25,6 +25,6 @@ pub use ::results;
 pub mod run;
 pub mod scenario;
 pub mod simclock;
-pub mod table;
+pub use ::results::table;
 pub mod trace;
 pub mod workload;

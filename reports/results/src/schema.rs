@@ -1,0 +1,158 @@
+//! The results file of `cargo xtask simulate`: JSON, schema `rate-limit-sim/1`.
+//!
+//! One file per run of the command. `results` holds one object per scenario, algorithm,
+//! policy, time source and seed; `race_sweep` and `skew_sweep` hold the GET+SET race and
+//! clock-skew sweeps the report charts. Fields (all integers are counts of requests unless
+//! named otherwise):
+//!
+//! - `scenario`, `description`, `algorithm`, `subject` (adr002/naive: their broken bounds
+//!   are expected findings), `policy`, `time_source` (`server`/`client`), `seed`,
+//!   `instances`, `limit`, `period_ms`, `burst`;
+//! - `requests`, `admitted`, `oracle_admitted`, `wrong_allow`, `wrong_limit` and the two
+//!   as `_pct` shares of all requests;
+//! - `bound`: `held`, `broken` or `none`, with `bound_detail` (the worst case and the bound),
+//!   `expected_finding` (a subject, or client time under skew: the break is the finding),
+//!   `policy_check`/`policy_detail` (what the failure policy did while Redis was
+//!   unreachable), `liveness`/`liveness_detail` (no starvation: where the oracle admits, the
+//!   system admits too), `peak_per_period` (most admitted for one key within one period);
+//! - `recover_ms`: from the last heal to the first store-decided admission (null if none);
+//! - `sources`: decisions per source; `errors`: calls that returned an error;
+//! - `replay`: the command that reruns exactly this case; `trace_hash`: SHA-1 of the trace;
+//! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
+//!   keys the run cost Redis; `faults`: the schedule.
+//!
+//! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
+//! sweeps) still renders; the `schema` string is what refuses an outdated file.
+
+use serde::{Deserialize, Serialize};
+
+/// The schema version written in every file.
+pub const SCHEMA: &str = "rate-limit-sim/1";
+
+/// A whole results file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Results {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The command line that produced it.
+    pub command: String,
+    /// `model`, `redis` or `mini-redis`.
+    pub backend: String,
+    /// Seeds run.
+    pub seeds: Vec<u64>,
+    /// Simulated duration per run (ms).
+    pub duration_ms: u64,
+    /// One per scenario x algorithm x policy x time source x seed.
+    pub results: Vec<RunResult>,
+    /// Admitted against the limit as instances and latency grow.
+    pub race_sweep: Vec<RacePoint>,
+    /// Admitted against the bound as clock skew grows.
+    pub skew_sweep: Vec<SkewPoint>,
+}
+
+/// One run's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RunResult {
+    pub scenario: String,
+    pub description: String,
+    pub algorithm: String,
+    pub subject: bool,
+    pub policy: String,
+    pub time_source: String,
+    pub seed: u64,
+    pub instances: u32,
+    pub limit: u64,
+    pub period_ms: u64,
+    pub burst: u64,
+    pub requests: u64,
+    pub admitted: u64,
+    pub oracle_admitted: u64,
+    pub wrong_allow: u64,
+    pub wrong_limit: u64,
+    pub wrong_allow_pct: f64,
+    pub wrong_limit_pct: f64,
+    pub bound: String,
+    pub bound_detail: String,
+    pub expected_finding: bool,
+    pub policy_check: String,
+    pub policy_detail: String,
+    pub liveness: String,
+    pub liveness_detail: String,
+    pub peak_per_period: u64,
+    pub recover_ms: Option<u64>,
+    pub sources: Sources,
+    pub errors: u64,
+    pub replay: String,
+    pub trace_hash: String,
+    pub series: Option<Series>,
+    pub redis: Option<RedisCost>,
+    pub faults: Vec<FaultWindow>,
+}
+
+/// Decisions by source.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct Sources {
+    pub store: u64,
+    pub fail_open: u64,
+    pub fail_closed: u64,
+    pub local_budget: u64,
+}
+
+/// Admissions over time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Series {
+    pub bucket_ms: u64,
+    pub admitted: Vec<u64>,
+    pub oracle_admitted: Vec<u64>,
+    /// What the quota allows per bucket over all keys of the run (rate x bucket x keys).
+    pub limit_per_bucket: f64,
+}
+
+/// What the run cost Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RedisCost {
+    pub commands: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub keys: u64,
+    pub memory_bytes: u64,
+}
+
+/// One fault in the schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct FaultWindow {
+    pub kind: String,
+    pub at_ms: u64,
+    pub until_ms: u64,
+}
+
+/// One point of the GET+SET race sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RacePoint {
+    pub algorithm: String,
+    pub instances: u64,
+    pub latency_ms: f64,
+    pub limit: u64,
+    pub admitted: u64,
+    pub requests: u64,
+    pub seed: u64,
+}
+
+/// One point of the clock-skew sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct SkewPoint {
+    pub algorithm: String,
+    pub time_source: String,
+    pub skew_ms: i64,
+    pub admitted: u64,
+    pub bound: u64,
+    pub seed: u64,
+}
