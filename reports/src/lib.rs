@@ -52,7 +52,7 @@ pub fn render(results_json_path: &Path, out_dir: &Path) -> anyhow::Result<Report
 pub fn render_results(results: &Results, out_dir: &Path) -> anyhow::Result<ReportPaths> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("{}: cannot create the report directory", out_dir.display()))?;
-    style::ensure_fonts()?;
+    charts::ensure_fonts()?;
     let charts = charts::render_all(results, out_dir)?;
     let page = html::page(results, &charts);
     let index_html = out_dir.join("index.html");

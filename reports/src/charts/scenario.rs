@@ -1,0 +1,211 @@
+//! One chart per scenario: admitted against the oracle over time, one panel per algorithm.
+
+use std::path::Path;
+
+use plotters::prelude::*;
+
+use crate::schema::{Results, RunResult};
+use crate::style::{
+    is_subject_name, ordered, policy_color, tidy, ALGORITHMS, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY,
+    OI_VERMILLION, POLICIES,
+};
+
+use super::draw::*;
+use super::first_seed;
+use super::series::*;
+
+/// What the lines of one scenario panel tell apart.
+#[derive(Clone, Copy, PartialEq)]
+enum Vary {
+    Nothing,
+    Policy,
+    Clock,
+    Both,
+}
+
+fn variant_of(x: &RunResult, vary: Vary) -> String {
+    match vary {
+        Vary::Nothing => String::new(),
+        Vary::Policy => x.policy.clone(),
+        Vary::Clock => format!("{} time", x.time_source),
+        Vary::Both => format!("{}, {} time", x.policy, x.time_source),
+    }
+}
+
+/// One small multiple: an algorithm and its runs, each tagged with its variant's index.
+type Panel<'a> = (String, Vec<(usize, &'a RunResult)>);
+
+/// What a scenario chart shows: its variants in a fixed order, and per algorithm the first
+/// seed's run of each variant. Variants are the failure policies, or the time sources where an
+/// algorithm runs on both clocks, or both.
+fn scenario_panels<'a>(r: &'a Results, scenario: &str) -> (Vary, Vec<String>, Vec<Panel<'a>>) {
+    let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == scenario && has_series(x)).collect();
+    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
+    let clocks_vary = algorithms
+        .iter()
+        .any(|a| ordered(rows.iter().filter(|x| &x.algorithm == a).map(|x| x.time_source.as_str()), &[]).len() > 1);
+    let vary = match (policies.len() > 1, clocks_vary) {
+        (false, false) => Vary::Nothing,
+        (true, false) => Vary::Policy,
+        (false, true) => Vary::Clock,
+        (true, true) => Vary::Both,
+    };
+    let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
+    let mut variants: Vec<String> = Vec::new();
+    for p in &policies {
+        for c in &clocks {
+            if let Some(x) = rows.iter().find(|x| &x.policy == p && &x.time_source == c) {
+                let v = variant_of(x, vary);
+                if !variants.contains(&v) {
+                    variants.push(v);
+                }
+            }
+        }
+    }
+    let first = first_seed(r);
+    let panels = algorithms
+        .into_iter()
+        .map(|a| {
+            let mine: Vec<&RunResult> = rows.iter().filter(|x| x.algorithm == a).copied().collect();
+            // The first seed when this algorithm ran it, else its smallest.
+            let seed =
+                if mine.iter().any(|x| Some(x.seed) == first) { first } else { mine.iter().map(|x| x.seed).min() };
+            let runs = variants
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| {
+                    mine.iter().find(|x| Some(x.seed) == seed && &variant_of(x, vary) == v).map(|x| (i, *x))
+                })
+                .collect();
+            (a, runs)
+        })
+        .collect();
+    (vary, variants, panels)
+}
+
+/// Colour and legend label of each variant.
+fn variant_styles(vary: Vary, variants: &[String]) -> Vec<(RGBColor, String)> {
+    const CYCLE: [RGBColor; 6] = [OI_VERMILLION, OI_BLUE, OI_GREEN, OI_PURPLE, OI_SKY, OI_ORANGE];
+    variants
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match vary {
+            Vary::Nothing => (OI_BLUE, "admitted".to_string()),
+            Vary::Policy => (policy_color(v), format!("admitted, {v}")),
+            Vary::Clock => (if v.starts_with("client") { OI_VERMILLION } else { OI_BLUE }, format!("admitted, {v}")),
+            Vary::Both => (CYCLE[i % CYCLE.len()], format!("admitted, {v}")),
+        })
+        .collect()
+}
+
+/// Whether a broken bound is what the run set out to show rather than a defect.
+pub(crate) fn expected_break(x: &RunResult) -> bool {
+    x.subject || x.expected_finding
+}
+
+/// A panel's caption and whether it reports an unexpected break.
+fn panel_caption(algorithm: &str, runs: &[(usize, &RunResult)], vary: Vary) -> (String, bool) {
+    let mut notes = Vec::new();
+    if runs.iter().any(|(_, x)| x.subject) || is_subject_name(algorithm) {
+        notes.push("subject");
+    }
+    if !matches!(vary, Vary::Clock | Vary::Both) && runs.iter().all(|(_, x)| x.time_source == "client") {
+        notes.push("client time");
+    }
+    let name = if notes.is_empty() { algorithm.to_string() } else { format!("{algorithm} ({})", notes.join(", ")) };
+    let broken: Vec<&RunResult> = runs.iter().map(|(_, x)| *x).filter(|x| x.bound == "broken").collect();
+    let unexpected = broken.iter().any(|x| !expected_break(x));
+    let policy_broken = runs.iter().any(|(_, x)| x.policy_check == "broken");
+    let mut verdict = if unexpected {
+        "bound BROKEN".to_string()
+    } else if !broken.is_empty() {
+        "bound broken (expected)".to_string()
+    } else if runs.iter().any(|(_, x)| x.bound == "held") {
+        "bound held".to_string()
+    } else {
+        String::new()
+    };
+    if policy_broken {
+        verdict = if verdict.is_empty() { "policy BROKEN".into() } else { format!("{verdict}, policy BROKEN") };
+    }
+    let caption = if verdict.is_empty() { name } else { format!("{name}: {verdict}") };
+    (caption, unexpected || policy_broken)
+}
+
+pub(super) fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Result<bool> {
+    let title = format!("Scenario {scenario}: admitted against the oracle over time");
+    let (vary, variants, panels) = scenario_panels(r, scenario);
+    let panels: Vec<_> = panels.into_iter().filter(|(_, runs)| !runs.is_empty()).collect();
+    if panels.is_empty() {
+        let msg = format!("no data for this chart: run scenario {scenario} (its results have no time series)");
+        placeholder(path, &title, &msg)?;
+        return Ok(true);
+    }
+    let runs: Vec<&RunResult> = panels.iter().flat_map(|(_, runs)| runs.iter().map(|(_, x)| *x)).collect();
+    let series = || runs.iter().filter_map(|x| x.series.as_ref());
+    let xmax = series().map(series_end_s).fold(0.0, f64::max).max(0.001);
+    let ymax = headroom(
+        series()
+            .flat_map(|s| s.admitted.iter().chain(&s.oracle_admitted).map(|&n| n as f64).chain([s.limit_per_bucket]))
+            .fold(0.0, f64::max),
+        1.0,
+    );
+    let styles = variant_styles(vary, &variants);
+    let mut legend: Vec<LegendItem> =
+        styles.iter().map(|(c, label)| LegendItem::new(label.clone(), Swatch::Line(*c))).collect();
+    legend.push(LegendItem::new("oracle (exact model, same requests)", Swatch::Dashed(INK)));
+    legend.push(LegendItem::new("limit per bucket", Swatch::Band(LIMIT_BAND)));
+    legend.extend(fault_legend(&fault_kinds(&runs)));
+    let first = runs[0];
+    let bucket_ms = first.series.as_ref().map_or(0, |s| s.bucket_ms);
+    let mut subtitle = format!(
+        "seed {} · {} instances · limit {} per {} ms, burst {} · counts per {} ms bucket",
+        first.seed, first.instances, first.limit, first.period_ms, first.burst, bucket_ms
+    );
+    if vary == Vary::Nothing {
+        subtitle.push_str(&format!(" · {}", first.policy));
+    }
+    let (rows, cols) = grid(panels.len());
+    let head = header_height(&legend);
+    let root = canvas(path, head + rows as u32 * 300 + 10)?;
+    let (top, body) = root.split_vertically(head);
+    header(&top, &title, &subtitle, &legend)?;
+    let body = body.margin(0, 10, 6, 6);
+    let fmt = |v: &f64| tidy(*v);
+    for (panel, (algorithm, runs)) in body.split_evenly((rows, cols)).iter().zip(&panels) {
+        let (caption, alarm) = panel_caption(algorithm, runs, vary);
+        let mut chart = ChartBuilder::on(&panel.margin(4, 4, 4, 10))
+            .caption(caption, bold(14.0).color(if alarm { &OI_VERMILLION } else { &INK }))
+            .x_label_area_size(40)
+            .y_label_area_size(52)
+            .build_cartesian_2d(0f64..xmax, 0f64..ymax)?;
+        mesh_style(&mut chart)
+            .x_desc("time (s)")
+            .y_desc(format!("admitted per {bucket_ms} ms"))
+            .x_label_formatter(&fmt)
+            .y_label_formatter(&fmt)
+            .x_labels(6)
+            .y_labels(6)
+            .draw()?;
+        let (_, lead) = runs[0];
+        shade_faults(&mut chart, lead, xmax, ymax)?;
+        if let Some(l) = lead.series.as_ref().map(|s| s.limit_per_bucket).filter(|&l| l > 0.0) {
+            chart.draw_series(LineSeries::new([(0.0, l), (xmax, l)], LIMIT_BAND.stroke_width(6)))?;
+        }
+        for (i, x) in runs {
+            let Some(s) = x.series.as_ref() else { continue };
+            chart.draw_series(LineSeries::new(points(&s.admitted, bucket_s(s), 1.0), styles[*i].0.stroke_width(2)))?;
+        }
+        if let Some(s) = lead.series.as_ref() {
+            chart.draw_series(DashedLineSeries::new(
+                points(&s.oracle_admitted, bucket_s(s), 1.0),
+                6,
+                5,
+                INK.stroke_width(1),
+            ))?;
+        }
+    }
+    finish(root, path)?;
+    Ok(false)
+}
