@@ -19,7 +19,6 @@
 
 mod charts;
 mod html;
-mod sample;
 mod schema;
 mod style;
 
@@ -27,7 +26,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
-pub use sample::sample_results;
 pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
 
 /// Everything [`render`] wrote.

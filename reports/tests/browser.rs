@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use std::os::unix::process::CommandExt as _;
 
+mod support;
+
 const TIMEOUT: Duration = Duration::from_secs(90);
 const POLL: Duration = Duration::from_millis(50);
 
@@ -140,7 +142,7 @@ fn console_messages(stderr: &str) -> Vec<&str> {
 fn report_opens_in_chromium_with_every_image_loaded_no_errors_and_a_screenshot() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("results.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&reports::sample_results()).unwrap()).unwrap();
+    std::fs::write(&json, serde_json::to_string_pretty(&support::sample::sample_results()).unwrap()).unwrap();
     let out = dir.path().join("report");
     let paths = reports::render(&json, &out).unwrap();
     let html = std::fs::read_to_string(&paths.index_html).unwrap();

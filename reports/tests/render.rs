@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reports::{render, render_results, sample_results, Results, RunResult, SCHEMA};
+use reports::{render, render_results, Results, RunResult, SCHEMA};
+
+mod support;
+use support::sample::sample_results;
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1A, b'\n'];
 

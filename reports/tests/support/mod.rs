@@ -1,0 +1,3 @@
+//! Shared by the report's integration tests.
+
+pub mod sample;
