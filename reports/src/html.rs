@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use crate::charts::{expected_break, first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
+use crate::lineup::Lineup;
 use crate::schema::{is_failure, Results, RunResult, SCHEMA};
-use crate::style::{ordered, tidy, ALGORITHMS, POLICIES};
+use crate::style::{ordered, tidy, POLICIES};
 
 /// Escapes text for HTML element content and quoted attribute values.
 pub fn escape(s: &str) -> String {
@@ -109,7 +110,7 @@ fn is_broken(x: &RunResult) -> bool {
 }
 
 /// One table row: runs of one algorithm, policy and time source, aggregated over seeds.
-fn table(out: &mut String, rows: &[&RunResult]) {
+fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
     let seeds = {
         let mut s: Vec<u64> = rows.iter().map(|x| x.seed).collect();
         s.sort_unstable();
@@ -123,7 +124,7 @@ fn table(out: &mut String, rows: &[&RunResult]) {
          <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>bound</th>\
          <th>time to recover</th></tr></thead>\n<tbody>"
     );
-    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
     for a in &algorithms {
@@ -275,6 +276,7 @@ fn findings(out: &mut String, rows: &[&RunResult]) {
 /// The whole page.
 pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
     let chart = |k: &ChartKind| charts.iter().find(|c| &c.kind == k);
+    let lineup = Lineup::of(r);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -360,7 +362,7 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
              runs above the dashed one the limiter over-admits; below it, it wrongly denies.</p>",
             first_seed(r).map_or_else(|| "—".to_string(), |s| s.to_string())
         );
-        table(&mut out, &rows);
+        table(&mut out, &lineup, &rows);
         findings(&mut out, &rows);
         out.push_str("</section>\n");
     }

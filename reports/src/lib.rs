@@ -19,6 +19,7 @@
 
 mod charts;
 mod html;
+mod lineup;
 mod schema;
 mod style;
 

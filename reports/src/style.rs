@@ -16,26 +16,8 @@ pub(crate) const GREY: RGBColor = RGBColor(0x70, 0x70, 0x70);
 pub(crate) const GRID: RGBColor = RGBColor(0xE8, 0xE8, 0xE8);
 pub(crate) const GRID_BOLD: RGBColor = RGBColor(0xC8, 0xC8, 0xC8);
 
-/// Algorithms in the order every chart and table lists them.
-pub(crate) const ALGORITHMS: [&str; 7] =
-    ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra", "adr002", "naive"];
-
 /// Failure policies in the order every chart and table lists them.
 pub(crate) const POLICIES: [&str; 3] = ["fail-open", "fail-closed", "local-budget"];
-
-/// A fixed colour per algorithm, so one algorithm looks the same in every chart.
-pub(crate) fn algorithm_color(name: &str) -> RGBColor {
-    match name {
-        "fixed-window" => OI_ORANGE,
-        "sliding-window" => OI_SKY,
-        "sliding-log" => OI_GREEN,
-        "token-bucket" => OI_BLUE,
-        "gcra" => OI_PURPLE,
-        "adr002" => INK,
-        "naive" => OI_VERMILLION,
-        _ => GREY,
-    }
-}
 
 pub(crate) fn policy_color(name: &str) -> RGBColor {
     match name {
@@ -44,11 +26,6 @@ pub(crate) fn policy_color(name: &str) -> RGBColor {
         "local-budget" => OI_GREEN,
         _ => GREY,
     }
-}
-
-/// The subjects are drawn dashed in line charts, so they stand out without relying on colour.
-pub(crate) fn is_subject_name(name: &str) -> bool {
-    matches!(name, "adr002" | "naive")
 }
 
 /// Sorts names by a preferred order, unknown names after it in first-seen order.

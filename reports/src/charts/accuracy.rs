@@ -6,8 +6,9 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::lineup::Lineup;
 use crate::schema::Results;
-use crate::style::{is_subject_name, ordered, tidy, ALGORITHMS, GREY, GRID_BOLD, INK};
+use crate::style::{tidy, GREY, GRID_BOLD, INK};
 
 use super::draw::*;
 use super::scenarios;
@@ -117,7 +118,8 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<bool> {
         placeholder(path, title, "no data for this chart: run cargo xtask simulate (the results list is empty)")?;
         return Ok(true);
     }
-    let algorithms = ordered(r.results.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let lineup = Lineup::of(r);
+    let algorithms = lineup.order(r.results.iter().map(|x| x.algorithm.as_str()));
     let scen = scenarios(r);
     let label_w = 180;
     let bar_w = 120;
@@ -158,7 +160,7 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<bool> {
         }
         for (i, a) in algorithms.iter().enumerate() {
             let y = y0 + i as i32 * cell_h;
-            let label = if is_subject_name(a) { format!("{a} (subject)") } else { a.clone() };
+            let label = lineup.label(a);
             let (label, size) = fit(&label, label_w - 12);
             area.draw(&Text::new(
                 label,

@@ -5,15 +5,16 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::lineup::Lineup;
 use crate::schema::{Results, RunResult};
-use crate::style::{algorithm_color, ordered, tidy, ALGORITHMS, GREY};
+use crate::style::{tidy, GREY};
 
 use super::draw::*;
 use super::series::*;
 
 /// Per algorithm: (Redis commands per request, memory bytes per key), each `None` without data.
 pub(crate) fn cost_rows(r: &Results) -> Vec<(String, Option<f64>, Option<f64>)> {
-    let algorithms = ordered(r.results.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let algorithms = Lineup::of(r).order(r.results.iter().map(|x| x.algorithm.as_str()));
     algorithms
         .into_iter()
         .map(|a| {
@@ -36,6 +37,7 @@ pub(crate) fn cost_rows(r: &Results) -> Vec<(String, Option<f64>, Option<f64>)> 
 
 pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<bool> {
     let title = "Cost: what each algorithm asks of Redis";
+    let lineup = Lineup::of(r);
     let rows = cost_rows(r);
     if rows.is_empty() {
         placeholder(
@@ -88,7 +90,7 @@ pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<bool> {
                 Some(v) => {
                     let mut bar = Rectangle::new(
                         [(0.0, SegmentValue::Exact(i)), (*v, SegmentValue::Exact(i + 1))],
-                        algorithm_color(a).filled(),
+                        lineup.color(a).filled(),
                     );
                     bar.set_margin(8, 8, 0, 0);
                     chart.draw_series(std::iter::once(bar))?;

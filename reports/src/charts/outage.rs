@@ -5,21 +5,28 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::schema::{Results, RunResult, Series};
-use crate::style::{is_subject_name, ordered, policy_color, tidy, ALGORITHMS, INK, POLICIES};
+use limiter::Algorithm;
+
+use crate::lineup::Lineup;
+use crate::style::{ordered, policy_color, tidy, INK, POLICIES};
 
 use super::draw::*;
 use super::series::*;
 use super::{first_seed, OUTAGE_SCENARIO};
 
-/// The runs the outage chart shows: one algorithm, the first seed, one run per policy.
+/// The algorithm the outage chart shows when it ran: the token bucket's oracle runs flat at
+/// the refill rate, so what each failure policy does stands out against it (a fixed window's
+/// alternates between full and empty buckets).
+const OUTAGE_ALGORITHM: Algorithm = Algorithm::TokenBucket;
+
+/// The runs the outage chart shows: one algorithm ([`OUTAGE_ALGORITHM`], else the first
+/// built-in one, else the first), the first seed, one run per policy.
 pub(crate) fn outage_runs(r: &Results) -> Vec<&RunResult> {
     let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == OUTAGE_SCENARIO && has_series(x)).collect();
-    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
-    let pick = if algorithms.iter().any(|a| a == "token-bucket") {
-        Some("token-bucket".to_string())
-    } else {
-        algorithms.iter().find(|a| !is_subject_name(a)).or(algorithms.first()).cloned()
-    };
+    let lineup = Lineup::of(r);
+    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
+    let preferred = algorithms.iter().find(|a| a.as_str() == OUTAGE_ALGORITHM.name());
+    let pick = preferred.or_else(|| algorithms.iter().find(|a| !lineup.is_subject(a))).or(algorithms.first()).cloned();
     let Some(alg) = pick else { return Vec::new() };
     let seed = first_seed(r);
     let rows: Vec<&RunResult> = rows.into_iter().filter(|x| x.algorithm == alg).collect();

@@ -5,8 +5,9 @@ use std::path::Path;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use crate::lineup::Lineup;
 use crate::schema::Results;
-use crate::style::{algorithm_color, is_subject_name, ordered, tidy, ALGORITHMS, GREY};
+use crate::style::{tidy, GREY};
 
 use super::draw::*;
 use super::series::*;
@@ -19,7 +20,8 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
         return Ok(true);
     }
     let ratio = |p: &crate::schema::RacePoint| if p.limit == 0 { 0.0 } else { p.admitted as f64 / p.limit as f64 };
-    let algorithms = ordered(sweep.iter().map(|p| p.algorithm.as_str()), &ALGORITHMS);
+    let lineup = Lineup::of(r);
+    let algorithms = lineup.order(sweep.iter().map(|p| p.algorithm.as_str()));
     let latencies = distinct(sweep.iter().map(|p| p.latency_ms));
     let mut instances: Vec<u64> = sweep.iter().map(|p| p.instances).collect();
     instances.sort_unstable();
@@ -81,13 +83,8 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
         .collect();
     let ymax = headroom(sweep.iter().map(ratio).fold(0.0, f64::max), 1.0);
 
-    let mut legend: Vec<LegendItem> = algorithms
-        .iter()
-        .map(|a| {
-            let label = if is_subject_name(a) { format!("{a} (subject)") } else { a.clone() };
-            LegendItem::new(label, Swatch::Line(algorithm_color(a)))
-        })
-        .collect();
+    let mut legend: Vec<LegendItem> =
+        algorithms.iter().map(|a| LegendItem::new(lineup.label(a), Swatch::Line(lineup.color(a)))).collect();
     legend.push(LegendItem::new("limit (admitted = limit)", Swatch::Dashed(GREY)));
     // Lines that coincide are drawn as nested bands (widest first) and named in a note, so no
     // algorithm silently disappears under another.
@@ -163,8 +160,8 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
         GREY.stroke_width(2),
     ))?;
     for ((a, pts), w) in by_instances.iter().zip(&left_w) {
-        let c = algorithm_color(a);
-        let w = if is_subject_name(a) { (*w).max(3) } else { *w };
+        let c = lineup.color(a);
+        let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
         let pts: Vec<(SegmentValue<i32>, f64)> =
             pts.iter().map(|(i, y)| (SegmentValue::CenterOf(*i as i32), *y)).collect();
         chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(w)))?;
@@ -194,8 +191,8 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
             .draw()?;
         chart.draw_series(DashedLineSeries::new([(0.0, 1.0), (xmax, 1.0)], 8, 6, GREY.stroke_width(2)))?;
         for ((a, pts), w) in by_latency.iter().zip(&right_w) {
-            let c = algorithm_color(a);
-            let w = if is_subject_name(a) { (*w).max(3) } else { *w };
+            let c = lineup.color(a);
+            let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
             chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(w)))?;
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
         }

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::lineup::Lineup;
 use crate::schema::{Results, RunResult};
 use crate::style::{
-    is_subject_name, ordered, policy_color, tidy, ALGORITHMS, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY,
-    OI_VERMILLION, POLICIES,
+    ordered, policy_color, tidy, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY, OI_VERMILLION, POLICIES,
 };
 
 use super::draw::*;
@@ -40,7 +40,8 @@ type Panel<'a> = (String, Vec<(usize, &'a RunResult)>);
 /// algorithm runs on both clocks, or both.
 fn scenario_panels<'a>(r: &'a Results, scenario: &str) -> (Vary, Vec<String>, Vec<Panel<'a>>) {
     let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == scenario && has_series(x)).collect();
-    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let lineup = Lineup::of(r);
+    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks_vary = algorithms
         .iter()
@@ -105,9 +106,9 @@ pub(crate) fn expected_break(x: &RunResult) -> bool {
 }
 
 /// A panel's caption and whether it reports an unexpected break.
-fn panel_caption(algorithm: &str, runs: &[(usize, &RunResult)], vary: Vary) -> (String, bool) {
+fn panel_caption(lineup: &Lineup, algorithm: &str, runs: &[(usize, &RunResult)], vary: Vary) -> (String, bool) {
     let mut notes = Vec::new();
-    if runs.iter().any(|(_, x)| x.subject) || is_subject_name(algorithm) {
+    if runs.iter().any(|(_, x)| x.subject) || lineup.is_subject(algorithm) {
         notes.push("subject");
     }
     if !matches!(vary, Vary::Clock | Vary::Both) && runs.iter().all(|(_, x)| x.time_source == "client") {
@@ -135,6 +136,7 @@ fn panel_caption(algorithm: &str, runs: &[(usize, &RunResult)], vary: Vary) -> (
 
 pub(super) fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Result<bool> {
     let title = format!("Scenario {scenario}: admitted against the oracle over time");
+    let lineup = Lineup::of(r);
     let (vary, variants, panels) = scenario_panels(r, scenario);
     let panels: Vec<_> = panels.into_iter().filter(|(_, runs)| !runs.is_empty()).collect();
     if panels.is_empty() {
@@ -174,7 +176,7 @@ pub(super) fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Resu
     let body = body.margin(0, 10, 6, 6);
     let fmt = |v: &f64| tidy(*v);
     for (panel, (algorithm, runs)) in body.split_evenly((rows, cols)).iter().zip(&panels) {
-        let (caption, alarm) = panel_caption(algorithm, runs, vary);
+        let (caption, alarm) = panel_caption(&lineup, algorithm, runs, vary);
         let mut chart = ChartBuilder::on(&panel.margin(4, 4, 4, 10))
             .caption(caption, bold(14.0).color(if alarm { &OI_VERMILLION } else { &INK }))
             .x_label_area_size(40)

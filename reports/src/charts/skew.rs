@@ -4,8 +4,9 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use crate::lineup::Lineup;
 use crate::schema::Results;
-use crate::style::{is_subject_name, ordered, tidy, ALGORITHMS, GREY, OI_BLUE, OI_VERMILLION};
+use crate::style::{ordered, tidy, GREY, OI_BLUE, OI_VERMILLION};
 
 use super::draw::*;
 use super::series::*;
@@ -18,7 +19,8 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
         return Ok(true);
     }
     let ratio = |p: &crate::schema::SkewPoint| if p.bound == 0 { 0.0 } else { p.admitted as f64 / p.bound as f64 };
-    let algorithms = ordered(sweep.iter().map(|p| p.algorithm.as_str()), &ALGORITHMS);
+    let lineup = Lineup::of(r);
+    let algorithms = lineup.order(sweep.iter().map(|p| p.algorithm.as_str()));
     let sources = ordered(sweep.iter().map(|p| p.time_source.as_str()), &["client", "server"]);
     let skews = distinct(sweep.iter().map(|p| p.skew_ms as f64));
     let xmax = skews.last().copied().unwrap_or(1.0).max(1.0) * 1.04;
@@ -55,7 +57,7 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
     let body = body.margin(0, 10, 6, 6);
     let fmt = |v: &f64| tidy(*v);
     for (panel, a) in body.split_evenly((rows, cols)).iter().zip(&algorithms) {
-        let caption = if is_subject_name(a) { format!("{a} (subject)") } else { a.clone() };
+        let caption = lineup.label(a);
         let mut chart = ChartBuilder::on(&panel.margin(4, 4, 4, 10))
             .caption(caption, bold(14.0))
             .x_label_area_size(40)
