@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use std::os::unix::process::CommandExt as _;
 
+// Each test binary compiles all the shared support and uses part of it.
+#[allow(dead_code)]
 mod support;
 
 const TIMEOUT: Duration = Duration::from_secs(90);

@@ -5,6 +5,8 @@ use std::process::Command;
 
 use reports::{render, render_results, Results, RunResult, SCHEMA};
 
+// Each test binary compiles all the shared support and uses part of it.
+#[allow(dead_code)]
 mod support;
 use support::sample::sample_results;
 

@@ -12,7 +12,6 @@ mod series;
 mod skew;
 
 pub(crate) use draw::ensure_fonts;
-pub(crate) use scenario::expected_break;
 
 use std::path::Path;
 

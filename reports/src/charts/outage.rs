@@ -2,12 +2,12 @@
 
 use std::path::Path;
 
-use plotters::prelude::*;
-
-use crate::schema::{Results, RunResult, Series};
 use limiter::Algorithm;
+use plotters::prelude::*;
+use results::verdict::RowVerdict;
 
 use crate::lineup::Lineup;
+use crate::schema::{Results, RunResult, Series};
 use crate::style::{ordered, policy_color, tidy, INK, POLICIES};
 
 use super::draw::*;
@@ -63,9 +63,22 @@ pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
             .fold(0.0, f64::max),
         1.0,
     );
+    // Each policy's line is named with its row's verdict over every seed, as the terminal
+    // table and the scenario's own chart give it.
+    let verdict = |x: &RunResult| {
+        let row = r.results.iter().filter(|y| {
+            y.scenario == x.scenario
+                && y.algorithm == x.algorithm
+                && y.policy == x.policy
+                && y.time_source == x.time_source
+        });
+        RowVerdict::of(row).text()
+    };
     let mut legend: Vec<LegendItem> = runs
         .iter()
-        .map(|x| LegendItem::new(format!("admitted, {}", x.policy), Swatch::Line(policy_color(&x.policy))))
+        .map(|x| {
+            LegendItem::new(format!("admitted, {}: {}", x.policy, verdict(x)), Swatch::Line(policy_color(&x.policy)))
+        })
         .collect();
     legend.push(LegendItem::new("oracle", Swatch::Dashed(INK)));
     legend.push(LegendItem::new("limit", Swatch::Band(LIMIT_BAND)));

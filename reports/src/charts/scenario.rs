@@ -4,6 +4,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use results::verdict::{Kind, RowVerdict};
+
 use crate::lineup::Lineup;
 use crate::schema::{Results, RunResult};
 use crate::style::{
@@ -100,13 +102,25 @@ fn variant_styles(vary: Vary, variants: &[String]) -> Vec<(RGBColor, String)> {
         .collect()
 }
 
-/// Whether a broken bound is what the run set out to show rather than a defect.
-pub(crate) fn expected_break(x: &RunResult) -> bool {
-    x.subject || x.expected_finding
+/// What a panel's title says: the algorithm, and the verdict on each line it draws.
+struct Caption {
+    /// The algorithm, noted "subject" and "client time" where that applies.
+    name: String,
+    /// The terminal table's verdict on each line's row over every seed ([`RowVerdict::text`]),
+    /// prefixed by the line's variant; one verdict alone when every line has the same.
+    verdicts: Vec<String>,
+    /// Some line's row fails the run.
+    alarm: bool,
 }
 
-/// A panel's caption and whether it reports an unexpected break.
-fn panel_caption(lineup: &Lineup, algorithm: &str, runs: &[(usize, &RunResult)], vary: Vary) -> (String, bool) {
+fn panel_caption(
+    lineup: &Lineup,
+    scenario_rows: &[&RunResult],
+    algorithm: &str,
+    runs: &[(usize, &RunResult)],
+    variants: &[String],
+    vary: Vary,
+) -> Caption {
     let mut notes = Vec::new();
     if runs.iter().any(|(_, x)| x.subject) || lineup.is_subject(algorithm) {
         notes.push("subject");
@@ -115,28 +129,29 @@ fn panel_caption(lineup: &Lineup, algorithm: &str, runs: &[(usize, &RunResult)],
         notes.push("client time");
     }
     let name = if notes.is_empty() { algorithm.to_string() } else { format!("{algorithm} ({})", notes.join(", ")) };
-    let broken: Vec<&RunResult> = runs.iter().map(|(_, x)| *x).filter(|x| x.bound == "broken").collect();
-    let unexpected = broken.iter().any(|x| !expected_break(x));
-    let policy_broken = runs.iter().any(|(_, x)| x.policy_check == "broken");
-    let mut verdict = if unexpected {
-        "bound BROKEN".to_string()
-    } else if !broken.is_empty() {
-        "bound broken (expected)".to_string()
-    } else if runs.iter().any(|(_, x)| x.bound == "held") {
-        "bound held".to_string()
+    let per_line: Vec<(&str, RowVerdict)> = runs
+        .iter()
+        .map(|(i, x)| {
+            let row = scenario_rows
+                .iter()
+                .filter(|y| y.algorithm == x.algorithm && y.policy == x.policy && y.time_source == x.time_source);
+            (variants[*i].as_str(), RowVerdict::of(row.copied()))
+        })
+        .collect();
+    let alarm = per_line.iter().any(|(_, v)| v.kind() == Kind::Failure);
+    let texts: Vec<String> = per_line.iter().map(|(_, v)| v.text()).collect();
+    let verdicts = if texts.iter().all(|t| Some(t) == texts.first()) {
+        texts.into_iter().take(1).collect()
     } else {
-        String::new()
+        per_line.iter().zip(texts).map(|((variant, _), text)| format!("{variant}: {text}")).collect()
     };
-    if policy_broken {
-        verdict = if verdict.is_empty() { "policy BROKEN".into() } else { format!("{verdict}, policy BROKEN") };
-    }
-    let caption = if verdict.is_empty() { name } else { format!("{name}: {verdict}") };
-    (caption, unexpected || policy_broken)
+    Caption { name, verdicts, alarm }
 }
 
 pub(super) fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Result<bool> {
     let title = format!("Scenario {scenario}: admitted against the oracle over time");
     let lineup = Lineup::of(r);
+    let scenario_rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == scenario).collect();
     let (vary, variants, panels) = scenario_panels(r, scenario);
     let panels: Vec<_> = panels.into_iter().filter(|(_, runs)| !runs.is_empty()).collect();
     if panels.is_empty() {
@@ -176,7 +191,9 @@ pub(super) fn scenario(r: &Results, scenario: &str, path: &Path) -> anyhow::Resu
     let body = body.margin(0, 10, 6, 6);
     let fmt = |v: &f64| tidy(*v);
     for (panel, (algorithm, runs)) in body.split_evenly((rows, cols)).iter().zip(&panels) {
-        let (caption, alarm) = panel_caption(&lineup, algorithm, runs, vary);
+        let Caption { name, verdicts, alarm } =
+            panel_caption(&lineup, &scenario_rows, algorithm, runs, &variants, vary);
+        let caption = format!("{name}: {}", verdicts.join("; "));
         let mut chart = ChartBuilder::on(&panel.margin(4, 4, 4, 10))
             .caption(caption, bold(14.0).color(if alarm { &OI_VERMILLION } else { &INK }))
             .x_label_area_size(40)
