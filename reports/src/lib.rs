@@ -22,20 +22,35 @@ mod html;
 mod lineup;
 mod schema;
 mod style;
+mod text_box;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
 pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use text_box::{overlapping, TextBox};
 
 /// Everything [`render`] wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReportPaths {
     /// The report page.
     pub index_html: PathBuf,
     /// Every chart, in the order the page shows them.
-    pub charts: Vec<PathBuf>,
+    pub charts: Vec<RenderedChart>,
+}
+
+/// One chart [`render`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedChart {
+    /// The PNG file.
+    pub path: PathBuf,
+    /// Its size in pixels.
+    pub width: u32,
+    pub height: u32,
+    /// Every text drawn on it (titles, legends, axis and tick labels), where its pixels landed:
+    /// no two may overlap ([`overlapping`]), and every one lies within the image.
+    pub text: Vec<TextBox>,
 }
 
 /// Reads a results file and renders the report into `out_dir` (created if missing).
@@ -56,7 +71,11 @@ pub fn render_results(results: &Results, out_dir: &Path) -> anyhow::Result<Repor
     let page = html::page(results, &charts);
     let index_html = out_dir.join("index.html");
     std::fs::write(&index_html, page).with_context(|| format!("{}: cannot write", index_html.display()))?;
-    Ok(ReportPaths { index_html, charts: charts.iter().map(|c| out_dir.join(&c.file)).collect() })
+    let charts = charts
+        .into_iter()
+        .map(|c| RenderedChart { path: out_dir.join(&c.file), width: c.size.0, height: c.size.1, text: c.text })
+        .collect();
+    Ok(ReportPaths { index_html, charts })
 }
 
 /// Reads and checks a results file.

@@ -111,12 +111,15 @@ fn fit(text: &str, max_px: i32) -> (String, f64) {
     (format!("{s}…"), 11.0)
 }
 
-pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<bool> {
+pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "Accuracy: decisions that differ from the exact oracle";
     let cells = accuracy_cells(r);
     if cells.is_empty() {
-        placeholder(path, title, "no data for this chart: run cargo xtask simulate (the results list is empty)")?;
-        return Ok(true);
+        return placeholder(
+            path,
+            title,
+            "no data for this chart: run cargo xtask simulate (the results list is empty)",
+        );
     }
     let lineup = Lineup::of(r);
     let algorithms = lineup.order(r.results.iter().map(|x| x.algorithm.as_str()));
@@ -128,7 +131,7 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<bool> {
     let panel_h = 40 + 42 + algorithms.len() as i32 * cell_h + 16;
     let seeds = distinct(r.results.iter().map(|x| x.seed as f64)).len();
     let head = header_height(&[]);
-    let root = canvas(path, head + 2 * panel_h as u32 + 10)?;
+    let (root, log) = canvas(path, head + 2 * panel_h as u32 + 10)?;
     let (top, body) = root.split_vertically(head);
     header(
         &top,
@@ -207,8 +210,7 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<bool> {
             area.draw(&Text::new(pct(v), (bx + 24, y), font(12.0).pos(Pos::new(HPos::Left, VPos::Center))))?;
         }
     }
-    finish(root, path)?;
-    Ok(false)
+    finish(root, log, path)
 }
 
 #[cfg(test)]

@@ -35,21 +35,20 @@ pub(crate) fn cost_rows(r: &Results) -> Vec<(String, Option<f64>, Option<f64>)> 
         .collect()
 }
 
-pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<bool> {
+pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "Cost: what each algorithm asks of Redis";
     let lineup = Lineup::of(r);
     let rows = cost_rows(r);
     if rows.is_empty() {
-        placeholder(
+        return placeholder(
             path,
             title,
             "no data for this chart: no result recorded Redis commands or keys (run cargo xtask simulate)",
-        )?;
-        return Ok(true);
+        );
     }
     let head = header_height(&[]);
     let height = 90 + rows.len() as u32 * 46;
-    let root = canvas(path, head + height)?;
+    let (root, log) = canvas(path, head + height)?;
     let (top, body) = root.split_vertically(head);
     header(&top, title, "mean over every scenario, policy and seed; one bar per algorithm, longer is costlier", &[])?;
     let (left, right) = body.split_horizontally(WIDTH / 2);
@@ -110,6 +109,5 @@ pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<bool> {
             }
         }
     }
-    finish(root, path)?;
-    Ok(false)
+    finish(root, log, path)
 }

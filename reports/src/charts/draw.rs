@@ -10,9 +10,22 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::schema::RunResult;
+use crate::text_box::TextBox;
+
+use super::record::{Recorder, TextLog};
 use crate::style::{GREY, GRID, GRID_BOLD, INK, OI_YELLOW};
 
-pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Area<'a> = DrawingArea<Recorder<'a>, Shift>;
+
+/// A chart written to its file.
+pub(crate) struct Drawn {
+    /// True when the image only says that there was no data.
+    pub placeholder: bool,
+    pub width: u32,
+    pub height: u32,
+    /// Every text drawn, where its pixels landed.
+    pub text: Vec<TextBox>,
+}
 
 /// Every chart is this wide, so the page lines them up.
 pub(crate) const WIDTH: u32 = 1280;
@@ -79,6 +92,30 @@ pub(crate) fn text_width(text: &str, size: f64) -> i32 {
         .box_size(text)
         .map(|(w, _)| w as i32)
         .unwrap_or((text.chars().count() as f64 * size * 0.6) as i32)
+}
+
+/// Width of a bold text in pixels.
+pub(crate) fn bold_width(text: &str, size: f64) -> i32 {
+    FontDesc::new(FontFamily::SansSerif, size, FontStyle::Bold)
+        .box_size(text)
+        .map(|(w, _)| w as i32)
+        .unwrap_or((text.chars().count() as f64 * size * 0.65) as i32)
+}
+
+/// Breaks `text` into lines no wider than `max_px` as `width` measures them, at spaces. A
+/// single word wider than that keeps a line to itself.
+pub(crate) fn wrap(text: &str, max_px: i32, width: impl Fn(&str) -> i32) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    for word in text.split_whitespace() {
+        match lines.last_mut() {
+            Some(line) if width(&format!("{line} {word}")) <= max_px => {
+                line.push(' ');
+                line.push_str(word);
+            }
+            _ => lines.push(word.to_string()),
+        }
+    }
+    lines
 }
 
 fn legend_width(item: &LegendItem) -> i32 {
@@ -152,9 +189,8 @@ fn draw_swatch(area: &Area, swatch: Swatch, x: i32, y: i32) -> anyhow::Result<()
 }
 
 /// A chart that has nothing to show says so, and which run would fill it.
-pub(crate) fn placeholder(path: &Path, title: &str, message: &str) -> anyhow::Result<()> {
-    let root = BitMapBackend::new(path, (WIDTH, 260)).into_drawing_area();
-    root.fill(&WHITE).map_err(draw_err)?;
+pub(crate) fn placeholder(path: &Path, title: &str, message: &str) -> anyhow::Result<Drawn> {
+    let (root, log) = canvas(path, 260)?;
     header(&root, title, "", &[])?;
     root.draw(&Rectangle::new([(40, 70), (WIDTH as i32 - 40, 230)], RGBColor(0xF4, 0xF4, 0xF4).filled()))
         .map_err(draw_err)?;
@@ -165,18 +201,26 @@ pub(crate) fn placeholder(path: &Path, title: &str, message: &str) -> anyhow::Re
         font(20.0).pos(Pos::new(HPos::Center, VPos::Center)),
     ))
     .map_err(draw_err)?;
-    root.present().map_err(|e| anyhow!("{}: cannot write the chart: {e}", path.display()))
+    let mut drawn = finish(root, log, path)?;
+    drawn.placeholder = true;
+    Ok(drawn)
 }
 
-/// Opens a chart file of the standard width.
-pub(crate) fn canvas(path: &Path, height: u32) -> anyhow::Result<Area<'_>> {
-    let root = BitMapBackend::new(path, (WIDTH, height)).into_drawing_area();
+/// Opens a chart file of the standard width, and the log of the text drawn on it.
+pub(crate) fn canvas(path: &Path, height: u32) -> anyhow::Result<(Area<'_>, TextLog)> {
+    let (backend, log) = Recorder::new(BitMapBackend::new(path, (WIDTH, height)));
+    let root = backend.into_drawing_area();
     root.fill(&WHITE).map_err(draw_err)?;
-    Ok(root)
+    Ok((root, log))
 }
 
-pub(crate) fn finish(root: Area<'_>, path: &Path) -> anyhow::Result<()> {
-    root.present().map_err(|e| anyhow!("{}: cannot write the chart: {e}", path.display()))
+/// Writes the chart to its file.
+pub(crate) fn finish(root: Area<'_>, log: TextLog, path: &Path) -> anyhow::Result<Drawn> {
+    root.present().map_err(|e| anyhow!("{}: cannot write the chart: {e}", path.display()))?;
+    let (width, height) = root.dim_in_pixel();
+    drop(root);
+    let text = log.take();
+    Ok(Drawn { placeholder: false, width, height, text })
 }
 
 /// The limit is a wide light band under the data, so it stays visible where a line runs on it.
@@ -193,8 +237,8 @@ pub(crate) fn grid(n: usize) -> (usize, usize) {
 }
 
 pub(crate) fn mesh_style<'a, 'b, X, Y>(
-    chart: &'b mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
-) -> plotters::chart::MeshStyle<'a, 'b, X, Y, BitMapBackend<'a>>
+    chart: &'b mut ChartContext<'a, Recorder<'a>, Cartesian2d<X, Y>>,
+) -> plotters::chart::MeshStyle<'a, 'b, X, Y, Recorder<'a>>
 where
     X: plotters::coord::ranged1d::Ranged<ValueType: std::fmt::Debug>
         + plotters::coord::ranged1d::ValueFormatter<<X as plotters::coord::ranged1d::Ranged>::ValueType>,
@@ -227,7 +271,7 @@ pub(crate) fn empty_panel(area: &Area, message: &str) -> anyhow::Result<()> {
 pub(crate) fn shade_faults(
     chart: &mut ChartContext<
         '_,
-        BitMapBackend<'_>,
+        Recorder<'_>,
         Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
     >,
     x: &RunResult,
@@ -251,6 +295,15 @@ pub(crate) fn fault_legend(kinds: &[String]) -> Option<LegendItem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wrap_breaks_at_spaces_within_the_width() {
+        let chars = |s: &str| s.len() as i32;
+        assert_eq!(wrap("fail-open: starved 1/1 (expected)", 20, chars), ["fail-open: starved", "1/1 (expected)"]);
+        assert_eq!(wrap("  one  ", 20, chars), ["one"]);
+        assert_eq!(wrap("averyveryverylongword x", 5, chars), ["averyveryverylongword", "x"]);
+        assert!(wrap("", 5, chars).is_empty());
+    }
 
     #[test]
     fn grid_never_exceeds_four_columns() {

@@ -7,6 +7,7 @@ mod cost;
 mod draw;
 mod outage;
 mod race;
+mod record;
 mod scenario;
 mod series;
 mod skew;
@@ -17,9 +18,11 @@ use std::path::Path;
 
 use crate::schema::Results;
 use crate::style::ordered;
+use crate::text_box::TextBox;
 
 use self::accuracy::accuracy;
 use self::cost::cost;
+use self::draw::Drawn;
 use self::outage::outage;
 use self::race::race;
 use self::scenario::scenario;
@@ -49,6 +52,10 @@ pub(crate) struct Chart {
     pub alt: String,
     /// True when the image only says that there was no data.
     pub placeholder: bool,
+    /// Width and height in pixels.
+    pub size: (u32, u32),
+    /// Every text drawn on it, where its pixels landed.
+    pub text: Vec<TextBox>,
 }
 
 /// Scenarios in the order they first appear in the results.
@@ -76,9 +83,9 @@ pub(crate) fn slug(name: &str) -> String {
 
 pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> {
     let mut charts = Vec::new();
-    let mut add = |kind: ChartKind, file: String, alt: String, f: &dyn Fn(&Path) -> anyhow::Result<bool>| {
-        let placeholder = f(&out.join(&file))?;
-        charts.push(Chart { kind, file, alt, placeholder });
+    let mut add = |kind: ChartKind, file: String, alt: String, f: &dyn Fn(&Path) -> anyhow::Result<Drawn>| {
+        let Drawn { placeholder, width, height, text } = f(&out.join(&file))?;
+        charts.push(Chart { kind, file, alt, placeholder, size: (width, height), text });
         anyhow::Ok(())
     };
     add(

@@ -38,12 +38,11 @@ pub(crate) fn outage_runs(r: &Results) -> Vec<&RunResult> {
         .collect()
 }
 
-pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
+pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "Redis outage: admissions per second under each failure policy";
     let runs = outage_runs(r);
     if runs.is_empty() {
-        placeholder(path, title, &format!("no data for this chart: run scenario {OUTAGE_SCENARIO}"))?;
-        return Ok(true);
+        return placeholder(path, title, &format!("no data for this chart: run scenario {OUTAGE_SCENARIO}"));
     }
     let first = runs[0];
     let per_s = |s: &Series| 1.0 / bucket_s(s);
@@ -84,7 +83,7 @@ pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
     legend.push(LegendItem::new("limit", Swatch::Band(LIMIT_BAND)));
     legend.extend(fault_legend(&fault_kinds(&runs)));
     let head = header_height(&legend);
-    let root = canvas(path, head + 500)?;
+    let (root, log) = canvas(path, head + 500)?;
     let (top, body) = root.split_vertically(head);
     header(
         &top,
@@ -126,6 +125,5 @@ pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<bool> {
             INK.stroke_width(2),
         ))?;
     }
-    finish(root, path)?;
-    Ok(false)
+    finish(root, log, path)
 }

@@ -12,12 +12,11 @@ use crate::style::{tidy, GREY};
 use super::draw::*;
 use super::series::*;
 
-pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
+pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "GET+SET race: how far each algorithm over-admits";
     let sweep = &r.race_sweep;
     if sweep.is_empty() {
-        placeholder(path, title, "no data for this chart: run the race sweep (race_sweep is empty)")?;
-        return Ok(true);
+        return placeholder(path, title, "no data for this chart: run the race sweep (race_sweep is empty)");
     }
     let ratio = |p: &crate::schema::RacePoint| if p.limit == 0 { 0.0 } else { p.admitted as f64 / p.limit as f64 };
     let lineup = Lineup::of(r);
@@ -110,7 +109,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
     }
     let note = (!notes.is_empty()).then(|| format!("coinciding lines, drawn as nested bands: {}", notes.join("; ")));
     let head = header_height(&legend) + if note.is_some() { 26 } else { 0 };
-    let root = canvas(path, head + 520)?;
+    let (root, log) = canvas(path, head + 520)?;
     let (top, body) = root.split_vertically(head);
     let seeds = distinct(sweep.iter().map(|p| p.seed as f64)).len();
     header(
@@ -199,8 +198,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<bool> {
     } else {
         empty_panel(&right, "no latency sweep: race_sweep has one Redis latency only")?;
     }
-    finish(root, path)?;
-    Ok(false)
+    finish(root, log, path)
 }
 
 /// Groups lines (by index) whose points share x values and differ by at most `tol` everywhere.

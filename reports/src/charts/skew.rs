@@ -11,12 +11,11 @@ use crate::style::{ordered, tidy, GREY, OI_BLUE, OI_VERMILLION};
 use super::draw::*;
 use super::series::*;
 
-pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
+pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "Clock skew: over-admission against skew, client time versus server time";
     let sweep = &r.skew_sweep;
     if sweep.is_empty() {
-        placeholder(path, title, "no data for this chart: run the clock-skew sweep (skew_sweep is empty)")?;
-        return Ok(true);
+        return placeholder(path, title, "no data for this chart: run the clock-skew sweep (skew_sweep is empty)");
     }
     let ratio = |p: &crate::schema::SkewPoint| if p.bound == 0 { 0.0 } else { p.admitted as f64 / p.bound as f64 };
     let lineup = Lineup::of(r);
@@ -45,7 +44,7 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
     legend.push(LegendItem::new("bound (admitted = bound)", Swatch::Dashed(GREY)));
     let (rows, cols) = grid(algorithms.len());
     let head = header_height(&legend);
-    let root = canvas(path, head + rows as u32 * 290 + 10)?;
+    let (root, log) = canvas(path, head + rows as u32 * 290 + 10)?;
     let (top, body) = root.split_vertically(head);
     let seeds = distinct(sweep.iter().map(|p| p.seed as f64)).len();
     header(
@@ -89,6 +88,5 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<bool> {
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
         }
     }
-    finish(root, path)?;
-    Ok(false)
+    finish(root, log, path)
 }
