@@ -4,8 +4,13 @@
 //! writes `index.html` plus one PNG per chart into an output directory. The page needs no
 //! network and no JavaScript: images sit next to it and are referenced by file name.
 //!
+//! The schema, and every verdict word the page and the charts show, come from the small
+//! `results` crate the simulator writes with: the report builds without the simulator, and
+//! says "held", "starved 1/1 (expected)" or "BROKEN 2/3" exactly where the terminal table does.
+//!
 //! Text in the charts is drawn with DejaVu Sans, embedded in the crate, so rendering works on a
-//! machine with no system fonts and no fontconfig.
+//! machine with no system fonts and no fontconfig. Every chart records where each of its texts
+//! landed ([`RenderedChart::text`]), so tests can check that none overlaps another.
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
