@@ -3,9 +3,12 @@
 
 use std::fmt::Write as _;
 
-use crate::charts::{expected_break, first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
-use crate::schema::{Results, RunResult, SCHEMA};
-use crate::style::{ordered, tidy, ALGORITHMS, POLICIES};
+use results::verdict::{self, Check, Kind, Problem, RowVerdict};
+
+use crate::charts::{first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
+use crate::lineup::Lineup;
+use crate::schema::{is_failure, Results, RunResult, SCHEMA};
+use crate::style::{ordered, tidy, POLICIES};
 
 /// Escapes text for HTML element content and quoted attribute values.
 pub fn escape(s: &str) -> String {
@@ -59,6 +62,8 @@ tr.expected td:first-child { border-left: 5px solid #8a8a8a; }
 .tag.broken { background: var(--broken); color: #fff; }
 .tag.expected { background: #6b6b6b; color: #fff; }
 .tag.held { background: #009e73; color: #fff; }
+.tag.none { background: #d6d6d6; color: var(--ink); }
+span.check { color: var(--muted); font-size: 13px; }
 ul.findings { padding-left: 20px; }
 details { margin: 12px 0; }
 details summary { cursor: pointer; font-weight: bold; }
@@ -104,18 +109,36 @@ fn pct(v: f64) -> String {
     }
 }
 
-fn is_broken(x: &RunResult) -> bool {
-    x.bound == "broken"
+/// The class of a verdict's tag and of its table row.
+fn kind_class(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Failure => "broken",
+        Kind::Expected => "expected",
+        Kind::Held => "held",
+        Kind::Unchecked => "none",
+    }
 }
 
-/// A run that fails the simulation: a broken bound nobody expected, a failure policy that
-/// broke its own promise, or calls that returned errors.
-fn is_failure(x: &RunResult) -> bool {
-    (is_broken(x) && !expected_break(x)) || x.policy_check == "broken" || x.errors > 0
+/// The verdict cell: the terminal table's words for the row ([`RowVerdict::text`]) in a tag,
+/// then one line per check that broke, so bound, failure policy and liveness all show.
+fn verdict_cell(v: &RowVerdict) -> String {
+    let mut cell = format!("<span class=\"tag {}\">{}</span>", kind_class(v.kind()), escape(&v.text()));
+    let n = v.runs;
+    for (count, what) in
+        [(v.bound_broken, "bound broken"), (v.policy_broken, "failure policy broken"), (v.starved, "a key starved")]
+    {
+        if count > 0 {
+            let _ = write!(cell, "<br><span class=\"check\">{what} in {count} of {n} seed(s)</span>");
+        }
+    }
+    if v.errors > 0 {
+        let _ = write!(cell, "<br><span class=\"check\">{} call(s) returned an error</span>", v.errors);
+    }
+    cell
 }
 
 /// One table row: runs of one algorithm, policy and time source, aggregated over seeds.
-fn table(out: &mut String, rows: &[&RunResult]) {
+fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
     let seeds = {
         let mut s: Vec<u64> = rows.iter().map(|x| x.seed).collect();
         s.sort_unstable();
@@ -124,12 +147,13 @@ fn table(out: &mut String, rows: &[&RunResult]) {
     };
     let _ = writeln!(
         out,
-        "<table>\n<caption>Mean per run over {seeds} seed(s); wrong allow/limit as % of all requests.</caption>\n\
+        "<table>\n<caption>Mean per run over {seeds} seed(s); wrong allow/limit as % of all requests. The verdict \
+         is the terminal table's: bound, failure policy and liveness.</caption>\n\
          <thead><tr><th>algorithm</th><th>policy</th><th>clock</th><th>requests</th><th>admitted</th>\
-         <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>bound</th>\
+         <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>verdict</th>\
          <th>time to recover</th></tr></thead>\n<tbody>"
     );
-    let algorithms = ordered(rows.iter().map(|x| x.algorithm.as_str()), &ALGORITHMS);
+    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
     for a in &algorithms {
@@ -144,35 +168,11 @@ fn table(out: &mut String, rows: &[&RunResult]) {
                     continue;
                 }
                 let subject = group.iter().any(|x| x.subject);
-                let n = group.len();
-                let broken = group.iter().filter(|x| is_broken(x)).count();
-                let unexpected = group.iter().filter(|x| is_broken(x) && !expected_break(x)).count();
-                let checked = group.iter().filter(|x| x.bound == "held" || x.bound == "broken").count();
-                let mut bound = if unexpected > 0 {
-                    format!("<span class=\"tag broken\">BROKEN</span> in {unexpected} of {n} seed(s)")
-                } else if broken > 0 {
-                    format!("<span class=\"tag expected\">broken</span> in {broken} of {n} seed(s): expected finding")
-                } else if checked > 0 {
-                    "<span class=\"tag held\">held</span>".to_string()
-                } else {
-                    "not checked".to_string()
-                };
-                let policy_broken = group.iter().filter(|x| x.policy_check == "broken").count();
-                if policy_broken > 0 {
-                    bound.push_str(&format!(
-                        "<br><span class=\"tag broken\">POLICY BROKEN</span> in {policy_broken} of {n} seed(s)"
-                    ));
-                }
-                let errors: u64 = group.iter().map(|x| x.errors).sum();
-                if errors > 0 {
-                    bound.push_str(&format!("<br><span class=\"tag broken\">{errors} ERRORS</span>"));
-                }
-                let class = if group.iter().any(|x| is_failure(x)) {
-                    "broken"
-                } else if broken > 0 {
-                    "expected"
-                } else {
-                    ""
+                let verdict = RowVerdict::of(group.iter().copied());
+                let class = match verdict.kind() {
+                    Kind::Failure => "broken",
+                    Kind::Expected => "expected",
+                    Kind::Held | Kind::Unchecked => "",
                 };
                 let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).map(|ms| ms as f64).collect();
                 let recover = if recover.is_empty() {
@@ -186,7 +186,7 @@ fn table(out: &mut String, rows: &[&RunResult]) {
                     out,
                     "<tr class=\"{class}\"><td class=\"name\">{name}</td><td class=\"name\">{}</td><td>{}</td><td class=\"num\">{:.0}</td>\
                      <td class=\"num\">{:.0}</td><td class=\"num\">{:.0}</td><td class=\"num\">{}</td>\
-                     <td class=\"num\">{}</td><td>{bound}</td><td class=\"name\">{recover}</td></tr>",
+                     <td class=\"num\">{}</td><td class=\"verdict\">{}</td><td class=\"name\">{recover}</td></tr>",
                     escape(p),
                     escape(c),
                     mean(group.iter().map(|x| x.requests as f64)),
@@ -194,6 +194,7 @@ fn table(out: &mut String, rows: &[&RunResult]) {
                     mean(group.iter().map(|x| x.oracle_admitted as f64)),
                     pct(mean(group.iter().map(|x| x.wrong_allow_pct))),
                     pct(mean(group.iter().map(|x| x.wrong_limit_pct))),
+                    verdict_cell(&verdict),
                 );
             }
         }
@@ -209,24 +210,20 @@ fn replay_of(x: &RunResult) -> String {
     }
 }
 
+/// One problem of a finding: a failure in capitals, an expected finding labelled as one.
+fn problem_text(p: &Problem<'_>, errors: u64) -> String {
+    let detail = if p.detail.is_empty() { String::new() } else { format!(": {}", escape(p.detail)) };
+    match (p.check, p.failure) {
+        (Check::Errors, _) => format!("<span class=\"tag broken\">ERRORS</span> {errors} call(s) returned an error"),
+        (check, true) => format!("<span class=\"tag broken\">BROKEN</span> {}{detail}", check.name()),
+        (check, false) => {
+            format!("<span class=\"tag expected\">expected finding</span> {} broken{detail}", check.name())
+        }
+    }
+}
+
 fn finding_item(out: &mut String, x: &RunResult) {
-    let mut problems: Vec<String> = Vec::new();
-    if is_broken(x) {
-        let tag = if expected_break(x) {
-            "<span class=\"tag expected\">expected finding</span> bound broken"
-        } else {
-            "<span class=\"tag broken\">BROKEN</span> bound"
-        };
-        let detail = if x.bound_detail.is_empty() { String::new() } else { format!(": {}", escape(&x.bound_detail)) };
-        problems.push(format!("{tag}{detail}"));
-    }
-    if x.policy_check == "broken" {
-        let detail = if x.policy_detail.is_empty() { String::new() } else { format!(": {}", escape(&x.policy_detail)) };
-        problems.push(format!("<span class=\"tag broken\">BROKEN</span> failure policy{detail}"));
-    }
-    if x.errors > 0 {
-        problems.push(format!("<span class=\"tag broken\">ERRORS</span> {} call(s) returned an error", x.errors));
-    }
+    let problems: Vec<String> = verdict::problems(x).iter().map(|p| problem_text(p, x.errors)).collect();
     let _ = writeln!(
         out,
         "<li><strong>{}</strong>, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
@@ -239,13 +236,15 @@ fn finding_item(out: &mut String, x: &RunResult) {
     );
 }
 
-/// Every broken bound, broken policy and erroring run, each with its seed and replay command.
-/// Failures are listed in full; a long list of expected findings folds into a `<details>`.
+/// Every run that broke a check (bound, failure policy, liveness) or returned errors, each
+/// with its seed and replay command: the runs the terminal lists under its tables. Failures
+/// are listed in full; a long list of expected findings folds into a `<details>`.
 fn findings(out: &mut String, rows: &[&RunResult]) {
     let failures: Vec<&RunResult> = rows.iter().filter(|x| is_failure(x)).copied().collect();
-    let expected: Vec<&RunResult> = rows.iter().filter(|x| is_broken(x) && !is_failure(x)).copied().collect();
+    let expected: Vec<&RunResult> =
+        rows.iter().filter(|x| !is_failure(x) && !verdict::problems(x).is_empty()).copied().collect();
     if failures.is_empty() && expected.is_empty() {
-        out.push_str("<p>Every checked bound and failure policy held.</p>\n");
+        out.push_str("<p>Every checked bound, failure policy and liveness check held.</p>\n");
         return;
     }
     if !failures.is_empty() {
@@ -257,8 +256,8 @@ fn findings(out: &mut String, rows: &[&RunResult]) {
     }
     if !expected.is_empty() {
         let heading = format!(
-            "{} expected finding(s): broken bounds of the subjects or of client time under skew, with the command \
-             that replays each",
+            "{} run(s) with expected findings: the subjects' broken bounds and starved keys, and client time under \
+             clock skew, with the command that replays each",
             expected.len()
         );
         let fold = expected.len() > 6;
@@ -281,6 +280,7 @@ fn findings(out: &mut String, rows: &[&RunResult]) {
 /// The whole page.
 pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
     let chart = |k: &ChartKind| charts.iter().find(|c| &c.kind == k);
+    let lineup = Lineup::of(r);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -302,12 +302,12 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
         or_dash(if r.schema.is_empty() { SCHEMA } else { &r.schema }),
     );
     let scen = scenarios(r);
-    let expected = r.results.iter().filter(|x| is_broken(x) && expected_break(x)).count();
+    let expected = r.results.iter().filter(|x| !is_failure(x) && !verdict::problems(x).is_empty()).count();
     let failures = r.results.iter().filter(|x| is_failure(x)).count();
     let _ = writeln!(
         out,
-        "<p class=\"summary\">{} runs in {} scenario(s). {expected} broken bound(s) are expected findings (the \
-         subjects, and client time under clock skew). {}</p>",
+        "<p class=\"summary\">{} runs in {} scenario(s). {expected} run(s) broke a check as an expected finding (the \
+         subjects' bounds and starved keys, and client time under clock skew). {}</p>",
         r.results.len(),
         scen.len(),
         if failures > 0 {
@@ -366,7 +366,7 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
              runs above the dashed one the limiter over-admits; below it, it wrongly denies.</p>",
             first_seed(r).map_or_else(|| "—".to_string(), |s| s.to_string())
         );
-        table(&mut out, &rows);
+        table(&mut out, &lineup, &rows);
         findings(&mut out, &rows);
         out.push_str("</section>\n");
     }

@@ -4,8 +4,13 @@
 //! writes `index.html` plus one PNG per chart into an output directory. The page needs no
 //! network and no JavaScript: images sit next to it and are referenced by file name.
 //!
+//! The schema, and every verdict word the page and the charts show, come from the small
+//! `results` crate the simulator writes with: the report builds without the simulator, and
+//! says "held", "starved 1/1 (expected)" or "BROKEN 2/3" exactly where the terminal table does.
+//!
 //! Text in the charts is drawn with DejaVu Sans, embedded in the crate, so rendering works on a
-//! machine with no system fonts and no fontconfig.
+//! machine with no system fonts and no fontconfig. Every chart records where each of its texts
+//! landed ([`RenderedChart::text`]), so tests can check that none overlaps another.
 //!
 //! ```no_run
 //! # fn main() -> anyhow::Result<()> {
@@ -19,24 +24,38 @@
 
 mod charts;
 mod html;
-mod sample;
+mod lineup;
 mod schema;
 mod style;
+mod text_box;
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
-pub use sample::sample_results;
 pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use text_box::{overlapping, TextBox};
 
 /// Everything [`render`] wrote.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReportPaths {
     /// The report page.
     pub index_html: PathBuf,
     /// Every chart, in the order the page shows them.
-    pub charts: Vec<PathBuf>,
+    pub charts: Vec<RenderedChart>,
+}
+
+/// One chart [`render`] wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderedChart {
+    /// The PNG file.
+    pub path: PathBuf,
+    /// Its size in pixels.
+    pub width: u32,
+    pub height: u32,
+    /// Every text drawn on it (titles, legends, axis and tick labels), where its pixels landed:
+    /// no two may overlap ([`overlapping`]), and every one lies within the image.
+    pub text: Vec<TextBox>,
 }
 
 /// Reads a results file and renders the report into `out_dir` (created if missing).
@@ -52,12 +71,16 @@ pub fn render(results_json_path: &Path, out_dir: &Path) -> anyhow::Result<Report
 pub fn render_results(results: &Results, out_dir: &Path) -> anyhow::Result<ReportPaths> {
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("{}: cannot create the report directory", out_dir.display()))?;
-    style::ensure_fonts()?;
+    charts::ensure_fonts()?;
     let charts = charts::render_all(results, out_dir)?;
     let page = html::page(results, &charts);
     let index_html = out_dir.join("index.html");
     std::fs::write(&index_html, page).with_context(|| format!("{}: cannot write", index_html.display()))?;
-    Ok(ReportPaths { index_html, charts: charts.iter().map(|c| out_dir.join(&c.file)).collect() })
+    let charts = charts
+        .into_iter()
+        .map(|c| RenderedChart { path: out_dir.join(&c.file), width: c.size.0, height: c.size.1, text: c.text })
+        .collect();
+    Ok(ReportPaths { index_html, charts })
 }
 
 /// Reads and checks a results file.

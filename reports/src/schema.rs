@@ -1,5 +1,8 @@
-//! The results file that `cargo xtask simulate` writes: the simulator's own definition
-//! (`sim::results`), so writer and reader cannot drift apart. Missing fields read as their
-//! defaults and unknown ones are ignored; the `schema` string refuses an outdated file.
+//! The results file that `cargo xtask simulate` writes: the `results` crate, the schema's one
+//! definition that the simulator writes with, so writer and reader cannot drift apart. Missing
+//! fields read as their defaults and unknown ones are ignored; the `schema` string refuses an
+//! outdated file.
 
-pub use sim::results::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use results::{
+    is_failure, FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA,
+};

@@ -3,7 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reports::{render, render_results, sample_results, Results, RunResult, SCHEMA};
+use reports::{render, render_results, Results, RunResult, SCHEMA};
+
+// Each test binary compiles all the shared support and uses part of it.
+#[allow(dead_code)]
+mod support;
+use support::sample::sample_results;
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1A, b'\n'];
 
@@ -107,13 +112,13 @@ fn full_results_render_every_chart_as_a_png_linked_from_the_page() {
     assert_eq!(paths.index_html, out.join("index.html"));
     // Race first, one chart per scenario (10 in the sample), then accuracy, skew, outage, cost.
     let names: Vec<String> =
-        paths.charts.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+        paths.charts.iter().map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names.len(), 1 + 10 + 4, "{names:?}");
     assert_eq!(names[0], "race.png");
     assert_eq!(names[5], "scenario-05-redis-outage.png");
     assert_eq!(&names[11..], ["accuracy.png", "skew.png", "outage.png", "cost.png"]);
     let html = std::fs::read_to_string(&paths.index_html).unwrap();
-    for (path, name) in paths.charts.iter().zip(&names) {
+    for (path, name) in paths.charts.iter().map(|c| &c.path).zip(&names) {
         assert_eq!(path.parent(), Some(out.as_path()));
         assert_png(path);
         assert!(html.contains(&format!("<img src=\"{name}\"")), "index.html does not show {name}");
@@ -121,7 +126,9 @@ fn full_results_render_every_chart_as_a_png_linked_from_the_page() {
     assert!(!html.contains("no data for this chart"), "the full sample should fill every chart");
     // Races come first on the page.
     let race = html.find("race.png").unwrap();
-    assert!(paths.charts[1..].iter().all(|p| html.find(&*p.file_name().unwrap().to_string_lossy()).unwrap() > race));
+    assert!(paths.charts[1..]
+        .iter()
+        .all(|c| html.find(&*c.path.file_name().unwrap().to_string_lossy()).unwrap() > race));
 }
 
 #[test]
@@ -191,7 +198,7 @@ fn partial_results_render_placeholders_that_say_which_run_fills_them() {
     );
     let out = dir.path().join("report");
     let paths = render(&json, &out).unwrap();
-    for p in &paths.charts {
+    for p in paths.charts.iter().map(|c| &c.path) {
         assert_png(p);
     }
     let html = std::fs::read_to_string(&paths.index_html).unwrap();
@@ -235,7 +242,7 @@ fn hostile_strings_are_escaped_in_the_page_and_never_reach_file_names() {
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(html.contains("&lt;img src=x onerror=alert(2)&gt; &amp; more"));
     assert!(html.contains("&quot;&gt;&lt;script&gt;alert(&#39;command&#39;)"));
-    for p in &paths.charts {
+    for p in paths.charts.iter().map(|c| &c.path) {
         assert_eq!(p.parent(), Some(dir.path()), "{} escaped the report directory", p.display());
         let name = p.file_name().unwrap().to_string_lossy();
         assert!(name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.'), "{name}");
@@ -249,7 +256,8 @@ fn rendering_twice_gives_identical_files() {
     let r = sample_results();
     let pa = render_results(&r, a.path()).unwrap();
     let pb = render_results(&r, b.path()).unwrap();
-    for (x, y) in pa.charts.iter().chain([&pa.index_html]).zip(pb.charts.iter().chain([&pb.index_html])) {
+    let (ca, cb) = (pa.charts.iter().map(|c| &c.path), pb.charts.iter().map(|c| &c.path));
+    for (x, y) in ca.chain([&pa.index_html]).zip(cb.chain([&pb.index_html])) {
         assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap(), "{} differs", x.display());
     }
 }
@@ -317,7 +325,34 @@ fn single_points_and_degenerate_values_render_without_panicking() {
     let path = write(dir.path(), "results.json", json);
     let paths = render(&path, &dir.path().join("out")).unwrap();
     assert_eq!(paths.charts.len(), 1 + 2 + 4);
-    for p in &paths.charts {
+    for p in paths.charts.iter().map(|c| &c.path) {
         assert_png(p);
     }
+}
+
+/// Every chart's text, as drawn: inside the image, and no two texts overlapping.
+fn assert_text_laid_out(name: &str, paths: &reports::ReportPaths) {
+    let mut problems = Vec::new();
+    for chart in &paths.charts {
+        let file = chart.path.file_name().unwrap().to_string_lossy();
+        assert!(!chart.text.is_empty(), "{file}: no text recorded");
+        for t in chart.text.iter().filter(|t| !t.within(chart.width as f64, chart.height as f64)) {
+            problems.push(format!("{file}: {:?} runs off the {}x{} image: {t:?}", t.text, chart.width, chart.height));
+        }
+        for (i, j) in reports::overlapping(&chart.text) {
+            let (a, b) = (&chart.text[i], &chart.text[j]);
+            problems.push(format!("{file}: {:?} overlaps {:?}: {a:?} / {b:?}", a.text, b.text));
+        }
+    }
+    assert!(problems.is_empty(), "{name}: {} text layout problem(s):\n{}", problems.len(), problems.join("\n"));
+}
+
+#[test]
+fn no_chart_text_overlaps_or_runs_off_its_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = render_results(&sample_results(), &dir.path().join("sample")).unwrap();
+    assert_text_laid_out("sample", &sample);
+    let real = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/real-run.json");
+    let real = render(real.as_ref(), &dir.path().join("real")).unwrap();
+    assert_text_laid_out("real run", &real);
 }

@@ -25,12 +25,13 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// `held`, `broken` or `none`.
+    /// `held`, `broken` or `none`: the words of the results file, which the tables and the
+    /// report read back (`results::verdict`).
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Held => "held",
-            Verdict::Broken => "broken",
-            Verdict::None => "none",
+            Verdict::Held => results::verdict::HELD,
+            Verdict::Broken => results::verdict::BROKEN,
+            Verdict::None => results::verdict::NONE,
         }
     }
 }

@@ -10,7 +10,8 @@
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
 //!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`run`]
-//!   (many runs across cores), [`results`] (the JSON schema), [`table`], [`cli`].
+//!   (many runs across cores), [`results`] (the JSON schema, its own crate so the report builds
+//!   without the simulator), [`table`], [`cli`].
 
 pub mod mini;
 pub mod model;
@@ -23,11 +24,11 @@ pub mod oracle;
 pub mod promise;
 pub mod real;
 pub mod redis_host;
-pub mod results;
+pub use ::results;
 pub mod run;
 pub mod scenario;
 pub mod simclock;
 pub mod subject;
-pub mod table;
+pub use ::results::table;
 pub mod trace;
 pub mod workload;

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use limiter::{Source, TimeSource};
 
-use crate::checker::{self, Verdict};
+use crate::checker;
 use crate::cluster;
 use crate::oracle;
 use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
@@ -179,13 +179,9 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     }
 }
 
-/// Whether a result fails the run: a bound-promising algorithm broke its promise where it
-/// applies, or a failure policy broke its own.
-pub fn is_failure(r: &RunResult) -> bool {
-    (r.bound == Verdict::Broken.name() && !r.expected_finding)
-        || r.policy_check == Verdict::Broken.name()
-        || r.errors > 0
-}
+/// Whether a result fails the run: the results crate's rule, shared with the tables and the
+/// report.
+pub use crate::results::is_failure;
 
 /// The GET+SET race sweep: each algorithm's admissions on one hot key as instances grow,
 /// and as Redis latency grows at 8 instances.

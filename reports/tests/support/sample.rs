@@ -1,6 +1,6 @@
 //! A synthetic, deterministic results file shaped like a real `cargo xtask simulate` run: the
 //! simulator's scenarios, every algorithm, every policy and time source a scenario runs, both
-//! sweeps. Tests render it; it also documents what the report expects.
+//! sweeps. The render and browser tests render it; it also documents what the report expects.
 //!
 //! The numbers are made up but follow the real findings: the naive counter over-admits as
 //! instances and latency grow, ADR-002 starves a trickle, client time over-admits under clock
@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+use reports::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
 
 /// splitmix64: a tiny deterministic generator, so the sample needs no `rand`.
 struct Rng(u64);

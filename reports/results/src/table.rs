@@ -1,24 +1,21 @@
 //! The tables `cargo xtask simulate` prints: one per scenario, one row per algorithm,
-//! policy and time source, summed over seeds.
+//! policy and time source, summed over seeds. The `bound` column is [`RowVerdict::text`].
 
 use std::fmt::Write;
 
-use crate::results::RunResult;
-use crate::run::is_failure;
+use crate::schema::RunResult;
+use crate::verdict::RowVerdict;
 
 struct Row<'a> {
     first: &'a RunResult,
+    runs: Vec<&'a RunResult>,
     requests: u64,
     admitted: u64,
     oracle: u64,
     wrong_allow: u64,
     wrong_limit: u64,
     peak: u64,
-    broken: usize,
-    starved: usize,
-    runs: usize,
     recover_ms: Option<u64>,
-    failure: bool,
 }
 
 /// Renders every scenario's table.
@@ -43,17 +40,14 @@ pub fn render(results: &[RunResult]) -> String {
                 None => {
                     rows.push(Row {
                         first: r,
+                        runs: Vec::new(),
                         requests: 0,
                         admitted: 0,
                         oracle: 0,
                         wrong_allow: 0,
                         wrong_limit: 0,
                         peak: 0,
-                        broken: 0,
-                        starved: 0,
-                        runs: 0,
                         recover_ms: None,
-                        failure: false,
                     });
                     rows.last_mut().expect("just pushed")
                 }
@@ -64,14 +58,11 @@ pub fn render(results: &[RunResult]) -> String {
             row.wrong_allow += r.wrong_allow;
             row.wrong_limit += r.wrong_limit;
             row.peak = row.peak.max(r.peak_per_period);
-            row.broken += (r.bound == "broken" || r.policy_check == "broken") as usize;
-            row.starved += (r.liveness == "broken") as usize;
-            row.runs += 1;
+            row.runs.push(r);
             row.recover_ms = match (row.recover_ms, r.recover_ms) {
                 (Some(a), Some(b)) => Some(a.max(b)),
                 (a, b) => a.or(b),
             };
-            row.failure |= is_failure(r);
         }
         let first = rows[0].first;
         let _ = writeln!(
@@ -97,14 +88,7 @@ pub fn render(results: &[RunResult]) -> String {
         );
         for row in &rows {
             let pct = |n: u64| if row.requests == 0 { 0.0 } else { 100.0 * n as f64 / row.requests as f64 };
-            let (count, word) = if row.broken > 0 { (row.broken, "broken") } else { (row.starved, "starved") };
-            let bound = if count == 0 {
-                row.first.bound.clone()
-            } else if row.failure {
-                format!("{} {count}/{}", word.to_uppercase(), row.runs)
-            } else {
-                format!("{word} {count}/{} (expected)", row.runs)
-            };
+            let bound = RowVerdict::of(row.runs.iter().copied()).text();
             let recover = row.recover_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
             let _ = writeln!(
                 out,
@@ -141,4 +125,51 @@ fn wrap(text: &str, width: usize) -> String {
         line += word.len();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(algorithm: &str, seed: u64, admitted: u64, liveness: &str) -> RunResult {
+        RunResult {
+            scenario: "steady-trickle".into(),
+            description: "One client sends every 30 ms.".into(),
+            algorithm: algorithm.into(),
+            policy: "fail-open".into(),
+            time_source: "server".into(),
+            seed,
+            instances: 1,
+            limit: 20,
+            period_ms: 1000,
+            requests: 400,
+            admitted,
+            oracle_admitted: 259,
+            wrong_limit: 259 - admitted,
+            peak_per_period: 20,
+            bound: "held".into(),
+            liveness: liveness.into(),
+            expected_finding: true,
+            ..RunResult::default()
+        }
+    }
+
+    #[test]
+    fn rows_sum_over_seeds_and_the_bound_column_is_the_row_verdict() {
+        let results = [run("gcra", 1, 259, "held"), run("adr002", 1, 20, "broken"), run("adr002", 2, 259, "held")];
+        let text = render(&results);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "== steady-trickle (1 instances, 20 per 1000 ms) ==");
+        assert_eq!(lines[2], "One client sends every 30 ms.");
+        assert!(lines[3].starts_with("algorithm       policy        time    requests"), "{}", lines[3]);
+        assert_eq!(
+            lines[4],
+            "gcra            fail-open     server       400       259       259   0.00%   0.00%     20 held                          -"
+        );
+        assert_eq!(
+            lines[5],
+            "adr002          fail-open     server       800       279       518   0.00%  29.88%     20 starved 1/2 (expected)        -"
+        );
+        assert_eq!(lines.len(), 6);
+    }
 }

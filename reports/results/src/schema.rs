@@ -21,9 +21,8 @@
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
 //!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule.
 //!
-//! This module is the schema's one definition: the simulator writes it and the report
-//! reads it. Every struct reads missing fields as their defaults, so a partial file (one
-//! scenario, no sweeps) still renders; the `schema` string is what refuses an outdated file.
+//! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
+//! sweeps) still renders; the `schema` string is what refuses an outdated file.
 
 use serde::{Deserialize, Serialize};
 

@@ -1,0 +1,21 @@
+//! What one `cargo xtask simulate` produces, and what it means.
+//!
+//! - [`schema`]: the results file (JSON, schema [`SCHEMA`]), re-exported at the crate root.
+//!   This crate is its one definition: the simulator (`sim`) writes it and the report
+//!   (`reports`) reads it.
+//! - [`verdict`]: the one rule for what a run and a row of runs came to: whether a result
+//!   fails the run ([`is_failure`]), and the words "held", "broken 1/3 (expected)",
+//!   "starved 1/1 (expected)", "BROKEN 2/3" that the terminal table, the HTML tables, the
+//!   chart titles and the findings list all show.
+//! - [`table`]: the terminal tables `cargo xtask simulate` prints.
+//!
+//! The crate depends on serde alone, so the report builds without the simulator.
+
+#![forbid(unsafe_code)]
+
+pub mod schema;
+pub mod table;
+pub mod verdict;
+
+pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use verdict::{is_failure, RowVerdict};

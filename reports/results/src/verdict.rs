@@ -1,0 +1,243 @@
+//! What a run, and a row of runs, came to.
+//!
+//! A run is judged on three checks: the algorithm's bound (`bound`), the failure policy's
+//! promise while Redis was unreachable (`policy_check`), and liveness (`liveness`: no key
+//! starved where the exact oracle admitted). A broken check is either a *finding* the run set
+//! out to show (a subject, or client time under clock skew) or a *failure* that makes
+//! `cargo xtask simulate` exit non-zero. This module is the one place that decides which, and
+//! the words for it: the terminal table, the HTML tables, the chart titles and the findings
+//! list all take their verdicts from here, so they cannot disagree.
+
+use crate::schema::RunResult;
+
+/// A check held.
+pub const HELD: &str = "held";
+/// A check broke.
+pub const BROKEN: &str = "broken";
+/// Nothing to check: no promise applies.
+pub const NONE: &str = "none";
+
+/// Whether a result fails the run: a bound-promising algorithm broke its promise where it
+/// applies, a failure policy broke its own, or calls returned errors.
+///
+/// Starvation alone never fails a run: the checker reports it, and today only ADR-002's
+/// floored refill starves, which is the finding its scenario exists to show.
+pub fn is_failure(r: &RunResult) -> bool {
+    (r.bound == BROKEN && !r.expected_finding) || r.policy_check == BROKEN || r.errors > 0
+}
+
+/// One of the checks a run is judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// The algorithm's promised bound.
+    Bound,
+    /// The failure policy's promise while Redis was unreachable.
+    Policy,
+    /// No key starved.
+    Liveness,
+    /// Calls that returned an error.
+    Errors,
+}
+
+impl Check {
+    /// How the check is named on its own: "bound", "failure policy", "liveness", "errors".
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Bound => "bound",
+            Check::Policy => "failure policy",
+            Check::Liveness => "liveness",
+            Check::Errors => "errors",
+        }
+    }
+}
+
+/// One check a run broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Problem<'a> {
+    pub check: Check,
+    /// True when it fails the run; false for an expected finding.
+    pub failure: bool,
+    /// The checker's evidence (empty if it gave none; for errors, empty too).
+    pub detail: &'a str,
+}
+
+/// Every check `r` broke, bound first, each marked failure or expected finding. A run fails
+/// ([`is_failure`]) exactly when one of its problems is a failure.
+pub fn problems(r: &RunResult) -> Vec<Problem<'_>> {
+    let mut out = Vec::new();
+    if r.bound == BROKEN {
+        out.push(Problem { check: Check::Bound, failure: !r.expected_finding, detail: &r.bound_detail });
+    }
+    if r.policy_check == BROKEN {
+        out.push(Problem { check: Check::Policy, failure: true, detail: &r.policy_detail });
+    }
+    if r.liveness == BROKEN {
+        out.push(Problem { check: Check::Liveness, failure: false, detail: &r.liveness_detail });
+    }
+    if r.errors > 0 {
+        out.push(Problem { check: Check::Errors, failure: true, detail: "" });
+    }
+    out
+}
+
+/// How a row of runs reads at a glance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Some run fails the simulation.
+    Failure,
+    /// Something broke, and it is an expected finding.
+    Expected,
+    /// Every check that applies held.
+    Held,
+    /// No check applied.
+    Unchecked,
+}
+
+/// The verdict on a row of runs: one algorithm, failure policy and time source of one
+/// scenario, over every seed run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowVerdict {
+    /// Runs in the row (one per seed).
+    pub runs: usize,
+    /// Runs whose bound or failure policy broke (each run counted once).
+    pub broken: usize,
+    /// Runs whose bound broke.
+    pub bound_broken: usize,
+    /// Runs whose failure policy broke.
+    pub policy_broken: usize,
+    /// Runs in which a key starved.
+    pub starved: usize,
+    /// Calls that returned an error, over all runs.
+    pub errors: u64,
+    /// Whether any run fails the simulation ([`is_failure`]).
+    pub failure: bool,
+    /// The first run's bound verdict, shown when nothing broke (`held` or `none`).
+    first_bound: String,
+}
+
+impl RowVerdict {
+    /// The verdict on these runs.
+    pub fn of<'a>(runs: impl IntoIterator<Item = &'a RunResult>) -> Self {
+        let mut v = RowVerdict {
+            runs: 0,
+            broken: 0,
+            bound_broken: 0,
+            policy_broken: 0,
+            starved: 0,
+            errors: 0,
+            failure: false,
+            first_bound: String::new(),
+        };
+        for r in runs {
+            if v.runs == 0 {
+                v.first_bound = r.bound.clone();
+            }
+            v.runs += 1;
+            v.broken += (r.bound == BROKEN || r.policy_check == BROKEN) as usize;
+            v.bound_broken += (r.bound == BROKEN) as usize;
+            v.policy_broken += (r.policy_check == BROKEN) as usize;
+            v.starved += (r.liveness == BROKEN) as usize;
+            v.errors += r.errors;
+            v.failure |= is_failure(r);
+        }
+        v
+    }
+
+    /// The verdict in words, as the terminal table's `bound` column prints it: the first
+    /// run's bound verdict when nothing broke (`held`, `none`); else how many runs broke
+    /// their bound or policy ("broken 1/3") or, if none did, starved a key ("starved 1/1");
+    /// marked "(expected)" for a finding, in capitals for a failure ("BROKEN 2/3").
+    pub fn text(&self) -> String {
+        let (count, word) = if self.broken > 0 { (self.broken, "broken") } else { (self.starved, "starved") };
+        if count == 0 {
+            self.first_bound.clone()
+        } else if self.failure {
+            format!("{} {count}/{}", word.to_uppercase(), self.runs)
+        } else {
+            format!("{word} {count}/{} (expected)", self.runs)
+        }
+    }
+
+    /// How the row reads at a glance (for colours and classes).
+    pub fn kind(&self) -> Kind {
+        if self.failure {
+            Kind::Failure
+        } else if self.broken > 0 || self.starved > 0 {
+            Kind::Expected
+        } else if self.first_bound == HELD {
+            Kind::Held
+        } else {
+            Kind::Unchecked
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(bound: &str, policy: &str, liveness: &str, expected: bool) -> RunResult {
+        RunResult {
+            bound: bound.into(),
+            policy_check: policy.into(),
+            liveness: liveness.into(),
+            expected_finding: expected,
+            ..RunResult::default()
+        }
+    }
+
+    #[test]
+    fn nothing_broken_shows_the_first_runs_bound() {
+        let v = RowVerdict::of(&[run(HELD, NONE, HELD, false), run(HELD, HELD, HELD, false)]);
+        assert_eq!((v.text().as_str(), v.kind()), ("held", Kind::Held));
+        let v = RowVerdict::of(&[run(NONE, NONE, HELD, true)]);
+        assert_eq!((v.text().as_str(), v.kind()), ("none", Kind::Unchecked));
+    }
+
+    #[test]
+    fn a_starved_key_shows_even_when_every_bound_held() {
+        let v = RowVerdict::of(&[run(HELD, NONE, BROKEN, true)]);
+        assert_eq!((v.text().as_str(), v.kind()), ("starved 1/1 (expected)", Kind::Expected));
+        let v = RowVerdict::of(&[run(HELD, NONE, HELD, false), run(HELD, NONE, BROKEN, false)]);
+        assert_eq!(v.text(), "starved 1/2 (expected)");
+    }
+
+    #[test]
+    fn a_broken_bound_outranks_starvation_and_a_failure_is_in_capitals() {
+        let v = RowVerdict::of(&[run(BROKEN, NONE, BROKEN, true), run(HELD, NONE, BROKEN, true)]);
+        assert_eq!((v.text().as_str(), v.kind()), ("broken 1/2 (expected)", Kind::Expected));
+        let v = RowVerdict::of(&[run(BROKEN, NONE, HELD, false), run(HELD, NONE, HELD, false)]);
+        assert_eq!((v.text().as_str(), v.kind()), ("BROKEN 1/2", Kind::Failure));
+        // A broken policy fails the run even for a subject; bound and policy count once per run.
+        let v = RowVerdict::of(&[run(BROKEN, BROKEN, HELD, true)]);
+        assert_eq!((v.text().as_str(), v.bound_broken, v.policy_broken), ("BROKEN 1/1", 1, 1));
+    }
+
+    #[test]
+    fn errors_fail_a_row_whose_checks_held() {
+        let mut r = run(HELD, HELD, HELD, false);
+        r.errors = 3;
+        let v = RowVerdict::of([&r]);
+        assert_eq!((v.text().as_str(), v.kind(), v.errors), ("held", Kind::Failure, 3));
+    }
+
+    #[test]
+    fn a_run_fails_exactly_when_one_of_its_problems_is_a_failure() {
+        for bound in [HELD, BROKEN, NONE] {
+            for policy in [HELD, BROKEN, NONE] {
+                for liveness in [HELD, BROKEN] {
+                    for expected in [false, true] {
+                        for errors in [0, 1] {
+                            let mut r = run(bound, policy, liveness, expected);
+                            r.errors = errors;
+                            let p = problems(&r);
+                            assert_eq!(is_failure(&r), p.iter().any(|p| p.failure), "{r:?}");
+                            let broken = [bound, policy, liveness].iter().filter(|c| **c == BROKEN).count();
+                            assert_eq!(p.len(), broken + errors as usize, "{r:?}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The file format is a contract between two crates and every results file already written:
+//! field names and order are pinned here, and a partial file reads with defaults.
+
+use results::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+
+#[test]
+fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
+    let run = RunResult {
+        scenario: "partition".into(),
+        algorithm: "gcra".into(),
+        seed: 7,
+        recover_ms: Some(40),
+        sources: Sources { store: 3, fail_open: 1, fail_closed: 0, local_budget: 0 },
+        series: Some(Series { bucket_ms: 500, admitted: vec![1], oracle_admitted: vec![2], limit_per_bucket: 10.0 }),
+        redis: Some(RedisCost {
+            commands: 4,
+            bytes_in: 5,
+            bytes_out: 6,
+            keys: 1,
+            memory_bytes: 64,
+            keys_without_ttl: 1,
+            keys_without_ttl_sample: vec!["rl:{k}".into()],
+        }),
+        faults: vec![FaultWindow { kind: "hold".into(), at_ms: 1, until_ms: 2 }],
+        ..RunResult::default()
+    };
+    let text = serde_json::to_string(&run).unwrap();
+    let fields = "scenario,description,algorithm,subject,policy,time_source,seed,instances,limit,period_ms,burst,\
+                  requests,admitted,oracle_admitted,wrong_allow,wrong_limit,wrong_allow_pct,wrong_limit_pct,bound,\
+                  bound_detail,expected_finding,policy_check,policy_detail,liveness,liveness_detail,peak_per_period,\
+                  recover_ms,sources,errors,replay,trace_hash,series,redis,faults";
+    // In this order in the text (serde writes fields in declaration order), and no others.
+    let mut at = 0;
+    for field in fields.split(',') {
+        let found = text[at..].find(&format!("\"{field}\":"));
+        at += found.unwrap_or_else(|| panic!("{field} missing or out of order in {text}"));
+    }
+    let count = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).unwrap().len();
+    assert_eq!(count, fields.split(',').count(), "{text}");
+    assert!(text.contains(r#""sources":{"store":3,"fail_open":1,"fail_closed":0,"local_budget":0}"#), "{text}");
+    assert!(text.contains(r#""faults":[{"kind":"hold","at_ms":1,"until_ms":2}]"#), "{text}");
+    assert_eq!(serde_json::from_str::<RunResult>(&text).unwrap(), run);
+}
+
+#[test]
+fn a_partial_file_reads_with_defaults_and_round_trips() {
+    let r: Results = serde_json::from_str(
+        r#"{"schema": "rate-limit-sim/1", "results": [{"scenario": "x", "recover_ms": null}],
+            "race_sweep": [{"algorithm": "naive", "instances": 4}],
+            "skew_sweep": [{"algorithm": "gcra", "skew_ms": -250}]}"#,
+    )
+    .unwrap();
+    assert_eq!(r.schema, SCHEMA);
+    assert_eq!(r.results[0].scenario, "x");
+    assert_eq!(r.results[0].series, None);
+    assert_eq!(r.race_sweep, vec![RacePoint { algorithm: "naive".into(), instances: 4, ..RacePoint::default() }]);
+    assert_eq!(r.skew_sweep, vec![SkewPoint { algorithm: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
+    let again: Results = serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
+    assert_eq!(again, r);
+}
