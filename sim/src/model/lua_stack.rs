@@ -640,12 +640,13 @@ impl ReplyReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ManualClock, ModelConfig, ModelHandle};
+    use crate::model::{ManualServerClock, ModelConfig, ModelHandle};
 
     /// A model whose scripts get 2 MB of Lua memory.
     fn small_model() -> ModelHandle {
         let config = ModelConfig { lua_memory_limit: 2 << 20, ..ModelConfig::default() };
-        ModelHandle::try_with_config(Arc::new(ManualClock::from_millis(1_700_000_000_000)), config).expect("model")
+        ModelHandle::try_with_config(Arc::new(ManualServerClock::from_millis(1_700_000_000_000)), config)
+            .expect("model")
     }
 
     /// Lua that takes all but a few hundred bytes of the memory left, and keeps it: a list of

@@ -15,7 +15,8 @@
 //! - `script`: EVAL/EVALSHA with mlua.
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
 //! - `faults`: crash, refusal, pause, latency.
-//! - [`clock`]: the injected clock.
+//! - [`server_clock`]: the injected server clock (microseconds; the limiter's own clock is
+//!   `limiter::Clock`, in milliseconds).
 //!
 //! # Commands
 //!
@@ -40,9 +41,9 @@
 //! # Driving it
 //!
 //! ```
-//! use sim::model::{ManualClock, ModelHandle, Reply};
+//! use sim::model::{ManualServerClock, ModelHandle, Reply};
 //!
-//! let clock = ManualClock::from_millis(1_700_000_000_000);
+//! let clock = ManualServerClock::from_millis(1_700_000_000_000);
 //! let redis = ModelHandle::new(clock.clone());
 //! assert_eq!(redis.call(&[b"SET", b"k", b"v", b"PX", b"100"]), Reply::ok());
 //! clock.advance_millis(101);
@@ -52,11 +53,11 @@
 //! A host serves it with [`serve_connection`] (one stream) or [`serve_tcp`]/[`serve_turmoil`]
 //! (a listener), and injects faults with [`ModelHandle::crash`], [`ModelHandle::restart`],
 //! [`ModelHandle::pause`], [`ModelHandle::set_latency`], [`ModelHandle::flush_scripts`] and
-//! [`ModelHandle::reject_connections`]. Time for TIME and expiry comes from the [`Clock`] given
+//! [`ModelHandle::reject_connections`]. Time for TIME and expiry comes from the [`ServerClock`] given
 //! at construction; pauses and latency use `tokio::time` (virtual under turmoil).
 //!
 //! **Architecture invariant:** nothing in the model reads the system clock except
-//! [`SystemClock`], and no output depends on `HashMap` iteration order.
+//! [`SystemServerClock`], and no output depends on `HashMap` iteration order.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -64,7 +65,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub mod clock;
 mod commands;
 mod faults;
 mod keyspace;
@@ -73,11 +73,12 @@ mod num;
 pub mod resp;
 mod script;
 mod server;
+pub mod server_clock;
 
-pub use clock::{Clock, FnClock, ManualClock, SystemClock};
 pub use commands::NetCounters;
 pub use resp::Reply;
 pub use server::{serve_connection, serve_tcp, serve_turmoil};
+pub use server_clock::{FnServerClock, ManualServerClock, ServerClock, SystemServerClock};
 
 use commands::{arity_error, is, lookup, unknown_command, unknown_subcommand, Ctx, Db, Handler, Lookup, ModelCmd};
 use faults::{lock, Faults};
@@ -162,7 +163,7 @@ impl std::error::Error for ModelError {}
 
 impl Model {
     /// A model reading time from `clock`, with default limits.
-    pub fn try_new(clock: Arc<dyn Clock>, config: ModelConfig) -> Result<Model, ModelError> {
+    pub fn try_new(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<Model, ModelError> {
         let scripts = ScriptEngine::new(&config).map_err(|e| ModelError(e.to_string()))?;
         Ok(Model { db: Db::new(clock, Arc::new(NetCounters::default())), scripts, next_client_id: 1 })
     }
@@ -366,7 +367,7 @@ impl ModelHandle {
     ///
     /// If the Lua state cannot be created (out of memory at startup); see
     /// [`ModelHandle::try_with_config`] for the fallible form.
-    pub fn new(clock: impl Clock + 'static) -> ModelHandle {
+    pub fn new(clock: impl ServerClock + 'static) -> ModelHandle {
         match Self::try_with_config(Arc::new(clock), ModelConfig::default()) {
             Ok(handle) => handle,
             Err(e) => panic!("{e}"),
@@ -374,7 +375,7 @@ impl ModelHandle {
     }
 
     /// A model with explicit limits.
-    pub fn try_with_config(clock: Arc<dyn Clock>, config: ModelConfig) -> Result<ModelHandle, ModelError> {
+    pub fn try_with_config(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<ModelHandle, ModelError> {
         let model = Model::try_new(clock, config)?;
         let net = model.db.net.clone();
         Ok(ModelHandle { shared: Arc::new(Shared { model: Mutex::new(model), net, faults: Faults::default() }) })

@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use redis_tests::RedisServer;
-use sim::model::{ModelHandle, SystemClock};
+use sim::model::{ModelHandle, SystemServerClock};
 
 /// A blocking RESP2 connection that hands back raw reply bytes.
 pub struct RawConn {
@@ -88,7 +88,7 @@ pub fn start_model() -> ModelServer {
         .enable_all()
         .build()
         .expect("tokio runtime for the model");
-    let handle = ModelHandle::new(SystemClock);
+    let handle = ModelHandle::new(SystemServerClock);
     let served = handle.clone();
     let addr = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");

@@ -15,9 +15,9 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use super::clock::Clock;
 use super::keyspace::Keyspace;
 use super::resp::Reply;
+use super::server_clock::ServerClock;
 
 mod hashes;
 mod keys;
@@ -53,7 +53,7 @@ impl NetCounters {
 /// runs, the whole `Db` is lent to the Lua state so `redis.call` can reach it.
 pub(crate) struct Db {
     pub(crate) keys: Keyspace,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn ServerClock>,
     pub(crate) net: Arc<NetCounters>,
     /// Calls per command full name ("get", "script|load"), top-level and from scripts.
     pub(crate) calls: BTreeMap<&'static str, u64>,
@@ -64,7 +64,7 @@ pub(crate) struct Db {
 }
 
 impl Db {
-    pub(crate) fn new(clock: Arc<dyn Clock>, net: Arc<NetCounters>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn ServerClock>, net: Arc<NetCounters>) -> Self {
         Db {
             keys: Keyspace::default(),
             clock,
