@@ -10,7 +10,7 @@
 //!
 //! - [`resp`]: RESP2 request parsing with hard bounds; [`Reply`] and its encoding.
 //! - `num`: Redis's number parsing and printing (`string2ll`, `strtod`, `%.17g`, `long double`).
-//! - `keyspace`: strings, hashes, sorted sets, expiry.
+//! - `keyspace`: strings, hashes, sorted sets, lists, sets, expiry.
 //! - `commands`: the command table and every keyspace command.
 //! - `script`: EVAL/EVALSHA with mlua.
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
@@ -20,12 +20,14 @@
 //!
 //! # Commands
 //!
-//! Strings: GET SET SETNX MGET MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN. Keys: DEL
-//! UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST. Hashes: HGET HSET
-//! HMSET HSETNX HMGET HGETALL HDEL HEXISTS HLEN HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY
-//! ZREM ZCARD ZCOUNT ZSCORE ZRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE. Scripts:
-//! EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL FLUSHDB
-//! INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
+//! Strings: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET INCR DECR INCRBY DECRBY
+//! INCRBYFLOAT STRLEN. Keys: DEL UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL
+//! PTTL PERSIST. Hashes: HGET HSET HMSET HSETNX HMGET HGETALL HKEYS HVALS HDEL HEXISTS HLEN
+//! HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY ZREM ZCARD ZCOUNT ZSCORE ZRANK ZREVRANK ZRANGE
+//! ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE ZREMRANGEBYRANK. Lists: LPUSH RPUSH
+//! LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LTRIM LINDEX. Sets: SADD SREM SCARD SISMEMBER SMEMBERS.
+//! Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL
+//! FLUSHDB INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
 //! "unknown command" error.
 //!
 //! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
@@ -34,7 +36,8 @@
 //!
 //! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
 //! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
-//! is its hash table's, seeded at random); HGETALL always in insertion order; MEMORY USAGE and
+//! is its hash table's, seeded at random); HGETALL always in insertion order; SMEMBERS of a set
+//! Redis keeps as a hash table in byte order (an intset's members in numeric order, as Redis); MEMORY USAGE and
 //! INFO memory figures are estimates; no persistence; a runaway script is killed after an
 //! instruction budget instead of leaving the server BUSY (see `script`).
 //!

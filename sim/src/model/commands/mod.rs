@@ -21,7 +21,9 @@ use super::server_clock::ServerClock;
 
 mod hashes;
 mod keys;
+mod lists;
 mod server;
+mod sets;
 mod strings;
 mod zsets;
 
@@ -186,7 +188,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
 static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
     [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
 
-static COMMANDS: [CommandSpec; 56] = [
+static COMMANDS: [CommandSpec; 82] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -198,6 +200,11 @@ static COMMANDS: [CommandSpec; 56] = [
     data("get", 2, strings::get),
     data("set", -3, strings::set),
     data("setnx", 3, strings::setnx),
+    data("setex", 4, strings::setex),
+    data("psetex", 4, strings::psetex),
+    data("getset", 3, strings::getset),
+    data("getdel", 2, strings::getdel),
+    data("getex", -2, strings::getex),
     data("mget", -2, strings::mget),
     data("mset", -3, strings::mset),
     data("incr", 2, strings::incr),
@@ -229,6 +236,8 @@ static COMMANDS: [CommandSpec; 56] = [
     data("hlen", 2, hashes::hlen),
     data("hincrby", 4, hashes::hincrby),
     data("hincrbyfloat", 4, hashes::hincrbyfloat),
+    data("hkeys", 2, hashes::hkeys),
+    data("hvals", 2, hashes::hvals),
     data("zadd", -4, zsets::zadd),
     data("zincrby", 4, zsets::zincrby),
     data("zrem", -3, zsets::zrem),
@@ -239,6 +248,25 @@ static COMMANDS: [CommandSpec; 56] = [
     data("zrangebyscore", -4, zsets::zrangebyscore),
     data("zrevrangebyscore", -4, zsets::zrevrangebyscore),
     data("zremrangebyscore", 4, zsets::zremrangebyscore),
+    data("zrevrange", -4, zsets::zrevrange),
+    data("zrank", 3, zsets::zrank),
+    data("zrevrank", 3, zsets::zrevrank),
+    data("zremrangebyrank", 4, zsets::zremrangebyrank),
+    data("lpush", -3, lists::lpush),
+    data("rpush", -3, lists::rpush),
+    data("lpushx", -3, lists::lpushx),
+    data("rpushx", -3, lists::rpushx),
+    data("lpop", -2, lists::lpop),
+    data("rpop", -2, lists::rpop),
+    data("llen", 2, lists::llen),
+    data("lrange", 4, lists::lrange),
+    data("ltrim", 4, lists::ltrim),
+    data("lindex", 3, lists::lindex),
+    data("sadd", -3, sets::sadd),
+    data("srem", -3, sets::srem),
+    data("scard", 2, sets::scard),
+    data("sismember", 3, sets::sismember),
+    data("smembers", 2, sets::smembers),
     CommandSpec { arity: -2, ..model("script", "script", -2, ModelCmd::Eval) }.container(&SCRIPT_SUBCOMMANDS),
     CommandSpec { arity: -2, ..model("client", "client", -2, ModelCmd::Eval) }.container(&CLIENT_SUBCOMMANDS),
     CommandSpec { noscript: false, ..model("memory", "memory", -2, ModelCmd::Eval) }.container(&MEMORY_SUBCOMMANDS),
