@@ -271,7 +271,13 @@ impl Bridge {
         let argv: Vec<&[u8]> = owned.iter().map(|a| &a[..]).collect();
         let spec = match lookup(&argv) {
             Lookup::Found(spec) => spec,
-            _ => return self.fail(b"ERR Unknown Redis command called from script"),
+            _ => {
+                // SAFETY: non-null only while `BridgeBox::lend` holds the `&mut Db`.
+                if let Some(db) = self.db.as_mut() {
+                    db.note_unknown(&argv, true);
+                }
+                return self.fail(b"ERR Unknown Redis command called from script");
+            }
         };
         if !spec.arity_ok(argv.len()) {
             return self.fail(b"ERR Wrong number of args calling Redis command from script");

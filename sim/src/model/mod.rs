@@ -28,7 +28,11 @@
 //! LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LTRIM LINDEX. Sets: SADD SREM SCARD SISMEMBER SMEMBERS.
 //! Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL
 //! FLUSHDB INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
-//! "unknown command" error.
+//! "unknown command" error, from a client and from `redis.call` alike (where Redis 7.0 answers
+//! "Unknown Redis command called from script", naming no command). To tell which command a user's
+//! script needed, ask [`Model::script_unknown_command`] (or [`ModelHandle::script_unknown_command`])
+//! after the script ran: the name of the last unimplemented command it called. [`ModelStats`]
+//! counts every unimplemented command called, by name.
 //!
 //! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
 //! script, the script's start, so no key vanishes mid-script), while relative deadlines
@@ -134,6 +138,10 @@ pub struct ModelStats {
     pub calls: BTreeMap<String, u64>,
     /// All commands executed.
     pub total_commands: u64,
+    /// Calls of commands the model does not implement (by lower-case name, "lset" or
+    /// "object|freq"), from clients and from scripts. Redis would know most of them: they name
+    /// what a script needs that the model lacks.
+    pub unknown_commands: BTreeMap<String, u64>,
     /// Request bytes read and reply bytes written, over all connections.
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -182,8 +190,14 @@ impl Model {
     pub fn execute(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
         let spec = match lookup(args) {
             Lookup::Found(spec) => spec,
-            Lookup::Unknown => return unknown_command(args),
-            Lookup::UnknownSubcommand => return unknown_subcommand(args),
+            Lookup::Unknown => {
+                self.db.note_unknown(args, false);
+                return unknown_command(args);
+            }
+            Lookup::UnknownSubcommand => {
+                self.db.note_unknown(args, false);
+                return unknown_subcommand(args);
+            }
         };
         if !spec.arity_ok(args.len()) {
             return arity_error(spec);
@@ -238,6 +252,16 @@ impl Model {
         self.execute(&mut session, args)
     }
 
+    /// The command the last script run called through `redis.call`/`redis.pcall` that the model
+    /// does not implement (the last such call if there were several), by lower-case name.
+    ///
+    /// Inside a script such a call fails exactly as an unknown command fails in Redis 7.0 ("ERR
+    /// Unknown Redis command called from script"), a text that names no command; this is how a
+    /// harness tells which one. `None` if the last script called none.
+    pub fn script_unknown_command(&self) -> Option<&str> {
+        self.db.script_unknown.as_deref()
+    }
+
     /// Removes every key past its deadline; returns how many.
     pub fn active_expire(&mut self) -> usize {
         let now = self.db.now_ms();
@@ -266,6 +290,7 @@ impl Model {
         ModelStats {
             calls: self.db.calls.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
             total_commands: self.db.total_commands,
+            unknown_commands: self.db.unknown_commands.clone(),
             bytes_in: get(&net.bytes_in),
             bytes_out: get(&net.bytes_out),
             connections_received: get(&net.connections_received),
@@ -482,6 +507,11 @@ impl ModelHandle {
     /// Counters for reports.
     pub fn stats(&self) -> ModelStats {
         self.with_model(|m| m.stats())
+    }
+
+    /// See [`Model::script_unknown_command`].
+    pub fn script_unknown_command(&self) -> Option<String> {
+        self.with_model(|m| m.script_unknown_command().map(str::to_owned))
     }
 
     /// Serves a tokio listener forever (see [`serve_tcp`]).

@@ -547,6 +547,7 @@ impl ScriptEngine {
             return noscript();
         };
         let sha = std::str::from_utf8(key).unwrap_or_default();
+        db.script_unknown = None;
         let (keys, argv) = rest.split_at(numkeys as usize);
         let reply = match self.run(db, sha, func, keys, argv) {
             Ok(reply) => reply,
@@ -632,6 +633,23 @@ fn script_error(wrapper: &Value, sha: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::{ManualServerClock, ModelHandle};
+
+    #[test]
+    fn the_model_names_the_unimplemented_command_a_script_called() {
+        let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
+        let reply =
+            model.call(&[b"EVAL", b"redis.pcall('LSET', 'k', 0, 'v') return redis.pcall('Object', 'freq')", b"0"]);
+        assert_eq!(reply, Reply::err("ERR Unknown Redis command called from script"));
+        assert_eq!(model.script_unknown_command().as_deref(), Some("object"), "the last one called");
+        assert_eq!(model.call(&[b"EVAL", b"return 1", b"0"]), Reply::Integer(1));
+        assert_eq!(model.script_unknown_command(), None, "each script run starts afresh");
+        assert!(model.call(&[b"SCRIPT", b"KILL"]).is_error());
+        let counted: Vec<(String, u64)> = model.stats().unknown_commands.into_iter().collect();
+        let expected = [("lset", 1), ("object", 1), ("script|kill", 1)].map(|(n, c)| (n.to_string(), c));
+        assert_eq!(counted, expected);
+    }
 
     #[test]
     fn rand48_starts_like_redis() {

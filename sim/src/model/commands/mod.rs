@@ -60,6 +60,11 @@ pub(crate) struct Db {
     /// Calls per command full name ("get", "script|load"), top-level and from scripts.
     pub(crate) calls: BTreeMap<&'static str, u64>,
     pub(crate) total_commands: u64,
+    /// Commands the model does not know, by lower-case name ("lset", "object|freq"), called by
+    /// clients or by scripts: what a harness reports when a user's script needs more of Redis.
+    pub(crate) unknown_commands: BTreeMap<String, u64>,
+    /// The last command the running (or last run) script called that the model does not know.
+    pub(crate) script_unknown: Option<String>,
     /// Filled in by the model before INFO can run (the script cache lives outside the `Db`).
     pub(crate) scripts_cached: usize,
     pub(crate) lua_memory: usize,
@@ -73,6 +78,8 @@ impl Db {
             net,
             calls: BTreeMap::new(),
             total_commands: 0,
+            unknown_commands: BTreeMap::new(),
+            script_unknown: None,
             scripts_cached: 0,
             lua_memory: 0,
         }
@@ -81,6 +88,16 @@ impl Db {
     /// Current time in Unix milliseconds, as Redis's `mstime()` reads it.
     pub(crate) fn now_ms(&self) -> i64 {
         (self.clock.now_micros() / 1000) as i64
+    }
+
+    /// Counts a call of a command the model does not know (see [`unknown_name`]); `from_script`
+    /// also records it as the running script's.
+    pub(crate) fn note_unknown(&mut self, args: &[&[u8]], from_script: bool) {
+        let name = unknown_name(args);
+        if from_script {
+            self.script_unknown = Some(name.clone());
+        }
+        *self.unknown_commands.entry(name).or_insert(0) += 1;
     }
 
     pub(crate) fn count_call(&mut self, spec: &'static CommandSpec) {
@@ -369,6 +386,19 @@ fn c_printf(arg: &[u8], max: usize) -> &[u8] {
 /// `strcasecmp(arg, word) == 0`.
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
     cstr(arg).eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// The name an unknown command is reported under: the command word lower-cased, plus
+/// "|subcommand" when the command is a known container ("script|foo").
+pub(crate) fn unknown_name(args: &[&[u8]]) -> String {
+    let word = |a: &[u8]| String::from_utf8_lossy(a).to_lowercase();
+    let first = args.first().map_or_else(String::new, |a| word(a));
+    match (lookup(&args[..args.len().min(1)]), args.get(1)) {
+        (Lookup::Found(spec), Some(sub)) if matches!(spec.handler, Handler::Container(_)) => {
+            format!("{first}|{}", word(sub))
+        }
+        _ => first,
+    }
 }
 
 /// Redis 7.0's reply to an unknown command, byte for byte.
