@@ -13,6 +13,7 @@
 //! - `keyspace`: strings, hashes, sorted sets, lists, sets, expiry.
 //! - `commands`: the command table and every keyspace command.
 //! - `script`: EVAL/EVALSHA with mlua.
+//! - `lua_libs`: Redis's `cjson`, `bit`, `struct` and `cmsgpack` Lua libraries.
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
 //! - `faults`: crash, refusal, pause, latency.
 //! - [`server_clock`]: the injected server clock (microseconds; the limiter's own clock is
@@ -75,6 +76,7 @@ use bytes::Bytes;
 mod commands;
 mod faults;
 mod keyspace;
+mod lua_libs;
 mod lua_stack;
 mod num;
 pub mod resp;
