@@ -30,10 +30,11 @@
 //! Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL
 //! FLUSHDB INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
 //! "unknown command" error, from a client and from `redis.call` alike (where Redis 7.0 answers
-//! "Unknown Redis command called from script", naming no command). To tell which command a user's
-//! script needed, ask [`Model::script_unknown_command`] (or [`ModelHandle::script_unknown_command`])
-//! after the script ran: the name of the last unimplemented command it called. [`ModelStats`]
-//! counts every unimplemented command called, by name.
+//! "Unknown Redis command called from script", naming no command). To tell which command a
+//! user's script needed, ask [`Model::script_unknown_command`] (or
+//! [`ModelHandle::script_unknown_command`]) after the script ran: the name of the last
+//! unimplemented command it called. [`ModelStats`] counts every unimplemented command called, by
+//! name.
 //!
 //! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
 //! script, the script's start, so no key vanishes mid-script), while relative deadlines
@@ -42,9 +43,10 @@
 //! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
 //! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
 //! is its hash table's, seeded at random); HGETALL always in insertion order; SMEMBERS of a set
-//! Redis keeps as a hash table in byte order (an intset's members in numeric order, as Redis); MEMORY USAGE and
-//! INFO memory figures are estimates; no persistence; a runaway script is killed after an
-//! instruction budget instead of leaving the server BUSY (see `script`).
+//! Redis keeps as a hash table in byte order (an intset's members in numeric order, as Redis);
+//! MEMORY USAGE and INFO memory figures are estimates; no persistence; a runaway script is killed
+//! after an instruction budget instead of leaving the server BUSY (see `script`); library tables
+//! in scripts are read-only proxies that `pairs` sees empty (see `script`).
 //!
 //! # Driving it
 //!
