@@ -18,7 +18,7 @@ use limiter::{Algorithm, FailurePolicy, Quota};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sim::faults::{format_schedule, normalize, Fault, FaultKind};
-use sim::model::{ManualClock, ModelHandle, Reply};
+use sim::model::{ManualServerClock, ModelHandle, Reply};
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};
 use sim::subject::{ClientSubject, Subject};
@@ -84,7 +84,7 @@ fn ints(reply: &Reply) -> Option<Vec<i64>> {
 /// Runs `seq` through `source` on a fresh model and through the Rust twin; the first
 /// difference comes back as a readable schedule.
 fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
-    let clock = ManualClock::from_millis(BASE_MS);
+    let clock = ManualServerClock::from_millis(BASE_MS);
     let model = ModelHandle::new(clock.clone());
     let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
     let mut now = BASE_MS as i64;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use limiter::harness::scripts;
 use limiter::Algorithm;
-use sim::model::{ManualClock, ModelHandle};
+use sim::model::{ManualServerClock, ModelHandle};
 
 mod support;
 use support::call_args;
@@ -98,7 +98,7 @@ fn main() {
     let redis_port = free_port();
     let _redis = if real { redis_port.and_then(start_redis) } else { None };
     // The model on loopback TCP, served like the redis-model binary (one thread, as Redis).
-    let model = ModelHandle::new(ManualClock::from_millis(1_700_000_000_000));
+    let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");

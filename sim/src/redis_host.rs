@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::model::{serve_turmoil, FnClock, ModelHandle, Reply};
+use crate::model::{serve_turmoil, FnServerClock, ModelHandle, Reply};
 use crate::results::RedisCost;
 use crate::simclock::{SimTime, EPOCH_MS};
 
@@ -21,7 +21,7 @@ impl RedisHost {
     /// A model whose clock is simulated time (Redis's clock is the true one: skew belongs to
     /// the instances).
     pub fn new(time: SimTime) -> Self {
-        RedisHost { model: ModelHandle::new(FnClock(move || EPOCH_MS * 1000 + time.elapsed_us())) }
+        RedisHost { model: ModelHandle::new(FnServerClock(move || EPOCH_MS * 1000 + time.elapsed_us())) }
     }
 
     /// The host's software: listen, serve, and sweep expired keys every 100 ms as Redis's

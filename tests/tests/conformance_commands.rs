@@ -1,8 +1,8 @@
 //! Differential test: generated command sequences go to a real `redis-server` and to the model;
 //! every reply must be byte-identical.
 //!
-//! Keys come from a three-letter alphabet so strings, hashes and sorted sets collide and provoke
-//! WRONGTYPE; arguments come from pools of awkward values (`-0`, `0x10`, `1e400`, ` 1`, `01`,
+//! Keys come from a three-letter alphabet so strings, hashes, sorted sets, lists and sets collide
+//! and provoke WRONGTYPE; arguments come from pools of awkward values (`-0`, `0x10`, `1e400`, ` 1`, `01`,
 //! `(1`, `inf`, 2^63 ...), and one arm sends any command name with any tokens to exercise arity
 //! and syntax errors. Clock-dependent replies are compared by class only: a positive TTL or PTTL
 //! is "positive" (both servers count down in real time), MEMORY USAGE is "an integer".
@@ -151,6 +151,26 @@ const EXPIRE_OPTS: &[&str] = &["NX", "XX", "GT", "LT", "nx", "gt", "foo"];
 const ZADD_OPTS: &[&str] = &["NX", "XX", "GT", "LT", "CH", "INCR", "ch", "incr"];
 const ZRANGE_OPTS: &[&str] =
     &["WITHSCORES", "LIMIT", "BYSCORE", "BYLEX", "REV", "withscores", "limit", "0", "1", "2", "-1", "abc", "foo"];
+const GETEX_OPTS: &[&str] = &[
+    "EX",
+    "PX",
+    "EXAT",
+    "PXAT",
+    "PERSIST",
+    "persist",
+    "100",
+    "5000",
+    "1",
+    "4102444800",
+    "0",
+    "-1",
+    "abc",
+    "NX",
+    "KEEPTTL",
+];
+const COUNTS: &[&str] = &["0", "1", "2", "5", "-1", "abc", "", "9223372036854775807"];
+// Integers (an intset while all members are) and other strings (a hash table).
+const SET_MEMBERS: &[&str] = &["1", "2", "10", "-3", "0", "01", "a", "b", "", "9223372036854775808", "1.5"];
 const MEMORY_OPTS: &[&str] = &["SAMPLES", "5", "0", "-1", "abc", "foo"];
 const FLUSH_OPTS: &[&str] = &["ASYNC", "SYNC", "x"];
 const NAMES: &[&str] = &[
@@ -204,6 +224,30 @@ const NAMES: &[&str] = &[
     "EVAL",
     "EVALSHA",
     "MEMORY",
+    "GETSET",
+    "SETEX",
+    "PSETEX",
+    "GETDEL",
+    "GETEX",
+    "HKEYS",
+    "HVALS",
+    "ZREVRANGE",
+    "ZRANK",
+    "ZREVRANK",
+    "ZREMRANGEBYRANK",
+    "LPUSH",
+    "RPUSH",
+    "LPOP",
+    "RPOP",
+    "LLEN",
+    "LRANGE",
+    "LTRIM",
+    "LINDEX",
+    "SADD",
+    "SREM",
+    "SCARD",
+    "SISMEMBER",
+    "SMEMBERS",
     "get",
     "zAdd",
     "foo",
@@ -213,7 +257,7 @@ const NAMES: &[&str] = &[
 
 fn any_token() -> Vec<&'static str> {
     let mut all = Vec::new();
-    for pool in [KEYS, FIELDS, MEMBERS, VALUES, INTS, SCORES, RANGES, SET_OPTS, ZADD_OPTS, ZRANGE_OPTS] {
+    for pool in [KEYS, FIELDS, MEMBERS, VALUES, INTS, SCORES, RANGES, SET_OPTS, ZADD_OPTS, ZRANGE_OPTS, COUNTS] {
         all.extend_from_slice(pool);
     }
     all
@@ -256,6 +300,11 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         arm(vec![lit("SETNX"), k(), v()], &[], 0),
         arm(vec![lit("MGET"), k()], KEYS, 2),
         arm(vec![lit("MSET"), k(), v()], &kv, 3),
+        arm(vec![lit("SETEX"), k(), pick(EXPIRE_SECONDS), v()], &[], 0),
+        arm(vec![lit("PSETEX"), k(), pick(EXPIRE_MILLIS), v()], &[], 0),
+        arm(vec![lit("GETSET"), k(), v()], &[], 0),
+        arm(vec![lit("GETDEL"), k()], &[], 0),
+        arm(vec![lit("GETEX"), k()], GETEX_OPTS, 3),
         arm(vec![lit("INCR"), k()], &[], 0),
         arm(vec![lit("DECR"), k()], &[], 0),
         arm(vec![lit("INCRBY"), k(), i()], &[], 0),
@@ -282,6 +331,8 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         arm(vec![lit("HDEL"), k(), f()], FIELDS, 2),
         arm(vec![lit("HEXISTS"), k(), f()], &[], 0),
         arm(vec![lit("HLEN"), k()], &[], 0),
+        arm(vec![lit("HKEYS"), k()], &[], 0),
+        arm(vec![lit("HVALS"), k()], &[], 0),
         arm(vec![lit("HINCRBY"), k(), f(), i()], &[], 0),
         arm(vec![lit("HINCRBYFLOAT"), k(), f(), v()], &[], 0),
         arm(vec![lit("ZADD"), k(), s(), m()], SCORES.iter().chain(MEMBERS).copied().collect::<Vec<_>>().as_slice(), 4),
@@ -296,6 +347,23 @@ fn command() -> impl Strategy<Value = Vec<String>> {
         arm(vec![lit("ZRANGEBYSCORE"), k(), r(), r()], ZRANGE_OPTS, 3),
         arm(vec![lit("ZREVRANGEBYSCORE"), k(), r(), r()], ZRANGE_OPTS, 3),
         arm(vec![lit("ZREMRANGEBYSCORE"), k(), r(), r()], &[], 0),
+        arm(vec![lit("ZREVRANGE"), k(), x(), x()], ZRANGE_OPTS, 2),
+        arm(vec![lit("ZRANK"), k(), m()], &[], 0),
+        arm(vec![lit("ZREVRANK"), k(), m()], &[], 0),
+        arm(vec![lit("ZREMRANGEBYRANK"), k(), x(), x()], &[], 0),
+        arm(vec![lit("LPUSH"), k(), v()], VALUES, 3),
+        arm(vec![lit("RPUSH"), k(), v()], VALUES, 3),
+        arm(vec![pick(&["LPUSHX", "RPUSHX"]), k(), v()], VALUES, 1),
+        arm(vec![pick(&["LPOP", "RPOP"]), k()], COUNTS, 2),
+        arm(vec![lit("LLEN"), k()], &[], 0),
+        arm(vec![lit("LRANGE"), k(), x(), x()], &[], 0),
+        arm(vec![lit("LTRIM"), k(), x(), x()], &[], 0),
+        arm(vec![lit("LINDEX"), k(), x()], &[], 0),
+        arm(vec![lit("SADD"), k(), pick(SET_MEMBERS)], SET_MEMBERS, 4),
+        arm(vec![lit("SREM"), k(), pick(SET_MEMBERS)], SET_MEMBERS, 2),
+        arm(vec![lit("SCARD"), k()], &[], 0),
+        arm(vec![lit("SISMEMBER"), k(), pick(SET_MEMBERS)], &[], 0),
+        arm(vec![lit("SMEMBERS"), k()], &[], 0),
         arm(vec![lit("PING")], &any, 2),
         arm(vec![lit("ECHO"), v()], &any, 1),
         arm(vec![lit("SELECT"), pick(&["0", "abc", "-1", "99999999999"])], &[], 0),
@@ -338,12 +406,13 @@ fn bulk_elements(reply: &[u8]) -> Option<Vec<Vec<u8>>> {
     Some(out)
 }
 
-/// HGETALL of a hash Redis has converted to a hashtable lists fields in an order that depends on
-/// a hash seed picked at startup, so the suite compares those as sets of field/value pairs. (The
-/// model keeps insertion order, which is what small hashes, the listpack encoding, show.)
-fn sort_pairs(reply: Vec<u8>) -> Vec<u8> {
+/// HGETALL (HKEYS, HVALS, SMEMBERS) of a hash (set) Redis has converted to a hashtable lists
+/// fields in an order that depends on a hash seed picked at startup, so the suite compares those
+/// as sets of field/value pairs (of single elements). (The model keeps insertion order, which is
+/// what small hashes, the listpack encoding, show, and lists an intset in numeric order.)
+fn sort_groups(reply: Vec<u8>, group: usize) -> Vec<u8> {
     let Some(elements) = bulk_elements(&reply) else { return reply };
-    let mut pairs: Vec<Vec<u8>> = elements.chunks(2).map(|c| c.concat()).collect();
+    let mut pairs: Vec<Vec<u8>> = elements.chunks(group).map(|c| c.concat()).collect();
     pairs.sort();
     let mut out = format!("*{}\r\n", elements.len()).into_bytes();
     for p in pairs {
@@ -375,10 +444,13 @@ fn model_replies_match_redis_for_generated_command_sequences() {
             let argv: Vec<&[u8]> = args.iter().map(|a| &a[..]).collect();
             let (r, m) = pair.both(&argv);
             let (mut r, mut m) = (normalize(cmd, r), normalize(cmd, m));
-            if cmd.len() == 2 && cmd[0].eq_ignore_ascii_case("hgetall") && r.starts_with(b"*") {
+            let unordered =
+                ["hgetall", "hkeys", "hvals", "smembers"].iter().position(|c| cmd[0].eq_ignore_ascii_case(c));
+            if let (Some(which), 2, true) = (unordered, cmd.len(), r.starts_with(b"*")) {
                 let encoding = pair.redis.call(&[b"OBJECT", b"ENCODING", &args[1]]).expect("OBJECT ENCODING");
                 if encoding == b"$9\r\nhashtable\r\n" {
-                    (r, m) = (sort_pairs(r), sort_pairs(m));
+                    let group = if which == 0 { 2 } else { 1 };
+                    (r, m) = (sort_groups(r, group), sort_groups(m, group));
                 }
             }
             if r != m {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use limiter::harness::scripts::{self, LuaScript};
 use limiter::{Algorithm, Quota};
-use sim::model::{ManualClock, ModelHandle, Reply};
+use sim::model::{ManualServerClock, ModelHandle, Reply};
 
 /// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.
 pub fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {
@@ -24,7 +24,7 @@ pub fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {
 
 /// `n` EVALSHA of `script` on the model, in process; calls per second.
 pub fn in_process(script: &LuaScript, n: usize) -> f64 {
-    let model = ModelHandle::new(ManualClock::from_millis(1_700_000_000_000));
+    let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
     let sha = match model.call(&[b"SCRIPT", b"LOAD", script.source.as_bytes()]) {
         Reply::Bulk(sha) => sha,
         other => panic!("SCRIPT LOAD of {} failed: {other:?}", script.file),

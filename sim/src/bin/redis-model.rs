@@ -14,7 +14,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use sim::model::{ModelHandle, SystemClock};
+use sim::model::{ModelHandle, SystemServerClock};
 
 const USAGE: &str =
     "usage: redis-model --port N [--bind 127.0.0.1] [--save \"\"] [--appendonly no] [--protected-mode yes|no]
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
         };
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         println!("redis-model listening on {addr}");
-        let model = ModelHandle::new(SystemClock);
+        let model = ModelHandle::new(SystemServerClock);
         let sweeper = model.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_millis(100));

@@ -1,4 +1,5 @@
-//! The data: one keyspace of strings, hashes and sorted sets, each key with an optional expiry.
+//! The data: one keyspace of strings, hashes, sorted sets, lists and sets, each key with an
+//! optional expiry.
 //!
 //! Expiry works as in Redis: a key past its deadline is removed the moment a command touches it
 //! (lazy), and [`Keyspace::expire_due`] removes every key past its deadline at once (the active
@@ -9,7 +10,7 @@
 //! client could observe goes through the `BTreeSet` expiry index, which is ordered.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
 use indexmap::IndexMap;
@@ -28,6 +29,9 @@ pub(crate) enum Value {
     /// small hashes. (Big Redis hashes iterate in hash order, which no client can rely on.)
     Hash(IndexMap<Bytes, Bytes>),
     ZSet(ZSet),
+    /// A list (Redis's quicklist): pushes and pops at both ends.
+    List(VecDeque<Bytes>),
+    Set(Set),
 }
 
 impl Value {
@@ -36,6 +40,8 @@ impl Value {
             Value::Str(_) => "string",
             Value::Hash(_) => "hash",
             Value::ZSet(_) => "zset",
+            Value::List(_) => "list",
+            Value::Set(_) => "set",
         }
     }
 
@@ -47,7 +53,67 @@ impl Value {
             Value::Str(s) => 16 + s.len(),
             Value::Hash(h) => 32 + h.iter().map(|(f, v)| 16 + f.len() + v.len()).sum::<usize>(),
             Value::ZSet(z) => 64 + z.scores.keys().map(|m| 48 + m.len()).sum::<usize>(),
+            Value::List(l) => 32 + l.iter().map(|e| 8 + e.len()).sum::<usize>(),
+            Value::Set(set) => 32 + set.members.iter().map(|m| 24 + m.len()).sum::<usize>(),
         }
+    }
+}
+
+/// Redis keeps a set of integers as a sorted array of integers (intset) up to this many members.
+pub(crate) const INTSET_MAX_ENTRIES: usize = 512;
+
+/// A set. Redis 7.0 stores a set of integers (as `string2ll` reads them) as an *intset*, which
+/// lists its members in numeric order, and converts it for good to a hash table at the first
+/// other member or past [`INTSET_MAX_ENTRIES`]. The model lists an intset's members in numeric
+/// order too, so SMEMBERS agrees with Redis there; a hash table's order comes from a seeded hash
+/// no client can rely on, and the model lists those members in byte order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Set {
+    members: BTreeSet<Bytes>,
+    intset: bool,
+}
+
+impl Set {
+    /// An empty set in the encoding Redis picks for a first member `first` (`setTypeCreate`).
+    pub(crate) fn for_first(first: &[u8]) -> Self {
+        Set { members: BTreeSet::new(), intset: super::num::parse_i64(first).is_some() }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    pub(crate) fn contains(&self, member: &[u8]) -> bool {
+        self.members.contains(member)
+    }
+
+    /// Adds `member`; false if it was there. Converts an intset as `setTypeAdd` does.
+    pub(crate) fn insert(&mut self, member: &[u8]) -> bool {
+        if self.intset && super::num::parse_i64(member).is_none() {
+            self.intset = false;
+        }
+        let added = self.members.insert(Bytes::copy_from_slice(member));
+        if added && self.intset && self.members.len() > INTSET_MAX_ENTRIES {
+            self.intset = false;
+        }
+        added
+    }
+
+    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
+        self.members.remove(member)
+    }
+
+    /// The members in the order SMEMBERS lists them (see the type docs).
+    pub(crate) fn members(&self) -> Vec<Bytes> {
+        let mut all: Vec<Bytes> = self.members.iter().cloned().collect();
+        if self.intset {
+            all.sort_by_key(|m| super::num::parse_i64(m).unwrap_or(0));
+        }
+        all
     }
 }
 
@@ -357,5 +423,21 @@ mod tests {
         let mut big = ZSet::with_hint(1, 100);
         big.insert(b"m", -0.0);
         assert!(big.score(b"m").is_some_and(|s| s.is_sign_negative()));
+    }
+
+    #[test]
+    fn a_set_of_integers_lists_them_in_numeric_order_until_it_becomes_a_hash_table() {
+        let mut set = Set::for_first(b"10");
+        for m in [&b"10"[..], b"-3", b"2"] {
+            assert!(set.insert(m));
+        }
+        assert!(!set.insert(b"2"), "already a member");
+        let listed =
+            |set: &Set| set.members().iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect::<Vec<_>>();
+        assert_eq!(listed(&set), ["-3", "2", "10"]);
+        set.insert(b"01");
+        assert_eq!(listed(&set), ["-3", "01", "10", "2"], "a member that is not an integer converts it");
+        set.remove(b"01");
+        assert_eq!(listed(&set), ["-3", "10", "2"], "and the conversion is for good");
     }
 }

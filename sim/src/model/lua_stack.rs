@@ -99,6 +99,10 @@ pub(crate) struct Bridge {
     reply: Reply,
     /// The last command's error text ("CODE msg"), kept here for the same reason.
     error: Vec<u8>,
+    /// Whether Redis marks that error `ignore_error_stats_update`: it does for every error once
+    /// the arguments are read (an unknown command, a wrong arity, the command's own error reply),
+    /// not for arguments it cannot read.
+    error_is_reply: bool,
 }
 
 /// Owns the [`Bridge`] at a fixed address the C functions hold as an upvalue.
@@ -117,6 +121,7 @@ impl BridgeBox {
             resp: Arc::new(AtomicU8::new(2)),
             reply: Reply::Nil,
             error: Vec::new(),
+            error_is_reply: false,
         };
         BridgeBox(Box::into_raw(Box::new(bridge)))
     }
@@ -269,9 +274,25 @@ impl Bridge {
             Err(msg) => return self.fail(&lua_error_text(msg)),
         };
         let argv: Vec<&[u8]> = owned.iter().map(|a| &a[..]).collect();
-        let spec = match lookup(&argv) {
+        let ok = self.run_command(&argv);
+        self.error_is_reply = !ok;
+        ok
+    }
+
+    /// The command in `argv`: `true` with the reply in `self.reply`, or `false` with the error.
+    ///
+    /// # Safety
+    /// As [`Bridge::dispatch`]: `self.db` is null or the `&mut Db` `BridgeBox::lend` holds.
+    unsafe fn run_command(&mut self, argv: &[&[u8]]) -> bool {
+        let spec = match lookup(argv) {
             Lookup::Found(spec) => spec,
-            _ => return self.fail(b"ERR Unknown Redis command called from script"),
+            _ => {
+                // SAFETY: non-null only while `BridgeBox::lend` holds the `&mut Db`.
+                if let Some(db) = self.db.as_mut() {
+                    db.note_unknown(argv, true);
+                }
+                return self.fail(b"ERR Unknown Redis command called from script");
+            }
         };
         if !spec.arity_ok(argv.len()) {
             return self.fail(b"ERR Wrong number of args calling Redis command from script");
@@ -286,7 +307,7 @@ impl Bridge {
         };
         db.count_call(spec);
         let mut ctx = Ctx { db, now_ms: self.now_ms, resp: self.resp.load(Ordering::Relaxed) };
-        match f(&mut ctx, &argv) {
+        match f(&mut ctx, argv) {
             Reply::Error(e) => {
                 let (code, msg) = body_parts(&e);
                 self.fail(&[code, b" ", msg].concat())
@@ -301,6 +322,7 @@ impl Bridge {
     fn fail(&mut self, text: &[u8]) -> bool {
         self.error.clear();
         self.error.extend_from_slice(text);
+        self.error_is_reply = false;
         false
     }
 
@@ -340,6 +362,9 @@ unsafe extern "C-unwind" fn redis_call(state: *mut lua_State) -> c_int {
         return 1;
     }
     push_error_table(state, &(*bridge).error);
+    if (*bridge).error_is_reply {
+        mark_command_error(state);
+    }
     if ffi::lua_toboolean(state, ffi::lua_upvalueindex(2)) != 0 {
         ffi::lua_error(state);
     }
@@ -366,6 +391,15 @@ unsafe fn push_error_table(state: *mut lua_State, text: &[u8]) {
     ffi::lua_createtable(state, 0, 1);
     push_bytes(state, b"err");
     push_bytes(state, text);
+    ffi::lua_rawset(state, -3);
+}
+
+/// Adds `ignore_error_stats_update = true` to the error table on top, as Redis 7.0 marks an error
+/// a command replied with (its statistics were counted when the command ran). Scripts see the
+/// field when they look inside the table (`pairs`, `cjson.encode`). Takes two more slots.
+unsafe fn mark_command_error(state: *mut lua_State) {
+    push_bytes(state, b"ignore_error_stats_update");
+    ffi::lua_pushboolean(state, 1);
     ffi::lua_rawset(state, -3);
 }
 
@@ -400,6 +434,7 @@ unsafe fn push_reply(state: *mut lua_State, reply: &Reply, resp3: bool, depth: u
             push_bytes(state, msg);
             ffi::lua_concat(state, 3);
             wrap_top(state, b"err");
+            mark_command_error(state);
         }
         Reply::Integer(i) => ffi::lua_pushnumber(state, *i as f64),
         Reply::Bulk(b) => push_bytes(state, b),
@@ -640,12 +675,13 @@ impl ReplyReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ManualClock, ModelConfig, ModelHandle};
+    use crate::model::{ManualServerClock, ModelConfig, ModelHandle};
 
     /// A model whose scripts get 2 MB of Lua memory.
     fn small_model() -> ModelHandle {
         let config = ModelConfig { lua_memory_limit: 2 << 20, ..ModelConfig::default() };
-        ModelHandle::try_with_config(Arc::new(ManualClock::from_millis(1_700_000_000_000)), config).expect("model")
+        ModelHandle::try_with_config(Arc::new(ManualServerClock::from_millis(1_700_000_000_000)), config)
+            .expect("model")
     }
 
     /// Lua that takes all but a few hundred bytes of the memory left, and keeps it: a list of

@@ -10,22 +10,31 @@
 //!
 //! - [`resp`]: RESP2 request parsing with hard bounds; [`Reply`] and its encoding.
 //! - `num`: Redis's number parsing and printing (`string2ll`, `strtod`, `%.17g`, `long double`).
-//! - `keyspace`: strings, hashes, sorted sets, expiry.
+//! - `keyspace`: strings, hashes, sorted sets, lists, sets, expiry.
 //! - `commands`: the command table and every keyspace command.
 //! - `script`: EVAL/EVALSHA with mlua.
+//! - `lua_libs`: Redis's `cjson`, `bit`, `struct` and `cmsgpack` Lua libraries.
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
 //! - `faults`: crash, refusal, pause, latency.
-//! - [`clock`]: the injected clock.
+//! - [`server_clock`]: the injected server clock (microseconds; the limiter's own clock is
+//!   `limiter::Clock`, in milliseconds).
 //!
 //! # Commands
 //!
-//! Strings: GET SET SETNX MGET MSET INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN. Keys: DEL
-//! UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL PTTL PERSIST. Hashes: HGET HSET
-//! HMSET HSETNX HMGET HGETALL HDEL HEXISTS HLEN HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY
-//! ZREM ZCARD ZCOUNT ZSCORE ZRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE. Scripts:
-//! EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL FLUSHDB
-//! INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
-//! "unknown command" error.
+//! Strings: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET INCR DECR INCRBY DECRBY
+//! INCRBYFLOAT STRLEN. Keys: DEL UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL
+//! PTTL PERSIST. Hashes: HGET HSET HMSET HSETNX HMGET HGETALL HKEYS HVALS HDEL HEXISTS HLEN
+//! HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY ZREM ZCARD ZCOUNT ZSCORE ZRANK ZREVRANK ZRANGE
+//! ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE ZREMRANGEBYRANK. Lists: LPUSH RPUSH
+//! LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LTRIM LINDEX. Sets: SADD SREM SCARD SISMEMBER SMEMBERS.
+//! Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL
+//! FLUSHDB INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
+//! "unknown command" error, from a client and from `redis.call` alike (where Redis 7.0 answers
+//! "Unknown Redis command called from script", naming no command). To tell which command a
+//! user's script needed, ask [`Model::script_unknown_command`] (or
+//! [`ModelHandle::script_unknown_command`]) after the script ran: the name of the last
+//! unimplemented command it called. [`ModelStats`] counts every unimplemented command called, by
+//! name.
 //!
 //! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
 //! script, the script's start, so no key vanishes mid-script), while relative deadlines
@@ -33,16 +42,18 @@
 //!
 //! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
 //! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
-//! is its hash table's, seeded at random); HGETALL always in insertion order; MEMORY USAGE and
-//! INFO memory figures are estimates; no persistence; a runaway script is killed after an
-//! instruction budget instead of leaving the server BUSY (see `script`).
+//! is its hash table's, seeded at random); HGETALL always in insertion order; SMEMBERS of a set
+//! Redis keeps as a hash table in byte order (an intset's members in numeric order, as Redis);
+//! MEMORY USAGE and INFO memory figures are estimates; no persistence; a runaway script is killed
+//! after an instruction budget instead of leaving the server BUSY (see `script`); library tables
+//! in scripts are read-only proxies that `pairs` sees empty (see `script`).
 //!
 //! # Driving it
 //!
 //! ```
-//! use sim::model::{ManualClock, ModelHandle, Reply};
+//! use sim::model::{ManualServerClock, ModelHandle, Reply};
 //!
-//! let clock = ManualClock::from_millis(1_700_000_000_000);
+//! let clock = ManualServerClock::from_millis(1_700_000_000_000);
 //! let redis = ModelHandle::new(clock.clone());
 //! assert_eq!(redis.call(&[b"SET", b"k", b"v", b"PX", b"100"]), Reply::ok());
 //! clock.advance_millis(101);
@@ -52,11 +63,11 @@
 //! A host serves it with [`serve_connection`] (one stream) or [`serve_tcp`]/[`serve_turmoil`]
 //! (a listener), and injects faults with [`ModelHandle::crash`], [`ModelHandle::restart`],
 //! [`ModelHandle::pause`], [`ModelHandle::set_latency`], [`ModelHandle::flush_scripts`] and
-//! [`ModelHandle::reject_connections`]. Time for TIME and expiry comes from the [`Clock`] given
+//! [`ModelHandle::reject_connections`]. Time for TIME and expiry comes from the [`ServerClock`] given
 //! at construction; pauses and latency use `tokio::time` (virtual under turmoil).
 //!
 //! **Architecture invariant:** nothing in the model reads the system clock except
-//! [`SystemClock`], and no output depends on `HashMap` iteration order.
+//! [`SystemServerClock`], and no output depends on `HashMap` iteration order.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -64,20 +75,21 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-pub mod clock;
 mod commands;
 mod faults;
 mod keyspace;
+mod lua_libs;
 mod lua_stack;
 mod num;
 pub mod resp;
 mod script;
 mod server;
+pub mod server_clock;
 
-pub use clock::{Clock, FnClock, ManualClock, SystemClock};
 pub use commands::NetCounters;
 pub use resp::Reply;
 pub use server::{serve_connection, serve_tcp, serve_turmoil};
+pub use server_clock::{FnServerClock, ManualServerClock, ServerClock, SystemServerClock};
 
 use commands::{arity_error, is, lookup, unknown_command, unknown_subcommand, Ctx, Db, Handler, Lookup, ModelCmd};
 use faults::{lock, Faults};
@@ -130,6 +142,10 @@ pub struct ModelStats {
     pub calls: BTreeMap<String, u64>,
     /// All commands executed.
     pub total_commands: u64,
+    /// Calls of commands the model does not implement (by lower-case name, "lset" or
+    /// "object|freq"), from clients and from scripts. Redis would know most of them: they name
+    /// what a script needs that the model lacks.
+    pub unknown_commands: BTreeMap<String, u64>,
     /// Request bytes read and reply bytes written, over all connections.
     pub bytes_in: u64,
     pub bytes_out: u64,
@@ -162,7 +178,7 @@ impl std::error::Error for ModelError {}
 
 impl Model {
     /// A model reading time from `clock`, with default limits.
-    pub fn try_new(clock: Arc<dyn Clock>, config: ModelConfig) -> Result<Model, ModelError> {
+    pub fn try_new(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<Model, ModelError> {
         let scripts = ScriptEngine::new(&config).map_err(|e| ModelError(e.to_string()))?;
         Ok(Model { db: Db::new(clock, Arc::new(NetCounters::default())), scripts, next_client_id: 1 })
     }
@@ -178,8 +194,14 @@ impl Model {
     pub fn execute(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
         let spec = match lookup(args) {
             Lookup::Found(spec) => spec,
-            Lookup::Unknown => return unknown_command(args),
-            Lookup::UnknownSubcommand => return unknown_subcommand(args),
+            Lookup::Unknown => {
+                self.db.note_unknown(args, false);
+                return unknown_command(args);
+            }
+            Lookup::UnknownSubcommand => {
+                self.db.note_unknown(args, false);
+                return unknown_subcommand(args);
+            }
         };
         if !spec.arity_ok(args.len()) {
             return arity_error(spec);
@@ -234,6 +256,16 @@ impl Model {
         self.execute(&mut session, args)
     }
 
+    /// The command the last script run called through `redis.call`/`redis.pcall` that the model
+    /// does not implement (the last such call if there were several), by lower-case name.
+    ///
+    /// Inside a script such a call fails exactly as an unknown command fails in Redis 7.0 ("ERR
+    /// Unknown Redis command called from script"), a text that names no command; this is how a
+    /// harness tells which one. `None` if the last script called none.
+    pub fn script_unknown_command(&self) -> Option<&str> {
+        self.db.script_unknown.as_deref()
+    }
+
     /// Removes every key past its deadline; returns how many.
     pub fn active_expire(&mut self) -> usize {
         let now = self.db.now_ms();
@@ -262,6 +294,7 @@ impl Model {
         ModelStats {
             calls: self.db.calls.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
             total_commands: self.db.total_commands,
+            unknown_commands: self.db.unknown_commands.clone(),
             bytes_in: get(&net.bytes_in),
             bytes_out: get(&net.bytes_out),
             connections_received: get(&net.connections_received),
@@ -366,7 +399,7 @@ impl ModelHandle {
     ///
     /// If the Lua state cannot be created (out of memory at startup); see
     /// [`ModelHandle::try_with_config`] for the fallible form.
-    pub fn new(clock: impl Clock + 'static) -> ModelHandle {
+    pub fn new(clock: impl ServerClock + 'static) -> ModelHandle {
         match Self::try_with_config(Arc::new(clock), ModelConfig::default()) {
             Ok(handle) => handle,
             Err(e) => panic!("{e}"),
@@ -374,7 +407,7 @@ impl ModelHandle {
     }
 
     /// A model with explicit limits.
-    pub fn try_with_config(clock: Arc<dyn Clock>, config: ModelConfig) -> Result<ModelHandle, ModelError> {
+    pub fn try_with_config(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<ModelHandle, ModelError> {
         let model = Model::try_new(clock, config)?;
         let net = model.db.net.clone();
         Ok(ModelHandle { shared: Arc::new(Shared { model: Mutex::new(model), net, faults: Faults::default() }) })
@@ -478,6 +511,11 @@ impl ModelHandle {
     /// Counters for reports.
     pub fn stats(&self) -> ModelStats {
         self.with_model(|m| m.stats())
+    }
+
+    /// See [`Model::script_unknown_command`].
+    pub fn script_unknown_command(&self) -> Option<String> {
+        self.with_model(|m| m.script_unknown_command().map(str::to_owned))
     }
 
     /// Serves a tokio listener forever (see [`serve_tcp`]).

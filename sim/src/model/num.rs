@@ -492,18 +492,26 @@ pub(crate) fn format_long_double_human(v: LongDouble) -> String {
 
 /// `snprintf("%.17g")` for an f64, as glibc prints it (including "inf", "-inf", "-nan").
 pub(crate) fn format_g17(x: f64) -> String {
+    // Integers below 10^16 print as themselves (the common case: counts, TTLs, timestamps).
+    if x.fract() == 0.0 && x.abs() < 1e16 && x != 0.0 {
+        return itoa::Buffer::new().format(x as i64).to_owned();
+    }
+    format_g(x, 17)
+}
+
+/// `snprintf("%.<precision>g")` for an f64, as glibc prints it: `precision` significant digits,
+/// correctly rounded (ties to even), trailing zeros dropped, scientific form when the exponent
+/// is below -4 or at least `precision`. "inf", "-inf", "nan" and "-nan" as glibc spells them.
+pub(crate) fn format_g(x: f64, precision: usize) -> String {
     if x.is_nan() {
         return if x.is_sign_negative() { "-nan".into() } else { "nan".into() };
     }
     if x.is_infinite() {
         return if x > 0.0 { "inf".into() } else { "-inf".into() };
     }
-    // Integers below 10^16 print as themselves (the common case: counts, TTLs, timestamps).
-    if x.fract() == 0.0 && x.abs() < 1e16 && x != 0.0 {
-        return itoa::Buffer::new().format(x as i64).to_owned();
-    }
-    // 17 significant digits, correctly rounded, in scientific form: "d.dddde<exp>".
-    let sci = format!("{:.16e}", x);
+    let precision = precision.max(1);
+    // `precision` significant digits, correctly rounded, in scientific form: "d.dddde<exp>".
+    let sci = format!("{:.*e}", precision - 1, x);
     let (mantissa, exp) = match sci.split_once('e') {
         Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
         None => (sci.as_str(), 0),
@@ -514,8 +522,8 @@ pub(crate) fn format_g17(x: f64) -> String {
     if negative {
         out.push('-');
     }
-    if (-4..17).contains(&exp) {
-        // Fixed notation with 17 - 1 - exp decimals, then %g drops trailing zeros.
+    if (-4..precision as i32).contains(&exp) {
+        // Fixed notation with precision - 1 - exp decimals, then %g drops trailing zeros.
         let (int_part, frac_part) = if exp >= 0 {
             let split = (exp + 1) as usize;
             (digits[..split].to_string(), digits[split..].to_string())
@@ -542,6 +550,15 @@ pub(crate) fn format_g17(x: f64) -> String {
         out.push_str(&format!("{:02}", exp.unsigned_abs()));
     }
     out
+}
+
+/// C's `strtod` on the start of `s`: the value and how many bytes it read (0: no number).
+/// glibc keeps the sign of "-nan", and so does this.
+pub(crate) fn strtod_prefix(s: &[u8]) -> (f64, usize) {
+    let r = c_strtod_scanned(s);
+    let negative = s.iter().find(|c| !is_c_space(**c)) == Some(&b'-');
+    let value = if r.value.is_nan() && negative { -f64::NAN } else { r.value };
+    (value, r.consumed)
 }
 
 /// C's `(long long)` cast of a Lua number on x86-64: truncation, and the "integer indefinite"
@@ -614,6 +631,29 @@ mod tests {
         assert_eq!(format_g17(0.00001), "1.0000000000000001e-05");
         assert_eq!(format_g17(f64::INFINITY), "inf");
         assert_eq!(format_g17(-f64::NAN), "-nan");
+    }
+
+    #[test]
+    fn g_with_any_precision_matches_glibc() {
+        assert_eq!(format_g(1.0 / 3.0, 14), "0.33333333333333");
+        assert_eq!(format_g(1e300, 14), "1e+300");
+        assert_eq!(format_g(123456789012345.0, 14), "1.2345678901234e+14");
+        assert_eq!(format_g(12345678901234.0, 14), "12345678901234");
+        assert_eq!(format_g(0.5, 1), "0.5");
+        assert_eq!(format_g(2.5, 1), "2");
+        assert_eq!(format_g(0.00001, 14), "1e-05");
+        assert_eq!(format_g(-0.0, 14), "-0");
+        assert_eq!(format_g(100.0, 2), "1e+02");
+        assert_eq!(format_g(f64::NEG_INFINITY, 14), "-inf");
+    }
+
+    #[test]
+    fn strtod_reads_a_prefix() {
+        assert_eq!(strtod_prefix(b"1.5e3,"), (1500.0, 5));
+        assert_eq!(strtod_prefix(b"0x10]"), (16.0, 4));
+        assert_eq!(strtod_prefix(b"-x"), (0.0, 0));
+        let (nan, used) = strtod_prefix(b"-nan");
+        assert!(nan.is_nan() && nan.is_sign_negative() && used == 4);
     }
 
     #[test]

@@ -12,9 +12,11 @@
 //!   ("Attempt to modify a readonly table", "Script attempted to access nonexistent global
 //!   variable 'x'"). Library tables (`string`, `math`, `table`, `redis`, `coroutine`) are
 //!   read-only proxies, so one script cannot break the next. A consequence: `pairs(string)`
-//!   and `pairs(_G)` see an empty table, where Redis would list the contents.
-//! - No `os`, `io`, `debug`, `print`, `dofile`, `loadfile`, `require`. Redis's `cjson`, `bit`,
-//!   `struct` and `cmsgpack` libraries are not provided either.
+//!   and `pairs(_G)` see an empty table, where Redis would list the contents (and so do
+//!   `cjson.encode(cjson)` and `cmsgpack.pack(string)`). An error of the C libraries that
+//!   `coroutine.resume` catches arrives as a userdata rather than as its text.
+//! - Redis's `cjson`, `bit`, `struct` and `cmsgpack` libraries, read-only like the others (see
+//!   [`super::lua_libs`]). No `os`, `io`, `debug`, `print`, `dofile`, `loadfile`, `require`.
 //! - `math.random` is Redis's `rand48`, seeded 0 when the model starts (Redis 7.0 seeds it
 //!   once per process too, so sequences carry across calls).
 //!
@@ -37,6 +39,7 @@ use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
 use super::commands::{cstr, Db};
+use super::lua_libs::{self, CjsonConfig, LuaError};
 use super::lua_stack::{lua_error_text, BridgeBox, PROBE_KEYS};
 use super::num::parse_i64;
 use super::resp::Reply;
@@ -134,7 +137,9 @@ m.random = function(...)
 end
 m.randomseed = function(s) rust.srand48(checkint(s, 1)) end
 
--- Redis's pcall hands back the text of a Redis error rather than the error table.
+-- Redis's pcall hands back the text of a Redis error rather than the error table. Errors the
+-- Rust functions raise arrive as userdata: error_of gives their text, and whether Redis raises
+-- them as an error table (redis.log and friends) or as a plain string (the C libraries).
 local error_of = rust.error_of
 local function unwrap(ok, ...)
   if not ok then
@@ -152,14 +157,18 @@ end
 
 raw_rawset(G, 'pcall', function(...) return unwrap(raw_pcall(...)) end)
 -- xpcall's handler sees the {err=...} table, as in Redis, not the Rust error carrying it.
-raw_rawset(G, 'xpcall', function(f, h)
-  return xpcall(f, function(e)
-    if type(e) == 'userdata' then
-      local text = error_of(e)
-      if text then e = {err = text} end
+local function as_raised(e)
+  if type(e) == 'userdata' then
+    local text, is_table = error_of(e)
+    if text then
+      if is_table then return {err = text} end
+      return text
     end
-    return h(e)
-  end)
+  end
+  return e
+end
+raw_rawset(G, 'xpcall', function(f, h)
+  return xpcall(f, function(e) return h(as_raised(e)) end)
 end)
 raw_rawset(G, 'rawset', function(t, k, v)
   if protected[t] then error("Attempt to modify a readonly table", 0) end
@@ -174,6 +183,10 @@ raw_rawset(G, 'math', proxy(m))
 raw_rawset(G, 'string', proxy(string))
 raw_rawset(G, 'table', proxy(table))
 raw_rawset(G, 'coroutine', proxy(coroutine))
+raw_rawset(G, 'cjson', proxy(rust.cjson))
+raw_rawset(G, 'bit', proxy(rust.bit))
+raw_rawset(G, 'struct', proxy(rust.struct))
+raw_rawset(G, 'cmsgpack', proxy(rust.cmsgpack))
 
 local env = setmetatable({}, {__index = G, __newindex = readonly, __metatable = false})
 protected[env] = true
@@ -191,10 +204,7 @@ setmetatable(G, {
 local where = rust.where
 local function handler(e)
   local msg
-  if type(e) == 'userdata' then
-    local text = error_of(e)
-    if text then e = {err = text} end
-  end
+  e = as_raised(e)
   if type(e) ~= 'table' then msg = 'ERR ' .. tostring(e) end
   local source, line = where()
   return {e = e, msg = msg, source = source, line = line}
@@ -223,6 +233,8 @@ pub(crate) struct ScriptEngine {
     memory_limit: usize,
     /// The [`PROBE_KEYS`] strings as a Lua array, for reading replies in [`super::lua_stack`].
     probes: Table,
+    /// The `cjson` module's settings, which a script may change and SCRIPT FLUSH restores.
+    cjson: CjsonConfig,
     /// Last, so it is dropped after the Lua state whose C functions point at it.
     bridge: BridgeBox,
 }
@@ -258,6 +270,16 @@ fn redis_error_text(e: &mlua::Error) -> Option<Vec<u8>> {
     }
 }
 
+/// Finds a [`LuaError`] (a plain string error of the C libraries) inside an error from Lua.
+fn lua_string_error(e: &mlua::Error) -> Option<Vec<u8>> {
+    match e {
+        mlua::Error::ExternalError(inner) => inner.downcast_ref::<LuaError>().map(|r| r.0.clone()),
+        mlua::Error::CallbackError { cause, .. } => lua_string_error(cause),
+        mlua::Error::WithContext { cause, .. } => lua_string_error(cause),
+        _ => None,
+    }
+}
+
 /// Redis's `rand48`: x' = 0x5DEECE66D * x + 0xB mod 2^48, output the top 31 bits.
 fn lrand48(state: &AtomicU64) -> i64 {
     let x = state.load(Ordering::Relaxed);
@@ -282,12 +304,14 @@ impl ScriptEngine {
         rust.set("acl_check", bridge.acl_check(&lua)?)?;
         rust.set(
             "error_of",
-            lua.create_function(|lua, v: Value| match v {
-                Value::Error(e) => match redis_error_text(&e) {
-                    Some(text) => Ok(Value::String(lua.create_string(text)?)),
-                    None => Ok(Value::Nil),
-                },
-                _ => Ok(Value::Nil),
+            lua.create_function(|lua, v: Value| {
+                let Value::Error(e) = v else { return Ok((Value::Nil, false)) };
+                let (text, is_table) = match (redis_error_text(&e), lua_string_error(&e)) {
+                    (Some(text), _) => (text, true),
+                    (None, Some(text)) => (text, false),
+                    (None, None) => return Ok((Value::Nil, false)),
+                };
+                Ok((Value::String(lua.create_string(text)?), is_table))
             })?,
         )?;
         rust.set(
@@ -409,6 +433,13 @@ impl ScriptEngine {
         rust.set("version", super::commands::REDIS_VERSION_STR)?;
         rust.set("version_num", 0x07_00_0f)?;
 
+        let cjson = CjsonConfig::default();
+        let libs = lua_libs::install(&lua, &cjson)?;
+        rust.set("cjson", libs.cjson)?;
+        rust.set("bit", libs.bit)?;
+        rust.set("struct", libs.structs)?;
+        rust.set("cmsgpack", libs.cmsgpack)?;
+
         let (runner, env): (Function, Table) = lua.load(SANDBOX).set_name(INTERNAL_CHUNK).call(rust)?;
 
         let budget = config.script_instruction_budget;
@@ -427,6 +458,7 @@ impl ScriptEngine {
             budget,
             memory_limit: config.lua_memory_limit,
             probes,
+            cjson,
             bridge,
         };
         engine.install_hook()?;
@@ -471,6 +503,7 @@ impl ScriptEngine {
     /// SCRIPT FLUSH (and a restart): forgets every compiled script.
     pub(crate) fn flush(&mut self) {
         self.cache.clear();
+        self.cjson.reset();
         self.lua.gc_collect().ok();
     }
 
@@ -547,6 +580,7 @@ impl ScriptEngine {
             return noscript();
         };
         let sha = std::str::from_utf8(key).unwrap_or_default();
+        db.script_unknown = None;
         let (keys, argv) = rest.split_at(numkeys as usize);
         let reply = match self.run(db, sha, func, keys, argv) {
             Ok(reply) => reply,
@@ -632,6 +666,23 @@ fn script_error(wrapper: &Value, sha: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::model::{ManualServerClock, ModelHandle};
+
+    #[test]
+    fn the_model_names_the_unimplemented_command_a_script_called() {
+        let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
+        let reply =
+            model.call(&[b"EVAL", b"redis.pcall('LSET', 'k', 0, 'v') return redis.pcall('Object', 'freq')", b"0"]);
+        assert_eq!(reply, Reply::err("ERR Unknown Redis command called from script"));
+        assert_eq!(model.script_unknown_command().as_deref(), Some("object"), "the last one called");
+        assert_eq!(model.call(&[b"EVAL", b"return 1", b"0"]), Reply::Integer(1));
+        assert_eq!(model.script_unknown_command(), None, "each script run starts afresh");
+        assert!(model.call(&[b"SCRIPT", b"KILL"]).is_error());
+        let counted: Vec<(String, u64)> = model.stats().unknown_commands.into_iter().collect();
+        let expected = [("lset", 1), ("object", 1), ("script|kill", 1)].map(|(n, c)| (n.to_string(), c));
+        assert_eq!(counted, expected);
+    }
 
     #[test]
     fn rand48_starts_like_redis() {

@@ -156,11 +156,11 @@ mod tests {
     use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
     use tokio::time::Instant;
 
-    use super::super::{ManualClock, ModelHandle, Reply};
+    use super::super::{ManualServerClock, ModelHandle, Reply};
     use super::serve_connection;
 
-    fn model() -> (ModelHandle, ManualClock) {
-        let clock = ManualClock::from_millis(1_700_000_000_000);
+    fn model() -> (ModelHandle, ManualServerClock) {
+        let clock = ManualServerClock::from_millis(1_700_000_000_000);
         (ModelHandle::new(clock.clone()), clock)
     }
 
@@ -314,7 +314,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_runaway_script_is_killed_and_the_model_goes_on() {
-        let clock = ManualClock::from_millis(0);
+        let clock = ManualServerClock::from_millis(0);
         let config = super::super::ModelConfig { script_instruction_budget: 2_000_000, ..Default::default() };
         let model = ModelHandle::try_with_config(std::sync::Arc::new(clock), config).expect("model");
         for body in [&b"while true do end"[..], b"while true do pcall(function() while true do end end) end"] {

@@ -1,79 +1,18 @@
 //! Shared by the conformance suites: a real `redis-server` and the model side by side, and a
-//! tiny RESP client that returns each reply's raw bytes, so the suites compare what a client
-//! would receive byte for byte rather than what some client library makes of it.
+//! tiny RESP client ([`resp`]) that returns each reply's raw bytes, so the suites compare what a
+//! client would receive byte for byte rather than what some client library makes of it.
 
 #![allow(dead_code)] // Each suite uses a different part of this module.
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::net::SocketAddr;
+
+pub mod resp;
+
+#[allow(unused_imports)] // Not every suite inspects parsed replies.
+pub use resp::{Raw, RespConn, V};
 
 use redis_tests::RedisServer;
-use sim::model::{ModelHandle, SystemClock};
-
-/// A blocking RESP2 connection that hands back raw reply bytes.
-pub struct RawConn {
-    reader: BufReader<TcpStream>,
-    writer: TcpStream,
-}
-
-impl RawConn {
-    pub fn connect(addr: SocketAddr) -> io::Result<Self> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-        Ok(RawConn { reader: BufReader::new(stream.try_clone()?), writer: stream })
-    }
-
-    /// Sends one command and returns its complete reply, as bytes.
-    pub fn call(&mut self, args: &[&[u8]]) -> io::Result<Vec<u8>> {
-        let mut out = format!("*{}\r\n", args.len()).into_bytes();
-        for a in args {
-            out.extend_from_slice(format!("${}\r\n", a.len()).as_bytes());
-            out.extend_from_slice(a);
-            out.extend_from_slice(b"\r\n");
-        }
-        self.writer.write_all(&out)?;
-        let mut reply = Vec::new();
-        read_reply(&mut self.reader, &mut reply)?;
-        Ok(reply)
-    }
-}
-
-fn read_line(r: &mut BufReader<TcpStream>, into: &mut Vec<u8>) -> io::Result<Vec<u8>> {
-    let mut line = Vec::new();
-    r.read_until(b'\n', &mut line)?;
-    if line.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
-    }
-    into.extend_from_slice(&line);
-    Ok(line)
-}
-
-fn read_reply(r: &mut BufReader<TcpStream>, into: &mut Vec<u8>) -> io::Result<()> {
-    let line = read_line(r, into)?;
-    let body = std::str::from_utf8(&line[1..]).unwrap_or("").trim_end();
-    match line[0] {
-        b'+' | b'-' | b':' => Ok(()),
-        b'$' => {
-            let n: i64 = body.parse().map_err(|_| io::Error::other("bad bulk length"))?;
-            if n >= 0 {
-                let mut data = vec![0u8; n as usize + 2];
-                r.read_exact(&mut data)?;
-                into.extend_from_slice(&data);
-            }
-            Ok(())
-        }
-        b'*' => {
-            let n: i64 = body.parse().map_err(|_| io::Error::other("bad array length"))?;
-            for _ in 0..n.max(0) {
-                read_reply(r, into)?;
-            }
-            Ok(())
-        }
-        other => Err(io::Error::other(format!("unexpected reply type byte {other:#x}"))),
-    }
-}
+use sim::model::{ModelHandle, SystemServerClock};
 
 /// The model served on a loopback port by a runtime of its own.
 pub struct ModelServer {
@@ -88,7 +27,7 @@ pub fn start_model() -> ModelServer {
         .enable_all()
         .build()
         .expect("tokio runtime for the model");
-    let handle = ModelHandle::new(SystemClock);
+    let handle = ModelHandle::new(SystemServerClock);
     let served = handle.clone();
     let addr = runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind loopback");
@@ -101,8 +40,8 @@ pub fn start_model() -> ModelServer {
 
 /// A real Redis and the model, one connection to each.
 pub struct Pair {
-    pub redis: RawConn,
-    pub model: RawConn,
+    pub redis: RespConn,
+    pub model: RespConn,
     pub model_server: ModelServer,
     _server: RedisServer,
 }
@@ -110,13 +49,13 @@ pub struct Pair {
 impl Pair {
     pub fn start() -> Pair {
         let model_server = start_model();
-        let model = RawConn::connect(model_server.addr).expect("connect to the model");
+        let model = RespConn::connect(model_server.addr).expect("connect to the model");
         // Another suite may pick the same free port between our probe and redis-server's bind;
         // the loser exits, so try again on a new port rather than fail the run.
         let mut last_error = None;
         for _ in 0..5 {
             let server = RedisServer::start().expect("redis-server must be installed for conformance");
-            match RawConn::connect(server.addr()).and_then(|mut c| c.call(&[b"PING"]).map(|_| c)) {
+            match RespConn::connect(server.addr()).and_then(|mut c| c.call(&[b"PING"]).map(|_| c)) {
                 Ok(redis) => return Pair { redis, model, model_server, _server: server },
                 Err(e) => last_error = Some(e),
             }
@@ -133,6 +72,13 @@ impl Pair {
     pub fn both(&mut self, args: &[&[u8]]) -> (Vec<u8>, Vec<u8>) {
         let r = self.redis.call(args).expect("redis-server reply");
         let m = self.model.call(args).expect("model reply");
+        (r, m)
+    }
+
+    /// The same pipeline to both; (redis replies, model replies).
+    pub fn pipeline_both(&mut self, cmds: &[Vec<Vec<u8>>]) -> (Vec<Raw>, Vec<Raw>) {
+        let r = self.redis.pipeline(cmds).expect("redis-server replies");
+        let m = self.model.pipeline(cmds).expect("model replies");
         (r, m)
     }
 

@@ -181,3 +181,22 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     h.insert(Bytes::copy_from_slice(args[2]), text.clone());
     Reply::Bulk(text)
 }
+
+/// HKEYS and HVALS (`genericHgetallCommand` with one side).
+fn one_side(ctx: &mut Ctx<'_>, key: &[u8], keys: bool) -> Reply {
+    match read(ctx, key) {
+        Ok(Some(h)) => {
+            Reply::Array(h.iter().map(|(f, v)| Reply::Bulk(if keys { f.clone() } else { v.clone() })).collect())
+        }
+        Ok(None) => Reply::Array(Vec::new()),
+        Err(e) => e,
+    }
+}
+
+pub(super) fn hkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    one_side(ctx, args[1], true)
+}
+
+pub(super) fn hvals(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    one_side(ctx, args[1], false)
+}

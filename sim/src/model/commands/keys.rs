@@ -289,7 +289,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::string_match;
-    use crate::model::{FnClock, ManualClock, ModelHandle, Reply};
+    use crate::model::{FnServerClock, ManualServerClock, ModelHandle, Reply};
 
     const T0_MS: u64 = 1_700_000_000_000;
 
@@ -297,7 +297,7 @@ mod tests {
     /// the clock read "now" (`mstime()`) drift apart by a known amount.
     fn drifting_model() -> ModelHandle {
         let reads = Arc::new(AtomicU64::new(0));
-        ModelHandle::new(FnClock(move || (T0_MS + 3 * reads.fetch_add(1, Ordering::SeqCst)) * 1000))
+        ModelHandle::new(FnServerClock(move || (T0_MS + 3 * reads.fetch_add(1, Ordering::SeqCst)) * 1000))
     }
 
     #[test]
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn keys_lists_live_matching_keys_in_byte_order_without_expiring_any() {
-        let clock = ManualClock::from_millis(T0_MS);
+        let clock = ManualServerClock::from_millis(T0_MS);
         let model = ModelHandle::new(clock.clone());
         for key in ["b:2", "a:1", "b:1", "c", ""] {
             model.call(&[b"SET", key.as_bytes(), b"v"]);

@@ -15,13 +15,15 @@ use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
 
-use super::clock::Clock;
 use super::keyspace::Keyspace;
 use super::resp::Reply;
+use super::server_clock::ServerClock;
 
 mod hashes;
 mod keys;
+mod lists;
 mod server;
+mod sets;
 mod strings;
 mod zsets;
 
@@ -53,24 +55,31 @@ impl NetCounters {
 /// runs, the whole `Db` is lent to the Lua state so `redis.call` can reach it.
 pub(crate) struct Db {
     pub(crate) keys: Keyspace,
-    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) clock: Arc<dyn ServerClock>,
     pub(crate) net: Arc<NetCounters>,
     /// Calls per command full name ("get", "script|load"), top-level and from scripts.
     pub(crate) calls: BTreeMap<&'static str, u64>,
     pub(crate) total_commands: u64,
+    /// Commands the model does not know, by lower-case name ("lset", "object|freq"), called by
+    /// clients or by scripts: what a harness reports when a user's script needs more of Redis.
+    pub(crate) unknown_commands: BTreeMap<String, u64>,
+    /// The last command the running (or last run) script called that the model does not know.
+    pub(crate) script_unknown: Option<String>,
     /// Filled in by the model before INFO can run (the script cache lives outside the `Db`).
     pub(crate) scripts_cached: usize,
     pub(crate) lua_memory: usize,
 }
 
 impl Db {
-    pub(crate) fn new(clock: Arc<dyn Clock>, net: Arc<NetCounters>) -> Self {
+    pub(crate) fn new(clock: Arc<dyn ServerClock>, net: Arc<NetCounters>) -> Self {
         Db {
             keys: Keyspace::default(),
             clock,
             net,
             calls: BTreeMap::new(),
             total_commands: 0,
+            unknown_commands: BTreeMap::new(),
+            script_unknown: None,
             scripts_cached: 0,
             lua_memory: 0,
         }
@@ -79,6 +88,16 @@ impl Db {
     /// Current time in Unix milliseconds, as Redis's `mstime()` reads it.
     pub(crate) fn now_ms(&self) -> i64 {
         (self.clock.now_micros() / 1000) as i64
+    }
+
+    /// Counts a call of a command the model does not know (see [`unknown_name`]); `from_script`
+    /// also records it as the running script's.
+    pub(crate) fn note_unknown(&mut self, args: &[&[u8]], from_script: bool) {
+        let name = unknown_name(args);
+        if from_script {
+            self.script_unknown = Some(name.clone());
+        }
+        *self.unknown_commands.entry(name).or_insert(0) += 1;
     }
 
     pub(crate) fn count_call(&mut self, spec: &'static CommandSpec) {
@@ -186,7 +205,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
 static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
     [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
 
-static COMMANDS: [CommandSpec; 56] = [
+static COMMANDS: [CommandSpec; 82] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -198,6 +217,11 @@ static COMMANDS: [CommandSpec; 56] = [
     data("get", 2, strings::get),
     data("set", -3, strings::set),
     data("setnx", 3, strings::setnx),
+    data("setex", 4, strings::setex),
+    data("psetex", 4, strings::psetex),
+    data("getset", 3, strings::getset),
+    data("getdel", 2, strings::getdel),
+    data("getex", -2, strings::getex),
     data("mget", -2, strings::mget),
     data("mset", -3, strings::mset),
     data("incr", 2, strings::incr),
@@ -229,6 +253,8 @@ static COMMANDS: [CommandSpec; 56] = [
     data("hlen", 2, hashes::hlen),
     data("hincrby", 4, hashes::hincrby),
     data("hincrbyfloat", 4, hashes::hincrbyfloat),
+    data("hkeys", 2, hashes::hkeys),
+    data("hvals", 2, hashes::hvals),
     data("zadd", -4, zsets::zadd),
     data("zincrby", 4, zsets::zincrby),
     data("zrem", -3, zsets::zrem),
@@ -239,6 +265,25 @@ static COMMANDS: [CommandSpec; 56] = [
     data("zrangebyscore", -4, zsets::zrangebyscore),
     data("zrevrangebyscore", -4, zsets::zrevrangebyscore),
     data("zremrangebyscore", 4, zsets::zremrangebyscore),
+    data("zrevrange", -4, zsets::zrevrange),
+    data("zrank", 3, zsets::zrank),
+    data("zrevrank", 3, zsets::zrevrank),
+    data("zremrangebyrank", 4, zsets::zremrangebyrank),
+    data("lpush", -3, lists::lpush),
+    data("rpush", -3, lists::rpush),
+    data("lpushx", -3, lists::lpushx),
+    data("rpushx", -3, lists::rpushx),
+    data("lpop", -2, lists::lpop),
+    data("rpop", -2, lists::rpop),
+    data("llen", 2, lists::llen),
+    data("lrange", 4, lists::lrange),
+    data("ltrim", 4, lists::ltrim),
+    data("lindex", 3, lists::lindex),
+    data("sadd", -3, sets::sadd),
+    data("srem", -3, sets::srem),
+    data("scard", 2, sets::scard),
+    data("sismember", 3, sets::sismember),
+    data("smembers", 2, sets::smembers),
     CommandSpec { arity: -2, ..model("script", "script", -2, ModelCmd::Eval) }.container(&SCRIPT_SUBCOMMANDS),
     CommandSpec { arity: -2, ..model("client", "client", -2, ModelCmd::Eval) }.container(&CLIENT_SUBCOMMANDS),
     CommandSpec { noscript: false, ..model("memory", "memory", -2, ModelCmd::Eval) }.container(&MEMORY_SUBCOMMANDS),
@@ -341,6 +386,19 @@ fn c_printf(arg: &[u8], max: usize) -> &[u8] {
 /// `strcasecmp(arg, word) == 0`.
 pub(crate) fn is(arg: &[u8], word: &str) -> bool {
     cstr(arg).eq_ignore_ascii_case(word.as_bytes())
+}
+
+/// The name an unknown command is reported under: the command word lower-cased, plus
+/// "|subcommand" when the command is a known container ("script|foo").
+pub(crate) fn unknown_name(args: &[&[u8]]) -> String {
+    let word = |a: &[u8]| String::from_utf8_lossy(a).to_lowercase();
+    let first = args.first().map_or_else(String::new, |a| word(a));
+    match (lookup(&args[..args.len().min(1)]), args.get(1)) {
+        (Lookup::Found(spec), Some(sub)) if matches!(spec.handler, Handler::Container(_)) => {
+            format!("{first}|{}", word(sub))
+        }
+        _ => first,
+    }
 }
 
 /// Redis 7.0's reply to an unknown command, byte for byte.

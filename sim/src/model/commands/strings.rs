@@ -1,4 +1,4 @@
-//! String commands: GET, SET and the counters.
+//! String commands: GET, SET and its variants, GETEX/GETDEL/GETSET, and the counters.
 
 use bytes::Bytes;
 
@@ -61,42 +61,59 @@ struct SetFlags {
     xx: bool,
     get: bool,
     keepttl: bool,
+    persist: bool,
     ex: bool,
     px: bool,
     exat: bool,
     pxat: bool,
 }
 
-/// `parseExtendedStringArgumentsOrReply` for SET: which options may follow which is Redis's.
-fn parse_set_flags<'a>(args: &[&'a [u8]]) -> Result<(SetFlags, Option<&'a [u8]>), Reply> {
+impl SetFlags {
+    fn any_ttl(&self) -> bool {
+        self.ex || self.px || self.exat || self.pxat
+    }
+}
+
+/// Which command `parseExtendedStringArgumentsOrReply` reads options for.
+#[derive(Clone, Copy, PartialEq)]
+enum Options {
+    Set,
+    GetEx,
+}
+
+/// `parseExtendedStringArgumentsOrReply`: which options may follow which is Redis's. SET takes
+/// NX XX GET KEEPTTL and the four deadlines; GETEX the deadlines and PERSIST.
+fn parse_flags<'a>(args: &[&'a [u8]], command: Options) -> Result<(SetFlags, Option<&'a [u8]>), Reply> {
+    let set = command == Options::Set;
     let mut f = SetFlags::default();
     let mut expire = None;
-    let mut j = 3;
+    let mut j = if set { 3 } else { 2 };
     while j < args.len() {
         let opt = args[j];
         let next = args.get(j + 1).copied();
-        let any_ttl = |f: &SetFlags| f.ex || f.px || f.exat || f.pxat;
-        if is(opt, "nx") && !f.xx {
+        if is(opt, "nx") && !f.xx && set {
             f.nx = true;
-        } else if is(opt, "xx") && !f.nx {
+        } else if is(opt, "xx") && !f.nx && set {
             f.xx = true;
-        } else if is(opt, "get") {
+        } else if is(opt, "get") && set {
             f.get = true;
-        } else if is(opt, "keepttl") && !any_ttl(&f) {
+        } else if is(opt, "keepttl") && !f.persist && !f.any_ttl() && set {
             f.keepttl = true;
-        } else if is(opt, "ex") && !f.keepttl && !f.exat && !f.px && !f.pxat && next.is_some() {
+        } else if is(opt, "persist") && !set && !f.any_ttl() && !f.keepttl {
+            f.persist = true;
+        } else if is(opt, "ex") && !f.keepttl && !f.persist && !f.exat && !f.px && !f.pxat && next.is_some() {
             f.ex = true;
             expire = next;
             j += 1;
-        } else if is(opt, "px") && !f.keepttl && !f.ex && !f.exat && !f.pxat && next.is_some() {
+        } else if is(opt, "px") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.pxat && next.is_some() {
             f.px = true;
             expire = next;
             j += 1;
-        } else if is(opt, "exat") && !f.keepttl && !f.ex && !f.px && !f.pxat && next.is_some() {
+        } else if is(opt, "exat") && !f.keepttl && !f.persist && !f.ex && !f.px && !f.pxat && next.is_some() {
             f.exat = true;
             expire = next;
             j += 1;
-        } else if is(opt, "pxat") && !f.keepttl && !f.ex && !f.exat && !f.px && next.is_some() {
+        } else if is(opt, "pxat") && !f.keepttl && !f.persist && !f.ex && !f.exat && !f.px && next.is_some() {
             f.pxat = true;
             expire = next;
             j += 1;
@@ -112,35 +129,43 @@ fn invalid_expire(command: &str) -> Reply {
     Reply::error(format!("ERR invalid expire time in '{command}' command"))
 }
 
-pub(super) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    let (flags, expire) = match parse_set_flags(args) {
-        Ok(parsed) => parsed,
-        Err(e) => return e,
-    };
-    // getExpireMillisecondsOrReply: positive, no overflow when scaled or made absolute.
-    let mut deadline = None;
-    if let Some(expire) = expire {
-        let mut ms = match int_arg(expire) {
-            Ok(v) => v,
-            Err(e) => return e,
-        };
-        let seconds = flags.ex || flags.exat;
-        if ms <= 0 || (seconds && ms > i64::MAX / 1000) {
-            return invalid_expire("set");
-        }
-        if seconds {
-            ms *= 1000;
-        }
-        if flags.ex || flags.px {
-            // From the clock read now (`mstime()`), not the script's frozen time.
-            ms = ms.wrapping_add(ctx.clock_ms());
-        }
-        if ms <= 0 {
-            return invalid_expire("set");
-        }
-        deadline = Some(ms);
+/// `getExpireMillisecondsOrReply`: the absolute deadline in ms for `arg`, in seconds or
+/// milliseconds, relative to the clock read now or absolute. Positive, and no overflow when
+/// scaled or made absolute.
+fn deadline_ms(ctx: &Ctx<'_>, arg: &[u8], seconds: bool, relative: bool, command: &str) -> Result<i64, Reply> {
+    let mut ms = int_arg(arg)?;
+    if ms <= 0 || (seconds && ms > i64::MAX / 1000) {
+        return Err(invalid_expire(command));
     }
-    let key = args[1];
+    if seconds {
+        ms *= 1000;
+    }
+    if relative {
+        // From the clock read now (`mstime()`), not the script's frozen time.
+        ms = ms.wrapping_add(ctx.clock_ms());
+    }
+    if ms <= 0 {
+        return Err(invalid_expire(command));
+    }
+    Ok(ms)
+}
+
+/// `setGenericCommand`, for SET, SETEX and PSETEX.
+fn set_generic(
+    ctx: &mut Ctx<'_>,
+    flags: &SetFlags,
+    key: &[u8],
+    value: &[u8],
+    expire: Option<&[u8]>,
+    command: &str,
+) -> Reply {
+    let deadline = match expire {
+        None => None,
+        Some(arg) => match deadline_ms(ctx, arg, flags.ex || flags.exat, flags.ex || flags.px, command) {
+            Ok(ms) => Some(ms),
+            Err(e) => return e,
+        },
+    };
     let mut reply = Reply::ok();
     if flags.get {
         reply = match get_string(ctx, key) {
@@ -153,11 +178,84 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     if (flags.nx && found) || (flags.xx && !found) {
         return if flags.get { reply } else { Reply::Nil };
     }
-    ctx.db.keys.set(key, Value::Str(Bytes::copy_from_slice(args[2])), flags.keepttl);
+    ctx.db.keys.set(key, Value::Str(Bytes::copy_from_slice(value)), flags.keepttl);
     if deadline.is_some() {
         ctx.db.keys.set_expire(key, deadline);
     }
     reply
+}
+
+pub(super) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match parse_flags(args, Options::Set) {
+        Ok((flags, expire)) => set_generic(ctx, &flags, args[1], args[2], expire, "set"),
+        Err(e) => e,
+    }
+}
+
+/// SETEX key seconds value.
+pub(super) fn setex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let flags = SetFlags { ex: true, ..SetFlags::default() };
+    set_generic(ctx, &flags, args[1], args[3], Some(args[2]), "setex")
+}
+
+/// PSETEX key milliseconds value.
+pub(super) fn psetex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let flags = SetFlags { px: true, ..SetFlags::default() };
+    set_generic(ctx, &flags, args[1], args[3], Some(args[2]), "psetex")
+}
+
+/// GETSET key value: the old value, and the key loses its deadline as with SET.
+pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let old = match get_string(ctx, args[1]) {
+        Ok(v) => v,
+        Err(e) => return e,
+    };
+    ctx.db.keys.set(args[1], Value::Str(Bytes::copy_from_slice(args[2])), false);
+    old.map_or(Reply::Nil, Reply::Bulk)
+}
+
+pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match get_string(ctx, args[1]) {
+        Ok(Some(s)) => {
+            ctx.db.keys.remove(args[1]);
+            Reply::Bulk(s)
+        }
+        Ok(None) => Reply::Nil,
+        Err(e) => e,
+    }
+}
+
+/// GETEX key [EX s | PX ms | EXAT t | PXAT t | PERSIST]: the options are parsed first, the key
+/// read next, the deadline checked last (a missing key answers nil whatever the deadline).
+pub(super) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (flags, expire) = match parse_flags(args, Options::GetEx) {
+        Ok(parsed) => parsed,
+        Err(e) => return e,
+    };
+    let key = args[1];
+    let value = match get_string(ctx, key) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Reply::Nil,
+        Err(e) => return e,
+    };
+    let deadline = match expire {
+        None => None,
+        Some(arg) => match deadline_ms(ctx, arg, flags.ex || flags.exat, flags.ex || flags.px, "getex") {
+            Ok(ms) => Some(ms),
+            Err(e) => return e,
+        },
+    };
+    if let Some(at) = deadline {
+        if (flags.exat || flags.pxat) && at <= ctx.clock_ms() {
+            // checkAlreadyExpired: an absolute deadline already past deletes the key.
+            ctx.db.keys.remove(key);
+        } else {
+            ctx.db.keys.set_expire(key, Some(at));
+        }
+    } else if flags.persist {
+        ctx.db.keys.set_expire(key, None);
+    }
+    Reply::Bulk(value)
 }
 
 pub(super) fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {

@@ -533,3 +533,63 @@ pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     }
     Reply::Integer(doomed.len() as i64)
 }
+
+pub(super) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    zrange_generic(ctx, args, RangeType::Rank, Direction::Reverse)
+}
+
+/// ZRANK and ZREVRANK: the member's 0-based position, or nil.
+fn rank(ctx: &mut Ctx<'_>, args: &[&[u8]], reverse: bool) -> Reply {
+    let z = match read(ctx, args[1]) {
+        Ok(Some(z)) => z,
+        Ok(None) => return Reply::Nil,
+        Err(e) => return e,
+    };
+    let Some(score) = z.score(args[2]) else { return Reply::Nil };
+    // Members before this one: those with a lower score, then equal scores with a lower member.
+    let below = z.iter().take_while(|(m, s)| *s < score || (*s == score && &m[..] < args[2])).count();
+    let position = if reverse { z.len() - 1 - below } else { below };
+    Reply::Integer(position as i64)
+}
+
+pub(super) fn zrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    rank(ctx, args, false)
+}
+
+pub(super) fn zrevrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    rank(ctx, args, true)
+}
+
+/// ZREMRANGEBYRANK key start stop: the indexes are parsed before the key is read.
+pub(super) fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (Some(start), Some(end)) = (super::super::num::parse_i64(args[2]), super::super::num::parse_i64(args[3]))
+    else {
+        return not_an_integer();
+    };
+    let key = args[1];
+    let Some(entry) = ctx.db.keys.get_mut(key, ctx.now_ms) else {
+        return Reply::Integer(0);
+    };
+    let Value::ZSet(z) = &mut entry.value else {
+        return wrong_type();
+    };
+    let len = z.len() as i64;
+    let mut start = if start < 0 { len + start } else { start };
+    let end = if end < 0 { len + end } else { end };
+    if start < 0 {
+        start = 0;
+    }
+    if start > end || start >= len {
+        return Reply::Integer(0);
+    }
+    let end = end.min(len - 1);
+    let doomed: Vec<Bytes> =
+        z.iter().skip(start as usize).take((end - start + 1) as usize).map(|(m, _)| m.clone()).collect();
+    for m in &doomed {
+        z.remove(m);
+    }
+    if z.is_empty() {
+        ctx.db.keys.remove(key);
+    }
+    Reply::Integer(doomed.len() as i64)
+}

@@ -1,20 +1,23 @@
-//! Where the model's idea of "now" comes from.
+//! Where the model's idea of "now" comes from: the Redis server's clock.
 //!
-//! TIME and key expiry read an injected [`Clock`] instead of the system clock. In a simulation
+//! Not to be confused with `limiter::Clock`, the limiter's injected client clock, which counts
+//! milliseconds: a [`ServerClock`] counts microseconds, as Redis's `TIME` reports them.
+//!
+//! TIME and key expiry read an injected [`ServerClock`] instead of the system clock. In a simulation
 //! the host passes a clock built from simulated time (plus whatever skew the scenario wants), so
-//! a run is reproducible from its seed; tests use a [`ManualClock`] they move by hand; only the
-//! `redis-model` binary uses the [`SystemClock`].
+//! a run is reproducible from its seed; tests use a [`ManualServerClock`] they move by hand; only the
+//! `redis-model` binary uses the [`SystemServerClock`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A source of wall-clock time for the model.
-pub trait Clock: Send + Sync {
+pub trait ServerClock: Send + Sync {
     /// Microseconds since the Unix epoch.
     fn now_micros(&self) -> u64;
 }
 
-impl<C: Clock + ?Sized> Clock for Arc<C> {
+impl<C: ServerClock + ?Sized> ServerClock for Arc<C> {
     fn now_micros(&self) -> u64 {
         (**self).now_micros()
     }
@@ -22,9 +25,9 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
 
 /// The operating system's clock. The only place in the model that reads real time.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
+pub struct SystemServerClock;
 
-impl Clock for SystemClock {
+impl ServerClock for SystemServerClock {
     #[allow(clippy::disallowed_methods)] // The one sanctioned read of the system clock.
     fn now_micros(&self) -> u64 {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
@@ -36,14 +39,14 @@ impl Clock for SystemClock {
 /// Cloning shares the same time (it is an `Arc` inside), so a test can keep a handle while the
 /// model holds another.
 #[derive(Debug, Clone, Default)]
-pub struct ManualClock {
+pub struct ManualServerClock {
     micros: Arc<AtomicU64>,
 }
 
-impl ManualClock {
+impl ManualServerClock {
     /// A clock reading `micros` since the epoch.
     pub fn new(micros: u64) -> Self {
-        ManualClock { micros: Arc::new(AtomicU64::new(micros)) }
+        ManualServerClock { micros: Arc::new(AtomicU64::new(micros)) }
     }
 
     /// A clock reading `ms` milliseconds since the epoch.
@@ -67,7 +70,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl ServerClock for ManualServerClock {
     fn now_micros(&self) -> u64 {
         self.micros.load(Ordering::SeqCst)
     }
@@ -75,9 +78,9 @@ impl Clock for ManualClock {
 
 /// A clock read through a closure, for hosts whose time lives elsewhere (for example
 /// `turmoil::since_epoch()` plus a per-host offset).
-pub struct FnClock<F>(pub F);
+pub struct FnServerClock<F>(pub F);
 
-impl<F: Fn() -> u64 + Send + Sync> Clock for FnClock<F> {
+impl<F: Fn() -> u64 + Send + Sync> ServerClock for FnServerClock<F> {
     fn now_micros(&self) -> u64 {
         (self.0)()
     }
