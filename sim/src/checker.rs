@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use limiter::{FailurePolicy, Quota, Source};
 
 use crate::faults::Fault;
-use crate::promise::Promise;
+use crate::promise::{Promise, Tolerance};
 use crate::trace::Record;
 
 /// A bound's verdict.
@@ -45,9 +45,17 @@ pub struct Check {
     pub detail: String,
 }
 
-/// Checks the store-decided admissions of `records` against `promise`. After each loss of
-/// Redis's data one extra burst per key is allowed.
-pub fn check_bound(promise: Promise, q: &Quota, records: &[Record], slack_ms: u64, data_losses: u64) -> Check {
+/// Checks the store-decided admissions of `records` against `promise`, held with `tolerance`
+/// (exact for the library's algorithms). After each loss of Redis's data one extra burst per
+/// key is allowed.
+pub fn check_bound(
+    promise: Promise,
+    q: &Quota,
+    records: &[Record],
+    slack_ms: u64,
+    data_losses: u64,
+    tolerance: Tolerance,
+) -> Check {
     if promise == Promise::None {
         return Check { verdict: Verdict::None, detail: "no promise to check".into() };
     }
@@ -86,7 +94,7 @@ pub fn check_bound(promise: Promise, q: &Quota, records: &[Record], slack_ms: u6
                 // A window opens at the first admission after the previous one closed and
                 // lasts one period; times are known to within `slack_ms`, so only what lies
                 // surely inside counts.
-                let span = w.saturating_sub(2 * slack_ms).max(1);
+                let span = w.saturating_sub(2 * slack_ms + tolerance.resolution_ms).max(1);
                 let mut i = 0;
                 while i < admitted.len() {
                     let start = admitted[i].0;
@@ -116,7 +124,9 @@ pub fn check_bound(promise: Promise, q: &Quota, records: &[Record], slack_ms: u6
                 // sum(i..=j) <= B + r * (t_j - t_i + slack + 1) for every i <= j, in O(n):
                 // with P the prefix sums, (P_j - r t_j) - (P_{i-1} - r t_i) <= B + r (slack + 1).
                 let r = l as f64 / w as f64;
-                let budget = q.burst() as f64 + r * (slack_ms + 1) as f64 + allowance as f64;
+                let budget = q.burst() as f64
+                    + r * (slack_ms + tolerance.resolution_ms + 1) as f64
+                    + (allowance + tolerance.extra_units) as f64;
                 let mut prefix = 0.0;
                 let mut best_start = f64::INFINITY;
                 let mut excess: f64 = f64::NEG_INFINITY;
@@ -302,30 +312,36 @@ mod tests {
     fn sliding_log_bound_catches_one_too_many() {
         let q = Quota::new(3, 1000);
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, 0).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 0, Tolerance::EXACT).verdict, Verdict::Broken);
         // One extra burst is allowed after a data loss.
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 1).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 1, Tolerance::EXACT).verdict, Verdict::Held);
     }
 
     #[test]
     fn bucket_bound_allows_burst_plus_refill_and_no_more() {
         let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
         let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, 0).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::Gcra, &q, &bad, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::Gcra, &q, &bad, 0, 0, Tolerance::EXACT).verdict, Verdict::Broken);
     }
 
     #[test]
     fn fixed_window_allows_double_across_a_boundary_but_not_within() {
         let q = Quota::new(2, 1000);
         let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, 0).verdict, Verdict::Held);
+        assert_eq!(
+            check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, 0, Tolerance::EXACT).verdict,
+            Verdict::Held
+        );
         assert_eq!(peak_per_period(&boundary, &q), 4);
         let within: Vec<_> = [100, 200, 300].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::FixedWindow { first_hit: false }, &q, &within, 0, 0).verdict, Verdict::Broken);
+        assert_eq!(
+            check_bound(Promise::FixedWindow { first_hit: false }, &q, &within, 0, 0, Tolerance::EXACT).verdict,
+            Verdict::Broken
+        );
     }
 
     #[test]

@@ -31,4 +31,5 @@ pub mod simclock;
 pub mod subject;
 pub use ::results::table;
 pub mod trace;
+pub mod verify;
 pub mod workload;

@@ -93,6 +93,34 @@ impl Promise {
     }
 }
 
+/// How coarsely a limiter keeps time, which its promise is held to with: a script fed whole
+/// seconds cannot tell two moments of one second apart, and one that refills a bucket in steps
+/// hands out a step at once. Zero for the library's algorithms, which keep exact time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tolerance {
+    /// The coarsest step of the time it decides by, in ms (1000 for whole seconds).
+    pub resolution_ms: u64,
+    /// Units a bucket may hand out at one instant beyond its smooth refill: measured under
+    /// steady pressure (a bucket refilling L at the start of every period hands out L - 1
+    /// more than a smooth one).
+    pub extra_units: u64,
+}
+
+impl Tolerance {
+    /// No tolerance: exact time, smooth refill.
+    pub const EXACT: Tolerance = Tolerance { resolution_ms: 0, extra_units: 0 };
+
+    /// In words, for verdicts; empty when exact.
+    pub fn describe(&self) -> String {
+        match (self.resolution_ms, self.extra_units) {
+            (0, 0) => String::new(),
+            (r, 0) => format!("time in steps of {r} ms"),
+            (0, u) => format!("refill in steps ({u} units beyond a smooth bucket at once)"),
+            (r, u) => format!("time in steps of {r} ms, refill in steps ({u} units at once)"),
+        }
+    }
+}
+
 impl fmt::Display for Promise {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

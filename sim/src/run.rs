@@ -8,6 +8,7 @@ use limiter::{Source, TimeSource};
 use crate::checker;
 use crate::cluster;
 use crate::oracle;
+use crate::promise::Tolerance;
 use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
 use crate::scenario::{self, RunSpec};
 use crate::subject::{ClientSubject, Subject};
@@ -42,7 +43,18 @@ pub fn run_many_with(
             scope.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(spec) = specs.get(i) else { break };
-                let result = execute(spec).map(|out| judge(spec, out));
+                // One run that panics (a bug in the harness or in turmoil) fails that run with
+                // its message, not the whole sweep.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| execute(spec)))
+                    .unwrap_or_else(|panic| {
+                        let why = panic
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| panic.downcast_ref::<&str>().copied())
+                            .unwrap_or("a panic");
+                        Err(anyhow::anyhow!("{}: the run panicked: {why}", replay_command(spec)))
+                    })
+                    .map(|out| judge(spec, out));
                 *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
                 progress();
             });
@@ -102,7 +114,11 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         Subject::Client(c) => *c == ClientSubject::IncrThenExpire,
     };
     let slack_ms = trace::uncertainty_ms(records, decided_at_unknown);
-    let bound = checker::check_bound(promise, &q, records, slack_ms, data_losses);
+    let tolerance = match &spec.subject {
+        Subject::Script(f) => f.tolerance,
+        _ => Tolerance::EXACT,
+    };
+    let bound = checker::check_bound(promise, &q, records, slack_ms, data_losses, tolerance);
     let policy = checker::check_policy(spec.policy, records, &spec.faults);
     let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();

@@ -17,5 +17,8 @@ pub mod schema;
 pub mod table;
 pub mod verdict;
 
-pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use schema::{
+    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
+    SubjectReport, VerdictLine, SCHEMA,
+};
 pub use verdict::{is_failure, RowVerdict};

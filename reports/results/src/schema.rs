@@ -49,6 +49,84 @@ pub struct Results {
     pub race_sweep: Vec<RacePoint>,
     /// Admitted against the bound as clock skew grows.
     pub skew_sweep: Vec<SkewPoint>,
+    /// `cargo xtask verify`: one report per subject file verified (empty for `simulate`).
+    pub verify: Vec<SubjectReport>,
+}
+
+/// What `cargo xtask verify` found about one subject file: a verdict per promise, with its
+/// evidence and the command that replays it, and the subject's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct SubjectReport {
+    /// The subject's name (as in `results`, `race_sweep` and `skew_sweep`).
+    pub name: String,
+    /// The subject file.
+    pub file: String,
+    /// What it promises (`token-bucket`, `fixed-window (first-hit)`, `none`...).
+    pub promise: String,
+    /// `server` (the script reads Redis's `TIME`) or `client` (the caller sends its clock).
+    pub time: String,
+    /// How coarsely it keeps time, as it was judged (empty when exact).
+    pub tolerance: String,
+    /// The quota it was driven with, in words.
+    pub quota: String,
+    /// One line per check, in order.
+    pub verdicts: Vec<VerdictLine>,
+    /// What it is, measured.
+    pub profile: Profile,
+}
+
+/// One check's verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct VerdictLine {
+    /// The check (`bound`, `no lost capacity`, `failure policy`...).
+    pub check: String,
+    /// `held`, `broken` or `n/a`.
+    pub verdict: String,
+    /// What it rests on: the worst case seen, or why it does not apply.
+    pub detail: String,
+    /// For a broken check: the shortest schedule that shows it, as a table.
+    pub evidence: String,
+    /// For a broken check: the command that replays it.
+    pub replay: String,
+}
+
+/// A subject's profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Profile {
+    /// Delivered against offered load, both as multiples of the limit.
+    pub rate_curve: Vec<RatePoint>,
+    /// Admitted from a fresh key by one burst of five times the capacity at one instant.
+    pub largest_burst: u64,
+    /// What the promise allows at once (the burst or the limit).
+    pub burst_bound: u64,
+    /// The longest gap between admissions for a client asking at 1.5x the rate (ms).
+    pub longest_starvation_ms: u64,
+    /// The same for an exact limiter of the promise (none without a promise).
+    pub exact_longest_gap_ms: Option<u64>,
+    /// Keys left with no TTL, counted and sampled (the profile's runs and the scenarios).
+    pub keys_without_ttl: u64,
+    /// Up to ten of their names.
+    pub keys_without_ttl_sample: Vec<String>,
+    /// Average memory per limited identity on the Redis model (`MEMORY USAGE`), in bytes.
+    pub memory_per_key_bytes: f64,
+    /// Admitted over the promise's bound at 32 instances sharing one key (1.0 = exact).
+    pub race_ratio: Option<f64>,
+    /// The smallest clock skew between instances (ms) at which it admitted more than the
+    /// bound, if any did.
+    pub breaks_at_skew_ms: Option<i64>,
+}
+
+/// One point of a rate curve.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RatePoint {
+    /// Offered load, a multiple of the limit.
+    pub offered: f64,
+    /// Delivered, a multiple of the limit.
+    pub delivered: f64,
 }
 
 /// One run's outcome.

@@ -450,5 +450,6 @@ pub fn sample_results() -> Results {
         results,
         race_sweep,
         skew_sweep,
+        verify: Vec::new(),
     }
 }

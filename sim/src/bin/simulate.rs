@@ -236,6 +236,7 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
         results,
         race_sweep,
         skew_sweep,
+        verify: Vec::new(),
     };
     let json_path = o.json.clone().unwrap_or_else(|| o.out.join("results.json"));
     if let Some(dir) = json_path.parent().filter(|d| !d.as_os_str().is_empty()) {

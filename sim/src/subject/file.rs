@@ -40,8 +40,8 @@ use serde::Deserialize;
 use limiter::{Algorithm, Quota};
 
 use super::reply::{AllowedRule, NumberField, Operand, ReplyRules, Test, TimeField, TimeUnit};
-use super::template::{Placeholder, Template};
-use crate::promise::Promise;
+use super::template::{Placeholder, Template, Values};
+use crate::promise::{Promise, Tolerance};
 
 /// A subject file that cannot be used: the file, the field and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +99,9 @@ pub struct SubjectFile {
     pub promise: Promise,
     /// The quota it is meant for, replacing each scenario's.
     pub quota: Option<Quota>,
+    /// How coarsely it keeps time: what the file declares (`{now_s}`, or the extension
+    /// `[promise] resolution_ms`), raised by what `cargo xtask verify` measures.
+    pub tolerance: Tolerance,
 }
 
 impl SubjectFile {
@@ -142,6 +145,10 @@ impl SubjectFile {
             setup.push(templates(&format!("setup[{i}]"), command)?);
         }
         let reply = raw.reply.validate(&at)?;
+        let raw_resolution = raw.promise.resolution_ms;
+        if raw_resolution == Some(0) {
+            return Err(at("promise.resolution_ms", "must be at least 1 ms, got 0".into()));
+        }
         let promise = raw.promise.validate(&at)?;
         let quota = raw.quota.map(|q| q.validate(promise, &at)).transpose()?;
         Ok(SubjectFile {
@@ -155,7 +162,19 @@ impl SubjectFile {
             reply,
             promise,
             quota,
-        })
+            tolerance: Tolerance::default(),
+        }
+        .with_declared_resolution(raw_resolution))
+    }
+
+    /// KEYS and ARGV for one request.
+    pub fn render(&self, v: &Values<'_>) -> (Vec<String>, Vec<String>) {
+        (self.keys.iter().map(|t| t.render(v)).collect(), self.argv.iter().map(|t| t.render(v)).collect())
+    }
+
+    /// The setup commands for one key.
+    pub fn render_setup(&self, v: &Values<'_>) -> Vec<Vec<String>> {
+        self.setup.iter().map(|c| c.iter().map(|t| t.render(v)).collect()).collect()
     }
 
     fn call_templates(&self) -> impl Iterator<Item = &Template> {
@@ -171,6 +190,12 @@ impl SubjectFile {
     /// Whether requests may cost more than 1 (the file passes `{cost}`).
     pub fn takes_cost(&self) -> bool {
         self.call_templates().flat_map(Template::placeholders).any(|p| p == Placeholder::Cost)
+    }
+
+    fn with_declared_resolution(mut self, declared: Option<u64>) -> Self {
+        let sent = if self.client_time() { self.client_time_resolution_ms() } else { 0 };
+        self.tolerance.resolution_ms = declared.unwrap_or(0).max(if sent > 1 { sent } else { 0 });
+        self
     }
 
     /// The coarsest step of the time the caller sends (1 ms unless it sends whole seconds).
@@ -243,6 +268,9 @@ struct RawTime {
 struct RawPromise {
     kind: String,
     windows: Option<String>,
+    /// Extension: the coarsest step of the time the script decides by, for scripts that read
+    /// Redis's `TIME` in whole seconds (the file cannot otherwise say so).
+    resolution_ms: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -197,7 +197,38 @@ pub struct ReplyRules {
     pub granted: Option<NumberField>,
 }
 
+/// What a reply says about one request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Read {
+    /// Admitted?
+    pub allowed: bool,
+    /// Units the reply admitted or denied: the request's cost, or what a partial grant gave.
+    pub cost: u64,
+    /// When denied, the reply's Retry-After in ms, if it has one.
+    pub retry_after_ms: Option<u64>,
+    /// The units the reply says remain, if it says.
+    pub remaining: Option<f64>,
+}
+
 impl ReplyRules {
+    /// Reads `reply` to a request of `values.cost`, decided at `now_ms` on the clock the script
+    /// read (for epoch times in the reply).
+    pub fn read(&self, reply: &Value, values: &Values<'_>, now_ms: u64) -> Read {
+        let mut allowed = self.allowed.allowed(reply, values);
+        let mut cost = values.cost;
+        if let Some(granted) = self.granted {
+            let units = Scalar::pick(reply, granted.at).as_number().unwrap_or(0.0);
+            let units = (units.max(0.0) as u64).min(cost);
+            allowed &= units > 0 || cost == 0;
+            if allowed {
+                cost = units;
+            }
+        }
+        let retry_after_ms = if allowed { None } else { self.retry_after.and_then(|f| f.read_ms(reply, now_ms)) };
+        let remaining = self.remaining.and_then(|f| Scalar::pick(reply, f.at).as_number());
+        Read { allowed, cost, retry_after_ms, remaining }
+    }
+
     /// Every position a rule reads, with the rule's name.
     pub fn positions(&self) -> Vec<(&'static str, Option<usize>)> {
         let mut out = vec![("reply.allowed", self.allowed.at)];
@@ -216,7 +247,7 @@ mod tests {
     use super::*;
 
     fn v(q: &Quota) -> Values<'_> {
-        Values { key: "k", quota: q, now_us: 5_000_000, cost: 1, request_id: 1 }
+        Values { key: "k", quota: q, now_us: 5_000_000, cost: 1, request_id: 1, instance: 0 }
     }
 
     fn bulk(s: &str) -> Value {

@@ -65,12 +65,12 @@ impl ScriptCaller {
             now_us: now_ms.saturating_mul(1000),
             cost,
             request_id: (u64::from(self.instance) << 40) | seq,
+            instance: self.instance,
         };
         if let Err(answer) = self.set_up(&key, &values).await {
             return answer;
         }
-        let keys: Vec<String> = self.file.keys.iter().map(|t| t.render(&values)).collect();
-        let argv: Vec<String> = self.file.argv.iter().map(|t| t.render(&values)).collect();
+        let (keys, argv) = self.file.render(&values);
         let script = &self.script;
         let result = self.store.call_raw(|mut conn| async move { script.run(&mut conn, &keys, &argv).await }).await;
         match result {
@@ -95,8 +95,7 @@ impl ScriptCaller {
                 return Ok(());
             }
         }
-        let commands: Vec<Vec<String>> =
-            self.file.setup.iter().map(|c| c.iter().map(|t| t.render(values)).collect()).collect();
+        let commands = self.file.render_setup(values);
         let sent = self
             .store
             .call_raw(|mut conn| async move {
@@ -124,26 +123,14 @@ impl ScriptCaller {
     }
 
     fn read(&self, reply: &Value, values: &Values<'_>, now_ms: u64) -> Answer {
-        let rules = &self.file.reply;
-        let mut allowed = rules.allowed.allowed(reply, values);
-        let mut cost = values.cost;
-        if let Some(granted) = rules.granted {
-            let units = super::reply::Scalar::pick(reply, granted.at).as_number().unwrap_or(0.0);
-            let units = (units.max(0.0) as u64).min(cost);
-            allowed &= units > 0 || cost == 0;
-            if allowed {
-                cost = units;
-            }
-        }
         // An epoch time in the reply is read against the clock the script decided by: the
         // caller's in client time, Redis's (the true time, here) in server time.
-        let retry_after_ms =
-            if allowed { 0 } else { rules.retry_after.and_then(|f| f.read_ms(reply, now_ms)).unwrap_or(0) };
+        let read = self.file.reply.read(reply, values, now_ms);
         Answer {
-            allowed,
-            cost,
+            allowed: read.allowed,
+            cost: read.cost,
             source: Source::Store,
-            retry_after_ms,
+            retry_after_ms: read.retry_after_ms.unwrap_or(0),
             decided_by: if self.client_time { DecidedBy::Client } else { DecidedBy::Unknown },
             error: None,
         }

@@ -49,11 +49,13 @@ pub enum Placeholder {
     WindowPrev,
     /// Unique per request.
     RequestId,
+    /// Extension: the calling instance's number, for keys a library makes per client.
+    Instance,
 }
 
 impl Placeholder {
     /// Every placeholder, for messages.
-    pub const ALL: [Placeholder; 18] = [
+    pub const ALL: [Placeholder; 19] = [
         Placeholder::Key,
         Placeholder::Limit,
         Placeholder::Burst,
@@ -72,6 +74,7 @@ impl Placeholder {
         Placeholder::Window,
         Placeholder::WindowPrev,
         Placeholder::RequestId,
+        Placeholder::Instance,
     ];
 
     /// Its name inside the braces.
@@ -95,6 +98,7 @@ impl Placeholder {
             Placeholder::Window => "window",
             Placeholder::WindowPrev => "window_prev",
             Placeholder::RequestId => "request_id",
+            Placeholder::Instance => "instance",
         }
     }
 
@@ -170,6 +174,8 @@ pub struct Values<'a> {
     pub cost: u64,
     /// Unique per request.
     pub request_id: u64,
+    /// The calling instance's number.
+    pub instance: u32,
 }
 
 impl Template {
@@ -287,6 +293,7 @@ pub fn value_of(p: Placeholder, v: &Values<'_>) -> f64 {
         Placeholder::Window => window,
         Placeholder::WindowPrev => window - 1.0,
         Placeholder::RequestId => v.request_id as f64,
+        Placeholder::Instance => f64::from(v.instance),
     }
 }
 
@@ -306,7 +313,7 @@ mod tests {
     use super::*;
 
     fn values(quota: &Quota) -> Values<'_> {
-        Values { key: "user-7", quota, now_us: 1_700_000_000_123_456, cost: 2, request_id: 42 }
+        Values { key: "user-7", quota, now_us: 1_700_000_000_123_456, cost: 2, request_id: 42, instance: 3 }
     }
 
     #[test]
@@ -321,7 +328,7 @@ mod tests {
             r("{now_ms} {now_us} {now_s} {now_s_frac}"),
             "1700000000123 1700000000123456 1700000000 1700000000.123456"
         );
-        assert_eq!(r("{cost} {window} {window_prev} {request_id}"), "2 1700000000 1699999999 42");
+        assert_eq!(r("{cost} {window} {window_prev} {request_id} {instance}"), "2 1700000000 1699999999 42 3");
     }
 
     #[test]

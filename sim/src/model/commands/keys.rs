@@ -275,6 +275,41 @@ pub(super) fn pttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     ttl_generic(ctx, args[1], true)
 }
 
+/// RENAME key newkey: the value moves with its deadline; whatever was under `newkey` is gone.
+/// (Scripts that rotate a window's counter into "previous" use it.)
+pub(super) fn rename(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    rename_to(ctx, args[1], args[2], false)
+}
+
+/// RENAMENX key newkey: as RENAME, unless `newkey` exists (0).
+pub(super) fn renamenx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    rename_to(ctx, args[1], args[2], true)
+}
+
+/// Redis 7.0's `renameGenericCommand`: a missing source is an error, even onto itself; a key
+/// renamed onto itself is OK (RENAMENX: 0) and keeps everything.
+fn rename_to(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], nx: bool) -> Reply {
+    let Some(entry) = ctx.db.keys.get(from, ctx.now_ms) else { return Reply::err("ERR no such key") };
+    let (value, deadline) = (entry.value.clone(), entry.expire_at_ms);
+    if from == to {
+        return if nx { Reply::Integer(0) } else { Reply::ok() };
+    }
+    if nx && ctx.db.keys.exists(to, ctx.now_ms) {
+        return Reply::Integer(0);
+    }
+    ctx.db.keys.remove(from);
+    ctx.db.keys.remove(to);
+    ctx.db.keys.set(to, value, false);
+    if deadline.is_some() {
+        ctx.db.keys.set_expire(to, deadline);
+    }
+    if nx {
+        Reply::Integer(1)
+    } else {
+        Reply::ok()
+    }
+}
+
 pub(super) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     let had_deadline = ctx.db.keys.get(args[1], ctx.now_ms).is_some_and(|e| e.expire_at_ms.is_some());
     if had_deadline {

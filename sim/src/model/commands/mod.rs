@@ -205,7 +205,7 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
 static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
     [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
 
-static COMMANDS: [CommandSpec; 82] = [
+static COMMANDS: [CommandSpec; 84] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -242,6 +242,8 @@ static COMMANDS: [CommandSpec; 82] = [
     data("ttl", 2, keys::ttl),
     data("pttl", 2, keys::pttl),
     data("persist", 2, keys::persist),
+    data("rename", 3, keys::rename),
+    data("renamenx", 3, keys::renamenx),
     data("hget", 3, hashes::hget),
     data("hset", -4, hashes::hset),
     data("hmset", -4, hashes::hset),
