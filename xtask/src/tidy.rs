@@ -21,7 +21,8 @@ use crate::tools::root;
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     ("limiter", &[]),
     ("results", &[]),
-    ("sim", &["limiter", "results"]),
+    // `reports`: the simulate binary renders the report right after writing the results.
+    ("sim", &["limiter", "results", "reports"]),
     ("properties", &["limiter", "sim"]),
     ("redis-tests", &["limiter", "sim"]),
     ("reports", &["results", "limiter"]),

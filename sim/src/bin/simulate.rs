@@ -1,4 +1,10 @@
-//! `simulate`: the engine behind `cargo xtask simulate`. See `sim::cli::USAGE`.
+//! `simulate`: the engine behind `cargo xtask simulate` (options: `sim::cli::SimulateArgs`,
+//! or `--help`). It runs the catalogue, prints the tables, writes the results JSON and renders
+//! the HTML/PNG report from it (`reports::render`), so `cargo xtask simulate` only passes its
+//! arguments through.
+//!
+//! Exit status: 0 when every promised bound held, 1 when one broke (after the JSON and the
+//! report are written), 2 on bad arguments or any error.
 
 #![forbid(unsafe_code)]
 
@@ -12,7 +18,7 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use sim::subject::{ClientSubject, Subject};
 
-use sim::cli::{self, Backend, Options};
+use sim::cli::{Backend, RunArgs, SimulateArgs};
 use sim::real;
 use sim::results::{Results, SCHEMA};
 use sim::run::{self, is_failure};
@@ -20,7 +26,12 @@ use sim::scenario::{self, RunSpec};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match cli::parse(&args).and_then(|o| simulate(&o, &args)) {
+    let options = match SimulateArgs::parse_args(&args) {
+        Ok(options) => options,
+        // Help goes to stdout with status 0; a bad command line to stderr with status 2.
+        Err(e) => e.exit(),
+    };
+    match simulate(&options, &args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -41,38 +52,35 @@ fn progress(total: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// The executor for `--backend`, with the options adjusted to it: the real backends run in
-/// real time, so they default to short runs; mini-redis runs only what it can run.
-fn backend(o: &Options) -> Result<(Options, Box<run::Executor>)> {
+/// The executor for `--backend`, with the options adjusted to it: mini-redis runs only what
+/// it can run. (The real backends' shorter default duration is `RunArgs::duration_ms`'s.)
+fn backend(o: &SimulateArgs) -> Result<(SimulateArgs, Box<run::Executor>)> {
     let mut o = o.clone();
-    if o.backend == Backend::Model {
+    if o.run.backend == Backend::Model {
         return Ok((o, Box::new(sim::cluster::run)));
     }
-    if o.check_determinism {
+    if o.run.check_determinism {
         anyhow::bail!(
             "--check-determinism needs --backend model: the {} backend runs in real time against a real server, \
              so two runs of one seed are never byte-identical",
-            o.backend.name()
+            o.run.backend.name()
         );
     }
-    if !o.duration_explicit {
-        o.duration_ms = real::DEFAULT_DURATION_MS;
-    }
-    if o.backend == Backend::MiniRedis {
-        if o.scenarios.is_empty() {
-            o.scenarios = vec![real::MINI_REDIS_SCENARIO.to_owned()];
+    if o.run.backend == Backend::MiniRedis {
+        if o.run.scenarios.is_empty() {
+            o.run.scenarios = vec![real::MINI_REDIS_SCENARIO.to_owned()];
         }
         if o.algorithms.is_empty() {
             o.algorithms = vec![Subject::Client(ClientSubject::NaiveGetSet)];
         }
-        for scenario in &o.scenarios {
+        for scenario in &o.run.scenarios {
             for subject in &o.algorithms {
                 real::check_mini_redis(scenario, subject)?;
             }
         }
         return Ok((o, Box::new(real::execute_mini)));
     }
-    match o.redis_url.clone() {
+    match o.run.redis_url.clone() {
         Some(url) => Ok((o, Box::new(move |spec: &RunSpec| real::execute_at(&url, spec)))),
         None => Ok((o, Box::new(real::execute))),
     }
@@ -103,7 +111,7 @@ fn without_process_faults(specs: Vec<RunSpec>) -> Vec<RunSpec> {
 }
 
 /// Returns Ok(false) when a bound-promising algorithm broke its promise.
-fn simulate(o: &Options, args: &[String]) -> Result<bool> {
+fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     if o.list {
         for s in scenario::catalogue() {
             println!("{:<16} {}", s.name, s.description);
@@ -121,16 +129,18 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
     }
     let (o, execute) = &backend(o)?;
     let algorithms: Vec<Subject> = if o.algorithms.is_empty() { Subject::catalogue() } else { o.algorithms.clone() };
+    let o: &RunArgs = &o.run;
+    let duration_ms = o.duration_ms();
     let scenarios: Vec<_> = scenario::catalogue()
         .into_iter()
         .filter(|s| o.scenarios.is_empty() || o.scenarios.iter().any(|n| n == s.name))
         .collect();
-    let seeds: Vec<u64> = (o.seed..o.seed.saturating_add(o.seeds)).collect();
+    let seeds: Vec<u64> = o.seed_list();
     println!(
         "simulate: seeds {}..={}, {} ms per run, {} threads",
         seeds[0],
         seeds[seeds.len() - 1],
-        o.duration_ms,
+        duration_ms,
         o.threads
     );
     if o.backend != Backend::Model {
@@ -143,7 +153,7 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
 
     let specs: Vec<RunSpec> = scenarios
         .iter()
-        .flat_map(|s| s.runs(&algorithms, &seeds, o.instances, o.duration_ms))
+        .flat_map(|s| s.runs(&algorithms, &seeds, o.instances, duration_ms))
         .filter(|s| o.policies.is_empty() || o.policies.iter().any(|p| p == s.policy.name()))
         .collect();
     if specs.is_empty() {
@@ -184,8 +194,8 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
 
     let full_catalogue = o.scenarios.is_empty();
     let (race_sweep, skew_sweep) = if o.sweeps && full_catalogue {
-        let race_specs = run::race_sweep_specs(&algorithms, seeds[0], o.duration_ms.min(6_000));
-        let skew_specs = run::skew_sweep_specs(&algorithms, seeds[0], o.duration_ms.min(6_000));
+        let race_specs = run::race_sweep_specs(&algorithms, seeds[0], duration_ms.min(6_000));
+        let skew_specs = run::skew_sweep_specs(&algorithms, seeds[0], duration_ms.min(6_000));
         let all: Vec<RunSpec> =
             race_specs.iter().map(|(s, _)| s.clone()).chain(skew_specs.iter().map(|(s, _)| s.clone())).collect();
         let bar = progress(all.len(), "sweeps");
@@ -232,18 +242,24 @@ fn simulate(o: &Options, args: &[String]) -> Result<bool> {
         command: format!("cargo xtask simulate {}", args.join(" ")).trim_end().to_owned(),
         backend: o.backend.name().to_owned(),
         seeds: seeds.clone(),
-        duration_ms: o.duration_ms,
+        duration_ms,
         results,
         race_sweep,
         skew_sweep,
     };
-    let json_path = o.json.clone().unwrap_or_else(|| o.out.join("results.json"));
+    let json_path = o.json_path();
     if let Some(dir) = json_path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(&all_results)?;
     std::fs::write(&json_path, text).with_context(|| format!("cannot write {}", json_path.display()))?;
     println!("\nresults: {}", json_path.display());
+    // The report is read back from the file just written: exactly what `cargo xtask report`
+    // would render from it later.
+    let report = reports::render(&json_path, &o.out).with_context(|| {
+        format!("rendering the report into {} (the results are in {})", o.out.display(), json_path.display())
+    })?;
+    println!("report: {} and {} chart(s)", report.index_html.display(), report.charts.len());
     if broken > 0 {
         println!("{broken} run(s) broke a promised bound: see the replay commands above");
         ok = false;
