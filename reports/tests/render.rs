@@ -273,22 +273,30 @@ fn report_bin(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn report_binary_refuses_bad_arguments_with_a_reason_and_usage() {
-    for (args, reason) in [
-        (&[][..], "missing --from"),
-        (&["--from", "r.json"][..], "missing --out"),
-        (&["--from"][..], "--from needs a value"),
-        (&["--from", "--out", "dir"][..], "--from needs a value"),
-        (&["--from", "a", "--from", "b", "--out", "d"][..], "--from given twice"),
-        (&["--bogus"][..], "unknown argument \"--bogus\""),
-        (&["results.json"][..], "unknown argument \"results.json\""),
+    const USAGE: &str = "Usage: report --from <RESULTS.json> --out <DIR>";
+    // (arguments, the reason, whether clap prints the usage line with it)
+    for (args, reason, usage) in [
+        (&[][..], "required arguments were not provided:\n  --from <RESULTS.json>\n  --out <DIR>", true),
+        (&["--from", "r.json"][..], "required arguments were not provided:\n  --out <DIR>", true),
+        (&["--from"][..], "a value is required for '--from <RESULTS.json>'", false),
+        (&["--from", "--out", "dir"][..], "a value is required for '--from <RESULTS.json>'", false),
+        (&["--from=", "--out", "dir"][..], "a value is required for '--from <RESULTS.json>'", false),
+        (
+            &["--from", "a", "--from", "b", "--out", "d"][..],
+            "'--from <RESULTS.json>' cannot be used multiple times",
+            true,
+        ),
+        (&["--bogus"][..], "unexpected argument '--bogus'", true),
+        (&["results.json"][..], "unexpected argument 'results.json'", true),
     ] {
         let (code, _, err) = report_bin(args);
         assert_eq!(code, 2, "{args:?}: {err}");
-        assert!(err.contains(reason) && err.contains("usage: report --from"), "{args:?}: {err}");
+        assert!(err.contains(reason) && err.contains("try '--help'"), "{args:?}: {err}");
+        assert!(!usage || err.contains(USAGE), "{args:?}: no usage line in {err}");
     }
     let (code, out, _) = report_bin(&["--help"]);
     assert_eq!(code, 0);
-    assert!(out.contains("usage: report --from RESULTS.json --out DIR"));
+    assert!(out.contains(USAGE) && out.contains("--from <RESULTS.json>  Results file"), "{out}");
 }
 
 #[test]

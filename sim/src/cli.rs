@@ -1,21 +1,42 @@
-//! `cargo xtask simulate` options, parsed by hand so every mistake gets a message that
-//! names the option and the value.
+//! The simulator's command line, parsed by clap (derive).
+//!
+//! Two layers, so that every command that runs the catalogue takes the same options the same
+//! way:
+//!
+//! - [`RunArgs`]: what any command that runs scenarios needs (which scenarios and policies,
+//!   seeds, duration, backend, faults, where the results go). A command flattens it
+//!   (`#[command(flatten)]`) and calls [`RunArgs::validate`] after parsing, for the checks that
+//!   involve more than one option.
+//! - [`SimulateArgs`]: `cargo xtask simulate`'s own command: [`RunArgs`] plus `--list` and
+//!   `--algorithm`.
+//!
+//! Every option's value goes through a value parser that refuses bad input with a reason; clap
+//! wraps it as `invalid value 'VALUE' for '--OPTION <ARG>': REASON`, so each message names the
+//! option and the value. Names (scenarios, subjects, policies, backends) are clap possible
+//! values, so `--help` lists them with what each is, and a wrong one gets the valid ones.
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
-use crate::subject::Subject;
-use anyhow::{anyhow, bail, Result};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, ValueEnum};
 
+use crate::faults::Fault;
 use crate::scenario;
+use crate::subject::Subject;
+
+/// Simulated time per run when `--duration` is not given, on the model.
+pub const DEFAULT_DURATION_MS: u64 = 12_000;
 
 /// Where the limiters' Redis is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Backend {
-    /// The in-process model over simulated sockets (deterministic).
+    /// The in-process Redis model over simulated sockets: deterministic, one seed replays a run.
     Model,
-    /// Real `redis-server` processes over real TCP.
+    /// Real redis-server processes over real TCP (started by the harness unless --redis-url).
     Redis,
-    /// The embedded mini-redis server (GET/SET only: the naive subject).
+    /// The embedded mini-redis server: GET/SET only, so the naive subject's race only.
     MiniRedis,
 }
 
@@ -30,211 +51,166 @@ impl Backend {
     }
 }
 
-/// Parsed options.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// `--list`.
-    pub list: bool,
-    /// `--scenario` (repeatable; empty = all).
+/// The options of every command that runs the scenario catalogue.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Run only this scenario (repeatable; default: the whole catalogue)
+    #[arg(long = "scenario", value_name = "NAME", value_parser = scenario_names())]
     pub scenarios: Vec<String>,
-    /// `--algorithm` (repeatable; empty = all): the library's algorithms and the catalogue's
-    /// subjects, by name.
-    pub algorithms: Vec<Subject>,
-    /// `--policy` (repeatable; empty = each scenario's own).
+
+    /// Run only this failure policy (repeatable; default: each scenario's own)
+    #[arg(long = "policy", value_name = "NAME", value_parser = policy_names())]
     pub policies: Vec<String>,
-    /// `--instances`.
-    pub instances: Option<u32>,
-    /// `--seed` (first seed).
+
+    /// First seed: everything random in a run (load, latencies, the swarm's faults) comes from it
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = number::<u64>, allow_negative_numbers = true)]
     pub seed: u64,
-    /// `--seeds` (how many).
+
+    /// Number of seeds, from --seed on
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = between(1u64..=100_000), allow_negative_numbers = true)]
     pub seeds: u64,
-    /// `--duration` in ms.
-    pub duration_ms: u64,
-    /// Whether `--duration` was given (the real backends default to a shorter run).
-    pub duration_explicit: bool,
-    /// `--json`.
-    pub json: Option<PathBuf>,
-    /// `--out`.
-    pub out: PathBuf,
-    /// `--check-determinism`.
-    pub check_determinism: bool,
-    /// `--backend`.
-    pub backend: Backend,
-    /// `--redis-url`.
-    pub redis_url: Option<String>,
-    /// `--threads`.
+
+    /// Application instances sharing Redis [default: each scenario's own]
+    #[arg(long, value_name = "N", value_parser = between(1u32..=64), allow_negative_numbers = true)]
+    pub instances: Option<u32>,
+
+    /// Time per run: 12000, 12000ms or 12s, from 100 ms to 1 h [default: 12s; 4s with --backend
+    /// redis or mini-redis, whose runs take real time]
+    #[arg(long = "duration", value_name = "D", value_parser = duration_ms, allow_negative_numbers = true)]
+    pub duration_ms: Option<u64>,
+
+    /// Worker threads running cases side by side [default: available cores]
+    #[arg(long, value_name = "N", default_value_t = available_threads(), hide_default_value = true,
+          value_parser = between(1usize..=256), allow_negative_numbers = true)]
     pub threads: usize,
-    /// `--faults`: a schedule replacing the scenario's.
-    pub faults: Option<Vec<crate::faults::Fault>>,
-    /// `--no-sweeps`.
+
+    /// Where the limiters' Redis is
+    #[arg(long, value_name = "BACKEND", value_enum, default_value_t = Backend::Model)]
+    pub backend: Backend,
+
+    /// With --backend redis: use the server at this URL instead of starting one (faults that need
+    /// control of the Redis process are skipped)
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Replace the scenario's faults (one --scenario only), e.g.
+    /// partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000. Kinds: partition:I
+    /// partition-to-redis:I partition-from-redis:I hold:I instance-crash:I redis-crash
+    /// redis-crash-persistent redis-pause script-flush
+    // `std::vec::Vec`, spelled out: clap's derive would read a bare `Option<Vec<_>>` as a
+    // repeatable option, and a schedule is one value.
+    #[arg(long, value_name = "SCHEDULE", value_parser = fault_schedule)]
+    pub faults: Option<std::vec::Vec<Fault>>,
+
+    /// Where to write the results JSON [default: OUT/results.json]
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Output directory: the results JSON and the HTML/PNG report
+    #[arg(long, value_name = "DIR", default_value = "target/simulate")]
+    pub out: PathBuf,
+
+    /// Skip the race and skew sweeps the report charts (they run only with the whole catalogue)
+    #[arg(long = "no-sweeps", action = clap::ArgAction::SetFalse)]
     pub sweeps: bool,
+
+    /// Run every case twice and require identical trace hashes (model only)
+    #[arg(long)]
+    pub check_determinism: bool,
 }
 
-/// Help text.
-pub const USAGE: &str = "\
-usage: cargo xtask simulate [options]
+/// `cargo xtask simulate`: run the scenario catalogue, print the tables, write the results JSON
+/// and the report.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "simulate",
+    bin_name = "cargo xtask simulate",
+    about = "Runs the scenario catalogue: many limiter instances in a deterministic simulated network against \
+             the in-process Redis model, faults injected, every decision judged by an exact oracle. Prints one \
+             table per scenario, writes the results JSON and the HTML/PNG report.",
+    after_help = "Exit status: 0 when every promised bound held, 1 when one broke (its replay command is printed), \
+                  2 on bad arguments or errors."
+)]
+pub struct SimulateArgs {
+    /// List the scenarios and the algorithms and subjects, then exit
+    #[arg(long)]
+    pub list: bool,
 
-Runs the scenario catalogue: many limiter instances in a deterministic simulated network
-against the in-process Redis model, faults injected, every decision judged by an exact oracle.
+    /// Run only this algorithm or subject (repeatable; default: all of them)
+    #[arg(long = "algorithm", value_name = "NAME", value_parser = subject_names())]
+    pub algorithms: Vec<Subject>,
 
-options:
-  --list                     list the scenarios and algorithms, then exit
-  --scenario NAME            run only this scenario (repeatable)
-  --algorithm NAME           run only this algorithm or subject (repeatable)
-  --policy NAME              only this failure policy: fail-open, fail-closed, local-budget (repeatable)
-  --instances N              application instances (default: each scenario's own)
-  --seed N                   first seed (default 1)
-  --seeds N                  number of seeds, from --seed on (default 1)
-  --duration D               simulated time per run: 12000, 12000ms or 12s (default 12s;
-                             4s with --backend redis or mini-redis, whose runs take real time)
-  --json PATH                where to write the results JSON (default OUT/results.json)
-  --out DIR                  output directory (default target/simulate)
-  --check-determinism        run every case twice and require identical trace hashes
-  --backend model|redis|mini-redis
-                             model (default): in-process Redis model, deterministic
-  --redis-url URL            with --backend redis: use this server instead of starting one
-  --faults SCHEDULE          replace the scenario's faults (one --scenario only), e.g.
-                             partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000
-                             kinds: partition:I partition-to-redis:I partition-from-redis:I hold:I
-                             instance-crash:I redis-crash redis-crash-persistent redis-pause script-flush
-  --threads N                worker threads (default: available cores)
-  --no-sweeps                skip the race and skew sweeps the report charts";
-
-fn value<'a>(args: &'a [String], i: &mut usize, flag: &str) -> Result<&'a str> {
-    *i += 1;
-    args.get(*i).map(String::as_str).ok_or_else(|| anyhow!("{flag} needs a value\n\n{USAGE}"))
+    #[command(flatten)]
+    pub run: RunArgs,
 }
 
-fn number<T: std::str::FromStr>(text: &str, flag: &str) -> Result<T> {
-    text.parse().map_err(|_| anyhow!("{flag} expects a whole number, got {text:?}"))
-}
-
-/// Parses a duration: plain milliseconds, `ms` or `s` suffix.
-pub fn duration_ms(text: &str) -> Result<u64> {
-    let (digits, scale) = if let Some(d) = text.strip_suffix("ms") {
-        (d, 1)
-    } else if let Some(d) = text.strip_suffix('s') {
-        (d, 1000)
-    } else {
-        (text, 1)
-    };
-    let n: u64 =
-        digits.trim().parse().map_err(|_| anyhow!("--duration expects e.g. 12000, 12000ms or 12s, got {text:?}"))?;
-    let ms = n.checked_mul(scale).ok_or_else(|| anyhow!("--duration {text:?} is too long"))?;
-    if !(100..=3_600_000).contains(&ms) {
-        bail!("--duration must be between 100 ms and 1 h, got {ms} ms");
-    }
-    Ok(ms)
-}
-
-/// Parses the command line (without the program name).
-pub fn parse(args: &[String]) -> Result<Options> {
-    let mut o = Options {
-        list: false,
-        scenarios: vec![],
-        algorithms: vec![],
-        policies: vec![],
-        instances: None,
-        seed: 1,
-        seeds: 1,
-        duration_ms: 12_000,
-        duration_explicit: false,
-        json: None,
-        out: PathBuf::from("target/simulate"),
-        check_determinism: false,
-        backend: Backend::Model,
-        redis_url: None,
-        threads: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        faults: None,
-        sweeps: true,
-    };
-    let mut i = 0;
-    while i < args.len() {
-        let flag = args[i].as_str();
-        match flag {
-            "--list" => o.list = true,
-            "--check-determinism" => o.check_determinism = true,
-            "--no-sweeps" => o.sweeps = false,
-            "--scenario" => {
-                let name = value(args, &mut i, flag)?;
-                if scenario::find(name).is_none() {
-                    let names: Vec<_> = scenario::catalogue().iter().map(|s| s.name).collect();
-                    bail!("unknown scenario {name:?}; expected one of {}", names.join(", "));
-                }
-                o.scenarios.push(name.to_owned());
+impl SimulateArgs {
+    /// Parses the simulator's command line (`args` without the program name): clap's parse,
+    /// then [`RunArgs::validate`]. `Err` is clap's error (or help) to print and exit with.
+    pub fn parse_args<I, T>(args: I) -> Result<SimulateArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args = std::iter::once(std::ffi::OsString::from("simulate")).chain(args.into_iter().map(Into::into));
+        let mut parsed = SimulateArgs::try_parse_from(args)?;
+        parsed.run.validate::<SimulateArgs>()?;
+        // One subject named twice runs once.
+        let mut unique: Vec<Subject> = Vec::new();
+        for subject in parsed.algorithms.drain(..) {
+            if !unique.contains(&subject) {
+                unique.push(subject);
             }
-            "--algorithm" => {
-                let name = value(args, &mut i, flag)?;
-                let Some(a) = Subject::named(name) else {
-                    let names: Vec<String> = Subject::catalogue().iter().map(|s| s.name().to_owned()).collect();
-                    bail!("unknown algorithm {name:?}; expected one of {}", names.join(", "));
-                };
-                if !o.algorithms.contains(&a) {
-                    o.algorithms.push(a);
-                }
-            }
-            "--policy" => {
-                let name = value(args, &mut i, flag)?;
-                if !["fail-open", "fail-closed", "local-budget"].contains(&name) {
-                    bail!("unknown policy {name:?}; expected fail-open, fail-closed or local-budget");
-                }
-                o.policies.push(name.to_owned());
-            }
-            "--instances" => {
-                let n: u32 = number(value(args, &mut i, flag)?, flag)?;
-                if !(1..=64).contains(&n) {
-                    bail!("--instances must be between 1 and 64, got {n}");
-                }
-                o.instances = Some(n);
-            }
-            "--seed" => o.seed = number(value(args, &mut i, flag)?, flag)?,
-            "--seeds" => {
-                o.seeds = number(value(args, &mut i, flag)?, flag)?;
-                if !(1..=100_000).contains(&o.seeds) {
-                    bail!("--seeds must be between 1 and 100000, got {}", o.seeds);
-                }
-            }
-            "--duration" => {
-                o.duration_ms = duration_ms(value(args, &mut i, flag)?)?;
-                o.duration_explicit = true;
-            }
-            "--json" => o.json = Some(PathBuf::from(value(args, &mut i, flag)?)),
-            "--out" => o.out = PathBuf::from(value(args, &mut i, flag)?),
-            "--backend" => {
-                o.backend = match value(args, &mut i, flag)? {
-                    "model" => Backend::Model,
-                    "redis" => Backend::Redis,
-                    "mini-redis" => Backend::MiniRedis,
-                    other => bail!("unknown backend {other:?}; expected model, redis or mini-redis"),
-                }
-            }
-            "--redis-url" => o.redis_url = Some(value(args, &mut i, flag)?.to_owned()),
-            "--threads" => {
-                o.threads = number(value(args, &mut i, flag)?, flag)?;
-                if !(1..=256).contains(&o.threads) {
-                    bail!("--threads must be between 1 and 256, got {}", o.threads);
-                }
-            }
-            "--faults" => {
-                o.faults = Some(
-                    crate::faults::parse_schedule(value(args, &mut i, flag)?).map_err(|e| anyhow!("--faults: {e}"))?,
-                )
-            }
-            "-h" | "--help" => bail!("{USAGE}"),
-            other => bail!("unknown option {other:?}\n\n{USAGE}"),
         }
-        i += 1;
+        parsed.algorithms = unique;
+        Ok(parsed)
     }
-    if o.faults.is_some() && o.scenarios.len() != 1 {
-        bail!("--faults replaces one scenario's faults: give exactly one --scenario");
-    }
-    if o.redis_url.is_some() && o.backend != Backend::Redis {
-        bail!("--redis-url only makes sense with --backend redis");
-    }
-    Ok(o)
 }
 
-impl Options {
+impl RunArgs {
+    /// The checks clap's value parsers cannot make, because they involve two options. Call it
+    /// right after parsing a command `C` that flattens these options; the error carries `C`'s
+    /// usage, like clap's own.
+    pub fn validate<C: CommandFactory>(&self) -> Result<(), clap::Error> {
+        let problem = if self.faults.is_some() && self.scenarios.len() != 1 {
+            Some(format!(
+                "--faults replaces one scenario's faults: give exactly one --scenario (got {})",
+                self.scenarios.len()
+            ))
+        } else if let (Some(url), true) = (&self.redis_url, self.backend != Backend::Redis) {
+            Some(format!(
+                "--redis-url {url} only makes sense with --backend redis (got --backend {})",
+                self.backend.name()
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some(message) => Err(C::command().error(ErrorKind::ArgumentConflict, message)),
+            None => Ok(()),
+        }
+    }
+
+    /// Simulated (or, on the real backends, real) time per run: `--duration`, else 12 s on the
+    /// model and a shorter default on the real backends, whose runs take real time.
+    pub fn duration_ms(&self) -> u64 {
+        match (self.duration_ms, self.backend) {
+            (Some(ms), _) => ms,
+            (None, Backend::Model) => DEFAULT_DURATION_MS,
+            (None, Backend::Redis | Backend::MiniRedis) => crate::real::DEFAULT_DURATION_MS,
+        }
+    }
+
+    /// The seeds to run: `--seeds` of them from `--seed` on.
+    pub fn seed_list(&self) -> Vec<u64> {
+        (self.seed..self.seed.saturating_add(self.seeds)).collect()
+    }
+
+    /// Where the results JSON goes: `--json`, else `OUT/results.json`.
+    pub fn json_path(&self) -> PathBuf {
+        self.json.clone().unwrap_or_else(|| self.out.join("results.json"))
+    }
+
     /// The options a replay command needs to run on the same backend: nothing for the model
     /// (the default), else `--backend` and any `--redis-url`.
     pub fn backend_args(&self) -> String {
@@ -251,40 +227,179 @@ impl Options {
     }
 }
 
+// ------------------------------------------------------------------------------ value parsers
+//
+// Each returns the reason a value is refused; clap puts the option and the value in front.
+// Numeric options take `allow_negative_numbers`, so that `--seed -1` reaches the parser and is
+// refused as a number rather than read as an unknown flag `-1`.
+
+/// The catalogue's scenario names, each with what it shows (in `--help`).
+fn scenario_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(scenario::catalogue().into_iter().map(|s| PossibleValue::new(s.name).help(s.description)))
+}
+
+/// The failure policies, by the names the library gives them.
+fn policy_names() -> PossibleValuesParser {
+    let policies = [limiter::FailurePolicy::FailOpen, limiter::FailurePolicy::FailClosed, scenario::LOCAL_BUDGET];
+    PossibleValuesParser::new(policies.map(|p| PossibleValue::new(p.name())))
+}
+
+/// The library's algorithms and the catalogue's subjects, by name, each with its promise.
+fn subject_names() -> impl TypedValueParser<Value = Subject> {
+    let values = Subject::catalogue().into_iter().map(|s| {
+        let what = if s.is_library() {
+            format!("the library's algorithm: {}", s.promise())
+        } else {
+            format!("subject: means to be {}, its breaks are findings", s.promise())
+        };
+        PossibleValue::new(s.name().to_owned()).help(what)
+    });
+    // The possible values already refused any other name; the lookup cannot miss.
+    PossibleValuesParser::new(values)
+        .try_map(|name| Subject::named(&name).ok_or_else(|| format!("no algorithm or subject is named {name:?}")))
+}
+
+/// A whole number of type `T`.
+fn number<T: std::str::FromStr>(text: &str) -> Result<T, String> {
+    text.trim().parse().map_err(|_| "expected a whole number".to_owned())
+}
+
+/// A whole number within `range`.
+fn between<T>(range: RangeInclusive<T>) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy + Send + Sync + 'static,
+{
+    move |text: &str| {
+        let (lo, hi) = (*range.start(), *range.end());
+        let n: T = text.trim().parse().map_err(|_| format!("expected a whole number from {lo} to {hi}"))?;
+        if range.contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("must be between {lo} and {hi}, got {n}"))
+        }
+    }
+}
+
+/// A duration in ms: plain milliseconds, or with an `ms` or `s` suffix; from 100 ms to 1 h.
+pub fn duration_ms(text: &str) -> Result<u64, String> {
+    let (digits, scale) = if let Some(d) = text.strip_suffix("ms") {
+        (d, 1)
+    } else if let Some(d) = text.strip_suffix('s') {
+        (d, 1000)
+    } else {
+        (text, 1)
+    };
+    let n: u64 = digits.trim().parse().map_err(|_| "expected e.g. 12000, 12000ms or 12s".to_owned())?;
+    let ms = n.checked_mul(scale).ok_or_else(|| "too long: at most 1 h".to_owned())?;
+    if !(100..=3_600_000).contains(&ms) {
+        return Err(format!("must be between 100 ms and 1 h, got {ms} ms"));
+    }
+    Ok(ms)
+}
+
+/// A fault schedule (`crate::faults::parse_schedule`).
+fn fault_schedule(text: &str) -> Result<Vec<Fault>, String> {
+    crate::faults::parse_schedule(text)
+}
+
+/// The default of `--threads`: the cores there are, within the accepted range.
+fn available_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 256)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn args(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
+    fn parse(s: &str) -> Result<SimulateArgs, clap::Error> {
+        SimulateArgs::parse_args(s.split_whitespace())
+    }
+
+    /// The message for a bad command line, as the user sees it (without colours).
+    fn err(s: &str) -> String {
+        match parse(s) {
+            Ok(parsed) => panic!("{s:?} parsed: {parsed:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// Asserts that the message for `args` names `option` and `value` and says `reason`.
+    #[track_caller]
+    fn refused(args: &str, option: &str, value: &str, reason: &str) {
+        let e = err(args);
+        for part in [option, value, reason] {
+            assert!(e.contains(part), "the message for {args:?} does not say {part:?}:\n{e}");
+        }
     }
 
     #[test]
     fn bad_arguments_get_messages_naming_them() {
-        let err = |s: &str| parse(&args(s)).expect_err(s).to_string();
-        assert!(err("--scenario nope").contains("unknown scenario \"nope\""));
-        assert!(err("--algorithm nope").contains("unknown algorithm \"nope\""));
-        assert!(err("--instances 0").contains("--instances must be between 1 and 64"));
-        assert!(err("--seeds x").contains("--seeds expects a whole number, got \"x\""));
-        assert!(err("--duration 5m").contains("--duration expects"));
-        assert!(err("--duration 10").contains("between 100 ms and 1 h"));
-        assert!(err("--seed").contains("--seed needs a value"));
-        assert!(err("--frobnicate").contains("unknown option \"--frobnicate\""));
-        assert!(err("--backend etcd").contains("unknown backend"));
-        assert!(err("--policy maybe").contains("unknown policy \"maybe\""));
-        assert!(err("--scenario swarm --faults hold@1").contains("--faults: fault \"hold@1\": hold needs an instance"));
-        assert!(err("--faults redis-pause@1..5").contains("exactly one --scenario"));
-        assert!(err("--redis-url redis://x").contains("--backend redis"));
+        // Unknown names: the option, the value and every valid name.
+        let e = err("--scenario nope");
+        assert!(e.contains("'nope'") && e.contains("--scenario"), "{e}");
+        for s in scenario::catalogue() {
+            assert!(e.contains(s.name), "the message does not list scenario {}: {e}", s.name);
+        }
+        let e = err("--algorithm nope");
+        assert!(e.contains("'nope'") && e.contains("--algorithm"), "{e}");
+        for s in Subject::catalogue() {
+            assert!(e.contains(s.name()), "the message does not list subject {}: {e}", s.name());
+        }
+        refused("--policy maybe", "--policy", "'maybe'", "fail-open, fail-closed, local-budget");
+        refused("--backend etcd", "--backend", "'etcd'", "model, redis, mini-redis");
+
+        // Numbers and their ranges.
+        refused("--instances 0", "--instances", "'0'", "must be between 1 and 64, got 0");
+        refused("--instances 65", "--instances", "'65'", "must be between 1 and 64, got 65");
+        refused("--seeds x", "--seeds", "'x'", "expected a whole number from 1 to 100000");
+        refused("--seeds 100001", "--seeds", "'100001'", "must be between 1 and 100000");
+        refused("--seed -1", "--seed", "'-1'", "expected a whole number");
+        refused("--threads 0", "--threads", "'0'", "must be between 1 and 256");
+        refused("--instances -3", "--instances", "'-3'", "expected a whole number from 1 to 64");
+
+        // Durations: the syntax and the bounds.
+        refused("--duration 5m", "--duration", "'5m'", "expected e.g. 12000, 12000ms or 12s");
+        refused("--duration 10", "--duration", "'10'", "must be between 100 ms and 1 h, got 10 ms");
+        refused("--duration 3601s", "--duration", "'3601s'", "between 100 ms and 1 h, got 3601000 ms");
+        refused("--duration 99999999999999999999s", "--duration", "'99999999999999999999s'", "expected e.g.");
+        refused("--duration 18446744073709551615s", "--duration", "'18446744073709551615s'", "too long");
+
+        // Faults: the schedule's own message, and the one-scenario rule.
+        refused("--scenario swarm --faults hold@1", "--faults", "'hold@1'", "hold needs an instance");
+        refused("--faults redis-pause@1..5", "--faults", "--scenario", "exactly one --scenario (got 0)");
+        refused("--scenario baseline --scenario swarm --faults redis-pause@1..5", "--faults", "--scenario", "(got 2)");
+        refused("--redis-url redis://x", "--redis-url", "redis://x", "only makes sense with --backend redis");
+
+        // clap's own: a missing value, an unknown option.
+        refused("--seed", "--seed", "<N>", "a value is required");
+        refused("--frobnicate", "--frobnicate", "'--frobnicate'", "unexpected argument");
     }
 
     #[test]
     fn good_arguments_parse() {
         let o =
-            parse(&args("--scenario baseline --algorithm gcra --algorithm naive --seeds 3 --duration 5s")).expect("ok");
-        assert_eq!(o.scenarios, vec!["baseline"]);
+            parse("--scenario baseline --algorithm gcra --algorithm naive --algorithm gcra --seeds 3 --duration 5s")
+                .expect("ok");
+        assert_eq!(o.run.scenarios, vec!["baseline"]);
         let naive = Subject::Client(crate::subject::ClientSubject::NaiveGetSet);
         assert_eq!(o.algorithms, vec![Subject::Algorithm(limiter::Algorithm::Gcra), naive]);
-        assert_eq!((o.seeds, o.duration_ms), (3, 5_000));
+        assert_eq!((o.run.seeds, o.run.duration_ms()), (3, 5_000));
+        assert_eq!(o.run.seed_list(), vec![1, 2, 3]);
+
+        let o = parse("--scenario swarm --faults hold:1@100..200 --duration 250ms --out x --policy fail-closed")
+            .expect("ok");
+        assert_eq!(o.run.faults.as_ref().map(Vec::len), Some(1));
+        assert_eq!((o.run.duration_ms(), o.run.json_path()), (250, PathBuf::from("x/results.json")));
+        assert_eq!(o.run.policies, vec!["fail-closed"]);
+        assert!(o.run.sweeps && !o.run.check_determinism && !o.list);
+        assert!(!parse("--no-sweeps --list").expect("ok").run.sweeps);
+    }
+
+    #[test]
+    fn the_duration_defaults_to_the_backend_s_own() {
+        assert_eq!(parse("").expect("ok").run.duration_ms(), DEFAULT_DURATION_MS);
+        assert_eq!(parse("--backend redis").expect("ok").run.duration_ms(), crate::real::DEFAULT_DURATION_MS);
+        assert_eq!(parse("--backend mini-redis --duration 9s").expect("ok").run.duration_ms(), 9_000);
     }
 
     #[test]
@@ -292,10 +407,49 @@ mod tests {
         for given in
             ["", "--backend mini-redis", "--backend redis", "--backend redis --redis-url redis://127.0.0.1:6390"]
         {
-            let o = parse(&args(given)).expect(given);
-            let again = parse(&args(&o.backend_args())).expect("replay arguments parse");
-            assert_eq!((again.backend, again.redis_url), (o.backend, o.redis_url.clone()), "{given}");
-            assert_eq!(o.backend_args().trim(), given);
+            let o = parse(given).expect(given);
+            let again = parse(&o.run.backend_args()).expect("replay arguments parse");
+            assert_eq!((again.run.backend, again.run.redis_url), (o.run.backend, o.run.redis_url.clone()), "{given}");
+            assert_eq!(o.run.backend_args().trim(), given);
         }
+    }
+
+    #[test]
+    fn help_lists_every_option_scenario_and_subject() {
+        let help = SimulateArgs::command().render_long_help().to_string();
+        for option in [
+            "--list",
+            "--algorithm",
+            "--scenario",
+            "--policy",
+            "--seed ",
+            "--seeds",
+            "--instances",
+            "--duration",
+            "--threads",
+            "--backend",
+            "--redis-url",
+            "--faults",
+            "--json",
+            "--out",
+            "--no-sweeps",
+            "--check-determinism",
+        ] {
+            assert!(help.contains(option), "--help does not show {option}:\n{help}");
+        }
+        for s in scenario::catalogue() {
+            assert!(help.contains(s.name), "--help does not list scenario {}", s.name);
+        }
+        for s in Subject::catalogue() {
+            assert!(help.contains(s.name()), "--help does not list subject {}", s.name());
+        }
+        assert!(help.contains("Usage: cargo xtask simulate"), "{help}");
+        let e = parse("--help").expect_err("--help is not a run");
+        assert_eq!(e.kind(), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn clap_s_own_consistency_checks_pass() {
+        SimulateArgs::command().debug_assert();
     }
 }

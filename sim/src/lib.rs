@@ -11,11 +11,13 @@
 //!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`run`]
 //!   (many runs across cores), [`results`] (the JSON schema, its own crate so the report builds
-//!   without the simulator), [`table`], [`cli`].
+//!   without the simulator), [`table`], [`cli`] (the options of every command that runs the
+//!   catalogue: `cli::RunArgs`, flattened by `cli::SimulateArgs`).
 
 pub mod mini;
 pub mod model;
 
+pub mod campaign;
 pub mod checker;
 pub mod cli;
 pub mod cluster;

@@ -26,11 +26,10 @@ fn the_readme_sample_table_is_what_the_simulator_prints() {
         .unwrap_or_else(|| panic!("the README's block does not start with a scenario header: {header:?}"));
     // The options the binary runs with when given only the scenario: every subject, the
     // default seeds and duration, the scenario's own instances and policies.
-    let o = cli::parse(&["--scenario".to_string(), name.to_string()]).unwrap();
+    let o = cli::SimulateArgs::parse_args(["--scenario", name]).unwrap_or_else(|e| panic!("{e}")).run;
     let found =
         scenario::find(name).unwrap_or_else(|| panic!("the README shows scenario {name:?}, not in the catalogue"));
-    let seeds: Vec<u64> = (o.seed..o.seed + o.seeds).collect();
-    let specs = found.runs(&Subject::catalogue(), &seeds, o.instances, o.duration_ms);
+    let specs = found.runs(&Subject::catalogue(), &o.seed_list(), o.instances, o.duration_ms());
     let results = run::run_many(&specs, o.threads, &|| {}).unwrap();
     let printed = table::render(&results);
     let printed = printed.trim_start_matches('\n');

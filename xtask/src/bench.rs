@@ -8,14 +8,11 @@
 //!   and against the same scripts called bare on the model), cost linear in decisions, seeds
 //!   across cores.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
 use crate::tools::{self, cargo, ensure_installed};
 
-pub fn run(args: &[String]) -> Result<()> {
-    if let Some(unknown) = args.first() {
-        bail!("`cargo xtask bench` takes no arguments, got {unknown:?}");
-    }
+pub fn run() -> Result<()> {
     ensure_installed(&[("redis-server", "redis-server"), ("redis-benchmark", "redis-tools")])?;
     for (package, bench) in [("redis-tests", "store"), ("sim", "model_eval"), ("sim", "simulate")] {
         let mut cmd = cargo();

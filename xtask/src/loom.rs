@@ -10,16 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::tools::{cargo, root};
 
-const USAGE: &str = "usage: cargo xtask loom   (no options; set LOOM_MAX_PREEMPTIONS to change the bound, default 3)";
-
-pub fn run(args: &[String]) -> Result<()> {
-    if let Some(arg) = args.first() {
-        if arg == "-h" || arg == "--help" {
-            println!("{USAGE}");
-            return Ok(());
-        }
-        bail!("`cargo xtask loom` takes no arguments, got {arg:?}\n{USAGE}");
-    }
+pub fn run() -> Result<()> {
     let rustflags = match std::env::var("RUSTFLAGS") {
         Ok(existing) if !existing.trim().is_empty() => format!("{existing} --cfg limiter_loom"),
         _ => "--cfg limiter_loom".to_owned(),

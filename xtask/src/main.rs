@@ -2,6 +2,7 @@
 //!
 //! - `cargo xtask simulate`: the scenario catalogue on the in-process Redis model; prints
 //!   tables, writes results JSON and the HTML/PNG report.
+//! - `cargo xtask verify SUBJECT.toml...`: any rate-limiter script judged by its promise.
 //! - `cargo xtask report --from RESULTS.json --out DIR`: re-renders a report.
 //! - `cargo xtask test`: installs what the tests need (redis-server, chromium), then rustfmt check,
 //!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
@@ -9,6 +10,11 @@
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.
 //! - `cargo xtask tidy`: the invariants of `docs/ARCHITECTURE.md` that code can check.
+//!
+//! The command line is clap's ([`Cli`]): `cargo xtask help` and every `--help` are generated.
+//! `simulate` and `verify` are the exceptions that prove the rule: their arguments belong to the
+//! simulator's own clap commands (`sim::cli`, the `verify` binary), so xtask passes them
+//! through unread.
 
 #![forbid(unsafe_code)]
 
@@ -20,47 +26,148 @@ mod test;
 mod tidy;
 mod tools;
 
-use anyhow::{bail, Result};
+use std::ffi::OsString;
+use std::path::PathBuf;
 
-const USAGE: &str = "\
-usage: cargo xtask <command> [options]
+use anyhow::Result;
+use clap::{CommandFactory, Parser, Subcommand};
 
-commands:
-  simulate    run the scenario catalogue on the in-process Redis model (see simulate --help)
-  report      re-render the report: report --from RESULTS.json --out DIR
-  test        install what the tests need, then rustfmt, clippy -D warnings and every test
-  bench       the speed goals, each as a ratio against a reference measured in the same run
-  props       the property suites over the algorithms: props [--cases N] (default 256)
-  loom        the loom models of the breaker and the local store (release, target/loom)
-  tidy        the architecture invariants code can check (docs/ARCHITECTURE.md)
-  help        show this message";
+/// The project's checks and jobs, run as code.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", bin_name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the scenario catalogue on the in-process Redis model: tables, results JSON, report
+    ///
+    /// Builds the simulator in release (the default catalogue is hundreds of runs) and runs it
+    /// with these arguments, unread: `cargo xtask simulate --help` is the simulator's own help.
+    /// Exits as the simulator does: 1 when a promised bound broke, 2 on bad arguments or errors.
+    #[command(disable_help_flag = true)]
+    Simulate {
+        /// The simulator's options (see `cargo xtask simulate --help`)
+        #[arg(value_name = "OPTIONS", trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Verify rate-limiter scripts described by subject files: a verdict per promise, a report
+    ///
+    /// Builds the verifier in release and runs it with these arguments, unread:
+    /// `cargo xtask verify --help` is the verifier's own help. Exits as it does: 1 when a
+    /// promise is broken, 2 when a file or an option is wrong.
+    #[command(disable_help_flag = true)]
+    Verify {
+        /// Subject files and the verifier's options (see `cargo xtask verify --help`)
+        #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Re-render the HTML/PNG report from a results file
+    Report {
+        /// Results file written by `cargo xtask simulate`
+        #[arg(long, value_name = "RESULTS.json")]
+        from: PathBuf,
+        /// Directory for index.html and the chart PNGs (created if missing)
+        #[arg(long, value_name = "DIR", default_value = "target/simulate")]
+        out: PathBuf,
+    },
+    /// Install what the tests need, then rustfmt, clippy -D warnings and every test (what CI runs)
+    Test,
+    /// The speed goals, each as a ratio against a reference measured in the same run
+    Bench,
+    /// The property suites over the algorithms and the whole stack
+    Props(props::PropsArgs),
+    /// The loom models of the breaker, the local store and the lock-free GCRA (release, target/loom)
+    ///
+    /// Set LOOM_MAX_PREEMPTIONS to change the bound on preemptions (default 3).
+    Loom,
+    /// The architecture invariants code can check (docs/ARCHITECTURE.md)
+    Tidy,
+}
 
 fn main() {
-    if let Err(e) = run() {
+    // Bad arguments: clap's message and status 2. Help: status 0.
+    let cli = Cli::parse();
+    if let Err(e) = run(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn run() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    let Some(command) = args.next() else {
-        println!("{USAGE}");
+fn run(cli: Cli) -> Result<()> {
+    let Some(command) = cli.command else {
+        Cli::command().print_help()?;
         return Ok(());
     };
-    let rest: Vec<String> = args.collect();
-    match command.as_str() {
-        "simulate" => simulate::run(&rest),
-        "report" => simulate::run_report(&rest),
-        "test" => test::run(&rest),
-        "bench" => bench::run(&rest),
-        "props" => props::run(&rest),
-        "loom" => loom::run(&rest),
-        "tidy" => tidy::run(&rest),
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
+    match command {
+        Command::Simulate { args } => simulate::run("simulate", &args),
+        Command::Verify { args } => simulate::run("verify", &args),
+        Command::Report { from, out } => simulate::report(&from, &out),
+        Command::Test => test::run_all(),
+        Command::Bench => bench::run(),
+        Command::Props(args) => props::run(args.cases),
+        Command::Loom => loom::run(),
+        Command::Tidy => tidy::run(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn simulate_passes_every_argument_through_unread() {
+        let given = ["--help", "--seeds", "x", "--out", "dir", "-h", "--", "--list"];
+        let Some(Command::Simulate { args }) = parse(&[&["simulate"][..], &given].concat()).expect("parses").command
+        else {
+            panic!("not the simulate command");
+        };
+        assert_eq!(args, given.map(OsString::from));
+    }
+
+    #[test]
+    fn commands_and_their_options_parse() {
+        let report = parse(&["report", "--from", "r.json"]).expect("parses").command;
+        let Some(Command::Report { from, out }) = report else { panic!("not the report command: {report:?}") };
+        assert_eq!((from, out), (PathBuf::from("r.json"), PathBuf::from("target/simulate")));
+        let props = parse(&["props", "--cases", "9"]).expect("parses").command;
+        assert!(matches!(props, Some(Command::Props(props::PropsArgs { cases: 9 }))), "{props:?}");
+        assert!(parse(&[]).expect("no command is help").command.is_none());
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_by_name() {
+        for (args, names) in [
+            (&["frobnicate"][..], &["'frobnicate'"][..]),
+            (&["report"], &["--from <RESULTS.json>"]),
+            (&["report", "--from"], &["--from <RESULTS.json>"]),
+            (&["test", "--fast"], &["'--fast'"]),
+            (&["bench", "extra"], &["'extra'"]),
+            (&["loom", "--release"], &["'--release'"]),
+            (&["tidy", "x"], &["'x'"]),
+            (&["props", "--cases", "0"], &["--cases", "'0'", "a positive whole number"]),
+            (&["props", "--cases", "many"], &["--cases", "'many'", "a positive whole number"]),
+            (&["props", "--seed", "1"], &["'--seed'"]),
+        ] {
+            let e = parse(args).expect_err(&format!("{args:?} parsed")).to_string();
+            for name in names {
+                assert!(e.contains(name), "the message for {args:?} does not say {name:?}:\n{e}");
+            }
         }
-        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    }
+
+    #[test]
+    fn help_lists_every_command() {
+        let help = Cli::command().render_long_help().to_string();
+        for command in ["simulate", "verify", "report", "test", "bench", "props", "loom", "tidy", "help"] {
+            assert!(help.contains(command), "help does not list {command}:\n{help}");
+        }
+        Cli::command().debug_assert();
     }
 }

@@ -14,34 +14,25 @@ use crate::tools::cargo;
 /// Cases per suite when `--cases` is not given.
 pub const DEFAULT_CASES: u32 = 256;
 
-const USAGE: &str = "usage: cargo xtask props [--cases N]   (N: cases per suite, a positive integer; default 256)";
-
-/// Parses `[--cases N]`.
-fn parse(args: &[String]) -> Result<u32> {
-    let mut cases = DEFAULT_CASES;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let value = match arg.as_str() {
-            "--cases" => it.next().with_context(|| format!("`--cases` needs a number\n{USAGE}"))?.as_str(),
-            other => match other.strip_prefix("--cases=") {
-                Some(v) => v,
-                None if other == "-h" || other == "--help" => {
-                    println!("{USAGE}");
-                    std::process::exit(0);
-                }
-                None => bail!("unknown argument {other:?}\n{USAGE}"),
-            },
-        };
-        cases = match value.parse::<u32>() {
-            Ok(n) if n > 0 => n,
-            _ => bail!("`--cases` takes a positive integer, got {value:?}\n{USAGE}"),
-        };
-    }
-    Ok(cases)
+/// `cargo xtask props`'s options.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct PropsArgs {
+    /// Cases per suite (PROPTEST_CASES)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CASES, value_parser = positive,
+          allow_negative_numbers = true)]
+    pub cases: u32,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let cases = parse(args)?;
+/// A positive whole number; clap names the option and the value in front of the reason.
+fn positive(text: &str) -> Result<u32, String> {
+    match text.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(format!("expected a positive whole number (at most {})", u32::MAX)),
+    }
+}
+
+/// Runs every property suite with `cases` cases each, then prints the table.
+pub fn run(cases: u32) -> Result<()> {
     let mut cmd = cargo();
     cmd.args(["test", "-p", "properties", "--", "--show-output"]).env("PROPTEST_CASES", cases.to_string());
     println!("$ PROPTEST_CASES={cases} {cmd:?}");
@@ -105,23 +96,40 @@ fn print_summary(cases: u32, suites: &[String], results: &[String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
+    /// `cargo xtask props` alone, as a command.
+    #[derive(Debug, Parser)]
+    struct Props {
+        #[command(flatten)]
+        args: PropsArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<u32, String> {
+        let all = std::iter::once("props").chain(args.iter().copied());
+        Props::try_parse_from(all).map(|p| p.args.cases).map_err(|e| e.to_string())
     }
 
     #[test]
     fn cases_default_and_explicit() {
-        assert_eq!(parse(&args(&[])).unwrap(), DEFAULT_CASES);
-        assert_eq!(parse(&args(&["--cases", "1000"])).unwrap(), 1000);
-        assert_eq!(parse(&args(&["--cases=7"])).unwrap(), 7);
+        assert_eq!(parse(&[]), Ok(DEFAULT_CASES));
+        assert_eq!(parse(&["--cases", "1000"]), Ok(1000));
+        assert_eq!(parse(&["--cases=7"]), Ok(7));
     }
 
     #[test]
     fn bad_arguments_are_refused_by_name() {
-        for bad in [&["--cases"][..], &["--cases", "0"], &["--cases", "many"], &["--seed", "1"]] {
-            let e = parse(&args(bad)).unwrap_err().to_string();
-            assert!(e.contains("cases") || e.contains("unknown argument"), "{e}");
+        for (bad, said) in [
+            (&["--cases"][..], &["--cases <N>", "a value is required"][..]),
+            (&["--cases", "0"], &["--cases <N>", "'0'", "expected a positive whole number"]),
+            (&["--cases", "-5"], &["--cases <N>", "'-5'", "expected a positive whole number"]),
+            (&["--cases", "many"], &["--cases <N>", "'many'", "expected a positive whole number"]),
+            (&["--seed", "1"], &["unexpected argument '--seed'"]),
+        ] {
+            let e = parse(bad).expect_err("refused");
+            for part in said {
+                assert!(e.contains(part), "the message for {bad:?} does not say {part:?}:\n{e}");
+            }
         }
     }
 }

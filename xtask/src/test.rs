@@ -27,8 +27,8 @@ pub fn run_all() -> Result<()> {
     limiter_tests_on_the_model()?;
     lua_bridge_under_memcheck()?;
 
-    crate::props::run(&[])?;
-    crate::loom::run(&[])?;
+    crate::props::run(crate::props::DEFAULT_CASES)?;
+    crate::loom::run()?;
     Ok(())
 }
 
@@ -72,11 +72,4 @@ fn limiter_tests_on_the_model() -> Result<()> {
         .args(["--test", "agreement", "--test", "redis_store", "--test", "outage", "--test", "bad_input"])
         .env("REDIS_TESTS_SERVER", &model);
     tools::run(test)
-}
-
-pub fn run(args: &[String]) -> Result<()> {
-    if let Some(unknown) = args.first() {
-        bail!("`cargo xtask test` takes no arguments, got {unknown:?}");
-    }
-    run_all()
 }

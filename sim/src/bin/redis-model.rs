@@ -14,93 +14,62 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::Parser;
+
 use sim::model::{ModelHandle, SystemServerClock};
 
-const USAGE: &str =
-    "usage: redis-model --port N [--bind 127.0.0.1] [--save \"\"] [--appendonly no] [--protected-mode yes|no]
-
-Serves the simulation's Redis model (Redis 7.0 commands, Lua scripts) on 127.0.0.1:N.
-It accepts the redis-server options that describe what it already is, so a test harness can
-start it exactly as it starts redis-server; options asking for something it cannot do (another
-address, persistence) are refused.
-
-options:
-  --port N                  TCP port to listen on (0 picks a free one and prints it)
-  --bind ADDR               address to listen on: 127.0.0.1 (or localhost) only
-  --save \"\"                 no RDB snapshots (the model never persists; other values are refused)
-  --appendonly no           no AOF (the model never persists; yes is refused)
-  --protected-mode yes|no   accepted and ignored: the model has no users or passwords
-  --help                    show this text";
-
-/// What the command line asks for.
-#[derive(Debug, PartialEq)]
+/// Serves the simulation's Redis model (Redis 7.0 commands, Lua scripts) on 127.0.0.1:PORT.
+///
+/// It accepts the redis-server options that describe what it already is, so a test harness can
+/// start it exactly as it starts redis-server; options asking for something it cannot do
+/// (another address, persistence) are refused.
+#[derive(Debug, PartialEq, Parser)]
+#[command(name = "redis-model")]
 struct Options {
+    /// TCP port to listen on (0 picks a free one and prints it)
+    #[arg(long, value_name = "N")]
     port: u16,
+    /// Address to listen on: 127.0.0.1 (or localhost) only
+    #[arg(long, value_name = "ADDR", value_parser = loopback)]
+    bind: Option<String>,
+    /// No RDB snapshots: the model never persists, so only "" is accepted
+    #[arg(long, value_name = "\"\"", value_parser = no_snapshots)]
+    save: Option<String>,
+    /// No AOF: the model never persists, so only no is accepted
+    #[arg(long, value_name = "no", value_parser = no_aof)]
+    appendonly: Option<String>,
+    /// Accepted and ignored: the model has no users or passwords
+    #[arg(long, value_name = "yes|no", value_parser = clap::builder::PossibleValuesParser::new(["yes", "no"]),
+          ignore_case = true)]
+    protected_mode: Option<String>,
 }
 
-fn value<'a>(args: &'a [String], i: usize, name: &str, example: &str) -> Result<&'a str, String> {
-    args.get(i + 1).map(String::as_str).ok_or_else(|| format!("{name} needs a value, e.g. {name} {example}"))
-}
+// Each value parser returns the reason; clap names the option and the value in front of it.
 
-fn parse_args(args: &[String]) -> Result<Options, String> {
-    let mut port = None;
-    let mut i = 0;
-    while i < args.len() {
-        let name = args[i].as_str();
-        match name {
-            "--port" => {
-                let v = value(args, i, name, "6390")?;
-                port = Some(v.parse::<u16>().map_err(|_| format!("--port: '{v}' is not a port number (0-65535)"))?);
-            }
-            "--bind" => {
-                let v = value(args, i, name, "127.0.0.1")?;
-                if v != "127.0.0.1" && v != "localhost" {
-                    return Err(format!("--bind: the model listens on 127.0.0.1 only, not '{v}'"));
-                }
-            }
-            "--save" => {
-                let v = value(args, i, name, "\"\"")?;
-                if !v.is_empty() {
-                    return Err(format!(
-                        "--save: the model has no persistence; only --save \"\" is accepted, not '{v}'"
-                    ));
-                }
-            }
-            "--appendonly" => {
-                let v = value(args, i, name, "no")?;
-                if !v.eq_ignore_ascii_case("no") {
-                    return Err(format!(
-                        "--appendonly: the model has no persistence; only 'no' is accepted, not '{v}'"
-                    ));
-                }
-            }
-            "--protected-mode" => {
-                let v = value(args, i, name, "no")?;
-                if !v.eq_ignore_ascii_case("no") && !v.eq_ignore_ascii_case("yes") {
-                    return Err(format!("--protected-mode: expected yes or no, got '{v}'"));
-                }
-            }
-            other => return Err(format!("unknown argument '{other}'")),
-        }
-        i += 2;
+fn loopback(v: &str) -> Result<String, String> {
+    match v {
+        "127.0.0.1" | "localhost" => Ok(v.to_owned()),
+        _ => Err("the model listens on 127.0.0.1 only".to_owned()),
     }
-    let port = port.ok_or_else(|| "missing --port N".to_string())?;
-    Ok(Options { port })
+}
+
+fn no_snapshots(v: &str) -> Result<String, String> {
+    match v {
+        "" => Ok(String::new()),
+        _ => Err("the model has no persistence; only --save \"\" is accepted".to_owned()),
+    }
+}
+
+fn no_aof(v: &str) -> Result<String, String> {
+    match v.eq_ignore_ascii_case("no") {
+        true => Ok(v.to_owned()),
+        false => Err("the model has no persistence; only 'no' is accepted".to_owned()),
+    }
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--help" || a == "-h") {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let port = match parse_args(&args) {
-        Ok(options) => options.port,
-        Err(message) => {
-            eprintln!("redis-model: {message}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    // Bad arguments: clap's message naming them, the usage, status 2. Help: status 0.
+    let port = Options::parse().port;
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -137,26 +106,35 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Options, String> {
-        parse_args(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+        Options::try_parse_from(std::iter::once("redis-model").chain(args.iter().copied())).map_err(|e| e.to_string())
     }
 
     #[test]
     fn accepts_the_arguments_a_redis_server_harness_passes() {
         let args =
             ["--port", "6390", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"];
-        assert_eq!(parse(&args), Ok(Options { port: 6390 }));
-        assert_eq!(parse(&["--port", "0"]), Ok(Options { port: 0 }));
+        assert_eq!(parse(&args).map(|o| o.port), Ok(6390));
+        assert_eq!(parse(&["--port", "0"]).map(|o| o.port), Ok(0));
+        assert_eq!(parse(&["--port", "1", "--appendonly", "NO", "--protected-mode", "Yes"]).map(|o| o.port), Ok(1));
     }
 
     #[test]
     fn refuses_unknown_arguments_and_impossible_settings_by_name() {
-        assert!(parse(&["--port", "1", "--daemonize", "yes"]).unwrap_err().contains("unknown argument '--daemonize'"));
-        assert!(parse(&["--port", "1", "--bind", "0.0.0.0"]).unwrap_err().contains("--bind"));
-        assert!(parse(&["--port", "1", "--save", "900 1"]).unwrap_err().contains("persistence"));
-        assert!(parse(&["--port", "1", "--appendonly", "yes"]).unwrap_err().contains("persistence"));
-        assert!(parse(&["--port", "1", "--protected-mode", "maybe"]).unwrap_err().contains("yes or no"));
-        assert!(parse(&["--port"]).unwrap_err().contains("needs a value"));
-        assert!(parse(&["--port", "x"]).unwrap_err().contains("not a port"));
-        assert!(parse(&[]).unwrap_err().contains("missing --port"));
+        for (args, said) in [
+            (&["--port", "1", "--daemonize", "yes"][..], &["unexpected argument '--daemonize'"][..]),
+            (&["--port", "1", "--bind", "0.0.0.0"], &["--bind <ADDR>", "'0.0.0.0'", "127.0.0.1 only"]),
+            (&["--port", "1", "--save", "900 1"], &["--save", "'900 1'", "persistence"]),
+            (&["--port", "1", "--appendonly", "yes"], &["--appendonly <no>", "'yes'", "persistence"]),
+            (&["--port", "1", "--protected-mode", "maybe"], &["--protected-mode", "'maybe'", "yes, no"]),
+            (&["--port"], &["--port <N>", "a value is required"]),
+            (&["--port", "x"], &["--port <N>", "'x'", "invalid digit"]),
+            (&["--port", "70000"], &["--port <N>", "'70000'", "0..=65535"]),
+            (&[], &["--port <N>", "required"]),
+        ] {
+            let e = parse(args).expect_err("refused");
+            for part in said {
+                assert!(e.contains(part), "the message for {args:?} does not say {part:?}:\n{e}");
+            }
+        }
     }
 }

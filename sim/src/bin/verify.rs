@@ -10,82 +10,48 @@ use std::sync::Arc;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use anyhow::{bail, Context, Result};
-use clap::Parser;
+use anyhow::{bail, Result};
+use clap::error::ErrorKind;
+use clap::parser::ValueSource;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use limiter::{Algorithm, Quota};
 
 use results::{Results, RunResult, SCHEMA};
-use sim::real;
-use sim::run::{self, Executor};
-use sim::scenario::{self, RunSpec};
+use sim::campaign;
+use sim::cli::{Backend, RunArgs};
 use sim::subject::{Subject, SubjectFile};
 use sim::verify::checks::{CheckKind, Held};
 use sim::verify::schedule::{Ran, Schedule};
 use sim::verify::{self, calibrate, profile, search, verdicts};
 
-/// Verifies rate-limiter scripts described by subject files: each promise judged under
-/// generated schedules at exact times and under the scenario catalogue (instances racing,
-/// skewed clocks, partitions, outages, restarts), with a profile of what the script is.
-/// Exits 1 when a promise is broken, 2 when a file or an option is wrong.
+/// `cargo xtask verify`: rate-limiter scripts described by subject files, each promise
+/// judged under generated schedules at exact times and under the scenario catalogue.
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask verify", version, about)]
-struct Args {
-    /// Subject files (TOML, beside their scripts).
+#[command(
+    name = "verify",
+    bin_name = "cargo xtask verify",
+    about = "Verifies rate-limiter scripts described by subject files: each promise judged under generated \
+             schedules at exact times (shrunk to the shortest counterexample) and under the scenario catalogue \
+             (instances racing, skewed clocks, partitions, outages, restarts) beside the library's algorithms, \
+             with a profile of what each script is. Prints one verdict per promise with its replay command, \
+             writes the results JSON and the HTML report.",
+    after_help = "Exit status: 0 when every promise held, 1 when one broke, 2 when a file or an option is wrong."
+)]
+struct VerifyArgs {
+    /// Subject files (TOML, beside their scripts)
     #[arg(required = true, value_name = "SUBJECT.toml")]
     files: Vec<PathBuf>,
-    /// Run the scenarios on `model` (in process, deterministic) or on real `redis` servers.
-    #[arg(long, default_value = "model", value_parser = ["model", "redis"])]
-    backend: String,
-    /// With --backend redis: an existing server instead of private ones.
-    #[arg(long, value_name = "URL")]
-    redis_url: Option<String>,
-    /// Only these scenarios (repeatable; default: the whole catalogue).
-    #[arg(long = "scenario", value_name = "NAME", value_parser = scenario_name)]
-    scenarios: Vec<String>,
-    /// First seed.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Seeds per scenario, from --seed on.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    seeds: u64,
-    /// Simulated length of each scenario run: 12s, 500ms, or ms.
-    #[arg(long, value_parser = duration_ms)]
-    duration: Option<u64>,
-    /// Threads running scenarios.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=256))]
-    threads: u64,
-    /// Generated schedules per check and quota in the search.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    /// Generated schedules per check and quota in the search
+    #[arg(long, value_name = "N", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     cases: u32,
-    /// Skip the race and clock-skew sweeps.
-    #[arg(long)]
-    no_sweeps: bool,
-    /// The quota to drive the subject with, as LIMIT/PERIOD_MS/BURST (replays).
+    /// The quota to drive a replay with, as LIMIT/PERIOD_MS[/BURST] [default: the file's, or 20/1000/20]
     #[arg(long, value_name = "L/T/B", value_parser = quota)]
     quota: Option<Quota>,
-    /// Replay one schedule at exact times instead of verifying: `0:1 0:1 250:2 lose-data@400`.
+    /// Replay one schedule at exact times instead of verifying, e.g. "0:1 0:1 250:2@+500 lose-data@400"
     #[arg(long, value_name = "SCHEDULE", value_parser = Schedule::parse)]
     replay: Option<Schedule>,
-    /// Where the results JSON goes (default OUT/results.json).
-    #[arg(long, value_name = "PATH")]
-    json: Option<PathBuf>,
-    /// Where the results and the report go.
-    #[arg(long, value_name = "DIR", default_value = "target/verify")]
-    out: PathBuf,
-}
-
-fn scenario_name(name: &str) -> Result<String, String> {
-    match scenario::find(name) {
-        Some(_) => Ok(name.to_owned()),
-        None => {
-            let names: Vec<&str> = scenario::catalogue().iter().map(|s| s.name).collect();
-            Err(format!("unknown scenario {name:?}; expected one of {}", names.join(", ")))
-        }
-    }
-}
-
-fn duration_ms(text: &str) -> Result<u64, String> {
-    sim::cli::duration_ms(text).map_err(|e| e.to_string())
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 fn quota(text: &str) -> Result<Quota, String> {
@@ -100,13 +66,31 @@ fn quota(text: &str) -> Result<Quota, String> {
     Ok(q)
 }
 
+/// Where verify's results and report go unless `--out` says otherwise (`simulate` writes to
+/// `target/simulate`).
+const OUT: &str = "target/verify";
+
+fn parse() -> Result<VerifyArgs, clap::Error> {
+    let matches = VerifyArgs::command().try_get_matches()?;
+    let mut args = VerifyArgs::from_arg_matches(&matches)?;
+    args.run.validate::<VerifyArgs>()?;
+    if matches.value_source("out") == Some(ValueSource::DefaultValue) {
+        args.run.out = PathBuf::from(OUT);
+    }
+    if args.run.backend == Backend::MiniRedis {
+        return Err(VerifyArgs::command().error(
+            ErrorKind::InvalidValue,
+            "--backend mini-redis cannot run scripts (mini-redis has no EVAL): use model or redis",
+        ));
+    }
+    Ok(args)
+}
+
 fn main() -> ExitCode {
-    let args = match Args::try_parse() {
+    let args = match parse() {
         Ok(args) => args,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
-        }
+        // Help goes to stdout with status 0; a bad command line to stderr with status 2.
+        Err(e) => e.exit(),
     };
     match verify_all(&args) {
         Ok(true) => ExitCode::SUCCESS,
@@ -139,25 +123,15 @@ fn load(files: &[PathBuf]) -> Result<Vec<SubjectFile>> {
     Ok(loaded)
 }
 
-fn verify_all(args: &Args) -> Result<bool> {
+fn verify_all(args: &VerifyArgs) -> Result<bool> {
     let files = load(&args.files)?;
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
         return Ok(replay(file, args.quota, schedule));
     }
     let subjects: Vec<Arc<SubjectFile>> = files.iter().map(verify::calibrated).collect();
-    let backend_args = match (&args.backend[..], &args.redis_url) {
-        ("redis", Some(url)) => format!(" --backend redis --redis-url {url}"),
-        ("redis", None) => " --backend redis".to_owned(),
-        _ => String::new(),
-    };
-    let execute: Box<Executor> = match (&args.backend[..], args.redis_url.clone()) {
-        ("model", None) => Box::new(sim::cluster::run),
-        ("redis", Some(url)) => Box::new(move |spec: &RunSpec| real::execute_at(&url, spec)),
-        ("redis", None) => Box::new(real::execute),
-        _ => bail!("--redis-url only makes sense with --backend redis"),
-    };
-    let duration_ms = args.duration.unwrap_or(if args.backend == "model" { 12_000 } else { real::DEFAULT_DURATION_MS });
+    let o = &args.run;
+    let execute = campaign::executor(o)?;
 
     // The subjects beside the library's algorithms their promises name.
     let mut everyone: Vec<Subject> = subjects.iter().map(|f| Subject::Script(f.clone())).collect();
@@ -168,87 +142,54 @@ fn verify_all(args: &Args) -> Result<bool> {
             }
         }
     }
-    let seeds: Vec<u64> = (args.seed..args.seed.saturating_add(args.seeds)).collect();
-    let specs: Vec<RunSpec> = scenario::catalogue()
-        .iter()
-        .filter(|s| args.scenarios.is_empty() || args.scenarios.iter().any(|n| n == s.name))
-        .flat_map(|s| s.runs(&everyone, &seeds, None, duration_ms))
-        .collect();
+    let specs = campaign::specs(o, &everyone)?;
     println!(
-        "verify: {} subject(s), {} scenario runs ({} ms each, on {}), {} schedules per check and quota",
+        "verify: {} subject file(s); {} scenario runs of {} ms on {}; {} schedules per check and quota",
         subjects.len(),
         specs.len(),
-        duration_ms,
-        args.backend,
+        o.duration_ms(),
+        o.backend.name(),
         args.cases
     );
-    let threads = args.threads as usize;
-    let mut results = run::run_many_with(&specs, threads, &|| {}, &*execute)?;
-    for r in &mut results {
-        r.replay.push_str(&backend_args);
-    }
-    let (mut swept, mut race_sweep, mut skew_sweep) = (Vec::new(), Vec::new(), Vec::new());
-    if !args.no_sweeps && args.scenarios.is_empty() {
-        let race = run::race_sweep_specs(&everyone, seeds[0], duration_ms.min(6_000));
-        let skew = run::skew_sweep_specs(&everyone, seeds[0], duration_ms.min(6_000));
-        let all: Vec<RunSpec> =
-            race.iter().map(|(s, _)| s.clone()).chain(skew.iter().map(|(s, _)| s.clone())).collect();
-        let ran = run::run_many_with(&all, threads, &|| {}, &*execute)?;
-        let (r, k) = ran.split_at(race.len());
-        race_sweep = run::race_points(&race, r);
-        skew_sweep = run::skew_points(&skew, k);
-        swept = r
-            .iter()
-            .cloned()
-            .map(|x| (x, None))
-            .chain(k.iter().cloned().zip(skew.iter().map(|(_, s)| Some(*s))))
-            .collect::<Vec<(RunResult, Option<i64>)>>();
-    }
+    let campaign = campaign::run(o, &everyone, &specs, &*execute)?;
 
     let mut reports = Vec::new();
     for file in &subjects {
         let quota = verify::catalogue_quota(file);
-        let searched = searches(file, args.cases, args.seed);
+        let searched = searches(file, args.cases, o.seed);
         let measured = profile::measure(file, file.promise, quota);
-        let runs: Vec<&RunResult> = results.iter().filter(|r| r.algorithm == file.name).collect();
-        let mine: Vec<(&RunResult, Option<i64>)> =
-            swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
+        let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.algorithm == file.name).collect();
+        let swept: Vec<(&RunResult, Option<i64>)> =
+            campaign.swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
         let evidence = verdicts::Evidence {
             file,
             quota,
             searched: &searched,
             runs: &runs,
-            swept: &mine,
+            swept: &swept,
             measured: &measured,
-            verify_command: format!("cargo xtask verify {}{backend_args}", file.path.display()),
+            verify_command: format!("cargo xtask verify {}{}", file.path.display(), o.backend_args()),
         };
         reports.push(verdicts::report(&evidence));
     }
 
-    print!("{}", results::table::render(&results));
+    print!("{}", results::table::render(&campaign.results));
     for r in &reports {
         print!("{}", verdicts::render(r));
     }
     let held = reports.iter().all(|r| r.verdicts.iter().all(|v| v.verdict != "broken"));
-
     let out = Results {
         schema: SCHEMA.to_owned(),
         command: format!("cargo xtask verify {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
-        backend: args.backend.clone(),
-        seeds,
-        duration_ms,
-        results,
-        race_sweep,
-        skew_sweep,
+        backend: o.backend.name().to_owned(),
+        seeds: o.seed_list(),
+        duration_ms: o.duration_ms(),
+        results: campaign.results,
+        race_sweep: campaign.race_sweep,
+        skew_sweep: campaign.skew_sweep,
         verify: reports,
     };
-    let json_path = args.json.clone().unwrap_or_else(|| args.out.join("results.json"));
-    if let Some(dir) = json_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    }
-    std::fs::write(&json_path, serde_json::to_string_pretty(&out)?)
-        .with_context(|| format!("cannot write {}", json_path.display()))?;
-    println!("\nresults: {}", json_path.display());
+    campaign::write(o, &out)?;
     Ok(held)
 }
 
