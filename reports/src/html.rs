@@ -1,6 +1,8 @@
 //! The report page: one self-contained HTML file, inline CSS, no JavaScript, images by relative
 //! file name. Every string that comes from the results file goes through [`escape`].
 
+mod verified;
+
 use std::fmt::Write as _;
 
 use results::verdict::{self, Check, Kind, Problem, RowVerdict};
@@ -65,6 +67,9 @@ tr.expected td:first-child { border-left: 5px solid #8a8a8a; }
 .tag.none { background: #d6d6d6; color: var(--ink); }
 span.check { color: var(--muted); font-size: 13px; }
 ul.findings { padding-left: 20px; }
+pre { font-family: "DejaVu Sans Mono", Menlo, Consolas, monospace; font-size: 13px; background: var(--code-bg);
+      padding: 6px 8px; overflow-x: auto; margin: 6px 0; }
+table.profile th { width: 14em; }
 details { margin: 12px 0; }
 details summary { cursor: pointer; font-weight: bold; }
 ul.findings li { margin: 4px 0; }
@@ -223,7 +228,14 @@ fn problem_text(p: &Problem<'_>, errors: u64) -> String {
 }
 
 fn finding_item(out: &mut String, x: &RunResult) {
-    let problems: Vec<String> = verdict::problems(x).iter().map(|p| problem_text(p, x.errors)).collect();
+    let mut problems: Vec<String> = verdict::problems(x).iter().map(|p| problem_text(p, x.errors)).collect();
+    if let Some(redis) = x.redis.as_ref().filter(|r| r.keys_without_ttl > 0) {
+        problems.push(escape(&format!(
+            "{} key(s) left without a TTL, which never expire (e.g. {})",
+            redis.keys_without_ttl,
+            redis.keys_without_ttl_sample.join(", ")
+        )));
+    }
     let _ = writeln!(
         out,
         "<li><strong>{}</strong>, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
@@ -282,12 +294,12 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
     let chart = |k: &ChartKind| charts.iter().find(|c| &c.kind == k);
     let lineup = Lineup::of(r);
     let mut out = String::new();
+    let title = if r.verify.is_empty() { "Rate limiter simulation report" } else { "Rate limiter verification report" };
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>Rate limiter simulation report</title>\n<style>{CSS}</style>\n</head>\n<body>\n<header>\n\
-         <h1>Rate limiter simulation report</h1>\n"
+         <title>{title}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<header>\n<h1>{title}</h1>\n"
     );
     let seeds = r.seeds.iter().map(u64::to_string).collect::<Vec<_>>().join(", ");
     let or_dash = |s: &str| if s.is_empty() { "—".to_string() } else { escape(s) };
@@ -322,6 +334,7 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
     out.push_str("<nav><ol>\n");
     for c in charts {
         let label = match &c.kind {
+            ChartKind::Rate => "Verified subjects".to_string(),
             ChartKind::Race => "GET+SET race".to_string(),
             ChartKind::Scenario(s) => format!("Scenario {}", escape(s)),
             ChartKind::Accuracy => "Accuracy".into(),
@@ -332,6 +345,7 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
         let _ = writeln!(out, "<li><a href=\"#{}\">{label}</a></li>", escape(&section_id(c)));
     }
     out.push_str("</ol></nav>\n</header>\n<main>\n");
+    verified::section(&mut out, &r.verify, chart(&ChartKind::Rate));
 
     if let Some(c) = chart(&ChartKind::Race) {
         let _ = writeln!(out, "<section id=\"{}\">\n<h2>GET+SET race</h2>", escape(&section_id(c)));

@@ -33,7 +33,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
 
-pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use schema::{
+    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
+    SubjectReport, VerdictLine, SCHEMA,
+};
 pub use text_box::{overlapping, TextBox};
 
 /// Everything [`render`] wrote.

@@ -37,7 +37,8 @@ pub(crate) struct Lineup {
 }
 
 impl Lineup {
-    /// Every algorithm named anywhere in `r` (runs, then the race and skew sweeps).
+    /// Every algorithm named anywhere in `r` (runs, the race and skew sweeps, then the verified
+    /// subjects).
     pub(crate) fn of(r: &Results) -> Self {
         let flagged = |name: &str| r.results.iter().any(|x| x.algorithm == name && x.subject);
         let built_in: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
@@ -52,7 +53,8 @@ impl Lineup {
             .iter()
             .map(|x| x.algorithm.as_str())
             .chain(r.race_sweep.iter().map(|p| p.algorithm.as_str()))
-            .chain(r.skew_sweep.iter().map(|p| p.algorithm.as_str()));
+            .chain(r.skew_sweep.iter().map(|p| p.algorithm.as_str()))
+            .chain(r.verify.iter().map(|s| s.name.as_str()));
         let mut subjects = 0;
         for name in named {
             if entries.iter().any(|e| e.name == name) {

@@ -4,5 +4,6 @@
 //! outdated file.
 
 pub use results::{
-    is_failure, FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA,
+    is_failure, FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
+    SubjectReport, VerdictLine, SCHEMA,
 };

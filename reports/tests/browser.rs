@@ -219,7 +219,8 @@ fn console_messages(stderr: &str) -> Vec<&str> {
 fn report_opens_in_chromium_with_every_image_loaded_no_errors_and_a_screenshot() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("results.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&support::sample::sample_results()).unwrap()).unwrap();
+    // A verification's page: every section a simulation shows, the verified subjects first.
+    std::fs::write(&json, serde_json::to_string_pretty(&support::sample::sample_verification()).unwrap()).unwrap();
     let out = dir.path().join("report");
     let paths = reports::render(&json, &out).unwrap();
     let html = std::fs::read_to_string(&paths.index_html).unwrap();

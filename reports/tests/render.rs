@@ -8,7 +8,7 @@ use reports::{render, render_results, Results, RunResult, SCHEMA};
 // Each test binary compiles all the shared support and uses part of it.
 #[allow(dead_code)]
 mod support;
-use support::sample::sample_results;
+use support::sample::{sample_results, sample_subject, sample_verification};
 
 const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1A, b'\n'];
 
@@ -175,6 +175,33 @@ fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labe
     let expected =
         item("cargo xtask simulate --scenario clock-skew --algorithm token-bucket --seed 1 --time-source client");
     assert!(expected.contains("<span class=\"tag expected\">expected finding</span> bound broken"), "{expected}");
+}
+
+#[test]
+fn a_verification_opens_with_its_subjects_verdicts_evidence_replay_and_rate_chart() {
+    let mut r = sample_results();
+    r.verify = vec![sample_subject("mine", true), sample_subject("<b>theirs</b>", false)];
+    let dir = tempfile::tempdir().unwrap();
+    let paths = render_results(&r, dir.path()).unwrap();
+    let names: Vec<String> =
+        paths.charts.iter().map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(names[0], "rate.png", "{names:?}");
+    assert_eq!(names[1], "race.png", "{names:?}");
+    assert_png(&paths.charts[0].path);
+    let html = std::fs::read_to_string(&paths.index_html).unwrap();
+    assert!(html.contains("<h1>Rate limiter verification report</h1>"));
+    let section = &html[html.find("<h2>Verified subjects</h2>").expect("a verified subjects section")..];
+    assert!(html.find("<h2>Verified subjects</h2>") < html.find("<h2>GET+SET race</h2>"), "verdicts come first");
+    assert!(section.contains("<img src=\"rate.png\""));
+    assert!(section.contains("mine <span class=\"tag broken\">1 promise(s) broken</span>"), "{section}");
+    assert!(section.contains("&lt;b&gt;theirs&lt;/b&gt; <span class=\"tag held\">every promise held</span>"));
+    assert!(section.contains("<pre>t (ms)  instance  asked  admitted\n     0         0     10        10"));
+    assert!(section.contains(
+        "replay: <code>cargo xtask verify mine.toml --quota 10/1000/10 --replay &quot;0:0:10,999:1:1&quot;</code>"
+    ));
+    assert_eq!(section.matches("<tr class=\"broken\">").count(), 1, "only the broken check is marked");
+    assert!(section.contains("<tr><th>largest burst at once</th><td>11 (the promise allows 10)</td></tr>"));
+    assert!(!html.contains("<b>theirs"), "subject names are escaped");
 }
 
 #[test]
@@ -358,7 +385,7 @@ fn assert_text_laid_out(name: &str, paths: &reports::ReportPaths) {
 #[test]
 fn no_chart_text_overlaps_or_runs_off_its_image() {
     let dir = tempfile::tempdir().unwrap();
-    let sample = render_results(&sample_results(), &dir.path().join("sample")).unwrap();
+    let sample = render_results(&sample_verification(), &dir.path().join("sample")).unwrap();
     assert_text_laid_out("sample", &sample);
     let real = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/real-run.json");
     let real = render(real.as_ref(), &dir.path().join("real")).unwrap();

@@ -14,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use reports::{render_results, RenderedChart, Results, TextBox};
 use results::verdict::{problems, Check};
 
+// Each test binary compiles all the shared support and uses part of it.
+#[allow(dead_code)]
 mod support;
 use support::verdicts::{self, Key};
 

@@ -168,6 +168,24 @@ impl SimulateArgs {
 }
 
 impl RunArgs {
+    /// Parses these options alone (for tests and tools that drive a campaign from code):
+    /// `args` without a program name.
+    pub fn parse_from<I, T>(args: I) -> Result<RunArgs, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        #[derive(Parser)]
+        struct Alone {
+            #[command(flatten)]
+            run: RunArgs,
+        }
+        let args = std::iter::once(std::ffi::OsString::from("run")).chain(args.into_iter().map(Into::into));
+        let alone = Alone::try_parse_from(args)?;
+        alone.run.validate::<Alone>()?;
+        Ok(alone.run)
+    }
+
     /// The checks clap's value parsers cannot make, because they involve two options. Call it
     /// right after parsing a command `C` that flattens these options; the error carries `C`'s
     /// usage, like clap's own.

@@ -113,6 +113,21 @@ fn fail_open_is_unbounded_during_an_outage_while_the_local_budget_holds() {
 }
 
 #[test]
+fn incr_then_expire_leaves_counters_without_a_ttl_and_those_keys_limited_forever() {
+    let results = run_all(&specs("client-crash", &["incr-expire", "fixed-window"], &[1], 12_000));
+    let incr = one(&results, "incr-expire", |_| true);
+    let redis = incr.redis.as_ref().expect("the run's cost to Redis");
+    assert!(redis.keys_without_ttl > 0, "no counter was left without a TTL: {redis:?}");
+    assert!(redis.keys_without_ttl_sample.iter().all(|k| k.starts_with("rl:{key-")), "{redis:?}");
+    // Such a key keeps its count for ever: once it reaches the limit, nothing passes again.
+    assert_eq!(incr.liveness, "broken", "{}", incr.liveness_detail);
+    assert!(!is_failure(incr), "a subject's finding, not the run's failure");
+    let script = one(&results, "fixed-window", |_| true);
+    assert_eq!(script.redis.as_ref().map(|r| r.keys_without_ttl), Some(0), "one script leaves nothing half done");
+    assert_eq!(script.liveness, "held", "{}", script.liveness_detail);
+}
+
+#[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
     let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let mut all = Vec::new();

@@ -1,4 +1,4 @@
-//! What one `cargo xtask simulate` produces, and what it means.
+//! What one `cargo xtask simulate` or `cargo xtask verify` produces, and what it means.
 //!
 //! - [`schema`]: the results file (JSON, schema [`SCHEMA`]), re-exported at the crate root.
 //!   This crate is its one definition: the simulator (`sim`) writes it and the report
@@ -8,12 +8,14 @@
 //!   "starved 1/1 (expected)", "BROKEN 2/3" that the terminal table, the HTML tables, the
 //!   chart titles and the findings list all show.
 //! - [`table`]: the terminal tables `cargo xtask simulate` prints.
+//! - [`subject`]: what a subject `cargo xtask verify` judged came to, in words.
 //!
 //! The crate depends on serde alone, so the report builds without the simulator.
 
 #![forbid(unsafe_code)]
 
 pub mod schema;
+pub mod subject;
 pub mod table;
 pub mod verdict;
 

@@ -18,9 +18,11 @@ struct Row<'a> {
     recover_ms: Option<u64>,
 }
 
-/// Renders every scenario's table.
+/// Renders every scenario's table. The algorithm column is as wide as the longest name (a
+/// subject file can name its script anything), the same in every table.
 pub fn render(results: &[RunResult]) -> String {
     let mut out = String::new();
+    let w = results.iter().map(|r| r.algorithm.chars().count()).max().unwrap_or(0).max(15);
     let mut scenarios: Vec<&str> = Vec::new();
     for r in results {
         if !scenarios.contains(&r.scenario.as_str()) {
@@ -73,7 +75,7 @@ pub fn render(results: &[RunResult]) -> String {
         let _ = writeln!(out, "{}", wrap(&first.description, 100));
         let _ = writeln!(
             out,
-            "{:<15} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:<22} {:>8}",
+            "{:<w$} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:<22} {:>8}",
             "algorithm",
             "policy",
             "time",
@@ -92,7 +94,7 @@ pub fn render(results: &[RunResult]) -> String {
             let recover = row.recover_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
             let _ = writeln!(
                 out,
-                "{:<15} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6} {:<22} {:>8}",
+                "{:<w$} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6} {:<22} {:>8}",
                 row.first.algorithm,
                 row.first.policy,
                 row.first.time_source,
@@ -171,5 +173,15 @@ mod tests {
             "adr002          fail-open     server       800       279       518   0.00%  29.88%     20 starved 1/2 (expected)        -"
         );
         assert_eq!(lines.len(), 6);
+    }
+
+    #[test]
+    fn a_long_subject_name_widens_the_algorithm_column_of_every_row() {
+        let results = [run("gcra", 1, 259, "held"), run("a caller-timed bucket", 1, 259, "held")];
+        let text = render(&results);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[3].starts_with("algorithm             policy"), "{}", lines[3]);
+        assert!(lines[4].starts_with("gcra                  fail-open"), "{}", lines[4]);
+        assert!(lines[5].starts_with("a caller-timed bucket fail-open"), "{}", lines[5]);
     }
 }

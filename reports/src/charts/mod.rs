@@ -6,7 +6,9 @@ mod accuracy;
 mod cost;
 mod draw;
 mod outage;
+mod overlap;
 mod race;
+mod rate;
 mod record;
 mod scenario;
 mod series;
@@ -25,6 +27,7 @@ use self::cost::cost;
 use self::draw::Drawn;
 use self::outage::outage;
 use self::race::race;
+use self::rate::rate;
 use self::scenario::scenario;
 use self::skew::skew;
 
@@ -34,6 +37,7 @@ pub(crate) const OUTAGE_SCENARIO: &str = "redis-outage";
 /// What a chart shows; the page places it by this.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ChartKind {
+    Rate,
     Race,
     Scenario(String),
     Accuracy,
@@ -88,6 +92,15 @@ pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> 
         charts.push(Chart { kind, file, alt, placeholder, size: (width, height), text });
         anyhow::Ok(())
     };
+    // A verification's own chart first; a plain simulation has none.
+    if !r.verify.is_empty() {
+        add(
+            ChartKind::Rate,
+            "rate.png".into(),
+            "Delivered against offered rate, one curve per verified subject".into(),
+            &|p| rate(r, p),
+        )?;
+    }
     add(
         ChartKind::Race,
         "race.png".into(),

@@ -3,13 +3,13 @@
 use std::path::Path;
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::lineup::Lineup;
 use crate::schema::Results;
 use crate::style::{tidy, GREY};
 
 use super::draw::*;
+use super::overlap::{self, note, Bands};
 use super::series::*;
 
 pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
@@ -85,30 +85,12 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let mut legend: Vec<LegendItem> =
         algorithms.iter().map(|a| LegendItem::new(lineup.label(a), Swatch::Line(lineup.color(a)))).collect();
     legend.push(LegendItem::new("limit (admitted = limit)", Swatch::Dashed(GREY)));
-    // Lines that coincide are drawn as nested bands (widest first) and named in a note, so no
+    // Coinciding lines are drawn as nested bands and named, so no
     // algorithm silently disappears under another.
     let tol = ymax * 0.01;
-    let left_groups = coinciding(&by_instances, tol);
-    let right_groups = coinciding(&by_latency, tol);
-    let widths = |groups: &[Vec<usize>]| {
-        let mut w = vec![2u32; algorithms.len()];
-        for g in groups.iter().filter(|g| g.len() > 1) {
-            for (j, &i) in g.iter().enumerate() {
-                w[i] = 2 + 2 * (g.len() - 1 - j) as u32;
-            }
-        }
-        w
-    };
-    let (left_w, right_w) = (widths(&left_groups), widths(&right_groups));
-    let mut notes: Vec<String> = Vec::new();
-    for g in left_groups.iter().chain(&right_groups).filter(|g| g.len() > 1) {
-        let names = g.iter().map(|&i| algorithms[i].as_str()).collect::<Vec<_>>().join(", ");
-        if !notes.contains(&names) {
-            notes.push(names);
-        }
-    }
-    let note = (!notes.is_empty()).then(|| format!("coinciding lines, drawn as nested bands: {}", notes.join("; ")));
-    let head = header_height(&legend) + if note.is_some() { 26 } else { 0 };
+    let (left_bands, right_bands) = (Bands::of(&by_instances, tol), Bands::of(&by_latency, tol));
+    let note = note([left_bands.names(&algorithms), right_bands.names(&algorithms)].concat());
+    let head = overlap::height_with(&legend, &note);
     let (root, log) = canvas(path, head + 520)?;
     let (top, body) = root.split_vertically(head);
     let seeds = distinct(sweep.iter().map(|p| p.seed as f64)).len();
@@ -118,13 +100,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         &format!("admitted ÷ limit over one period, mean of {seeds} seed(s); 1 means exactly the limit"),
         &legend,
     )?;
-    if let Some(note) = note {
-        top.draw(&Text::new(
-            note,
-            (WIDTH as i32 / 2, header_height(&legend) as i32 + 2),
-            font(14.0).color(&GREY).pos(Pos::new(HPos::Center, VPos::Top)),
-        ))?;
-    }
+    overlap::draw_note(&top, &legend, &note)?;
     let (left, right) = body.split_horizontally(WIDTH / 2);
 
     // Left: against instance count, categorical axis (the sweep doubles instances).
@@ -158,7 +134,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         6,
         GREY.stroke_width(2),
     ))?;
-    for ((a, pts), w) in by_instances.iter().zip(&left_w) {
+    for ((a, pts), w) in by_instances.iter().zip(&left_bands.widths) {
         let c = lineup.color(a);
         let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
         let pts: Vec<(SegmentValue<i32>, f64)> =
@@ -189,7 +165,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
             .y_label_formatter(&fmt_y)
             .draw()?;
         chart.draw_series(DashedLineSeries::new([(0.0, 1.0), (xmax, 1.0)], 8, 6, GREY.stroke_width(2)))?;
-        for ((a, pts), w) in by_latency.iter().zip(&right_w) {
+        for ((a, pts), w) in by_latency.iter().zip(&right_bands.widths) {
             let c = lineup.color(a);
             let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
             chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(w)))?;
@@ -199,34 +175,4 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         empty_panel(&right, "no latency sweep: race_sweep has one Redis latency only")?;
     }
     finish(root, log, path)
-}
-
-/// Groups lines (by index) whose points share x values and differ by at most `tol` everywhere.
-fn coinciding<X: PartialEq>(lines: &[(String, Vec<(X, f64)>)], tol: f64) -> Vec<Vec<usize>> {
-    let same_line = |a: &[(X, f64)], b: &[(X, f64)]| {
-        !a.is_empty() && a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.0 == q.0 && (p.1 - q.1).abs() <= tol)
-    };
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for (i, (_, pts)) in lines.iter().enumerate() {
-        match groups.iter_mut().find(|g| same_line(&lines[g[0]].1, pts)) {
-            Some(g) => g.push(i),
-            None => groups.push(vec![i]),
-        }
-    }
-    groups
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn coinciding_lines_are_grouped() {
-        let lines = vec![
-            ("a".to_string(), vec![(0, 1.0), (1, 1.0)]),
-            ("b".to_string(), vec![(0, 1.0), (1, 1.01)]),
-            ("c".to_string(), vec![(0, 1.0), (1, 5.0)]),
-        ];
-        assert_eq!(coinciding(&lines, 0.05), vec![vec![0, 1], vec![2]]);
-    }
 }

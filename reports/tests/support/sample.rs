@@ -8,7 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use reports::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+use reports::{
+    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
+    SubjectReport, VerdictLine, SCHEMA,
+};
 
 /// splitmix64: a tiny deterministic generator, so the sample needs no `rand`.
 struct Rng(u64);
@@ -451,5 +454,67 @@ pub fn sample_results() -> Results {
         race_sweep,
         skew_sweep,
         verify: Vec::new(),
+    }
+}
+
+/// What `cargo xtask verify` reports of one subject: `broken` breaks its bound with a
+/// counterexample, otherwise every check holds.
+pub fn sample_subject(name: &str, broken: bool) -> SubjectReport {
+    let bound = if broken {
+        VerdictLine {
+            check: "bound".into(),
+            verdict: "broken".into(),
+            detail: "admitted 11 in a 1000 ms window; the promise allows 10".into(),
+            evidence: "t (ms)  instance  asked  admitted\n     0         0     10        10\n   999         1      1         1"
+                .into(),
+            replay: format!("cargo xtask verify {name}.toml --quota 10/1000/10 --replay \"0:0:10,999:1:1\""),
+        }
+    } else {
+        VerdictLine {
+            check: "bound".into(),
+            verdict: "held".into(),
+            detail: "held in 200 schedules x 3 quotas at exact times and 12 scenario runs".into(),
+            ..VerdictLine::default()
+        }
+    };
+    SubjectReport {
+        name: name.into(),
+        file: format!("{name}.toml"),
+        promise: "fixed-window".into(),
+        time: "server".into(),
+        quota: "10 per 1000 ms, burst 10".into(),
+        verdicts: vec![
+            bound,
+            VerdictLine {
+                check: "failure policy".into(),
+                verdict: "n/a".into(),
+                detail: "not cut off".into(),
+                ..VerdictLine::default()
+            },
+        ],
+        profile: Profile {
+            rate_curve: [0.5, 1.0, 2.0, 4.0]
+                .iter()
+                .map(|&offered| RatePoint {
+                    offered,
+                    delivered: if broken { offered.min(1.2) } else { offered.min(1.0) },
+                })
+                .collect(),
+            largest_burst: if broken { 11 } else { 10 },
+            burst_bound: 10,
+            longest_starvation_ms: 1000,
+            exact_longest_gap_ms: Some(1000),
+            memory_per_key_bytes: 72.0,
+            ..Profile::default()
+        },
+        ..SubjectReport::default()
+    }
+}
+
+/// The sample as `cargo xtask verify` would leave it: two subjects judged, one broken.
+pub fn sample_verification() -> Results {
+    Results {
+        verify: vec![sample_subject("mine", true), sample_subject("a subject with a long name", false)],
+        ..sample_results()
     }
 }

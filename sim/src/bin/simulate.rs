@@ -129,8 +129,16 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         } else {
             &r.liveness_detail
         };
+        let immortal = match r.redis.as_ref().filter(|c| c.keys_without_ttl > 0) {
+            Some(c) => format!(
+                "; {} key(s) left without a TTL, which never expire (e.g. {})",
+                c.keys_without_ttl,
+                c.keys_without_ttl_sample.join(", ")
+            ),
+            None => String::new(),
+        };
         println!(
-            "{label}: {} {} {} seed {}: {detail}\n    replay: {}",
+            "{label}: {} {} {} seed {}: {detail}{immortal}\n    replay: {}",
             r.scenario, r.algorithm, r.policy, r.seed, r.replay
         );
     }

@@ -12,17 +12,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{bail, Result};
 use clap::error::ErrorKind;
-use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use limiter::{Algorithm, Quota};
 
-use results::{Results, RunResult, SCHEMA};
+use results::{Results, SCHEMA};
 use sim::campaign;
 use sim::cli::{Backend, RunArgs};
 use sim::subject::{Subject, SubjectFile};
 use sim::verify::checks::{CheckKind, Held};
 use sim::verify::schedule::{Ran, Schedule};
-use sim::verify::{self, calibrate, profile, search, verdicts};
+use sim::verify::{self, calibrate, search};
 
 /// `cargo xtask verify`: rate-limiter scripts described by subject files, each promise
 /// judged under generated schedules at exact times and under the scenario catalogue.
@@ -70,15 +69,16 @@ fn quota(text: &str) -> Result<Quota, String> {
 /// `target/simulate`).
 const OUT: &str = "target/verify";
 
+fn command() -> clap::Command {
+    VerifyArgs::command().mut_arg("out", |a| a.default_value(OUT))
+}
+
 fn parse() -> Result<VerifyArgs, clap::Error> {
-    let matches = VerifyArgs::command().try_get_matches()?;
-    let mut args = VerifyArgs::from_arg_matches(&matches)?;
+    let matches = command().try_get_matches()?;
+    let args = VerifyArgs::from_arg_matches(&matches)?;
     args.run.validate::<VerifyArgs>()?;
-    if matches.value_source("out") == Some(ValueSource::DefaultValue) {
-        args.run.out = PathBuf::from(OUT);
-    }
     if args.run.backend == Backend::MiniRedis {
-        return Err(VerifyArgs::command().error(
+        return Err(command().error(
             ErrorKind::InvalidValue,
             "--backend mini-redis cannot run scripts (mini-redis has no EVAL): use model or redis",
         ));
@@ -153,31 +153,13 @@ fn verify_all(args: &VerifyArgs) -> Result<bool> {
     );
     let campaign = campaign::run(o, &everyone, &specs, &*execute)?;
 
-    let mut reports = Vec::new();
-    for file in &subjects {
-        let quota = verify::catalogue_quota(file);
-        let searched = searches(file, args.cases, o.seed);
-        let measured = profile::measure(file, file.promise, quota);
-        let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.algorithm == file.name).collect();
-        let swept: Vec<(&RunResult, Option<i64>)> =
-            campaign.swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
-        let evidence = verdicts::Evidence {
-            file,
-            quota,
-            searched: &searched,
-            runs: &runs,
-            swept: &swept,
-            measured: &measured,
-            verify_command: format!("cargo xtask verify {}{}", file.path.display(), o.backend_args()),
-        };
-        reports.push(verdicts::report(&evidence));
-    }
+    let reports: Vec<_> = subjects.iter().map(|file| verify::report(file, &campaign, args.cases, o.seed)).collect();
 
     print!("{}", results::table::render(&campaign.results));
     for r in &reports {
-        print!("{}", verdicts::render(r));
+        print!("{}", results::subject::render(r));
     }
-    let held = reports.iter().all(|r| r.verdicts.iter().all(|v| v.verdict != "broken"));
+    let held = reports.iter().all(|r| results::subject::broken(r) == 0);
     let out = Results {
         schema: SCHEMA.to_owned(),
         command: format!("cargo xtask verify {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
@@ -191,33 +173,6 @@ fn verify_all(args: &VerifyArgs) -> Result<bool> {
     };
     campaign::write(o, &out)?;
     Ok(held)
-}
-
-/// Every applicable check, searched on every quota.
-fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts::Searched> {
-    let quotas = verify::search_quotas(file);
-    let mut out = Vec::new();
-    for check in CheckKind::ALL {
-        if !check.applies(file.promise, file.reply.retry_after.is_some()) {
-            continue;
-        }
-        // Exact clocks first; for a subject fed its caller's clock, then instances whose
-        // clocks disagree, where the bound and the capacity are at stake.
-        let skew_too = file.client_time() && check == CheckKind::Bound;
-        let found = quotas
-            .iter()
-            .map(|&q| {
-                let held =
-                    Held { promise: file.promise, quota: q, tolerance: calibrate::tolerance(file, file.promise, q) };
-                let exact = search::search(file, &held, check, cases, seed, false);
-                let found =
-                    exact.or_else(|| skew_too.then(|| search::search(file, &held, check, cases, seed, true)).flatten());
-                (q, found)
-            })
-            .collect();
-        out.push(verdicts::Searched { check, cases, found });
-    }
-    out
 }
 
 /// Replays one schedule and prints it with every check's result.

@@ -26,6 +26,9 @@ use std::sync::Arc;
 
 use limiter::Quota;
 
+use results::{RunResult, SubjectReport};
+
+use crate::campaign::Campaign;
 use crate::model::{ManualServerClock, ModelHandle, Reply};
 use crate::promise::Promise;
 use crate::scenario;
@@ -56,6 +59,58 @@ pub fn calibrated(file: &SubjectFile) -> Arc<SubjectFile> {
     let mut out = (*file).clone();
     out.tolerance = tolerance;
     Arc::new(out)
+}
+
+/// Every applicable check searched on every quota of [`search_quotas`]: exact clocks first;
+/// for a subject fed its caller's clock, then instances whose clocks disagree, where the bound
+/// is at stake.
+pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts::Searched> {
+    let quotas = search_quotas(file);
+    let mut out = Vec::new();
+    for check in checks::CheckKind::ALL {
+        if !check.applies(file.promise, file.reply.retry_after.is_some()) {
+            continue;
+        }
+        let skew_too = file.client_time() && check == checks::CheckKind::Bound;
+        let found = quotas
+            .iter()
+            .map(|&quota| {
+                let held = checks::Held {
+                    promise: file.promise,
+                    quota,
+                    tolerance: calibrate::tolerance(file, file.promise, quota),
+                };
+                let exact = search::search(file, &held, check, cases, seed, false);
+                let found =
+                    exact.or_else(|| skew_too.then(|| search::search(file, &held, check, cases, seed, true)).flatten());
+                (quota, found)
+            })
+            .collect();
+        out.push(verdicts::Searched { check, cases, found });
+    }
+    out
+}
+
+/// Everything `cargo xtask verify` says about one (calibrated) subject: the searches, its
+/// profile, and what `campaign` ran with it, as one verdict per promise. A counterexample
+/// the search found replays at exact times on the model whatever backend the scenarios ran
+/// on, so its replay command names no backend; a scenario run's names its own.
+pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u64) -> SubjectReport {
+    let quota = catalogue_quota(file);
+    let searched = searches(file, cases, seed);
+    let measured = profile::measure(file, file.promise, quota);
+    let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.algorithm == file.name).collect();
+    let swept: Vec<(&RunResult, Option<i64>)> =
+        campaign.swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
+    verdicts::report(&verdicts::Evidence {
+        file,
+        quota,
+        searched: &searched,
+        runs: &runs,
+        swept: &swept,
+        measured: &measured,
+        verify_command: format!("cargo xtask verify {}", file.path.display()),
+    })
 }
 
 /// The library's algorithm a subject's promise names, to show beside it.

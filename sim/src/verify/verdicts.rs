@@ -3,8 +3,6 @@
 //! schedule, or the scenario run's worst case) and the command that replays it; a held one says
 //! what it rests on.
 
-use std::fmt::Write;
-
 use limiter::Quota;
 use results::{Profile, RatePoint, RunResult, SubjectReport, VerdictLine};
 
@@ -39,7 +37,7 @@ pub struct Evidence<'a> {
     pub swept: &'a [(&'a RunResult, Option<i64>)],
     /// Its profile.
     pub measured: &'a Measured,
-    /// `cargo xtask verify FILE` plus the backend options, for replay commands.
+    /// `cargo xtask verify FILE`, for the search's replay commands.
     pub verify_command: String,
 }
 
@@ -216,58 +214,4 @@ fn profile(e: &Evidence<'_>) -> Profile {
         race_ratio,
         breaks_at_skew_ms,
     }
-}
-
-/// The report as the terminal shows it.
-pub fn render(r: &SubjectReport) -> String {
-    let mut out = String::new();
-    let tolerance = if r.tolerance.is_empty() { String::new() } else { format!("; judged with {}", r.tolerance) };
-    let _ = writeln!(out, "\n== {} ({}) ==", r.name, r.file);
-    let _ = writeln!(out, "promises {}, {} time{tolerance}; quota {}", r.promise, r.time, r.quota);
-    for v in &r.verdicts {
-        let word = match v.verdict.as_str() {
-            "broken" => "BROKEN",
-            other => other,
-        };
-        let _ = writeln!(out, "  {:<24} {:<7} {}", v.check, word, v.detail);
-        if !v.evidence.is_empty() {
-            for line in v.evidence.lines() {
-                let _ = writeln!(out, "  {:<24}         {line}", "");
-            }
-        }
-        if !v.replay.is_empty() {
-            let _ = writeln!(out, "  {:<24}         replay: {}", "", v.replay);
-        }
-    }
-    let p = &r.profile;
-    let _ = writeln!(out, "profile:");
-    let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
-    let _ = writeln!(out, "  delivered / offered      {}", curve.join(", "));
-    let _ = writeln!(out, "  largest burst at once    {} (the promise allows {})", p.largest_burst, p.burst_bound);
-    let exact = p.exact_longest_gap_ms.map_or(String::new(), |ms| format!("; an exact limiter: {ms} ms"));
-    let _ = writeln!(out, "  longest starvation       {} ms at 1.5x the rate{exact}", p.longest_starvation_ms);
-    if let Some(x) = p.race_ratio {
-        let _ =
-            writeln!(out, "  under the race           {x:.2}x what an exact limiter admits, 32 instances on one key");
-    }
-    let skew = match (p.breaks_at_skew_ms, r.time.as_str(), p.race_ratio.is_some()) {
-        (Some(ms), ..) => format!("breaks its bound from {ms} ms of skew between instances"),
-        (None, "server", _) => "reads Redis's clock: instances' clocks do not enter".to_owned(),
-        (None, _, true) => "held its bound at every skew swept (up to 4000 ms)".to_owned(),
-        (None, _, false) => "not swept (--no-sweeps or --scenario)".to_owned(),
-    };
-    let _ = writeln!(out, "  clock skew               {skew}");
-    let ttl = if p.keys_without_ttl == 0 {
-        "none".to_owned()
-    } else {
-        format!("{} (e.g. {})", p.keys_without_ttl, p.keys_without_ttl_sample.join(", "))
-    };
-    let _ = writeln!(out, "  keys without a TTL       {ttl}");
-    let _ = writeln!(out, "  memory per key           {:.0} bytes on the model", p.memory_per_key_bytes);
-    let broken = r.verdicts.iter().filter(|v| v.verdict == "broken").count();
-    let _ = match broken {
-        0 => writeln!(out, "verdict: every promise held"),
-        n => writeln!(out, "verdict: {n} promise(s) broken"),
-    };
-    out
 }

@@ -1,0 +1,125 @@
+//! What a verified subject came to, in words: the lines `cargo xtask verify` prints and the
+//! rows the report's "Verified subjects" section shows. One wording, two renderings.
+
+use std::fmt::Write;
+
+use crate::schema::SubjectReport;
+
+/// The profile as labelled rows: what it delivers, how far it bursts and starves, how it
+/// stands under the race and clock skew, what it leaves in Redis.
+pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
+    let p = &r.profile;
+    let mut rows = Vec::new();
+    let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
+    rows.push(("delivered / offered", curve.join(", ")));
+    rows.push(("largest burst at once", format!("{} (the promise allows {})", p.largest_burst, p.burst_bound)));
+    let exact = p.exact_longest_gap_ms.map_or(String::new(), |ms| format!("; an exact limiter: {ms} ms"));
+    rows.push(("longest starvation", format!("{} ms at 1.5x the rate{exact}", p.longest_starvation_ms)));
+    if let Some(x) = p.race_ratio {
+        rows.push(("under the race", format!("{x:.2}x what an exact limiter admits, 32 instances on one key")));
+    }
+    let skew = match (p.breaks_at_skew_ms, r.time.as_str(), p.race_ratio.is_some()) {
+        (Some(ms), ..) => format!("breaks its bound from {ms} ms of skew between instances"),
+        (None, "server", _) => "reads Redis's clock: instances' clocks do not enter".to_owned(),
+        (None, _, true) => "held its bound at every skew swept (up to 4000 ms)".to_owned(),
+        (None, _, false) => "not swept (--no-sweeps or --scenario)".to_owned(),
+    };
+    rows.push(("clock skew", skew));
+    let ttl = if p.keys_without_ttl == 0 {
+        "none".to_owned()
+    } else {
+        format!("{} (e.g. {})", p.keys_without_ttl, p.keys_without_ttl_sample.join(", "))
+    };
+    rows.push(("keys without a TTL", ttl));
+    rows.push(("memory per key", format!("{:.0} bytes on the model", p.memory_per_key_bytes)));
+    rows
+}
+
+/// How many of its checks broke.
+pub fn broken(r: &SubjectReport) -> usize {
+    r.verdicts.iter().filter(|v| v.verdict == "broken").count()
+}
+
+/// The one-line conclusion.
+pub fn conclusion(r: &SubjectReport) -> String {
+    match broken(r) {
+        0 => "every promise held".to_owned(),
+        n => format!("{n} promise(s) broken"),
+    }
+}
+
+/// What it promises and how it keeps time, in one line.
+pub fn headline(r: &SubjectReport) -> String {
+    let tolerance = if r.tolerance.is_empty() { String::new() } else { format!("; judged with {}", r.tolerance) };
+    format!("promises {}, {} time{tolerance}; quota {}", r.promise, r.time, r.quota)
+}
+
+/// The report as the terminal shows it.
+pub fn render(r: &SubjectReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n== {} ({}) ==", r.name, r.file);
+    let _ = writeln!(out, "{}", headline(r));
+    for v in &r.verdicts {
+        let word = if v.verdict == "broken" { "BROKEN" } else { v.verdict.as_str() };
+        let _ = writeln!(out, "  {:<24} {:<7} {}", v.check, word, v.detail);
+        for line in v.evidence.lines() {
+            let _ = writeln!(out, "  {:<24}         {line}", "");
+        }
+        if !v.replay.is_empty() {
+            let _ = writeln!(out, "  {:<24}         replay: {}", "", v.replay);
+        }
+    }
+    let _ = writeln!(out, "profile:");
+    for (label, value) in profile_rows(r) {
+        let _ = writeln!(out, "  {label:<24} {value}");
+    }
+    let _ = writeln!(out, "verdict: {}", conclusion(r));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{Profile, VerdictLine};
+
+    fn subject(verdict: &str) -> SubjectReport {
+        SubjectReport {
+            name: "mine".into(),
+            file: "mine.toml".into(),
+            promise: "token-bucket".into(),
+            time: "client".into(),
+            quota: "10 per 1000 ms, burst 10".into(),
+            verdicts: vec![VerdictLine {
+                check: "bound".into(),
+                verdict: verdict.into(),
+                detail: "admitted 11".into(),
+                evidence: "t  admitted\n0  11".into(),
+                replay: "cargo xtask verify mine.toml --replay \"0:11\"".into(),
+            }],
+            profile: Profile {
+                keys_without_ttl: 1,
+                keys_without_ttl_sample: vec!["rl:x".into()],
+                ..Profile::default()
+            },
+            ..SubjectReport::default()
+        }
+    }
+
+    #[test]
+    fn a_broken_check_prints_shouting_with_its_evidence_and_replay() {
+        let text = render(&subject("broken"));
+        assert!(text.contains("bound                    BROKEN  admitted 11"), "{text}");
+        assert!(text.contains("         0  11\n"), "{text}");
+        assert!(text.contains("replay: cargo xtask verify mine.toml"), "{text}");
+        assert!(text.contains("keys without a TTL       1 (e.g. rl:x)"), "{text}");
+        assert!(text.ends_with("verdict: 1 promise(s) broken\n"), "{text}");
+        assert!(text.contains("not swept"), "client time without a sweep says so: {text}");
+    }
+
+    #[test]
+    fn a_held_subject_concludes_so() {
+        let r = subject("held");
+        assert_eq!(conclusion(&r), "every promise held");
+        assert!(render(&r).contains("bound                    held    admitted 11"));
+    }
+}

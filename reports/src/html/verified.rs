@@ -1,0 +1,74 @@
+//! The "Verified subjects" section: what `cargo xtask verify` judged of each subject file, one
+//! verdict per promise with its evidence and replay command, the profile, and the rate chart.
+
+use std::fmt::Write as _;
+
+use results::subject::{conclusion, headline, profile_rows};
+use results::SubjectReport;
+
+use super::{escape, figure, how, section_id};
+use crate::charts::Chart;
+
+/// Writes the section; `rate` is the delivered-against-offered chart.
+pub(super) fn section(out: &mut String, subjects: &[SubjectReport], rate: Option<&Chart>) {
+    if subjects.is_empty() {
+        return;
+    }
+    let id = rate.map_or_else(|| "verified".to_owned(), section_id);
+    let _ = writeln!(out, "<section id=\"{}\">\n<h2>Verified subjects</h2>", escape(&id));
+    how(
+        out,
+        "One block per subject file. Each check is one promise the subject's algorithm makes: \"held\" says what \
+         it rests on, \"broken\" shows the shortest schedule that breaks it and the command that replays it on \
+         one key. The profile measures the subject whatever it promises. The chart draws what each subject \
+         delivered against what was offered: an exact limiter follows the dashed line.",
+    );
+    if let Some(c) = rate {
+        figure(out, c);
+    }
+    for r in subjects {
+        subject(out, r);
+    }
+    out.push_str("</section>\n");
+}
+
+fn subject(out: &mut String, r: &SubjectReport) {
+    let broken = results::subject::broken(r) > 0;
+    let _ = writeln!(
+        out,
+        "<h3>{} <span class=\"tag {}\">{}</span></h3>\n<p><code>{}</code>: {}</p>",
+        escape(&r.name),
+        if broken { "broken" } else { "held" },
+        escape(&conclusion(r)),
+        escape(&r.file),
+        escape(&headline(r)),
+    );
+    out.push_str("<table>\n<tr><th>check</th><th>verdict</th><th>what it rests on</th></tr>\n");
+    for v in &r.verdicts {
+        let class = match v.verdict.as_str() {
+            "broken" => "broken",
+            "held" => "held",
+            _ => "none",
+        };
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td class=\"name\">{}</td><td><span class=\"tag {class}\">{}</span></td><td>{}",
+            if class == "broken" { "broken" } else { "" },
+            escape(&v.check),
+            escape(&v.verdict),
+            escape(&v.detail)
+        );
+        if !v.evidence.is_empty() {
+            let _ = write!(out, "<pre>{}</pre>", escape(&v.evidence));
+        }
+        if !v.replay.is_empty() {
+            let _ = write!(out, "replay: <code>{}</code>", escape(&v.replay));
+        }
+        out.push_str("</td></tr>\n");
+    }
+    out.push_str("</table>\n<table class=\"profile\">\n<caption>profile</caption>\n");
+    for (label, value) in profile_rows(r) {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", escape(label), escape(&value));
+    }
+    out.push_str("</table>\n");
+}

@@ -1,0 +1,266 @@
+//! `cargo xtask verify` pinned: the library's own scripts wrapped as subject files keep every
+//! promise; each one-bug mutant of them is caught by the check its bug breaks, with a replay
+//! that reproduces it; ADR-002's script starves a trickle and breaks under clock skew; the
+//! example subjects' verdicts are what the README says; wrong files are refused before
+//! anything runs, naming the file, the field and the value.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use results::SubjectReport;
+use sim::campaign::Campaign;
+use sim::cli::RunArgs;
+use sim::subject::SubjectFile;
+use sim::verify::checks::{CheckKind, Held};
+use sim::verify::schedule::Schedule;
+use sim::verify::{self, calibrate, search};
+
+/// Cases per check and quota: enough for every mutant here to be found (each is found within
+/// the first few dozen), few enough for the test profile.
+const CASES: u32 = 96;
+
+fn path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+fn load(relative: &str) -> Arc<SubjectFile> {
+    let file = SubjectFile::load(&path(relative)).and_then(verify::preflight).expect("a valid subject file");
+    verify::calibrated(&file)
+}
+
+/// The verdicts of the searches and the profile, without scenario runs.
+fn searched(relative: &str) -> SubjectReport {
+    verify::report(&load(relative), &Campaign::default(), CASES, 1)
+}
+
+fn verdict<'a>(r: &'a SubjectReport, check: &str) -> &'a results::VerdictLine {
+    r.verdicts.iter().find(|v| v.check == check).unwrap_or_else(|| panic!("no {check:?} verdict in {r:#?}"))
+}
+
+fn broken(r: &SubjectReport) -> Vec<&str> {
+    r.verdicts.iter().filter(|v| v.verdict == "broken").map(|v| v.check.as_str()).collect()
+}
+
+#[test]
+fn the_library_scripts_as_subject_files_keep_every_promise() {
+    for name in ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] {
+        let r = searched(&format!("subjects/library/{name}.toml"));
+        assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
+        assert!(r.verdicts.iter().filter(|v| v.verdict == "held").count() >= 3, "{name}: {:#?}", r.verdicts);
+        assert_eq!(r.profile.largest_burst, 20, "{name}");
+        assert_eq!(r.profile.keys_without_ttl, 0, "{name}");
+    }
+}
+
+/// Each mutant, the check its bug breaks, and whether only disagreeing clocks show it.
+const MUTANTS: [(&str, &str, bool); 5] = [
+    ("token_bucket_floored_refill", "no lost capacity", false),
+    ("token_bucket_short_ttl", "bound", false),
+    ("gcra_tolerance_plus_one", "bound", false),
+    ("sliding_window_wrong_weight", "sliding-window estimate", false),
+    ("fixed_window_client_window", "bound", true),
+];
+
+#[test]
+fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_and_its_replay_reproduces_it() {
+    for (name, check, skew_only) in MUTANTS {
+        let relative = format!("subjects/mutants/{name}.toml");
+        let r = searched(&relative);
+        let v = verdict(&r, check);
+        assert_eq!(v.verdict, "broken", "{name}: {:#?}", r.verdicts);
+        assert_eq!(v.detail.contains("clocks disagree"), skew_only, "{name}: {}", v.detail);
+        assert!(v.evidence.contains("<- "), "{name}: the table marks the request: {}", v.evidence);
+        // The replay command's schedule and quota break the same check again.
+        let schedule = v.replay.split("--replay \"").nth(1).and_then(|s| s.strip_suffix('"')).expect("a replay");
+        let quota = v.replay.split("--quota ").nth(1).and_then(|s| s.split(' ').next()).expect("a quota");
+        let q: Vec<u64> = quota.split('/').map(|n| n.parse().expect("a number")).collect();
+        let quota = limiter::Quota::new(q[0], q[1]).with_burst(q[2]);
+        let file = load(&relative);
+        let held = Held { promise: file.promise, quota, tolerance: calibrate::tolerance(&file, file.promise, quota) };
+        let kind = CheckKind::ALL.into_iter().find(|k| k.name() == check).expect("a check");
+        let replayed = search::judge(&file, &held, kind, &Schedule::parse(schedule).expect("parses"));
+        assert!(replayed.is_some(), "{name}: the replay did not break {check} again: {}", v.replay);
+        println!("verify: {name} caught by {check}");
+    }
+}
+
+/// Each mutant is its library script with one bug: the header names the original, and apart
+/// from it the two differ in one place only, marked `-- BUG:`. When a library script changes,
+/// this says which mutant to make again.
+#[test]
+fn every_mutant_is_its_library_script_with_one_marked_change() {
+    let dir = path("subjects/mutants");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("the mutants directory") {
+        let mutant = entry.expect("a directory entry").path();
+        if mutant.extension().is_none_or(|e| e != "lua") {
+            continue;
+        }
+        seen += 1;
+        let text = std::fs::read_to_string(&mutant).expect("read the mutant");
+        let (header, body) = text.split_once('\n').expect("a header line");
+        let original = header
+            .strip_prefix("-- MUTANT of ")
+            .and_then(|h| h.split_once(':'))
+            .map(|(file, _)| file)
+            .unwrap_or_else(|| panic!("{}: the first line names no original: {header}", mutant.display()));
+        let original = std::fs::read_to_string(path("..").join(original)).expect("the original script");
+        let (a, b): (Vec<&str>, Vec<&str>) = (original.lines().collect(), body.lines().collect());
+        let prefix = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+        let suffix = a[prefix..].iter().rev().zip(b[prefix..].iter().rev()).take_while(|(x, y)| x == y).count();
+        let (removed, added) = (&a[prefix..a.len() - suffix], &b[prefix..b.len() - suffix]);
+        assert!(
+            removed.len() <= 2 && added.len() <= 3 && added.iter().any(|l| l.trim_start().starts_with("-- BUG:")),
+            "{}: not one marked change from its original:\n- {}\n+ {}",
+            mutant.display(),
+            removed.join("\n- "),
+            added.join("\n+ ")
+        );
+    }
+    assert_eq!(seen, 5, "one mutant per library script");
+}
+
+#[test]
+fn adr002_starves_a_steady_trickle_and_breaks_its_bound_when_clocks_disagree() {
+    let file = load("subjects/adr002.toml");
+    let run = RunArgs::parse_from(["--scenario", "steady-trickle", "--no-sweeps"]).expect("valid options");
+    let specs = sim::campaign::specs(&run, &[sim::subject::Subject::Script(file.clone())]).expect("specs");
+    let campaign = sim::campaign::run(&run, &[], &specs, &sim::cluster::run).expect("runs");
+    let r = verify::report(&file, &campaign, CASES, 1);
+    let starved = verdict(&r, "no lost capacity");
+    assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
+    assert!(starved.replay.starts_with("cargo xtask verify ") && starved.replay.contains("--replay"), "{starved:?}");
+    let skew = verdict(&r, "bound");
+    assert_eq!(skew.verdict, "broken", "{:#?}", r.verdicts);
+    assert!(skew.detail.contains("clocks disagree") && skew.replay.contains('@'), "{skew:?}");
+    assert!(
+        r.profile.longest_starvation_ms > 10 * r.profile.exact_longest_gap_ms.expect("a promise"),
+        "{:?}",
+        r.profile
+    );
+    let trickle = campaign.results.iter().find(|x| x.scenario == "steady-trickle").expect("ran");
+    assert_eq!(trickle.liveness, "broken", "{}", trickle.liveness_detail);
+}
+
+#[test]
+fn the_example_subjects_verdicts_are_pinned() {
+    let bucket = searched("examples/subjects/caller_timed_bucket.toml");
+    assert_eq!(broken(&bucket), ["bound"], "{:#?}", bucket.verdicts);
+    assert!(verdict(&bucket, "bound").detail.contains("clocks disagree"));
+    for held in ["examples/subjects/server_gcra.toml", "examples/subjects/incr_expire_window.toml"] {
+        let r = searched(held);
+        assert!(broken(&r).is_empty(), "{held}: {:#?}", r.verdicts);
+    }
+}
+
+#[test]
+fn a_script_that_errors_at_run_time_is_a_finding_that_names_the_command() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    std::fs::write(
+        dir.path().join("s.lua"),
+        "if tonumber(ARGV[1]) > 3 then return redis.call('CL.THROTTLE', KEYS[1]) end\nreturn 1",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("s.toml"),
+        "name = \"needs a module\"\nscript = \"s.lua\"\nkeys = [\"k:{key}\"]\nargv = [\"{request_id}\"]\n\
+         [reply]\nallowed = { equals = 1 }\n[promise]\nkind = \"none\"\n",
+    )
+    .expect("write");
+    let file = verify::calibrated(&verify::preflight(SubjectFile::load(&dir.path().join("s.toml")).unwrap()).unwrap());
+    let r = verify::report(&file, &Campaign::default(), 16, 1);
+    let errors = verdict(&r, "runs without errors");
+    assert_eq!(errors.verdict, "broken", "{:#?}", r.verdicts);
+    assert!(errors.detail.contains("`cl.throttle`"), "{}", errors.detail);
+}
+
+/// The whole loop as a user runs it, with the scenarios on real `redis-server` processes the
+/// harness starts: verdicts printed with a replay command that reproduces the break, exit
+/// status 1, the results JSON and the report written.
+#[test]
+fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_reproduces_the_break() {
+    sim::real::process::require_for_tests("redis-server", "redis-server");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = Command::new(env!("CARGO_BIN_EXE_verify"))
+        .arg(path("examples/subjects/caller_timed_bucket.toml"))
+        .args(["--backend", "redis", "--scenario", "clock-skew", "--no-sweeps", "--duration", "2s", "--cases", "32"])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .expect("verify runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a broken promise exits 1:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("bound                    BROKEN"), "{stdout}");
+    assert!(stdout.contains("verdict: 1 promise(s) broken"), "{stdout}");
+
+    let json: results::Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).expect("results.json"))
+            .expect("the results JSON reads back");
+    assert_eq!(json.backend, "redis");
+    assert_eq!(json.verify.len(), 1);
+    assert_eq!(json.verify[0].name, "caller-timed bucket");
+    // The scenario ran on real Redis, and its replay says so.
+    let run = json.results.iter().find(|r| r.algorithm == "caller-timed bucket").expect("the subject's run");
+    assert!(run.replay.ends_with("--scenario clock-skew --seed 1 --duration 2000 --backend redis"), "{}", run.replay);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).expect("the report");
+    assert!(html.contains("<h2>Verified subjects</h2>") && dir.path().join("rate.png").is_file());
+
+    // The search's replay runs at exact times, so it names no backend; run as printed, it
+    // shows the same break and exits 1.
+    let replay = stdout.lines().find_map(|l| l.trim().strip_prefix("replay: cargo xtask verify ")).expect("a replay");
+    assert!(!replay.contains("--backend"), "{replay}");
+    let (quota, schedule) = replay
+        .split_once(" --quota ")
+        .and_then(|(_, rest)| rest.split_once(" --replay "))
+        .expect("--quota and --replay");
+    let again = Command::new(env!("CARGO_BIN_EXE_verify"))
+        .arg(path("examples/subjects/caller_timed_bucket.toml"))
+        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
+        .output()
+        .expect("the replay runs");
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{text}");
+    assert!(text.contains("bound                    BROKEN") && text.contains("<- bound"), "{text}");
+}
+
+/// The verify binary on a subject file in `dir` with `toml` and `lua`: its status and stderr.
+fn verify_binary(dir: &Path, toml: &str, lua: Option<&str>) -> (i32, String) {
+    std::fs::write(dir.join("s.toml"), toml).expect("write");
+    if let Some(lua) = lua {
+        std::fs::write(dir.join("s.lua"), lua).expect("write");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_verify"))
+        .arg(dir.join("s.toml"))
+        .args(["--cases", "1", "--no-sweeps", "--scenario", "baseline", "--out"])
+        .arg(dir.join("out"))
+        .output()
+        .expect("verify runs");
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn wrong_subject_files_are_refused_before_anything_runs_naming_file_field_and_value() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let good = "name = \"x\"\nscript = \"s.lua\"\nkeys = [\"k:{key}\"]\nargv = [\"{cost}\"]\n\
+                [reply]\nallowed = { at = 1, equals = 1 }\n[promise]\nkind = \"fixed-window\"\n";
+    let script = Some("return {1, 2}");
+    let cases: [(String, Option<&str>, &str, &str); 5] = [
+        (good.replace("s.lua", "gone.lua"), None, "`script`", "gone.lua"),
+        (good.replace("{cost}", "{nwo_ms}"), script, "`argv[0]`", "{nwo_ms}"),
+        (good.to_owned(), Some("return {1, 2"), "`script`", "does not compile"),
+        (good.replace("at = 1, ", ""), script, "`reply.allowed`", "has no `at`"),
+        (good.replace("fixed-window", "leaky-bucket"), script, "`promise.kind`", "\"leaky-bucket\""),
+    ];
+    for (toml, lua, field, value) in cases {
+        let (status, stderr) = verify_binary(dir.path(), &toml, lua);
+        assert_eq!(status, 2, "{field}: {stderr}");
+        assert!(stderr.contains("s.toml") && stderr.contains(field) && stderr.contains(value), "{field}: {stderr}");
+        assert!(!dir.path().join("out").exists(), "{field}: something ran");
+    }
+}
