@@ -54,12 +54,13 @@ fn the_library_scripts_as_subject_files_keep_every_promise() {
 }
 
 /// Each mutant, the check its bug breaks, and whether only disagreeing clocks show it.
-const MUTANTS: [(&str, &str, bool); 5] = [
+const MUTANTS: [(&str, &str, bool); 6] = [
     ("token_bucket_floored_refill", "no lost capacity", false),
     ("token_bucket_short_ttl", "bound", false),
     ("gcra_tolerance_plus_one", "bound", false),
     ("sliding_window_wrong_weight", "sliding-window estimate", false),
     ("fixed_window_client_window", "bound", true),
+    ("token_bucket_time_written_back", "bound", true),
 ];
 
 #[test]
@@ -118,11 +119,11 @@ fn every_mutant_is_its_library_script_with_one_marked_change() {
             added.join("\n+ ")
         );
     }
-    assert_eq!(seen, 5, "one mutant per library script");
+    assert_eq!(seen, MUTANTS.len(), "one file per entry of MUTANTS");
 }
 
 #[test]
-fn adr002_starves_a_steady_trickle_and_breaks_its_bound_when_clocks_disagree() {
+fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() {
     let file = load("subjects/adr002.toml");
     let run = RunArgs::parse_from(["--scenario", "steady-trickle", "--no-sweeps"]).expect("valid options");
     let specs = sim::campaign::specs(&run, &[sim::subject::Subject::Script(file.clone())]).expect("specs");
@@ -131,9 +132,12 @@ fn adr002_starves_a_steady_trickle_and_breaks_its_bound_when_clocks_disagree() {
     let starved = verdict(&r, "no lost capacity");
     assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
     assert!(starved.replay.starts_with("cargo xtask verify ") && starved.replay.contains("--replay"), "{starved:?}");
-    let skew = verdict(&r, "bound");
-    assert_eq!(skew.verdict, "broken", "{:#?}", r.verdicts);
-    assert!(skew.detail.contains("clocks disagree") && skew.replay.contains('@'), "{skew:?}");
+    // Its skew break is the price of the caller's clock: shown with its replay, not a broken
+    // promise; judged by the clocks it was given, its bound holds.
+    let skew = verdict(&r, "clock trust");
+    assert_eq!(skew.verdict, "expected", "{:#?}", r.verdicts);
+    assert!(skew.detail.contains("each caller's clock") && skew.replay.contains('@'), "{skew:?}");
+    assert_eq!(verdict(&r, "bound").verdict, "held", "{:#?}", r.verdicts);
     assert!(
         r.profile.longest_starvation_ms > 10 * r.profile.exact_longest_gap_ms.expect("a promise"),
         "{:?}",
@@ -145,12 +149,37 @@ fn adr002_starves_a_steady_trickle_and_breaks_its_bound_when_clocks_disagree() {
 
 #[test]
 fn the_example_subjects_verdicts_are_pinned() {
+    // Correct on the times it is given: only the clock trust, which every caller-timed script
+    // pays, is shown.
     let bucket = searched("examples/subjects/caller_timed_bucket.toml");
-    assert_eq!(broken(&bucket), ["bound"], "{:#?}", bucket.verdicts);
-    assert!(verdict(&bucket, "bound").detail.contains("clocks disagree"));
+    assert!(broken(&bucket).is_empty(), "{:#?}", bucket.verdicts);
+    assert_eq!(verdict(&bucket, "clock trust").verdict, "expected", "{:#?}", bucket.verdicts);
     for held in ["examples/subjects/server_gcra.toml", "examples/subjects/incr_expire_window.toml"] {
         let r = searched(held);
         assert!(broken(&r).is_empty(), "{held}: {:#?}", r.verdicts);
+        assert!(r.verdicts.iter().all(|v| v.check != "clock trust"), "{held} reads Redis's clock: {:#?}", r.verdicts);
+    }
+}
+
+/// The library's scripts fed the caller's clock (as `TimeSource::Client` calls them) are exact
+/// on the times they are given: under skew they pay the clock trust and break nothing.
+#[test]
+fn the_library_scripts_on_the_callers_clock_pay_the_clock_trust_and_break_nothing() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    for name in ["fixed-window", "token-bucket", "sliding-log"] {
+        let text = std::fs::read_to_string(path(&format!("subjects/library/{name}.toml"))).expect("read");
+        let script = path("subjects/library").join(text.split('"').nth(3).expect("script = \"...\""));
+        let client = text
+            .replace("argv = [\"\",", "argv = [\"{now_ms}\",")
+            .replace(text.split('"').nth(3).expect("the script"), &script.display().to_string());
+        assert!(client.contains("{now_ms}"), "{name}: {client}");
+        let toml = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&toml, client).expect("write");
+        let file = verify::calibrated(&verify::preflight(SubjectFile::load(&toml).expect("loads")).expect("runs"));
+        assert!(file.client_time());
+        let r = verify::report(&file, &Campaign::default(), 64, 1);
+        assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
+        assert_eq!(verdict(&r, "clock trust").verdict, "expected", "{name}: {:#?}", r.verdicts);
     }
 }
 
@@ -183,8 +212,18 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
     sim::real::process::require_for_tests("redis-server", "redis-server");
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out = Command::new(env!("CARGO_BIN_EXE_verify"))
-        .arg(path("examples/subjects/caller_timed_bucket.toml"))
-        .args(["--backend", "redis", "--scenario", "clock-skew", "--no-sweeps", "--duration", "2s", "--cases", "32"])
+        .arg(path("subjects/adr002.toml"))
+        .args([
+            "--backend",
+            "redis",
+            "--scenario",
+            "steady-trickle",
+            "--no-sweeps",
+            "--duration",
+            "3s",
+            "--cases",
+            "32",
+        ])
         .arg("--out")
         .arg(dir.path())
         .output()
@@ -196,7 +235,8 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
         "a broken promise exits 1:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("bound                    BROKEN"), "{stdout}");
+    assert!(stdout.contains("no lost capacity         BROKEN"), "{stdout}");
+    assert!(stdout.contains("clock trust              expected"), "{stdout}");
     assert!(stdout.contains("verdict: 1 promise(s) broken"), "{stdout}");
 
     let json: results::Results =
@@ -204,29 +244,37 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
             .expect("the results JSON reads back");
     assert_eq!(json.backend, "redis");
     assert_eq!(json.verify.len(), 1);
-    assert_eq!(json.verify[0].name, "caller-timed bucket");
+    assert_eq!(json.verify[0].name, "adr002");
     // The scenario ran on real Redis, and its replay says so.
-    let run = json.results.iter().find(|r| r.algorithm == "caller-timed bucket").expect("the subject's run");
-    assert!(run.replay.ends_with("--scenario clock-skew --seed 1 --duration 2000 --backend redis"), "{}", run.replay);
+    let run = json.results.iter().find(|r| r.algorithm == "adr002").expect("the subject's run");
+    assert!(
+        run.replay.ends_with("--scenario steady-trickle --seed 1 --duration 3000 --backend redis"),
+        "{}",
+        run.replay
+    );
     let html = std::fs::read_to_string(dir.path().join("index.html")).expect("the report");
     assert!(html.contains("<h2>Verified subjects</h2>") && dir.path().join("rate.png").is_file());
 
     // The search's replay runs at exact times, so it names no backend; run as printed, it
     // shows the same break and exits 1.
-    let replay = stdout.lines().find_map(|l| l.trim().strip_prefix("replay: cargo xtask verify ")).expect("a replay");
+    let replay = stdout
+        .lines()
+        .skip_while(|l| !l.contains("no lost capacity         BROKEN"))
+        .find_map(|l| l.trim().strip_prefix("replay: cargo xtask verify "))
+        .expect("a replay");
     assert!(!replay.contains("--backend"), "{replay}");
     let (quota, schedule) = replay
         .split_once(" --quota ")
         .and_then(|(_, rest)| rest.split_once(" --replay "))
         .expect("--quota and --replay");
     let again = Command::new(env!("CARGO_BIN_EXE_verify"))
-        .arg(path("examples/subjects/caller_timed_bucket.toml"))
+        .arg(path("subjects/adr002.toml"))
         .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
         .output()
         .expect("the replay runs");
     let text = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(1), "{text}");
-    assert!(text.contains("bound                    BROKEN") && text.contains("<- bound"), "{text}");
+    assert!(text.contains("no lost capacity         BROKEN") && text.contains("<- no lost capacity"), "{text}");
 }
 
 /// The verify binary on a subject file in `dir` with `toml` and `lua`: its status and stderr.

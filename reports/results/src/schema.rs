@@ -82,7 +82,8 @@ pub struct SubjectReport {
 pub struct VerdictLine {
     /// The check (`bound`, `no lost capacity`, `failure policy`...).
     pub check: String,
-    /// `held`, `broken` or `n/a`.
+    /// `held`, `broken`, `expected` (the price of the design, such as trusting the caller's
+    /// clock: shown, not a broken promise) or `n/a`.
     pub verdict: String,
     /// What it rests on: the worst case seen, or why it does not apply.
     pub detail: String,
@@ -115,7 +116,7 @@ pub struct Profile {
     /// Admitted over the promise's bound at 32 instances sharing one key (1.0 = exact).
     pub race_ratio: Option<f64>,
     /// The smallest clock skew between instances (ms) at which it admitted more than the
-    /// bound, if any did.
+    /// bound in true time, if any did.
     pub breaks_at_skew_ms: Option<i64>,
 }
 

@@ -48,12 +48,16 @@ fn subject(out: &mut String, r: &SubjectReport) {
         let class = match v.verdict.as_str() {
             "broken" => "broken",
             "held" => "held",
+            "expected" => "expected",
             _ => "none",
         };
         let _ = write!(
             out,
             "<tr class=\"{}\"><td class=\"name\">{}</td><td><span class=\"tag {class}\">{}</span></td><td>{}",
-            if class == "broken" { "broken" } else { "" },
+            match class {
+                "broken" | "expected" => class,
+                _ => "",
+            },
             escape(&v.check),
             escape(&v.verdict),
             escape(&v.detail)

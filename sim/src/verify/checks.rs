@@ -8,7 +8,12 @@
 //! explains:
 //!
 //! - **bound**: too much admitted over some interval for the promise (one extra burst allowed
-//!   for each loss of Redis's data inside it);
+//!   for each loss of Redis's data inside it); where the instances' clocks disagree, over the
+//!   interval as those clocks read it. A script exact on the times it was given keeps this;
+//!   one that mixes clocks or lets a late clock refill twice does not;
+//! - **clock trust** (scripts fed their caller's clock): the same bound in true time while the
+//!   instances' clocks disagree. Every such script exceeds it by what the skew lends; that is
+//!   the design's price, reported as expected, not as a broken promise;
 //! - **lost capacity**: a request denied that the promise admits, however its time is read
 //!   (the starvation of a floored refill; a window that never ends);
 //! - **estimate** (sliding-window counter): a decision the weighted estimate contradicts under
@@ -23,12 +28,15 @@ use limiter::Quota;
 use super::direct::Direct;
 use super::schedule::{Event, Ran, Schedule};
 use crate::promise::{Promise, Tolerance};
+use crate::subject::SubjectFile;
 
 /// The checks, in the order verdicts list them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum CheckKind {
-    /// The promised bound.
+    /// The promised bound, on the clock each request was decided by.
     Bound,
+    /// The promised bound in true time, across instances whose clocks disagree.
+    ClockTrust,
     /// Nothing denied that the promise admits.
     LostCapacity,
     /// Decisions the sliding-window estimate allows.
@@ -41,13 +49,20 @@ pub enum CheckKind {
 
 impl CheckKind {
     /// Every check.
-    pub const ALL: [CheckKind; 5] =
-        [CheckKind::Bound, CheckKind::LostCapacity, CheckKind::Estimate, CheckKind::RetryAfter, CheckKind::Errors];
+    pub const ALL: [CheckKind; 6] = [
+        CheckKind::Bound,
+        CheckKind::ClockTrust,
+        CheckKind::LostCapacity,
+        CheckKind::Estimate,
+        CheckKind::RetryAfter,
+        CheckKind::Errors,
+    ];
 
     /// Its name in verdicts and in the results JSON.
     pub const fn name(self) -> &'static str {
         match self {
             CheckKind::Bound => "bound",
+            CheckKind::ClockTrust => "clock trust",
             CheckKind::LostCapacity => "no lost capacity",
             CheckKind::Estimate => "sliding-window estimate",
             CheckKind::RetryAfter => "retry-after honest",
@@ -55,16 +70,29 @@ impl CheckKind {
         }
     }
 
-    /// Whether it applies to a subject promising `promise` whose reply has a Retry-After
-    /// (`has_retry_after`).
-    pub fn applies(self, promise: Promise, has_retry_after: bool) -> bool {
+    /// Whether it applies to the subject of `file`.
+    pub fn applies(self, file: &SubjectFile) -> bool {
+        match self {
+            CheckKind::RetryAfter => file.reply.retry_after.is_some() && self.applies_to(file.promise),
+            CheckKind::ClockTrust => file.client_time() && self.applies_to(file.promise),
+            _ => self.applies_to(file.promise),
+        }
+    }
+
+    /// Whether it applies to a subject promising `promise` (whatever its reply and its clock).
+    fn applies_to(self, promise: Promise) -> bool {
         match self {
             CheckKind::Errors => true,
             _ if promise == Promise::None => false,
             CheckKind::Estimate => promise == Promise::SlidingWindow,
-            CheckKind::RetryAfter => has_retry_after,
-            CheckKind::Bound | CheckKind::LostCapacity => true,
+            _ => true,
         }
+    }
+
+    /// Whether a search for it calls from instances whose clocks disagree: the clock trust
+    /// always, the bound after the exact clocks for a subject fed its caller's clock.
+    pub fn skewed_search(self, file: &SubjectFile) -> bool {
+        file.client_time() && matches!(self, CheckKind::Bound | CheckKind::ClockTrust)
     }
 }
 
@@ -116,12 +144,13 @@ pub fn check(held: &Held, ran: &Ran) -> Option<Violation> {
 
 /// One check but Retry-After on `ran`, if it applies to the promise.
 pub fn only(held: &Held, ran: &Ran, kind: CheckKind) -> Option<Violation> {
-    if !kind.applies(held.promise, true) {
+    if !kind.applies_to(held.promise) {
         return None;
     }
     match kind {
         CheckKind::Errors => errors(ran),
-        CheckKind::Bound => bound(held, ran),
+        CheckKind::Bound => bound_on_any_clock(held, ran),
+        CheckKind::ClockTrust => bound(held, ran).map(|v| Violation { check: CheckKind::ClockTrust, ..v }),
         CheckKind::LostCapacity => lost_capacity(held, ran),
         CheckKind::Estimate => estimate(held, ran),
         CheckKind::RetryAfter => None,
@@ -133,6 +162,94 @@ fn errors(ran: &Ran) -> Option<Violation> {
         let e = d.as_ref()?.error.as_ref()?;
         Some(Violation { check: CheckKind::Errors, at: i, message: format!("the script raised an error: {e}") })
     })
+}
+
+/// The bound. With exact clocks, the promise as it stands. Where the instances' clocks
+/// disagree, a script fed its callers' clocks decided each request by a reading somewhere in
+/// the spread of those clocks, so what it admitted in an interval of true time is held to what
+/// the promise allows over that interval as the clocks read it ([`bound_under_skew`]).
+/// Exceeding the promise in true time alone is the clock trust.
+fn bound_on_any_clock(held: &Held, ran: &Ran) -> Option<Violation> {
+    let true_time = bound(held, ran)?;
+    match ran.clock_offsets() {
+        Some(offsets) => bound_under_skew(held, ran, offsets),
+        None => Some(true_time),
+    }
+}
+
+/// The promise over the span the clocks read: for admissions at true times `ti..=tj` from
+/// instances whose clocks are off by `lo..=hi` ms, the readings lie in `ti + lo ..= tj + hi`.
+/// A bucket may refill for that whole span; windows are counted over it (an aligned window
+/// by the ids the readings fall in, any other as the number of its lengths the span needs).
+/// A window that slides spans less by as much: a faster caller drops what a slower one still
+/// counts (so clocks a whole window apart leave no bound to check).
+/// And each fresh start inside the span (a request that found its state gone and wrote it
+/// again) may add a whole capacity: a key's TTL runs on Redis's clock from a time read off a
+/// faster caller's clock, so a slower caller finds it gone before its own reading says the
+/// state has run out.
+///
+/// A script exact on the times it was given keeps this whatever the skew. One that mixes
+/// clocks so that it loses its state on every call (a window named by the caller's clock that
+/// expires by Redis's, so a late caller's key dies at once) or lets a late clock refill the
+/// same time twice admits more than any reading explains, and breaks it.
+fn bound_under_skew(held: &Held, ran: &Ran, (lo, hi): (i64, i64)) -> Option<Violation> {
+    let q = &held.quota;
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    let slack = held.slack_ms();
+    let spread = (hi - lo) as u64 + slack;
+    let sliding = w.saturating_sub(spread);
+    if sliding == 0
+        && !matches!(held.promise, Promise::TokenBucket | Promise::Gcra | Promise::FixedWindow { first_hit: false })
+    {
+        // Clocks a whole window apart: a sliding window promises nothing across them.
+        return None;
+    }
+    let admitted = ran.admitted();
+    let restarts = |from: u64, to: u64| {
+        ran.schedule
+            .requests()
+            .filter(|&(i, t, _)| t > from && t <= to && ran.decided[i].as_ref().is_some_and(|d| d.restarted))
+            .count() as u64
+    };
+    for (j, &(at, tj, _)) in admitted.iter().enumerate() {
+        let mut units = 0;
+        for &(_, ti, u) in admitted[..=j].iter().rev() {
+            units += u;
+            let read = (tj - ti) + spread;
+            let bound = match held.promise {
+                Promise::TokenBucket | Promise::Gcra => {
+                    (q.burst() + held.tolerance.extra_units) as f64 + held.rate_per_ms() * read as f64
+                }
+                Promise::FixedWindow { first_hit: false } => {
+                    let id = |t: u64, off: i64| (t as i64 + off).div_euclid(w as i64);
+                    let slack = slack as i64;
+                    (l * (id(tj, hi + slack) - id(ti, lo - slack) + 1) as u64) as f64
+                }
+                // A log or a window that slides loses what a faster clock already counts as
+                // gone: against the slowest reading it spans `spread` less.
+                Promise::FixedWindow { first_hit: true } | Promise::SlidingWindow => {
+                    (2 * l * (read / sliding + 1)) as f64
+                }
+                Promise::SlidingLog => (l * (read / sliding + 1)) as f64,
+                Promise::None => return None,
+            };
+            let fresh = ran.losses_between(ti.saturating_sub(1), tj) + restarts(ti, tj);
+            let bound = bound + (fresh * held.promise.capacity(q)) as f64;
+            if units as f64 > bound + 1e-9 {
+                return Some(Violation {
+                    check: CheckKind::Bound,
+                    at,
+                    message: format!(
+                        "{units} admitted from {ti} ms to {tj} ms by instances whose clocks were {} off, more than \
+                         any reading of those clocks explains: over the {read} ms they read, with {fresh} fresh \
+                         start(s) in between, the promise allows at most {bound:.1}",
+                        if lo == hi { format!("all {lo:+} ms") } else { format!("{lo:+} to {hi:+} ms") }
+                    ),
+                });
+            }
+        }
+    }
+    None
 }
 
 fn bound(held: &Held, ran: &Ran) -> Option<Violation> {

@@ -28,6 +28,9 @@ pub struct Decided {
     pub remaining: Option<f64>,
     /// The script's error, when it raised one.
     pub error: Option<String>,
+    /// Whether it found a key of its state gone that an earlier request had left (expired by
+    /// its TTL, or lost with Redis's data) and wrote it again: a fresh start.
+    pub restarted: bool,
 }
 
 /// See the module docs.
@@ -39,6 +42,8 @@ pub struct Direct {
     sha1: Bytes,
     set_up: BTreeSet<String>,
     requests: u64,
+    /// Every key a request has left behind so far.
+    seen: BTreeSet<Bytes>,
 }
 
 impl Direct {
@@ -47,7 +52,7 @@ impl Direct {
         let clock = ManualServerClock::from_millis(EPOCH_MS);
         let model = ModelHandle::new(clock.clone());
         let sha1 = Bytes::from(sha1_smol::Sha1::from(file.source.as_bytes()).digest().to_string());
-        Direct { file, quota, clock, model, sha1, set_up: BTreeSet::new(), requests: 0 }
+        Direct { file, quota, clock, model, sha1, set_up: BTreeSet::new(), requests: 0, seen: BTreeSet::new() }
     }
 
     /// The request of `cost` on `key` at `t_ms` after the epoch, the caller's clock reading
@@ -66,6 +71,7 @@ impl Direct {
                 }
             }
         }
+        let before = self.live_keys();
         let (keys, argv) = self.file.render(&values);
         let mut args: Vec<&[u8]> = vec![b"EVALSHA", &self.sha1];
         let n = keys.len().to_string();
@@ -77,6 +83,9 @@ impl Direct {
             args[1] = self.file.source.as_bytes();
             reply = self.model.call(&args);
         }
+        let after = self.live_keys();
+        let restarted = after.iter().any(|k| !before.contains(k) && self.seen.contains(k));
+        self.seen.extend(after);
         match to_value(&reply) {
             Ok(value) => {
                 // The script decided by the caller's clock in client time, by Redis's (the
@@ -89,6 +98,7 @@ impl Direct {
                     retry_after_ms: read.retry_after_ms,
                     remaining: read.remaining,
                     error: None,
+                    restarted,
                 }
             }
             Err(text) => {
@@ -123,7 +133,7 @@ impl Direct {
 
     fn failed(&self, cost: u64, error: String) -> Decided {
         let allowed = self.file.on_error == crate::subject::OnError::Allow;
-        Decided { allowed, cost, retry_after_ms: None, remaining: None, error: Some(error) }
+        Decided { allowed, cost, retry_after_ms: None, remaining: None, error: Some(error), restarted: false }
     }
 
     /// Redis loses every key (a restart without persistence): setup is sent again.
@@ -137,34 +147,32 @@ impl Direct {
         self.model.flush_scripts();
     }
 
+    /// The keys alive now, in order.
+    fn live_keys(&self) -> BTreeSet<Bytes> {
+        let Reply::Array(keys) = self.model.call(&[b"KEYS", b"*"]) else { return BTreeSet::new() };
+        keys.into_iter()
+            .filter_map(|k| match k {
+                Reply::Bulk(name) => Some(name),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The keys that will never expire, at `t_ms`.
     pub fn keys_without_ttl(&self, t_ms: u64) -> Vec<String> {
         self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
-        let Reply::Array(keys) = self.model.call(&[b"KEYS", b"*"]) else { return Vec::new() };
-        let mut out: Vec<String> = keys
+        self.live_keys()
             .iter()
-            .filter_map(|k| match k {
-                Reply::Bulk(name) if self.model.call(&[b"PTTL", name]) == Reply::Integer(-1) => {
-                    Some(String::from_utf8_lossy(name).into_owned())
-                }
-                _ => None,
-            })
-            .collect();
-        out.sort();
-        out
+            .filter(|name| self.model.call(&[b"PTTL", name]) == Reply::Integer(-1))
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect()
     }
 
     /// The keys alive at `t_ms` and the bytes Redis's `MEMORY USAGE` counts for them.
     pub fn memory(&self, t_ms: u64) -> (usize, usize) {
         self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
-        let Reply::Array(keys) = self.model.call(&[b"KEYS", b"*"]) else { return (0, 0) };
-        let bytes = keys
-            .iter()
-            .filter_map(|k| match k {
-                Reply::Bulk(name) => self.model.memory_usage(name),
-                _ => None,
-            })
-            .sum();
+        let keys = self.live_keys();
+        let bytes = keys.iter().filter_map(|name| self.model.memory_usage(name)).sum();
         (keys.len(), bytes)
     }
 }

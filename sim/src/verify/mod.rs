@@ -63,15 +63,17 @@ pub fn calibrated(file: &SubjectFile) -> Arc<SubjectFile> {
 
 /// Every applicable check searched on every quota of [`search_quotas`]: exact clocks first;
 /// for a subject fed its caller's clock, then instances whose clocks disagree, where the bound
-/// is at stake.
+/// is at stake (on each request's own clock, and in true time for the clock trust).
 pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts::Searched> {
     let quotas = search_quotas(file);
     let mut out = Vec::new();
     for check in checks::CheckKind::ALL {
-        if !check.applies(file.promise, file.reply.retry_after.is_some()) {
+        if !check.applies(file) {
             continue;
         }
-        let skew_too = file.client_time() && check == checks::CheckKind::Bound;
+        // Exact clocks cannot break the clock trust that the bound does not already show.
+        let exact_too = check != checks::CheckKind::ClockTrust;
+        let skew_too = check.skewed_search(file);
         let found = quotas
             .iter()
             .map(|&quota| {
@@ -80,7 +82,7 @@ pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts:
                     quota,
                     tolerance: calibrate::tolerance(file, file.promise, quota),
                 };
-                let exact = search::search(file, &held, check, cases, seed, false);
+                let exact = exact_too.then(|| search::search(file, &held, check, cases, seed, false)).flatten();
                 let found =
                     exact.or_else(|| skew_too.then(|| search::search(file, &held, check, cases, seed, true)).flatten());
                 (quota, found)

@@ -140,6 +140,21 @@ impl Ran {
         Ran { schedule: schedule.clone(), decided }
     }
 
+    /// Whether any request came from an instance whose clock was off.
+    pub fn skewed(&self) -> bool {
+        self.schedule.0.iter().any(|e| matches!(e, Event::Request { skew_ms, .. } if *skew_ms != 0))
+    }
+
+    /// The lowest and highest clock offsets of the requests, if any is off.
+    pub fn clock_offsets(&self) -> Option<(i64, i64)> {
+        let offsets = self.schedule.0.iter().filter_map(|e| match *e {
+            Event::Request { skew_ms, .. } => Some(skew_ms),
+            _ => None,
+        });
+        let (lo, hi) = offsets.fold((i64::MAX, i64::MIN), |(lo, hi), o| (o.min(lo), o.max(hi)));
+        self.skewed().then_some((lo, hi))
+    }
+
     /// The admitted requests as (index, time, units).
     pub fn admitted(&self) -> Vec<(usize, u64, u64)> {
         self.schedule.requests().filter(|&(i, ..)| self.allowed(i)).map(|(i, t, _)| (i, t, self.units(i))).collect()
@@ -168,7 +183,7 @@ impl Ran {
 
     /// The schedule as a table, the event at `mark` pointed at with `note`.
     pub fn table(&self, mark: usize, note: &str) -> String {
-        let skewed = self.schedule.0.iter().any(|e| matches!(e, Event::Request { skew_ms, .. } if *skew_ms != 0));
+        let skewed = self.skewed();
         let mut out = String::from(if skewed {
             "      t (ms)  clock off  cost  decision\n"
         } else {
@@ -212,6 +227,14 @@ mod tests {
         let s = Schedule::parse(text).expect("valid");
         assert_eq!(s.to_string(), text);
         assert_eq!(s.requests().map(|(i, ..)| i).collect::<Vec<_>>(), [0, 1, 2, 5]);
+    }
+
+    #[test]
+    fn clock_offsets_span_the_requests_clocks() {
+        let ran = |text: &str| Ran { schedule: Schedule::parse(text).expect("valid"), decided: Vec::new() };
+        assert_eq!(ran("0:1@+500 10:1 30:2@-1500").clock_offsets(), Some((-1_500, 500)));
+        assert_eq!(ran("0:1@+500 10:1@+60").clock_offsets(), Some((60, 500)));
+        assert_eq!(ran("0:1 lose-data@5 10:1").clock_offsets(), None);
     }
 
     #[test]
