@@ -46,6 +46,8 @@
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod algo;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod batch;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod breaker;
 mod clock;
 mod decision;
@@ -58,6 +60,7 @@ mod key;
 mod limiter;
 mod policy;
 mod quota;
+pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod scripts;
 pub mod store;
