@@ -7,14 +7,14 @@
 //! `redis` the bodies see forwards every command to Redis but answers `TIME` from one reading
 //! taken on first use: every server-time rule of the batch decides at the same instant.
 //!
-//! Call: KEYS are every rule's keys in rule order. ARGV is the number of rules, then per rule
+//! Call: KEYS are every rule's keys in rule order. ARGV is the number of rules, `1` to consume
+//! or `0` for a dry run (decide, consume nothing: a cluster's first pass), then per rule
 //! its algorithm's key suffix (`fw`, `sw`, `sl`, `tb`, `gcra`), `1` for a shadow rule or `0`,
 //! its key count, its argument count, and its arguments exactly as its own script takes them
 //! (`scripts::Request::invocation`; the cost is the last). Reply: `{allowed, rules, then per
 //! rule allowed, remaining, retry_after_ms, reset_after_ms, now_ms, consumed}`.
 
 use crate::algo::batch::{BatchOutcome, ItemOutcome};
-use crate::algo::Outcome;
 use crate::scripts::{self, key_suffix, Invocation};
 
 /// The script text: a prelude, the five algorithm files as local functions, the two passes.
@@ -47,8 +47,9 @@ pub const SOURCE: &str = concat!(
     "\nend\n",
     r#"local algorithms = {fw = fw, sw = sw, sl = sl, tb = tb, gcra = gcra}
 local n = tonumber(ARGV[1])
+local commit = ARGV[2] == '1'
 local rules = {}
-local a, k = 2, 1
+local a, k = 3, 1
 for i = 1, n do
   local r = {run = algorithms[ARGV[a]], shadow = ARGV[a + 1] == '1', keys = {}, args = {}}
   if not r.run then return redis.error_reply('unknown algorithm ' .. tostring(ARGV[a])) end
@@ -73,14 +74,16 @@ for i = 1, n do
   if not r.fits and not r.shadow then all_fit = false end
 end
 
--- Pass 2: consume from every fitting rule if every enforced rule fits, else from none; a
--- rule that does not fit is asked with its cost, which denies without writing.
+-- Pass 2: consume from every fitting rule if every enforced rule fits (and this is not a dry
+-- run), else from none; a rule that does not fit is asked with its cost, which denies
+-- without writing.
 local allowed = all_fit
+local take = commit and all_fit
 local out = {0, n}
 for i = 1, n do
   local r = rules[i]
   local o, consumed = r.peek, 0
-  if r.cost > 0 and (all_fit or not r.fits) then
+  if r.cost > 0 and (take or not r.fits) then
     o = r.run(r.keys, r.args, shim)
     if r.fits and o[1] == 1 then consumed = 1 end
     if r.fits and o[1] ~= 1 and not r.shadow then allowed = false end
@@ -107,6 +110,8 @@ pub struct Item<'a> {
 pub struct BatchRequest<'a> {
     /// The rules, in the order their answers come back.
     pub items: Vec<Item<'a>>,
+    /// False for a dry run: every rule decided, nothing consumed.
+    pub commit: bool,
 }
 
 /// One rule's answer in a batch reply, with the clock reading it decided by.
@@ -138,7 +143,7 @@ impl BatchRequest<'_> {
     /// The script call for this batch.
     pub fn invocation(&self) -> Invocation {
         let mut keys = Vec::new();
-        let mut args = vec![self.items.len().to_string()];
+        let mut args = vec![self.items.len().to_string(), if self.commit { "1" } else { "0" }.to_owned()];
         for item in &self.items {
             let one = item.request.invocation();
             args.push(key_suffix(item.request.algorithm).to_owned());
@@ -174,11 +179,6 @@ impl BatchRequest<'_> {
             .collect::<Option<Vec<_>>>()?;
         Some(BatchReply { allowed: allowed == 1, items })
     }
-}
-
-/// A batch answer made up on this side (failure policies, in-process stores) for `outcome`.
-pub(crate) fn item_reply(outcome: Outcome, consumed: bool, now_ms: u64) -> ItemReply {
-    ItemReply { item: ItemOutcome { outcome, consumed }, now_ms }
 }
 
 #[cfg(test)]
@@ -223,17 +223,18 @@ mod tests {
                     shadow: true,
                 },
             ],
+            commit: true,
         };
         let call = batch.invocation();
         assert_eq!(call.keys, ["rl:{k}:a:sl", "rl:{k}:a:sl:seq", "rl:{k}:b:gcra"]);
         assert_eq!(
             call.args,
-            ["2", "sl", "0", "2", "4", "", "5", "1000", "1", "gcra", "1", "1", "4", "7", "600000", "100", "2"]
+            ["2", "1", "sl", "0", "2", "4", "", "5", "1000", "1", "gcra", "1", "1", "4", "7", "600000", "100", "2"]
         );
         let reply = [0, 2, 1, 4, 0, 200, 99, 1, 0, 0, 600, 1200, 7, 0];
         let read = batch.read_reply(&reply).expect("well-formed");
         assert!(!read.allowed);
-        assert_eq!(read.items[0].item.consumed, true);
+        assert!(read.items[0].item.consumed);
         assert_eq!(read.items[1].now_ms, 7);
         assert!(batch.read_reply(&reply[..13]).is_none());
         let mut bad = reply;

@@ -51,6 +51,7 @@ mod batch;
 mod breaker;
 mod clock;
 mod decision;
+pub mod enforce;
 mod error;
 #[cfg(feature = "harness")]
 pub mod harness;

@@ -61,17 +61,20 @@ pub fn fits(peek: &Outcome, cost: u64) -> bool {
     }
 }
 
-/// Decides `items` all-or-nothing, exactly as the script does (see the module docs).
-pub fn decide(items: &mut [Item<'_>]) -> BatchOutcome {
+/// Decides `items` all-or-nothing, exactly as the script does (see the module docs). With
+/// `commit` false it is a dry run: every rule is decided, nothing is consumed, and `allowed`
+/// says whether the request would have been admitted.
+pub fn decide(items: &mut [Item<'_>], commit: bool) -> BatchOutcome {
     let peeks: Vec<Outcome> = items.iter_mut().map(|i| step(i.algorithm, i.quota, i.state, i.now_ms, 0)).collect();
     let fit: Vec<bool> = items.iter().zip(&peeks).map(|(i, p)| fits(p, i.cost)).collect();
     let all_fit = items.iter().zip(&fit).all(|(i, &f)| f || i.shadow);
     let mut allowed = all_fit;
+    let take = commit && all_fit;
     let outcomes = items
         .iter_mut()
         .zip(peeks.into_iter().zip(fit))
         .map(|(i, (peek, fit))| {
-            if i.cost == 0 || (fit && !all_fit) {
+            if i.cost == 0 || (fit && !take) {
                 return ItemOutcome { outcome: peek, consumed: false };
             }
             let outcome = step(i.algorithm, i.quota, i.state, i.now_ms, i.cost);
@@ -199,6 +202,26 @@ mod tests {
                     by_definition(&mut items)
                 };
                 let before = states.clone();
+                let mut dry_states = states.clone();
+                let dry = {
+                    let mut items: Vec<Item<'_>> = picked
+                        .iter()
+                        .zip(&mut dry_states)
+                        .zip(&costs)
+                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| Item {
+                            algorithm,
+                            quota,
+                            state,
+                            now_ms: now,
+                            cost,
+                            shadow,
+                        })
+                        .collect();
+                    decide(&mut items, false)
+                };
+                // A dry run tells the same verdicts and consumes nothing.
+                assert_eq!(dry.allowed, want);
+                assert!(dry.items.iter().zip(&alone).all(|(i, &ok)| !i.consumed && i.outcome.allowed == ok), "{dry:?}");
                 let got = {
                     let mut items: Vec<Item<'_>> = picked
                         .iter()
@@ -213,7 +236,7 @@ mod tests {
                             shadow,
                         })
                         .collect();
-                    decide(&mut items)
+                    decide(&mut items, true)
                 };
                 assert_eq!(got.allowed, want, "round {round} at {now}: {got:?} vs rules alone {alone:?}");
                 for (k, item) in got.items.iter().enumerate() {
