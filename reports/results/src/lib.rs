@@ -17,5 +17,7 @@ pub mod schema;
 pub mod table;
 pub mod verdict;
 
-pub use schema::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+pub use schema::{
+    FaultWindow, RacePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series, SkewPoint, Sources, SCHEMA,
+};
 pub use verdict::{is_failure, RowVerdict};

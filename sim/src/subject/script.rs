@@ -146,6 +146,7 @@ impl ScriptCaller {
             retry_after_ms,
             decided_by: if self.client_time { DecidedBy::Client } else { DecidedBy::Unknown },
             error: None,
+            rules: Vec::new(),
         }
     }
 
