@@ -48,7 +48,8 @@ impl Enforcer {
     }
 
     /// Polls `path` every `every` (on the tokio runtime this is called from) and reloads when
-    /// its contents change; `report` hears each attempt's outcome. A file that stays bad is
+    /// its contents differ from what they were when this was called (call it right after
+    /// building the enforcer from the file); `report` hears each attempt's outcome. A file that stays bad is
     /// reported once, not at every poll. The task stops when the returned [`Watch`] is dropped.
     pub fn watch(
         &self,
@@ -58,9 +59,10 @@ impl Enforcer {
     ) -> Watch {
         let path = path.into();
         let enforcer = self.clone();
+        // What the rules in force were read from, as far as this watch knows: the file as it
+        // is now, read before the task starts so no change made from here on is missed.
+        let mut seen = read(&path).ok();
         let task = tokio::spawn(async move {
-            // What the enforcer was built from, as far as this watch knows.
-            let mut seen = read(&path).ok();
             let mut ticks = tokio::time::interval(every.max(Duration::from_millis(1)));
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

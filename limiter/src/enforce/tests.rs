@@ -160,3 +160,58 @@ async fn memory_stays_bounded_under_a_flood_of_keys() {
     let long = "x".repeat(600);
     assert!(matches!(e.check(&req(Some(&long), "192.0.2.1")).await, Err(Error::InvalidKey(_))));
 }
+
+#[cfg(feature = "config")]
+#[tokio::test]
+async fn a_bad_file_leaves_the_rules_in_force_and_the_watch_reports_each_change_once() {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.toml");
+    let good =
+        "[[rule]]\nname = \"r\"\nkey = [\"header:x-api-key\"]\nalgorithm = \"fixed-window\"\nlimit = 1\nperiod = 60\n";
+    std::fs::write(&path, good).unwrap();
+    let clock = ManualClock::new(0);
+    let e = enforcer(RuleSet::from_toml(good).unwrap(), &clock);
+    std::fs::write(&path, good.replace("limit = 1", "limit = -1")).unwrap();
+    let err = e.reload_from_file(&path).unwrap_err();
+    assert!(err.to_string().contains("rule \"r\", field limit: invalid value"), "{err}");
+    assert_eq!(e.rules().rules()[0].quota().limit(), 1, "the old rules stay");
+    assert!(matches!(e.reload_from_file(&dir.path().join("missing.toml")), Err(ReloadError::Read { .. })));
+
+    // The watch takes the file as it finds it for what is in force.
+    std::fs::write(&path, good).unwrap();
+    let heard: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = heard.clone();
+    let watch = e.watch(&path, Duration::from_millis(5), move |outcome| {
+        let line = match outcome {
+            Ok(rules) => format!("ok {}", rules.rules()[0].quota().limit()),
+            Err(e) => format!("err {e}"),
+        };
+        log.lock().unwrap().push(line);
+    });
+    let wait_for = |n: usize| {
+        let heard = heard.clone();
+        async move {
+            for _ in 0..2_000 {
+                if heard.lock().unwrap().len() >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("the watch reported {:?}, expected {n} reports", heard.lock().unwrap());
+        }
+    };
+    // A bad file is reported once, however many polls see it.
+    std::fs::write(&path, good.replace("limit = 1", "limit = 0")).unwrap();
+    wait_for(1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    std::fs::write(&path, good.replace("limit = 1", "limit = 4")).unwrap();
+    wait_for(2).await;
+    drop(watch);
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    assert!(heard[0].starts_with("err ") && heard[1] == "ok 4", "{heard:?}");
+    assert_eq!(e.rules().rules()[0].quota().limit(), 4);
+}
