@@ -151,6 +151,9 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         keys.insert(r.key);
     }
     series.limit_per_bucket = q.limit() as f64 * BUCKET_MS as f64 / q.period_ms() as f64 * keys.len().max(1) as f64;
+    if let Some(rules) = &multi {
+        series.limit_per_bucket = crate::rules::limit_per_bucket(rules, &keys, BUCKET_MS);
+    }
 
     RunResult {
         scenario: spec.scenario.to_owned(),

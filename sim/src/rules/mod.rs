@@ -71,6 +71,18 @@ impl SimRule {
     }
 }
 
+/// What the rules together admit per `bucket_ms` over `keys` (the users seen): the tightest
+/// of each rule's rate times the identities it has among them.
+pub fn limit_per_bucket(rules: &[SimRule], keys: &std::collections::BTreeSet<u32>, bucket_ms: u64) -> f64 {
+    rules
+        .iter()
+        .map(|r| {
+            let identities: std::collections::BTreeSet<u32> = keys.iter().map(|&k| r.identity(k)).collect();
+            r.quota.limit() as f64 * bucket_ms as f64 / r.quota.period_ms() as f64 * identities.len().max(1) as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// The route of a request on `key`.
 pub fn route_of(key: u32) -> u32 {
     key % ROUTES
@@ -137,5 +149,10 @@ mod tests {
         assert_eq!(set.rules().len(), 3);
         let rules = RulesSubject::rules(q);
         assert_eq!(rules.iter().map(|r| r.identity(5)).collect::<Vec<_>>(), [5, 1, 0]);
+        // Six users: 60 per 500 ms per user, 40 per route pair, 30 global: the global binds.
+        let six: std::collections::BTreeSet<u32> = (0..6).collect();
+        assert_eq!(limit_per_bucket(&rules, &six, 500), 30.0);
+        let one: std::collections::BTreeSet<u32> = [3].into();
+        assert_eq!(limit_per_bucket(&rules, &one, 500), 10.0);
     }
 }
