@@ -21,6 +21,11 @@ pub mod scripts {
     pub use crate::scripts::*;
 }
 
+/// The all-or-nothing script of several rules and its wire contract; see [`crate::harness`].
+pub mod batch {
+    pub use crate::batch::*;
+}
+
 pub use crate::breaker::{CircuitBreaker, Permit};
 pub use crate::key::KeySpace;
 pub use crate::store::eval::EvalScript;

@@ -31,7 +31,17 @@
 //!   caller must fix.
 //! - [`store`]: [`RedisStore`] and the [`store::Connector`] it dials through (TCP here, simulated
 //!   sockets in the harness), and [`store::AtomicLimiter`] for one lock-free key in process.
-//! - [`http`]: a tower layer answering 429 with Retry-After.
+//! - The enforcement point: [`rules`] (rules per endpoint from code or a TOML file: matchers,
+//!   key parts, client IP behind trusted proxies, allow and deny lists, shadow mode),
+//!   [`enforce`] (the [`enforce::Enforcer`] deciding every rule a request matches
+//!   all-or-nothing in one script call, reloadable) and [`http`] (the tower layers:
+//!   [`http::RulesLayer`] with the RateLimit header fields and problem details, and the
+//!   single-limiter [`http::RateLimitLayer`]). `examples/gateway.rs` is a whole gateway.
+//!
+//! # Features
+//! - `config` (default): [`rules::RuleSet::from_toml`] and reloading from a file, with serde
+//!   and toml. Without it rules come from code only.
+//! - `harness`: the building blocks below, for the harness only.
 //!
 //! The harness that verifies this library (simulator, property suites, conformance tests) also
 //! needs the pure algorithm twins, the scripts' wire contract and the breaker's internals. They
@@ -46,9 +56,12 @@
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod algo;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod batch;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod breaker;
 mod clock;
 mod decision;
+pub mod enforce;
 mod error;
 #[cfg(feature = "harness")]
 pub mod harness;
@@ -58,6 +71,7 @@ mod key;
 mod limiter;
 mod policy;
 mod quota;
+pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod scripts;
 pub mod store;

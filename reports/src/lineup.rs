@@ -56,13 +56,16 @@ impl Lineup {
             .chain(r.skew_sweep.iter().map(|p| p.algorithm.as_str()))
             .chain(r.verify.iter().map(|s| s.name.as_str()));
         let mut subjects = 0;
+        // Some of the library's own entries are no single algorithm (the enforcement point of
+        // the multi-rule scenario): its runs say `subject: false`, and it is no subject.
+        let library = |name: &str| r.results.iter().any(|x| x.algorithm == name && !x.subject);
         for name in named {
             if entries.iter().any(|e| e.name == name) {
                 continue;
             }
             let color = SUBJECTS[subjects % SUBJECTS.len()];
             subjects += 1;
-            entries.push(Entry { name: name.to_string(), subject: true, color });
+            entries.push(Entry { name: name.to_string(), subject: !library(name), color });
         }
         Lineup { entries }
     }
@@ -127,6 +130,16 @@ mod tests {
         assert_eq!(only_third.color(&third), both.color(&third));
         assert_ne!(both.color(&first), both.color(&third));
         assert!(!both.is_subject(&first));
+    }
+
+    #[test]
+    fn a_library_entry_that_is_no_algorithm_is_no_subject() {
+        let r = Results { results: vec![run("rules", false), run("rules-per-slot", true)], ..Results::default() };
+        let lineup = Lineup::of(&r);
+        assert_eq!(
+            (lineup.label("rules"), lineup.label("rules-per-slot")),
+            ("rules".into(), "rules-per-slot (subject)".into())
+        );
     }
 
     #[test]

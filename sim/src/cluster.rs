@@ -26,8 +26,8 @@ use crate::workload::Arrival;
 
 /// The Redis host's name and port in the simulated network.
 pub const REDIS_ADDR: &str = "redis:6379";
-/// Connection attempts (and segments per socket) turmoil holds before it gives up.
-const TCP_BACKLOG: usize = 1 << 16;
+/// Pending connections (and unread segments) a simulated socket holds.
+const TCP_CAPACITY: usize = 1 << 16;
 /// Time after the last arrival for in-flight requests to finish.
 const GRACE_MS: u64 = 2_000;
 
@@ -88,12 +88,12 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         .tick_duration(Duration::from_millis(1))
         .min_message_latency(Duration::from_millis(spec.latency_ms.0))
         .max_message_latency(Duration::from_millis(spec.latency_ms.1.max(spec.latency_ms.0)))
+        // Connection attempts queue at Redis while it is paused or down; a subject without a
+        // breaker retries every call, and turmoil panics when the queue passes its capacity
+        // (64 by default). Real servers' backlogs are larger; this only matters when reached.
+        .tcp_capacity(TCP_CAPACITY)
         .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
         .rng_seed(spec.seed)
-        // turmoil panics when a listener's backlog of connection attempts passes this. A
-        // subject without a circuit breaker retries its connection on every request while a
-        // link is held; when the link is released, all those attempts arrive at once.
-        .tcp_capacity(TCP_BACKLOG)
         .build();
 
     {

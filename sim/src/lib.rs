@@ -9,7 +9,8 @@
 //!   subjects) and [`promise`]: what each is held to.
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
 //!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
-//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`run`]
+//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`rules`] (several
+//!   rules per request: their oracle and checks), [`run`]
 //!   (many runs across cores), [`results`] (the JSON schema, its own crate so the report builds
 //!   without the simulator), [`table`], [`cli`] (the options of every command that runs the
 //!   catalogue: `cli::RunArgs`, flattened by `cli::SimulateArgs`).
@@ -27,6 +28,7 @@ pub mod promise;
 pub mod real;
 pub mod redis_host;
 pub use ::results;
+pub mod rules;
 pub mod run;
 pub mod scenario;
 pub mod simclock;

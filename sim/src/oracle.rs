@@ -105,6 +105,7 @@ mod tests {
             source: Source::Store,
             retry_after_ms: 0,
             error: false,
+            rules: Vec::new(),
         }
     }
 

@@ -11,7 +11,7 @@ use crate::oracle;
 use crate::promise::Tolerance;
 use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
 use crate::scenario::{self, RunSpec};
-use crate::subject::{ClientSubject, Subject};
+use crate::subject::{ClientSubject, RulesSubject, Subject};
 use crate::trace;
 use crate::workload::{Spread, Workload};
 
@@ -103,7 +103,15 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     let q = spec.quota;
     let records = &out.records;
     let promise = spec.subject.promise();
-    let (oracle_verdicts, acc) = oracle::judge(promise, &q, records);
+    // Several rules per request: their own oracle and checks (`crate::rules`).
+    let multi = match &spec.subject {
+        Subject::Rules(_) => Some(RulesSubject::rules(q)),
+        _ => None,
+    };
+    let (oracle_verdicts, acc) = match &multi {
+        Some(rules) => crate::rules::oracle::judge(rules, records),
+        None => oracle::judge(promise, &q, records),
+    };
     let data_losses = spec.faults.iter().filter(|f| f.kind.loses_data()).count() as u64;
     // Decisions carry the time they were made (Redis's clock in server time), to the ms.
     // Decisions carry the time they were made where the subject says (Redis's clock in the
@@ -112,13 +120,20 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         Subject::Algorithm(_) => false,
         Subject::Script(_) => spec.effective_time_source() == TimeSource::Server,
         Subject::Client(c) => *c == ClientSubject::IncrThenExpire,
+        Subject::Rules(r) => *r == RulesSubject::PerSlot,
     };
     let slack_ms = trace::uncertainty_ms(records, decided_at_unknown);
     let tolerance = match &spec.subject {
         Subject::Script(f) => f.tolerance,
         _ => Tolerance::EXACT,
     };
-    let bound = checker::check_bound(promise, &q, records, slack_ms, data_losses, tolerance);
+    let (bound, rules) = match &multi {
+        Some(multi) => {
+            let (check, result) = crate::rules::check::check(multi, records, slack_ms, data_losses);
+            (check, Some(result))
+        }
+        None => (checker::check_bound(promise, &q, records, slack_ms, data_losses, tolerance), None),
+    };
     let policy = checker::check_policy(spec.policy, records, &spec.faults);
     let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
@@ -152,6 +167,9 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         keys.insert(r.key);
     }
     series.limit_per_bucket = q.limit() as f64 * BUCKET_MS as f64 / q.period_ms() as f64 * keys.len().max(1) as f64;
+    if let Some(rules) = &multi {
+        series.limit_per_bucket = crate::rules::limit_per_bucket(rules, &keys, BUCKET_MS);
+    }
 
     RunResult {
         scenario: spec.scenario.to_owned(),
@@ -192,6 +210,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
             .iter()
             .map(|f| FaultWindow { kind: f.kind.name().to_owned(), at_ms: f.at_ms, until_ms: f.until_ms })
             .collect(),
+        rules,
     }
 }
 
@@ -204,7 +223,8 @@ pub use crate::results::is_failure;
 pub fn race_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Vec<(RunSpec, f64)> {
     let Some(race) = scenario::find("get-set-race") else { return Vec::new() };
     let mut specs = Vec::new();
-    for subject in subjects {
+    // The sweeps chart single limits; the multi-rule subjects have their own scenario.
+    for subject in subjects.iter().filter(|s| !s.is_rules()) {
         let one = std::slice::from_ref(subject);
         for instances in [1, 2, 4, 8, 16, 32] {
             let mut s = race.runs(one, &[seed], Some(instances), duration_ms).remove(0);
@@ -252,7 +272,7 @@ pub fn skew_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Ve
     let Some(skew) = scenario::find("clock-skew") else { return Vec::new() };
     let mut specs = Vec::new();
     // Subjects that read no clock of their own (a counter in Redis) cannot be skewed.
-    for subject in subjects.iter().filter(|s| s.has_time_source_choice() || s.forces_client_time()) {
+    for subject in subjects.iter().filter(|s| !s.is_rules() && (s.has_time_source_choice() || s.forces_client_time())) {
         let one = std::slice::from_ref(subject);
         for time_source in [TimeSource::Client, TimeSource::Server] {
             if !subject.has_time_source_choice() && time_source == TimeSource::Server {

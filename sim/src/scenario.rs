@@ -41,6 +41,9 @@ pub struct Scenario {
     pub latency_ms: (u64, u64),
     /// Draw a random fault mix per seed.
     pub swarm: bool,
+    /// Every request matches several rules (the per-user, per-route and global rules of
+    /// `crate::rules`): only the multi-rule subjects run here, and only here.
+    pub rules: bool,
 }
 
 fn poisson(rate_x: f64, keys: u32) -> Workload {
@@ -62,6 +65,7 @@ pub fn catalogue() -> Vec<Scenario> {
         time_sources: vec![TimeSource::Server],
         latency_ms: (1, 3),
         swarm: false,
+        rules: false,
     };
     vec![
         Scenario {
@@ -176,6 +180,23 @@ pub fn catalogue() -> Vec<Scenario> {
             ..base.clone()
         },
         Scenario {
+            name: "multi-rule",
+            description: "Every request matches three rules: per user (token bucket), per route (sliding log, 2x) and \
+                          global (GCRA, 3x), each binding at the load, 6 instances racing on hot keys with 2-10 ms to \
+                          Redis, a partition and an outage. One script call decides all three or none; deciding them \
+                          slot by slot (as across Redis Cluster slots) charges requests another rule denied.",
+            instances: 6,
+            workload: Workload::Poisson { rate_x: 1.5, keys: 6, hot_share: 0.4, max_cost: 1, spread: Spread::Random },
+            faults: vec![
+                Fault { kind: FaultKind::Partition { instance: 0 }, at_ms: 3_000, until_ms: 5_000 },
+                Fault { kind: FaultKind::RedisCrash { keep_data: true }, at_ms: 7_000, until_ms: 8_000 },
+            ],
+            latency_ms: (2, 10),
+            policies: all_policies.clone(),
+            rules: true,
+            ..base.clone()
+        },
+        Scenario {
             name: "swarm",
             description: "A random mix of faults per seed: partitions, held links, Redis crashes with and without \
                           data, pauses, script flushes, instance crashes. Bounds must hold whatever the mix.",
@@ -287,6 +308,9 @@ impl Scenario {
         let mut out = Vec::new();
         for &seed in seeds {
             for subject in subjects {
+                if subject.is_rules() != self.rules {
+                    continue;
+                }
                 for &policy in &self.policies {
                     if !subject.has_failure_policy_choice() && policy != self.policies[0] {
                         continue;

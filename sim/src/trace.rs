@@ -33,6 +33,18 @@ pub struct Record {
     pub retry_after_ms: u64,
     /// Set when the limiter returned an error instead of a decision.
     pub error: bool,
+    /// For a subject that enforces several rules per request: each rule's part, in rule
+    /// order (empty otherwise).
+    pub rules: Vec<RuleMark>,
+}
+
+/// One rule's part in a multi-rule decision, as Redis (or the failure policy) answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleMark {
+    /// Whether this rule alone admitted the request.
+    pub allowed: bool,
+    /// Whether the request's cost was taken from this rule.
+    pub consumed: bool,
 }
 
 impl Record {
@@ -70,6 +82,7 @@ impl Record {
             source: answer.source,
             retry_after_ms: answer.retry_after_ms,
             error: answer.error.is_some(),
+            rules: answer.rules.clone(),
         }
     }
 }
@@ -110,6 +123,11 @@ pub fn finish(records: &mut [Record]) -> String {
             r.retry_after_ms,
             r.error as u8
         );
+        // Rule marks only where there are some, so single-limit traces hash as before.
+        for m in &r.rules {
+            line.pop();
+            let _ = writeln!(line, " {}{}", m.allowed as u8, m.consumed as u8);
+        }
         h.update(line.as_bytes());
     }
     h.digest().to_string()

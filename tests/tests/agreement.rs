@@ -130,3 +130,77 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
     println!("agreement: {total} requests over {} algorithms, all identical", Algorithm::ALL.len());
     assert!(total >= Algorithm::ALL.len() * 5 * REQUESTS);
 }
+
+/// The all-or-nothing script of several rules and its twin (`limiter::harness::algo::batch`)
+/// agree too: an enforcer on Redis and one in process, on the same generated clock, answer
+/// every request with the same decision for every rule: verdict, remaining, Retry-After,
+/// reset, and whether it consumed. The rules mix every algorithm, costs of 0 to 2 and a
+/// shadow rule, over three API keys, so requests are often denied by one rule while the
+/// others would admit them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_all_or_nothing_script_and_its_twin_agree() {
+    use limiter::enforce::{Enforcer, Verdict};
+    use limiter::rules::{KeyPart, Rule, RuleSet};
+
+    let server = RedisServer::start().expect("redis-server starts");
+    let key = || [KeyPart::header("x-api-key")];
+    let rule = |name: &str, algorithm: Algorithm, q: Quota, cost: u64| {
+        Rule::new(name, algorithm, q).key(key()).cost(cost).time_source(TimeSource::Client)
+    };
+    let rules = RuleSet::builder()
+        .rule(rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1))
+        .rule(rule("sw", Algorithm::SlidingWindow, Quota::new(6, 30_000), 0))
+        .rule(rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1))
+        .rule(rule("tb", Algorithm::TokenBucket, Quota::new(4, 30_000).with_burst(6), 2))
+        .rule(rule("gcra", Algorithm::Gcra, Quota::new(10, 60_000).with_burst(3), 1))
+        .rule(rule("dark", Algorithm::SlidingLog, Quota::new(2, 30_000), 1).shadow(true))
+        .build()
+        .expect("valid rules");
+    let clock = ManualClock::new(BASE_MS);
+    let redis = Enforcer::builder(rules.clone())
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .clock(Arc::new(clock.clone()))
+        .key_prefix("batch")
+        .build()
+        .expect("valid enforcer");
+    let twin = Enforcer::builder(rules).clock(Arc::new(clock.clone())).build().expect("valid enforcer");
+
+    let mut rng = SmallRng::seed_from_u64(11);
+    let started = Instant::now();
+    let (mut now, mut lead) = (BASE_MS as i64, 0i64);
+    let (mut mixed, mut admitted) = (0, 0);
+    for i in 0..REQUESTS {
+        now += match rng.random_range(0..10) {
+            0..=3 => 0,
+            4..=7 => rng.random_range(1..=400),
+            _ => rng.random_range(1_000..=8_000),
+        };
+        // Never behind real time by more than before (see the module docs on expiry).
+        let real = BASE_MS as i64 + started.elapsed().as_millis() as i64;
+        now = now.max(real + lead + 1);
+        lead = lead.max(now - real);
+        clock.set(now as u64);
+        let req =
+            http::Request::builder().header("x-api-key", format!("k{}", rng.random_range(0..3))).body(()).unwrap();
+        let (Verdict::Decided(got), Verdict::Decided(want)) =
+            (redis.check(&req).await.expect("redis decides"), twin.check(&req).await.expect("twin decides"))
+        else {
+            panic!("request #{i}: both enforcers decide");
+        };
+        assert_eq!(got.allowed, want.allowed, "request #{i} at t={}", now - BASE_MS as i64);
+        for (g, w) in got.rules.iter().zip(&want.rules) {
+            let strip = |d: &limiter::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            assert_eq!(
+                (strip(&g.decision), g.consumed),
+                (strip(&w.decision), w.consumed),
+                "request #{i}, rule {}, t={}",
+                g.rule,
+                now - BASE_MS as i64
+            );
+        }
+        admitted += got.allowed as usize;
+        mixed += (!got.allowed && got.rules.iter().any(|r| !r.shadow && r.decision.allowed)) as usize;
+    }
+    println!("agreement: {REQUESTS} multi-rule requests, {admitted} admitted, {mixed} denied by one rule while others admitted");
+    assert!(mixed > 20 && admitted > 20, "mixed {mixed}, admitted {admitted}");
+}

@@ -300,7 +300,8 @@ fn source_files(root: &Path) -> Result<Vec<PathBuf>> {
                 if name != "target" {
                     stack.push(relative);
                 }
-            } else {
+            } else if name != ".git" {
+                // In a git worktree `.git` is a file naming where the repository lives.
                 out.push(relative);
             }
         }

@@ -8,6 +8,7 @@
 //! Every state is "at rest" (equivalent to no state at all) once enough time passes; the
 //! Redis keys carry a TTL of exactly that long, and the in-process store drops idle states.
 
+pub mod batch;
 pub mod fixed_window;
 pub mod gcra;
 pub mod sliding_log;

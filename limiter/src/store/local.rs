@@ -2,9 +2,27 @@
 
 use std::collections::BTreeMap;
 
+use crate::algo::batch::{self, BatchOutcome};
 use crate::algo::{self, Outcome, State};
 use crate::quota::{Algorithm, Quota};
 use crate::sync::{lock, Mutex};
+
+/// One rule of [`LocalStore::apply_batch`].
+#[derive(Debug, Clone, Copy)]
+pub struct BatchItem<'a> {
+    /// The rule's algorithm.
+    pub algorithm: Algorithm,
+    /// Its quota.
+    pub quota: &'a Quota,
+    /// Its key in the store.
+    pub key: &'a str,
+    /// The clock reading (ms).
+    pub now_ms: u64,
+    /// The cost under this rule.
+    pub cost: u64,
+    /// A shadow rule never denies the request.
+    pub shadow: bool,
+}
 
 /// Default bound on the number of keys kept in process.
 pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -18,7 +36,9 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 /// memory and degrades only the keys dropped.
 #[derive(Debug)]
 pub struct LocalStore {
-    states: Mutex<BTreeMap<String, State>>,
+    // Each state with the quota it was written under: one store may serve several rules, and
+    // whether a state is at rest depends on its own quota.
+    states: Mutex<BTreeMap<String, (State, Quota)>>,
     max_keys: usize,
 }
 
@@ -37,18 +57,61 @@ impl LocalStore {
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
         let mut states = lock(&self.states);
-        let mut state = states.remove(key);
+        let mut state = states.remove(key).map(|(s, _)| s);
         let outcome = algo::step(algorithm, quota, &mut state, now_ms, cost);
         if let Some(state) = state {
-            if states.len() >= self.max_keys {
-                states.retain(|_, s| !algo::is_idle(quota, s, now_ms));
-                if states.len() >= self.max_keys {
-                    states.pop_first();
-                }
-            }
-            states.insert(key.to_owned(), state);
+            self.insert(&mut states, key, state, *quota, now_ms);
         }
         outcome
+    }
+
+    /// Decides several rules of one request all-or-nothing (`algo::batch`), under one lock.
+    /// Each item is a rule's algorithm, quota, key, clock reading, cost and shadow flag; the
+    /// keys must differ (each rule keys its own state). With `commit` false nothing is
+    /// consumed.
+    pub fn apply_batch(&self, items: &[BatchItem<'_>], commit: bool) -> BatchOutcome {
+        let mut states = lock(&self.states);
+        let mut taken: Vec<Option<State>> = items.iter().map(|i| states.remove(i.key).map(|(s, _)| s)).collect();
+        let outcome = {
+            let mut twins: Vec<batch::Item<'_>> = items
+                .iter()
+                .zip(&mut taken)
+                .map(|(i, state)| batch::Item {
+                    algorithm: i.algorithm,
+                    quota: i.quota,
+                    state,
+                    now_ms: i.now_ms,
+                    cost: i.cost,
+                    shadow: i.shadow,
+                })
+                .collect();
+            batch::decide(&mut twins, commit)
+        };
+        for (item, state) in items.iter().zip(taken) {
+            if let Some(state) = state {
+                self.insert(&mut states, item.key, state, *item.quota, item.now_ms);
+            }
+        }
+        outcome
+    }
+
+    /// Keeps `state` for `key`, first making room if the store is full: states at rest go
+    /// first (that changes no decision), then the first key in order.
+    fn insert(
+        &self,
+        states: &mut BTreeMap<String, (State, Quota)>,
+        key: &str,
+        state: State,
+        quota: Quota,
+        now_ms: u64,
+    ) {
+        if states.len() >= self.max_keys {
+            states.retain(|_, (s, q)| !algo::is_idle(q, s, now_ms));
+            if states.len() >= self.max_keys {
+                states.pop_first();
+            }
+        }
+        states.insert(key.to_owned(), (state, quota));
     }
 
     /// Number of keys held.

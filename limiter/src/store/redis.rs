@@ -18,6 +18,7 @@ use super::connector::{Connector, TcpConnector};
 use super::eval::EvalScript;
 use super::StoreError;
 use crate::algo::Outcome;
+use crate::batch::{BatchReply, BatchRequest};
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::quota::Algorithm;
@@ -28,6 +29,12 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 static SCRIPTS: LazyLock<Vec<(Algorithm, EvalScript)>> =
     LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, EvalScript::new(s.source))).collect());
+
+/// The all-or-nothing script of several rules (`crate::batch`).
+static BATCH: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::batch::SOURCE));
+
+/// How errors of the batch script are named.
+const BATCH_NAME: &str = "rules";
 
 fn script(algorithm: Algorithm) -> Option<&'static EvalScript> {
     SCRIPTS.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| s)
@@ -126,12 +133,39 @@ impl RedisStore {
         let (generation, mut conn) = self.connection().await?;
         let result = run_script(&mut conn, req.algorithm, &req).await;
         result.map_err(|e| {
-            let error = classify(req.algorithm, e);
+            let error = classify(req.algorithm.name(), e);
             if matches!(error, StoreError::Unavailable(_)) {
                 self.invalidate(Some(generation));
             }
             error
         })
+    }
+
+    /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
+    /// errors come back as from [`RedisStore::evaluate`].
+    pub(crate) async fn evaluate_batch(&self, req: &BatchRequest<'_>) -> Result<BatchReply, StoreError> {
+        let untimed = async {
+            let (generation, mut conn) = self.connection().await?;
+            let call = req.invocation();
+            let result = match BATCH.run(&mut conn, &call.keys, &call.args).await {
+                Ok(reply) => integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply)),
+                Err(e) => Err(e),
+            };
+            result.map_err(|e| {
+                let error = classify(BATCH_NAME, e);
+                if matches!(error, StoreError::Unavailable(_)) {
+                    self.invalidate(Some(generation));
+                }
+                error
+            })
+        };
+        match tokio::time::timeout(self.timeout, untimed).await {
+            Ok(result) => result,
+            Err(_elapsed) => {
+                self.invalidate(None);
+                Err(StoreError::Unavailable(Degraded::Timeout))
+            }
+        }
     }
 
     /// For the harness's own callers (subjects that are not one of the library's scripts):
@@ -257,12 +291,12 @@ fn unavailable(e: &RedisError) -> bool {
     }
 }
 
-/// Sorts a Redis error into "ask the failure policy" and "tell the caller".
-fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
+/// Sorts a Redis error of the script `name` into "ask the failure policy" and "tell the
+/// caller".
+fn classify(name: &'static str, e: RedisError) -> StoreError {
     if unavailable(&e) {
         return StoreError::Unavailable(Degraded::Unavailable);
     }
-    let name = algorithm.name();
     match e.kind() {
         ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
             StoreError::Fatal(Error::UnexpectedReply { algorithm: name, detail: e.detail().unwrap_or("").to_owned() })

@@ -20,7 +20,7 @@ pub mod table;
 pub mod verdict;
 
 pub use schema::{
-    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, VerdictLine, SCHEMA,
+    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series,
+    SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,
 };
 pub use verdict::{is_failure, RowVerdict};

@@ -19,7 +19,10 @@
 //! - `sources`: decisions per source; `errors`: calls that returned an error;
 //! - `replay`: the command that reruns exactly this case; `trace_hash`: SHA-1 of the trace;
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
-//!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule.
+//!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule;
+//! - `rules` (only for runs that enforce several rules per request, absent otherwise):
+//!   `all_or_nothing` (`held`/`broken`: no request consumed from one rule while another denied
+//!   it), `split_requests` (how many did), and per rule its `bound` and `consumed` units.
 //!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
@@ -168,6 +171,38 @@ pub struct RunResult {
     pub series: Option<Series>,
     pub redis: Option<RedisCost>,
     pub faults: Vec<FaultWindow>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rules: Option<RulesResult>,
+}
+
+/// A run that enforced several rules per request: the request as a whole and each rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RulesResult {
+    /// `held` or `broken`: no request consumed from one rule while another denied it, and no
+    /// admitted request went unpaid.
+    pub all_or_nothing: String,
+    /// Requests that broke it.
+    pub split_requests: u64,
+    /// The first such request, or what held.
+    pub all_or_nothing_detail: String,
+    /// Each rule's own bound, in rule order.
+    pub rules: Vec<RuleBound>,
+}
+
+/// One rule of a multi-rule run, held to its own algorithm's promise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct RuleBound {
+    pub name: String,
+    pub algorithm: String,
+    pub limit: u64,
+    pub period_ms: u64,
+    pub burst: u64,
+    /// Units consumed from the rule (decided by Redis).
+    pub consumed: u64,
+    pub bound: String,
+    pub bound_detail: String,
 }
 
 /// Decisions by source.

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::schema::RunResult;
-use crate::verdict::RowVerdict;
+use crate::verdict::{RowVerdict, BROKEN, HELD};
 
 struct Row<'a> {
     first: &'a RunResult,
@@ -108,8 +108,43 @@ pub fn render(results: &[RunResult]) -> String {
                 recover
             );
         }
+        rules_lines(&mut out, &rows);
     }
     out
+}
+
+/// For rows that enforced several rules per request: all-or-nothing and each rule's own
+/// bound, over the row's runs (a rule is broken if it broke in any run).
+fn rules_lines(out: &mut String, rows: &[Row<'_>]) {
+    let with_rules: Vec<(&Row<'_>, Vec<&crate::schema::RulesResult>)> = rows
+        .iter()
+        .map(|row| (row, row.runs.iter().filter_map(|r| r.rules.as_ref()).collect::<Vec<_>>()))
+        .filter(|(_, rules)| !rules.is_empty())
+        .collect();
+    if with_rules.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "each request all-or-nothing across its rules, and each rule's own bound:");
+    for (row, runs) in with_rules {
+        let split: u64 = runs.iter().map(|r| r.split_requests).sum();
+        let word = |broken: bool| if broken { BROKEN } else { HELD };
+        let aon = word(runs.iter().any(|r| r.all_or_nothing == BROKEN));
+        let names: Vec<&str> = runs[0].rules.iter().map(|b| b.name.as_str()).collect();
+        let bounds: Vec<String> = names
+            .iter()
+            .map(|name| {
+                let broken = runs.iter().flat_map(|r| &r.rules).any(|b| b.name == *name && b.bound == BROKEN);
+                format!("{name} {}", word(broken))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<15} {:<13} all-or-nothing {aon} ({split} split); {}",
+            row.first.algorithm,
+            row.first.policy,
+            bounds.join(", ")
+        );
+    }
 }
 
 fn wrap(text: &str, width: usize) -> String {
@@ -183,5 +218,36 @@ mod tests {
         assert!(lines[3].starts_with("algorithm             policy"), "{}", lines[3]);
         assert!(lines[4].starts_with("gcra                  fail-open"), "{}", lines[4]);
         assert!(lines[5].starts_with("a caller-timed bucket fail-open"), "{}", lines[5]);
+    }
+
+    #[test]
+    fn multi_rule_rows_add_all_or_nothing_and_each_rules_bound() {
+        use crate::schema::{RuleBound, RulesResult};
+        let with = |algorithm: &str, seed: u64, split: u64, global: &str| {
+            let mut r = run(algorithm, seed, 100, "held");
+            r.scenario = "multi-rule".into();
+            r.rules = Some(RulesResult {
+                all_or_nothing: if split > 0 { BROKEN } else { HELD }.into(),
+                split_requests: split,
+                all_or_nothing_detail: String::new(),
+                rules: vec![
+                    RuleBound { name: "per-user".into(), bound: HELD.into(), ..RuleBound::default() },
+                    RuleBound { name: "global".into(), bound: global.into(), ..RuleBound::default() },
+                ],
+            });
+            r
+        };
+        let results =
+            [with("rules", 1, 0, HELD), with("rules-per-slot", 1, 7, HELD), with("rules-per-slot", 2, 5, BROKEN)];
+        let text = render(&results);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[6], "each request all-or-nothing across its rules, and each rule's own bound:");
+        assert_eq!(lines[7], "rules           fail-open     all-or-nothing held (0 split); per-user held, global held");
+        assert_eq!(
+            lines[8],
+            "rules-per-slot  fail-open     all-or-nothing broken (12 split); per-user held, global broken"
+        );
+        // Runs without rules print no such lines.
+        assert!(!render(&[run("gcra", 1, 259, "held")]).contains("all-or-nothing"));
     }
 }

@@ -1,7 +1,9 @@
 //! The file format is a contract between two crates and every results file already written:
 //! field names and order are pinned here, and a partial file reads with defaults.
 
-use results::{FaultWindow, RacePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources, SCHEMA};
+use results::{
+    FaultWindow, RacePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series, SkewPoint, Sources, SCHEMA,
+};
 
 #[test]
 fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
@@ -57,4 +59,35 @@ fn a_partial_file_reads_with_defaults_and_round_trips() {
     assert_eq!(r.skew_sweep, vec![SkewPoint { algorithm: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
     let again: Results = serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
     assert_eq!(again, r);
+}
+
+#[test]
+fn a_multi_rule_run_adds_its_rules_and_older_files_read_without_them() {
+    let run = RunResult {
+        scenario: "multi-rule".into(),
+        rules: Some(RulesResult {
+            all_or_nothing: "held".into(),
+            split_requests: 0,
+            all_or_nothing_detail: "none split".into(),
+            rules: vec![RuleBound {
+                name: "per-user".into(),
+                consumed: 9,
+                bound: "held".into(),
+                ..RuleBound::default()
+            }],
+        }),
+        ..RunResult::default()
+    };
+    let text = serde_json::to_string(&run).unwrap();
+    assert!(
+        text.ends_with(
+            r#""rules":{"all_or_nothing":"held","split_requests":0,"all_or_nothing_detail":"none split","rules":[{"name":"per-user","algorithm":"","limit":0,"period_ms":0,"burst":0,"consumed":9,"bound":"held","bound_detail":""}]}}"#
+        ),
+        "{text}"
+    );
+    assert_eq!(serde_json::from_str::<RunResult>(&text).unwrap(), run);
+    // A run without rules writes no `rules` member, as every file before it.
+    assert!(!serde_json::to_string(&RunResult::default()).unwrap().contains("\"rules\""));
+    let old: RunResult = serde_json::from_str(r#"{"scenario": "baseline"}"#).unwrap();
+    assert_eq!(old.rules, None);
 }

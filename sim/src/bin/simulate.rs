@@ -65,12 +65,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         }
         println!();
         for s in Subject::catalogue() {
-            let what = if s.is_library() {
-                format!("the library's algorithm: {}", s.promise())
-            } else {
-                format!("subject: means to be {}, its breaks are findings", s.promise())
-            };
-            println!("{:<16} {what}", s.name());
+            println!("{:<16} {}", s.name(), s.summary());
         }
         return Ok(true);
     }

@@ -116,6 +116,7 @@ impl ClientCaller {
             retry_after_ms: outcome.retry_after_ms,
             decided_by: DecidedBy::Client,
             error: None,
+            rules: Vec::new(),
         })
     }
 
@@ -137,6 +138,7 @@ impl ClientCaller {
             retry_after_ms: 0,
             decided_by: DecidedBy::Unknown,
             error: None,
+            rules: Vec::new(),
         })
     }
 }

@@ -10,6 +10,7 @@
 pub mod client;
 pub mod file;
 pub mod reply;
+pub mod rules;
 pub mod script;
 pub mod template;
 
@@ -24,6 +25,8 @@ use limiter::{
 };
 
 use crate::promise::Promise;
+pub use crate::rules::RulesSubject;
+use crate::trace::RuleMark;
 pub use client::ClientSubject;
 pub use file::{FileError, OnError, SubjectFile};
 
@@ -50,6 +53,9 @@ pub enum Subject {
     Script(Arc<SubjectFile>),
     /// A limiter of several round trips, written in the harness.
     Client(ClientSubject),
+    /// Several rules per request through the library's enforcement point (the multi-rule
+    /// scenario's subjects only).
+    Rules(RulesSubject),
 }
 
 impl Subject {
@@ -59,6 +65,7 @@ impl Subject {
         let mut all: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
         all.push(Subject::Script(ADR002.clone()));
         all.extend(ClientSubject::ALL.into_iter().map(Subject::Client));
+        all.extend(RulesSubject::ALL.into_iter().map(Subject::Rules));
         all
     }
 
@@ -73,13 +80,39 @@ impl Subject {
             Subject::Algorithm(a) => a.name(),
             Subject::Script(f) => &f.name,
             Subject::Client(c) => c.name(),
+            Subject::Rules(r) => r.name(),
         }
     }
 
-    /// Whether it is one of the library's algorithms (whose every promise is the library's
-    /// own): anything else is a subject, whose broken promise is a finding.
+    /// Whether it is the library's own (one of its algorithms, or its enforcement point),
+    /// whose every promise is the library's: anything else is a subject, whose broken promise
+    /// is a finding.
     pub fn is_library(&self) -> bool {
-        matches!(self, Subject::Algorithm(_))
+        match self {
+            Subject::Algorithm(_) => true,
+            Subject::Rules(r) => r.is_library(),
+            _ => false,
+        }
+    }
+
+    /// What it is, in a line, for `--list`.
+    pub fn summary(&self) -> String {
+        match self {
+            Subject::Rules(RulesSubject::OneCall) => {
+                "the library's enforcement point: per-user, per-route and global rules in one script call".into()
+            }
+            Subject::Rules(RulesSubject::PerSlot) => {
+                "subject: the same rules decided slot by slot, as across Redis Cluster slots".into()
+            }
+            s if s.is_library() => format!("the library's algorithm: {}", s.promise()),
+            s => format!("subject: means to be {}, its breaks are findings", s.promise()),
+        }
+    }
+
+    /// Whether it enforces several rules per request (runs only in the multi-rule scenario,
+    /// which runs only these).
+    pub fn is_rules(&self) -> bool {
+        matches!(self, Subject::Rules(_))
     }
 
     /// What it promises.
@@ -88,6 +121,8 @@ impl Subject {
             Subject::Algorithm(a) => Promise::of(*a),
             Subject::Script(f) => f.promise,
             Subject::Client(c) => c.promise(),
+            // Each rule makes its own promise; `crate::rules::check` holds them.
+            Subject::Rules(_) => Promise::None,
         }
     }
 
@@ -98,25 +133,26 @@ impl Subject {
             Subject::Algorithm(_) => false,
             Subject::Script(f) => f.client_time(),
             Subject::Client(c) => c.reads_client_clock(),
+            Subject::Rules(_) => false,
         }
     }
 
     /// Whether its time is chosen by the scenario (only the library's algorithms offer both).
     pub fn has_time_source_choice(&self) -> bool {
-        self.is_library()
+        matches!(self, Subject::Algorithm(_))
     }
 
-    /// Whether its calls can fail over to the scenario's failure policy (the library's); a
-    /// subject's caller does what its file says instead.
+    /// Whether its calls can fail over to the scenario's failure policy (the library's, and
+    /// every rule of the enforcement point); a subject's caller does what its file says.
     pub fn has_failure_policy_choice(&self) -> bool {
-        self.is_library()
+        matches!(self, Subject::Algorithm(_) | Subject::Rules(_))
     }
 
     /// The failure policy it really runs with: the scenario's for the library, else the
     /// subject's own (fail open unless its file says deny).
     pub fn effective_policy(&self, scenario: FailurePolicy) -> FailurePolicy {
         match self {
-            Subject::Algorithm(_) => scenario,
+            Subject::Algorithm(_) | Subject::Rules(_) => scenario,
             Subject::Script(f) if f.on_error == OnError::Deny => FailurePolicy::FailClosed,
             _ => FailurePolicy::FailOpen,
         }
@@ -172,6 +208,8 @@ pub struct Answer {
     pub decided_by: DecidedBy,
     /// Set when the call failed with an error (a script error, a refused command): the text.
     pub error: Option<String>,
+    /// For a subject of several rules: each rule's part, in rule order (empty otherwise).
+    pub rules: Vec<RuleMark>,
 }
 
 impl Answer {
@@ -188,6 +226,7 @@ impl Answer {
                     _ => DecidedBy::Client,
                 },
                 error: None,
+                rules: Vec::new(),
             },
             Err(e) => Answer {
                 allowed: false,
@@ -196,6 +235,7 @@ impl Answer {
                 retry_after_ms: 0,
                 decided_by: DecidedBy::Unknown,
                 error: Some(e.to_string()),
+                rules: Vec::new(),
             },
         }
     }
@@ -209,6 +249,7 @@ impl Answer {
             retry_after_ms: 0,
             decided_by: DecidedBy::Unknown,
             error,
+            rules: Vec::new(),
         }
     }
 }
@@ -248,6 +289,8 @@ pub enum Caller {
     Script(script::ScriptCaller),
     /// A client-side subject.
     Client(client::ClientCaller),
+    /// The enforcement point.
+    Rules(rules::RulesCaller),
 }
 
 impl Caller {
@@ -293,6 +336,15 @@ impl Caller {
                 spec.clock,
                 spec.key_prefix.map(|p| format!("{p}:")).unwrap_or_default(),
             )),
+            Subject::Rules(kind) => Caller::Rules(rules::RulesCaller::new(
+                *kind,
+                store,
+                spec.quota,
+                spec.policy,
+                spec.clock,
+                spec.breaker,
+                spec.key_prefix.as_deref(),
+            )?),
         })
     }
 
@@ -302,6 +354,7 @@ impl Caller {
             Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.time_source()),
             Caller::Script(s) => s.check(key, cost, seq).await,
             Caller::Client(c) => c.check(key, cost).await,
+            Caller::Rules(r) => r.check(key, cost).await,
         }
     }
 }
@@ -327,12 +380,27 @@ mod tests {
         let names: Vec<&str> = all.iter().map(Subject::name).collect();
         assert_eq!(
             names,
-            ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra", "adr002", "naive", "incr-expire"]
+            [
+                "fixed-window",
+                "sliding-window",
+                "sliding-log",
+                "token-bucket",
+                "gcra",
+                "adr002",
+                "naive",
+                "incr-expire",
+                "rules",
+                "rules-per-slot"
+            ]
         );
         for s in &all {
             assert_eq!(Subject::named(s.name()).as_ref(), Some(s));
         }
-        assert!(all.iter().filter(|s| s.is_library()).all(|s| s.has_time_source_choice()));
+        assert!(all.iter().filter(|s| matches!(s, Subject::Algorithm(_))).all(|s| s.has_time_source_choice()));
+        // The enforcement point is the library's; its rules read Redis's clock.
+        let rules = Subject::named("rules").expect("in the catalogue");
+        assert!(rules.is_library() && rules.is_rules() && !rules.has_time_source_choice());
+        assert!(!Subject::named("rules-per-slot").expect("in the catalogue").is_library());
         assert_eq!(
             Subject::named("adr002").map(|s| s.effective_policy(FailurePolicy::FailClosed)),
             Some(FailurePolicy::FailOpen)

@@ -133,6 +133,7 @@ impl ScriptCaller {
             retry_after_ms: read.retry_after_ms.unwrap_or(0),
             decided_by: if self.client_time { DecidedBy::Client } else { DecidedBy::Unknown },
             error: None,
+            rules: Vec::new(),
         }
     }
 

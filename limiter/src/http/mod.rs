@@ -1,6 +1,11 @@
-//! The HTTP enforcement point: a tower [`Layer`] that checks every request before the
-//! handler runs and answers `429 Too Many Requests` with `Retry-After` when it is denied
-//! (the HLD card in `docs/ORIGINS.md`: "middleware before the API handler, reject fast").
+//! The HTTP enforcement point (the HLD card in `docs/ORIGINS.md`: "middleware before the
+//! API handler, reject fast"), as tower layers:
+//!
+//! - [`RulesLayer`] ([`rules`]): rules per endpoint from code or a file, several limits per
+//!   request decided all-or-nothing, allow and deny lists, shadow mode, the RateLimit header
+//!   fields of draft-ietf-httpapi-ratelimit-headers-11 ([`headers`]) and problem-details
+//!   bodies ([`problem`]). What a gateway uses.
+//! - [`RateLimitLayer`] (below): one limiter, one key extractor, `429` with `Retry-After`.
 //!
 //! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
 //! keeps its state per clone, so behind a router that clones services per connection it
@@ -25,6 +30,12 @@
 //! assert!(denied.headers().contains_key("retry-after"));
 //! # });
 //! ```
+
+pub mod headers;
+pub mod problem;
+pub mod rules;
+
+pub use rules::{EnforceRules, RulesLayer};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -1,0 +1,113 @@
+//! An example gateway: an axum server whose routes are limited by the rules of a TOML file,
+//! against a Redis shared by every gateway process.
+//!
+//! ```text
+//! cargo run --release -p limiter --example gateway -- --config limiter/examples/gateway.toml \
+//!     --redis-url redis://127.0.0.1:6379/ --listen 127.0.0.1:8080
+//! ```
+//!
+//! The routes answer 200 with a short body when the rules admit the request; the rules
+//! layer answers 429, 403 or 400 otherwise (see the README). The file is polled and reloaded
+//! when it changes; a bad file is reported on stderr and the rules in force stay.
+//!
+//! `x-user: NAME` stands in for an authentication layer: it becomes the request's
+//! `limiter::rules::User`, which `user` key parts count by.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use axum::extract::{ConnectInfo, Path, Request};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{get, post};
+use axum::Router;
+use clap::Parser;
+use limiter::enforce::Enforcer;
+use limiter::http::RulesLayer;
+use limiter::rules::{PeerAddr, RuleSet, User};
+use limiter::{BreakerConfig, RedisStore};
+
+/// A gateway limiting its routes by the rules of a file, state in Redis.
+#[derive(Parser, Debug)]
+#[command(name = "gateway")]
+struct Args {
+    /// The rules file (TOML; see limiter::rules).
+    #[arg(long)]
+    config: PathBuf,
+    /// The Redis every gateway process shares.
+    #[arg(long, default_value = "redis://127.0.0.1:6379/")]
+    redis_url: String,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// How often the rules file is checked for changes, in ms.
+    #[arg(long, default_value_t = 1000)]
+    reload_interval_ms: u64,
+    /// How long one Redis call may take before the rules' failure policies answer, in ms.
+    #[arg(long, default_value_t = 250)]
+    redis_timeout_ms: u64,
+    /// Prefix of every Redis key.
+    #[arg(long, default_value = "gateway")]
+    key_prefix: String,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), String> {
+    let text = std::fs::read_to_string(&args.config)
+        .map_err(|e| format!("cannot read the rules file {}: {e}", args.config.display()))?;
+    let rules = RuleSet::from_toml(&text).map_err(|e| format!("rules file {}: {e}", args.config.display()))?;
+    let count = rules.rules().len();
+    let store = RedisStore::from_url(&args.redis_url)
+        .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout_ms)))
+        .map_err(|e| e.to_string())?;
+    let enforcer = Enforcer::builder(rules)
+        .redis(store)
+        .key_prefix(&args.key_prefix)
+        .breaker(BreakerConfig::new(3, 500))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let config = args.config.display().to_string();
+    let _watch =
+        enforcer.watch(&args.config, Duration::from_millis(args.reload_interval_ms), move |outcome| match outcome {
+            Ok(rules) => eprintln!("rules reloaded from {config}: {} rules", rules.rules().len()),
+            Err(e) => eprintln!("reload rejected, the rules in force stay: {e}"),
+        });
+
+    let app = Router::new()
+        .route("/api/hello", get(|| async { "hello\n" }))
+        .route("/api/items/{id}", get(|Path(id): Path<String>| async move { format!("item {id}\n") }))
+        .route("/login", post(|| async { "logged in\n" }))
+        .route("/health", get(|| async { "ok\n" }))
+        .layer(RulesLayer::new(enforcer))
+        // Outermost, so it runs first: the rules read what it puts in the extensions.
+        .layer(middleware::from_fn(identify));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    eprintln!("gateway listening on http://{local} ({count} rules from {})", args.config.display());
+    axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.map_err(|e| e.to_string())
+}
+
+/// The peer address for the client-IP logic, and `x-user` as the authenticated user.
+async fn identify(ConnectInfo(peer): ConnectInfo<SocketAddr>, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(PeerAddr(peer.ip()));
+    let user = req.headers().get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    if let Some(user) = user {
+        req.extensions_mut().insert(User(user));
+    }
+    next.run(req).await
+}

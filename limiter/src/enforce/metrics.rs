@@ -1,0 +1,88 @@
+//! Counters per rule, for metrics and for seeing what a shadow rule would have done. Memory is
+//! bounded by the number of rules, whatever keys clients send.
+
+use std::collections::BTreeMap;
+
+use crate::decision::Source;
+use crate::sync::{lock, Mutex};
+
+use super::verdict::{RulesDecision, Verdict};
+
+/// One rule's counters since it was loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RuleCounts {
+    /// Requests the rule decided.
+    pub decided: u64,
+    /// Requests the rule alone denied (for a shadow rule: would have denied).
+    pub denied: u64,
+    /// Requests whose cost was taken from the rule.
+    pub consumed: u64,
+    /// Decisions made by the rule's failure policy rather than Redis.
+    pub degraded: u64,
+}
+
+/// Everything counted since the enforcer started (rule counters since each rule was loaded).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Metrics {
+    /// Per rule, by name; a shadow rule's `denied` is what it would have rejected.
+    pub rules: BTreeMap<String, RuleCounts>,
+    /// Requests the allow list let through.
+    pub allowlisted: u64,
+    /// Requests the deny list refused.
+    pub denylisted: u64,
+    /// Requests refused for a missing key.
+    pub missing_key: u64,
+    /// Requests admitted.
+    pub allowed: u64,
+    /// Requests denied by the rules.
+    pub denied: u64,
+}
+
+/// The live counters.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    inner: Mutex<Metrics>,
+}
+
+impl Counters {
+    pub(crate) fn record(&self, verdict: &Verdict) {
+        let mut m = lock(&self.inner);
+        match verdict {
+            Verdict::Allowlisted => m.allowlisted += 1,
+            Verdict::Denylisted => m.denylisted += 1,
+            Verdict::MissingKey { .. } => m.missing_key += 1,
+            Verdict::Decided(d) => record_decision(&mut m, d),
+            Verdict::Unmatched => {}
+        }
+    }
+
+    /// Keeps the counters of the rules still loaded, drops the others.
+    pub(crate) fn retain(&self, names: &[&str]) {
+        lock(&self.inner).rules.retain(|name, _| names.contains(&name.as_str()));
+    }
+
+    pub(crate) fn snapshot(&self) -> Metrics {
+        lock(&self.inner).clone()
+    }
+}
+
+fn record_decision(m: &mut Metrics, d: &RulesDecision) {
+    if d.allowed {
+        m.allowed += 1;
+    } else {
+        m.denied += 1;
+    }
+    for r in &d.rules {
+        // Rule names are bounded by the rule set; allocate only for a rule seen first.
+        let c = match m.rules.get_mut(&r.rule) {
+            Some(c) => c,
+            None => m.rules.entry(r.rule.clone()).or_default(),
+        };
+        c.decided += 1;
+        c.denied += !r.decision.allowed as u64;
+        c.consumed += r.consumed as u64;
+        c.degraded += (r.decision.source != Source::Store) as u64;
+    }
+}

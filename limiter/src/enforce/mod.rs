@@ -1,0 +1,486 @@
+//! The enforcement point: an [`Enforcer`] decides a request against a [`RuleSet`].
+//!
+//! For each request, in order:
+//!
+//! 1. The client IP is found ([`crate::rules::ClientIp`]: forwarding headers only from
+//!    trusted proxies). The deny list refuses and the allow list admits before anything else,
+//!    without asking Redis.
+//! 2. Every rule whose matcher accepts the request applies. Each gives the request an
+//!    identity from its key parts; a request with no usable key gets the rule's
+//!    [`crate::rules::OnMissingKey`] treatment.
+//! 3. All matched rules are decided **all-or-nothing**: a request denied by one rule consumes
+//!    nothing from the others, and a shadow rule is decided and counted but never denies. On
+//!    one Redis (and in process) this is one call of the all-or-nothing script
+//!    (`algo::batch` explains it): atomic, at one clock reading. Cost 0 peeks every rule.
+//! 4. When Redis cannot be asked (down, slow, the breaker open), each rule's own
+//!    [`FailurePolicy`] answers, still all-or-nothing across the rules' local budgets.
+//!
+//! # Rules whose keys cannot share a slot
+//!
+//! A rule's Redis keys are `prefix:{tag}:rest:rule:`; the tag is the rule's first key part, so
+//! on a Redis Cluster rules whose first parts agree share a slot. On a single Redis every rule
+//! of a request goes into one script call, whatever its tag. A cluster store (not written yet)
+//! must group the rules by slot, and across groups the decision cannot be one atomic step:
+//! the enforcer then runs a dry pass over every group (each group atomic on its own), and only
+//! if every enforced rule fits, a committing pass group by group. Between the two passes a
+//! concurrent request can take what a rule had left: the committing pass of that group then
+//! denies, after the groups before it consumed. So across slots the guarantee is weaker: every
+//! rule still never admits beyond its own bound (each group's call is atomic), and a request
+//! that is admitted consumed from every rule; but a denied request may have consumed from
+//! rules in other slots (it is charged for what it did not get), under contention only. The
+//! simulator's `rules-per-slot` subject runs exactly that path and its checker counts those
+//! requests. Put the identity that matters first in every rule's key to keep them atomic.
+//!
+//! ```
+//! use limiter::enforce::{Enforcer, Verdict};
+//! use limiter::rules::{KeyPart, Match, Rule, RuleSet};
+//! use limiter::{Algorithm, Quota};
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let rules = RuleSet::builder()
+//!     .rule(Rule::new("per-key", Algorithm::SlidingLog, Quota::per_minute(2)).key([KeyPart::header("x-api-key")]))
+//!     .rule(Rule::new("global", Algorithm::SlidingLog, Quota::per_minute(100)))
+//!     .build()?;
+//! let enforcer = Enforcer::builder(rules).build()?; // in process; `.redis(store)` to share
+//! let req = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
+//! for _ in 0..2 {
+//!     assert!(matches!(enforcer.check(&req).await?, Verdict::Decided(d) if d.allowed));
+//! }
+//! let Verdict::Decided(denied) = enforcer.check(&req).await? else { unreachable!() };
+//! assert!(!denied.allowed);
+//! // The global rule admitted it alone, but nothing was taken from it: all or nothing.
+//! assert_eq!(denied.violated().map(|r| r.rule.as_str()).collect::<Vec<_>>(), ["per-key"]);
+//! assert!(denied.rules.iter().all(|r| !r.consumed));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+
+mod fallback;
+mod metrics;
+#[cfg(feature = "config")]
+mod reload;
+mod verdict;
+
+use std::future::Future;
+use std::net::IpAddr;
+use std::sync::{Arc, RwLock};
+
+use http::Request;
+
+pub use metrics::{Metrics, RuleCounts};
+#[cfg(feature = "config")]
+pub use reload::{ReloadError, Watch};
+pub use verdict::{RuleDecision, RulesDecision, Verdict};
+
+use crate::algo::batch::ItemOutcome;
+use crate::batch::{self, BatchRequest, ItemReply};
+use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::{Decision, Degraded, Source};
+use crate::error::Error;
+use crate::key::KeySpace;
+use crate::limiter::TimeSource;
+use crate::policy::FailurePolicy;
+use crate::quota::Algorithm;
+use crate::rules::{Access, Identity, OnMissingKey, Rule, RuleSet};
+use crate::scripts;
+use crate::store::local::{BatchItem, LocalStore};
+use crate::store::{RedisStore, StoreError};
+
+enum Backend {
+    Local(LocalStore),
+    Redis(RedisStore),
+}
+
+struct Shared {
+    rules: RwLock<Arc<RuleSet>>,
+    backend: Backend,
+    clock: Arc<dyn Clock>,
+    breaker: CircuitBreaker,
+    budget: LocalStore,
+    keys: KeySpace,
+    counters: metrics::Counters,
+    per_tag: bool,
+}
+
+/// Decides requests against a reloadable [`RuleSet`]; see the module docs. Cheap to clone:
+/// clones share the rules, the store, the breaker and the counters.
+#[derive(Clone)]
+pub struct Enforcer {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Enforcer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enforcer").field("rules", &self.rules().rules().len()).finish_non_exhaustive()
+    }
+}
+
+/// Builds an [`Enforcer`]; [`EnforcerBuilder::build`] checks everything.
+pub struct EnforcerBuilder {
+    rules: RuleSet,
+    redis: Option<RedisStore>,
+    clock: Arc<dyn Clock>,
+    breaker: BreakerConfig,
+    prefix: String,
+    max_key_len: usize,
+    max_local_keys: usize,
+    per_tag: bool,
+}
+
+impl EnforcerBuilder {
+    /// Keeps state in Redis (default: in this process).
+    pub fn redis(mut self, store: RedisStore) -> Self {
+        self.redis = Some(store);
+        self
+    }
+
+    /// The instance's clock (client-time rules, local budgets, the breaker).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Circuit breaker thresholds (one breaker for the store, shared by every rule).
+    pub fn breaker(mut self, config: BreakerConfig) -> Self {
+        self.breaker = config;
+        self
+    }
+
+    /// Key prefix (default `ratelimiter`).
+    pub fn key_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Longest identity accepted, in bytes (default 512): a longer one is refused as
+    /// [`Error::InvalidKey`] (the layer answers 400).
+    pub fn max_key_len(mut self, bytes: usize) -> Self {
+        self.max_key_len = bytes;
+        self
+    }
+
+    /// Most keys kept in process by the in-process store and the local budgets (default
+    /// 100,000): memory stays bounded whatever keys clients send.
+    pub fn max_local_keys(mut self, keys: usize) -> Self {
+        self.max_local_keys = keys;
+        self
+    }
+
+    /// Decides the rules of each hash tag in their own script calls, in two passes, as a
+    /// Redis Cluster store must when a request's rules fall in different slots (see the
+    /// module docs). Only the harness turns this on, to check what that costs.
+    #[cfg(feature = "harness")]
+    pub fn per_tag_calls(mut self, on: bool) -> Self {
+        self.per_tag = on;
+        self
+    }
+
+    /// Validates everything and builds the enforcer.
+    pub fn build(self) -> Result<Enforcer, Error> {
+        self.breaker.validate()?;
+        if self.max_local_keys == 0 {
+            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+        }
+        let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let backend = match self.redis {
+            Some(redis) => Backend::Redis(redis),
+            None => Backend::Local(LocalStore::new(self.max_local_keys)),
+        };
+        let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
+        let counters = metrics::Counters::default();
+        counters.retain(&names);
+        Ok(Enforcer {
+            shared: Arc::new(Shared {
+                rules: RwLock::new(Arc::new(self.rules)),
+                backend,
+                clock: self.clock,
+                breaker: CircuitBreaker::new(self.breaker),
+                budget: LocalStore::new(self.max_local_keys),
+                keys,
+                counters,
+                per_tag: self.per_tag,
+            }),
+        })
+    }
+}
+
+/// One matched rule of one request, ready to decide.
+struct Planned {
+    rule: Rule,
+    identity: Identity,
+    stem: String,
+}
+
+/// What the synchronous part of a check found.
+enum Plan {
+    Done(Verdict),
+    Decide(Vec<Planned>),
+}
+
+impl Enforcer {
+    /// Starts building an enforcer of `rules`.
+    pub fn builder(rules: RuleSet) -> EnforcerBuilder {
+        EnforcerBuilder {
+            rules,
+            redis: None,
+            clock: Arc::new(SystemClock),
+            breaker: BreakerConfig::default(),
+            prefix: crate::key::DEFAULT_PREFIX.into(),
+            max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
+            max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
+            per_tag: false,
+        }
+    }
+
+    /// The rules in force.
+    pub fn rules(&self) -> Arc<RuleSet> {
+        self.shared.rules.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `rules` in force for every request that starts checking from now on. Counters
+    /// and Redis state of rules kept by name carry over (see `docs/ARCHITECTURE.md` on which
+    /// quota changes keep an algorithm's state).
+    pub fn replace_rules(&self, rules: RuleSet) {
+        let names: Vec<&str> = rules.rules().iter().map(Rule::name).collect();
+        self.shared.counters.retain(&names);
+        *self.shared.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
+    }
+
+    /// The counters so far.
+    pub fn metrics(&self) -> Metrics {
+        self.shared.counters.snapshot()
+    }
+
+    /// The circuit breaker's state.
+    pub fn breaker_state(&self) -> BreakerState {
+        self.shared.breaker.state()
+    }
+
+    /// Decides `req`. Everything read from the request is read now; the future owns what it
+    /// needs and does not borrow the request.
+    pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Verdict, Error>> + Send + 'static {
+        let plan = self.plan(req);
+        let shared = self.shared.clone();
+        async move {
+            let verdict = match plan? {
+                Plan::Done(verdict) => verdict,
+                Plan::Decide(planned) => Verdict::Decided(shared.decide(planned).await?),
+            };
+            shared.counters.record(&verdict);
+            Ok(verdict)
+        }
+    }
+
+    fn plan<B>(&self, req: &Request<B>) -> Result<Plan, Error> {
+        let rules = self.rules();
+        let ip: Option<IpAddr> = rules.client_ip().resolve(req);
+        match rules.access().check(req, ip) {
+            Access::Denied => return Ok(Plan::Done(Verdict::Denylisted)),
+            Access::Allowed => return Ok(Plan::Done(Verdict::Allowlisted)),
+            Access::Unlisted => {}
+        }
+        let mut planned = Vec::new();
+        for rule in rules.rules().iter().filter(|r| r.matcher().matches(req)) {
+            let identity = match Identity::of(rule.key_parts(), req, ip) {
+                Ok(identity) => identity,
+                Err(part) => match (rule.missing_key(), ip) {
+                    (OnMissingKey::Skip, _) => continue,
+                    (OnMissingKey::FallbackToIp, Some(ip)) => Identity::of_ip(ip),
+                    _ => {
+                        return Ok(Plan::Done(Verdict::MissingKey { rule: rule.name().to_owned(), part: part.spec() }))
+                    }
+                },
+            };
+            self.shared.keys.check(&identity.text())?;
+            let stem = self.shared.stem(rule, &identity);
+            planned.push(Planned { rule: rule.clone(), identity, stem });
+        }
+        if planned.is_empty() {
+            return Ok(Plan::Done(Verdict::Unmatched));
+        }
+        Ok(Plan::Decide(planned))
+    }
+}
+
+impl Shared {
+    /// `prefix:{tag}:rest:rule:`, and for a token bucket the period too (its stored units are
+    /// counted in periods, so a bucket under another period is another bucket).
+    fn stem(&self, rule: &Rule, identity: &Identity) -> String {
+        let mut stem = self.keys.stem(identity.tag());
+        if !identity.rest().is_empty() {
+            stem.push_str(identity.rest());
+            stem.push(':');
+        }
+        stem.push_str(rule.name());
+        stem.push(':');
+        if rule.algorithm() == Algorithm::TokenBucket {
+            stem.push_str(&format!("p{}:", rule.quota().period_ms()));
+        }
+        stem
+    }
+
+    async fn decide(&self, planned: Vec<Planned>) -> Result<RulesDecision, Error> {
+        let now = self.clock.now_ms();
+        let redis = match &self.backend {
+            Backend::Local(store) => {
+                let items: Vec<BatchItem<'_>> = planned.iter().map(|p| local_item(p, now)).collect();
+                let outcome = store.apply_batch(&items, true);
+                let replies = outcome.items.iter().map(|&item| ItemReply { item, now_ms: now }).collect();
+                return Ok(self.decision(planned, outcome.allowed, replies, Source::Store, None));
+            }
+            Backend::Redis(redis) => redis,
+        };
+        let permit = self.breaker.acquire(now);
+        if let Permit::Reject { retry_after_ms } = permit {
+            return Ok(fallback::decide(self, planned, now, Degraded::BreakerOpen, retry_after_ms));
+        }
+        match self.ask_redis(redis, &planned, now).await {
+            Ok((allowed, replies)) => {
+                self.breaker.on_success(permit);
+                Ok(self.decision(planned, allowed, replies, Source::Store, None))
+            }
+            Err(StoreError::Fatal(error)) => {
+                self.breaker.on_success(permit);
+                Err(error)
+            }
+            Err(StoreError::Unavailable(why)) => {
+                let failed_at = self.clock.now_ms();
+                self.breaker.on_failure(permit, failed_at);
+                let retry = self.breaker.next_attempt_in_ms(failed_at);
+                Ok(fallback::decide(self, planned, failed_at, why, retry))
+            }
+        }
+    }
+
+    /// One call of the all-or-nothing script; or, per hash tag, a dry pass and a committing
+    /// pass (see the module docs).
+    async fn ask_redis(
+        &self,
+        redis: &RedisStore,
+        planned: &[Planned],
+        now: u64,
+    ) -> Result<(bool, Vec<ItemReply>), StoreError> {
+        let groups = self.groups(planned);
+        let batch_of = |group: &[usize], commit: bool| BatchRequest {
+            items: group.iter().map(|&i| script_item(&planned[i], now)).collect(),
+            commit,
+        };
+        if groups.len() == 1 {
+            let reply = redis.evaluate_batch(&batch_of(&groups[0], true)).await?;
+            return Ok((reply.allowed, reply.items));
+        }
+        let mut replies: Vec<Option<ItemReply>> = vec![None; planned.len()];
+        let mut all_fit = true;
+        for group in &groups {
+            let reply = redis.evaluate_batch(&batch_of(group, false)).await?;
+            all_fit &= reply.allowed;
+            for (&i, item) in group.iter().zip(reply.items) {
+                replies[i] = Some(item);
+            }
+        }
+        let mut allowed = all_fit;
+        if all_fit {
+            for group in &groups {
+                let reply = redis.evaluate_batch(&batch_of(group, true)).await?;
+                allowed &= reply.allowed;
+                for (&i, item) in group.iter().zip(reply.items) {
+                    replies[i] = Some(item);
+                }
+            }
+        }
+        // Every index is in exactly one group, so every reply is filled.
+        Ok((allowed, replies.into_iter().flatten().collect()))
+    }
+
+    /// The rules decided together: all of them on one Redis; per hash tag when asked to.
+    fn groups(&self, planned: &[Planned]) -> Vec<Vec<usize>> {
+        if !self.per_tag {
+            return vec![(0..planned.len()).collect()];
+        }
+        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
+        for (i, p) in planned.iter().enumerate() {
+            match groups.iter_mut().find(|(tag, _)| *tag == p.identity.tag()) {
+                Some((_, g)) => g.push(i),
+                None => groups.push((p.identity.tag(), vec![i])),
+            }
+        }
+        groups.into_iter().map(|(_, g)| g).collect()
+    }
+
+    fn decision(
+        &self,
+        planned: Vec<Planned>,
+        allowed: bool,
+        replies: Vec<ItemReply>,
+        source: Source,
+        degraded: Option<Degraded>,
+    ) -> RulesDecision {
+        let rules = planned
+            .into_iter()
+            .zip(replies)
+            .map(|(p, reply)| rule_decision(p, reply.item, reply.now_ms, source, degraded))
+            .collect();
+        RulesDecision { allowed, rules }
+    }
+}
+
+fn rule_decision(
+    p: Planned,
+    item: ItemOutcome,
+    now_ms: u64,
+    source: Source,
+    degraded: Option<Degraded>,
+) -> RuleDecision {
+    let o = item.outcome;
+    RuleDecision {
+        decision: Decision {
+            allowed: o.allowed,
+            limit: p.rule.quota().capacity(p.rule.algorithm()),
+            remaining: o.remaining,
+            retry_after_ms: o.retry_after_ms,
+            reset_after_ms: o.reset_after_ms,
+            source,
+            degraded,
+            decided_at_ms: now_ms,
+        },
+        consumed: item.consumed,
+        rule: p.rule.name().to_owned(),
+        algorithm: p.rule.algorithm(),
+        quota: p.rule.quota(),
+        shadow: p.rule.is_shadow(),
+        cost: p.rule.request_cost(),
+        identity: p.identity,
+    }
+}
+
+fn script_item(p: &Planned, now: u64) -> batch::Item<'_> {
+    batch::Item {
+        request: scripts::Request {
+            algorithm: p.rule.algorithm(),
+            quota: &p.rule.quota,
+            stem: &p.stem,
+            now_ms: (p.rule.clock() == TimeSource::Client).then_some(now),
+            cost: p.rule.request_cost(),
+        },
+        shadow: p.rule.is_shadow(),
+    }
+}
+
+fn local_item(p: &Planned, now: u64) -> BatchItem<'_> {
+    BatchItem {
+        algorithm: p.rule.algorithm(),
+        quota: &p.rule.quota,
+        key: &p.stem,
+        now_ms: now,
+        cost: p.rule.request_cost(),
+        shadow: p.rule.is_shadow(),
+    }
+}
+
+/// The failure policy a rule falls back to.
+fn policy_of(p: &Planned) -> FailurePolicy {
+    p.rule.policy()
+}
+
+#[cfg(all(test, not(limiter_loom)))]
+mod tests;

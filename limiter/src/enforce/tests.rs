@@ -1,0 +1,217 @@
+//! The enforcer in process, on a manual clock: what each verdict is and what it consumes.
+
+use std::sync::Arc;
+
+use http::Request;
+
+use super::*;
+use crate::clock::ManualClock;
+use crate::rules::{AccessList, AccessLists, ClientIp, KeyPart, Match, PeerAddr, Rule, User};
+use crate::Quota;
+
+fn enforcer(rules: RuleSet, clock: &ManualClock) -> Enforcer {
+    Enforcer::builder(rules).clock(Arc::new(clock.clone())).build().expect("valid")
+}
+
+fn req(key: Option<&str>, peer: &str) -> Request<()> {
+    let mut b = Request::builder().uri("/api/hello").extension(PeerAddr(peer.parse().unwrap()));
+    if let Some(k) = key {
+        b = b.header("x-api-key", k);
+    }
+    b.body(()).unwrap()
+}
+
+async fn decided(e: &Enforcer, r: &Request<()>) -> RulesDecision {
+    match e.check(r).await.expect("no error") {
+        Verdict::Decided(d) => d,
+        other => panic!("expected a decision, got {other:?}"),
+    }
+}
+
+fn per_key(limit: u64) -> Rule {
+    Rule::new("per-key", Algorithm::FixedWindow, Quota::new(limit, 60_000)).key([KeyPart::header("x-api-key")])
+}
+
+#[tokio::test]
+async fn shadow_rules_count_and_report_but_never_deny() {
+    let clock = ManualClock::new(1_000_000);
+    let rules = RuleSet::builder()
+        .rule(per_key(3))
+        .rule(
+            Rule::new("dark", Algorithm::FixedWindow, Quota::new(1, 60_000))
+                .key([KeyPart::header("x-api-key")])
+                .shadow(true),
+        )
+        .build()
+        .unwrap();
+    let e = enforcer(rules, &clock);
+    let r = req(Some("k"), "192.0.2.1");
+    let first = decided(&e, &r).await;
+    assert!(first.allowed && first.rules[1].consumed);
+    let second = decided(&e, &r).await;
+    // The shadow rule would deny; the request goes through and only the enforced rule pays.
+    assert!(second.allowed && !second.rules[1].decision.allowed && !second.rules[1].consumed);
+    assert_eq!(second.violated().count(), 0);
+    decided(&e, &r).await;
+    assert!(!decided(&e, &r).await.allowed);
+    let m = e.metrics();
+    assert_eq!((m.rules["dark"].denied, m.rules["dark"].consumed), (3, 1));
+    assert_eq!((m.allowed, m.denied), (3, 1));
+}
+
+#[tokio::test]
+async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
+    let clock = ManualClock::new(0);
+    let lists = AccessLists::new()
+        .key_header("x-api-key")
+        .allow(AccessList::new().key("vip"))
+        .deny(AccessList::new().net("203.0.113.0/24".parse().unwrap()));
+    let rules = RuleSet::builder()
+        .rule(per_key(1))
+        .rule(
+            Rule::new("by-user", Algorithm::FixedWindow, Quota::new(1, 60_000))
+                .matching(Match::any().header("x-user-flag"))
+                .key([KeyPart::User])
+                .on_missing_key(OnMissingKey::FallbackToIp),
+        )
+        .access(lists)
+        .build()
+        .unwrap();
+    let e = enforcer(rules, &clock);
+    for _ in 0..3 {
+        assert_eq!(e.check(&req(Some("vip"), "192.0.2.1")).await.unwrap(), Verdict::Allowlisted);
+        assert_eq!(e.check(&req(Some("vip"), "203.0.113.9")).await.unwrap(), Verdict::Denylisted);
+    }
+    let missing = e.check(&req(None, "192.0.2.1")).await.unwrap();
+    assert_eq!(missing, Verdict::MissingKey { rule: "per-key".into(), part: "header:x-api-key".into() });
+    // Nothing was counted for the listed requests.
+    assert!(decided(&e, &req(Some("k"), "192.0.2.1")).await.allowed);
+    // No user: counted by IP instead.
+    let flagged = Request::builder()
+        .header("x-api-key", "k2")
+        .header("x-user-flag", "1")
+        .extension(PeerAddr("192.0.2.7".parse().unwrap()))
+        .body(())
+        .unwrap();
+    let d = decided(&e, &flagged).await;
+    assert_eq!(d.rules[1].identity.text(), "ip=192.0.2.7");
+    let m = e.metrics();
+    assert_eq!((m.allowlisted, m.denylisted, m.missing_key), (3, 3, 1));
+    let mut with_user = flagged;
+    with_user.extensions_mut().insert(User("ann".into()));
+    with_user.headers_mut().insert("x-api-key", "k3".parse().unwrap());
+    assert_eq!(decided(&e, &with_user).await.rules[1].identity.text(), "user=ann");
+}
+
+#[tokio::test]
+async fn cost_zero_peeks_every_rule_and_reloads_keep_counters() {
+    let clock = ManualClock::new(0);
+    let peek =
+        Rule::new("status", Algorithm::SlidingLog, Quota::new(2, 60_000)).key([KeyPart::header("x-api-key")]).cost(0);
+    let e = enforcer(RuleSet::builder().rule(per_key(2)).build().unwrap(), &clock);
+    let r = req(Some("k"), "192.0.2.1");
+    decided(&e, &r).await;
+    // A new rule, and the old one with a larger quota: its window's count carries over.
+    e.replace_rules(RuleSet::builder().rule(per_key(3)).rule(peek).build().unwrap());
+    let d = decided(&e, &r).await;
+    assert!(d.allowed);
+    assert_eq!((d.rules[0].decision.remaining, d.rules[1].decision.remaining), (1, 2));
+    assert!(!d.rules[1].consumed);
+    assert!(decided(&e, &r).await.allowed);
+    assert!(!decided(&e, &r).await.allowed, "3 per window, counted across the reload");
+}
+
+#[tokio::test]
+async fn client_ip_is_the_peer_unless_a_trusted_proxy_says_otherwise() {
+    let clock = ManualClock::new(0);
+    let rules = RuleSet::builder()
+        .rule(Rule::new("per-ip", Algorithm::FixedWindow, Quota::new(1, 60_000)).key([KeyPart::ClientIp]))
+        .client_ip(ClientIp::new().trust("10.0.0.0/8".parse().unwrap()))
+        .build()
+        .unwrap();
+    let e = enforcer(rules, &clock);
+    let spoof = |claimed: &str| {
+        Request::builder()
+            .header("x-forwarded-for", claimed)
+            .extension(PeerAddr("198.51.100.1".parse().unwrap()))
+            .body(())
+            .unwrap()
+    };
+    assert!(decided(&e, &spoof("1.1.1.1")).await.allowed);
+    // Another claimed address from the same untrusted peer is the same client.
+    let d = decided(&e, &spoof("2.2.2.2")).await;
+    assert!(!d.allowed);
+    assert_eq!(d.rules[0].identity.text(), "ip=198.51.100.1");
+}
+
+#[tokio::test]
+async fn memory_stays_bounded_under_a_flood_of_keys() {
+    let clock = ManualClock::new(0);
+    let e = Enforcer::builder(RuleSet::builder().rule(per_key(5)).build().unwrap())
+        .clock(Arc::new(clock.clone()))
+        .max_local_keys(50)
+        .build()
+        .unwrap();
+    for i in 0..2_000 {
+        decided(&e, &req(Some(&format!("hostile-{i}")), "192.0.2.1")).await;
+    }
+    let Backend::Local(store) = &e.shared.backend else { unreachable!("in process") };
+    assert!(store.len() <= 50, "{}", store.len());
+    let long = "x".repeat(600);
+    assert!(matches!(e.check(&req(Some(&long), "192.0.2.1")).await, Err(Error::InvalidKey(_))));
+}
+
+#[cfg(feature = "config")]
+#[tokio::test]
+async fn a_bad_file_leaves_the_rules_in_force_and_the_watch_reports_each_change_once() {
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rules.toml");
+    let good =
+        "[[rule]]\nname = \"r\"\nkey = [\"header:x-api-key\"]\nalgorithm = \"fixed-window\"\nlimit = 1\nperiod = 60\n";
+    std::fs::write(&path, good).unwrap();
+    let clock = ManualClock::new(0);
+    let e = enforcer(RuleSet::from_toml(good).unwrap(), &clock);
+    std::fs::write(&path, good.replace("limit = 1", "limit = -1")).unwrap();
+    let err = e.reload_from_file(&path).unwrap_err();
+    assert!(err.to_string().contains("rule \"r\", field limit: invalid value"), "{err}");
+    assert_eq!(e.rules().rules()[0].quota().limit(), 1, "the old rules stay");
+    assert!(matches!(e.reload_from_file(&dir.path().join("missing.toml")), Err(ReloadError::Read { .. })));
+
+    // The watch takes the file as it finds it for what is in force.
+    std::fs::write(&path, good).unwrap();
+    let heard: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = heard.clone();
+    let watch = e.watch(&path, Duration::from_millis(5), move |outcome| {
+        let line = match outcome {
+            Ok(rules) => format!("ok {}", rules.rules()[0].quota().limit()),
+            Err(e) => format!("err {e}"),
+        };
+        log.lock().unwrap().push(line);
+    });
+    let wait_for = |n: usize| {
+        let heard = heard.clone();
+        async move {
+            for _ in 0..2_000 {
+                if heard.lock().unwrap().len() >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("the watch reported {:?}, expected {n} reports", heard.lock().unwrap());
+        }
+    };
+    // A bad file is reported once, however many polls see it.
+    std::fs::write(&path, good.replace("limit = 1", "limit = 0")).unwrap();
+    wait_for(1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    std::fs::write(&path, good.replace("limit = 1", "limit = 4")).unwrap();
+    wait_for(2).await;
+    drop(watch);
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 2, "{heard:?}");
+    assert!(heard[0].starts_with("err ") && heard[1] == "ok 4", "{heard:?}");
+    assert_eq!(e.rules().rules()[0].quota().limit(), 4);
+}

@@ -1,0 +1,85 @@
+//! What the enforcement point answers about one request.
+
+use crate::decision::Decision;
+use crate::quota::{Algorithm, Quota};
+use crate::rules::Identity;
+
+/// The answer about one request: a value, never an exception (errors are for a key the
+/// limiter refuses or a Redis reply the caller must hear about).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No rule matches the request (and no list names it): nothing to enforce.
+    Unmatched,
+    /// The allow list names the request: no rule applies, Redis is not asked.
+    Allowlisted,
+    /// The deny list names the request: refused before any rule, Redis is not asked.
+    Denylisted,
+    /// A rule counts requests by a part this request does not carry, and the rule says to
+    /// reject such requests.
+    MissingKey {
+        /// The rule.
+        rule: String,
+        /// The key part missing (`header:x-api-key`, `user`, `ip`).
+        part: String,
+    },
+    /// The matched rules decided, all-or-nothing.
+    Decided(RulesDecision),
+}
+
+/// The rules a request matched and what each decided.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RulesDecision {
+    /// Whether the request may proceed: every enforced rule admits it. Shadow rules never
+    /// deny.
+    pub allowed: bool,
+    /// One per matched rule, in rule order.
+    pub rules: Vec<RuleDecision>,
+}
+
+impl RulesDecision {
+    /// The enforced rules that deny the request (the violated policies).
+    pub fn violated(&self) -> impl Iterator<Item = &RuleDecision> {
+        self.rules.iter().filter(|r| !r.shadow && !r.decision.allowed)
+    }
+
+    /// When denied: how long until every violated rule admits the request, the longest of
+    /// their waits. Honest: each rule's own Retry-After is, and a rule that admits keeps
+    /// admitting as time passes with no other traffic. 0 when allowed.
+    pub fn retry_after_ms(&self) -> u64 {
+        if self.allowed {
+            return 0;
+        }
+        self.violated().map(|r| r.decision.retry_after_ms.max(1)).max().unwrap_or(1)
+    }
+
+    /// [`RulesDecision::retry_after_ms`] in whole seconds, rounded up, for `Retry-After`.
+    pub fn retry_after_secs(&self) -> u64 {
+        self.retry_after_ms().div_ceil(1000)
+    }
+}
+
+/// One rule's part of a decision.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RuleDecision {
+    /// The rule's name (the policy's name in the headers).
+    pub rule: String,
+    /// The key the request was counted under.
+    pub identity: Identity,
+    /// The rule's algorithm.
+    pub algorithm: Algorithm,
+    /// The rule's quota.
+    pub quota: Quota,
+    /// Whether the rule only observes.
+    pub shadow: bool,
+    /// What the request cost under this rule.
+    pub cost: u64,
+    /// This rule's own answer: `allowed` is whether it alone admits the request; `remaining`
+    /// what it still admits after this request; `source` who decided (Redis, or the rule's
+    /// failure policy).
+    pub decision: Decision,
+    /// Whether the request's cost was taken from this rule.
+    pub consumed: bool,
+}

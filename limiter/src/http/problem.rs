@@ -1,0 +1,75 @@
+//! Problem details (RFC 9457) for the enforcement point's refusals, as
+//! `application/problem+json`. A request over quota gets the draft's `quota-exceeded` type
+//! with `violated-policies`, the names of the rules that denied it.
+
+use std::fmt::Write;
+
+use crate::enforce::RulesDecision;
+
+/// The media type.
+pub const CONTENT_TYPE: &str = "application/problem+json";
+/// The problem type of draft-ietf-httpapi-ratelimit-headers-11 for a request over quota.
+pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+/// `text` as a JSON string, quotes included.
+fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                // Writing to a String cannot fail.
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// A problem object with `type`, `title`, `status`, `detail` and extra members (each value
+/// already JSON).
+pub fn body(problem_type: &str, title: &str, status: u16, detail: &str, extra: &[(&str, String)]) -> String {
+    let mut out = format!(
+        "{{\"type\":{},\"title\":{},\"status\":{status},\"detail\":{}",
+        json_string(problem_type),
+        json_string(title),
+        json_string(detail)
+    );
+    for (name, value) in extra {
+        let _ = write!(out, ",{}:{value}", json_string(name));
+    }
+    out.push('}');
+    out
+}
+
+/// The body of a 429: the violated policies and when to come back.
+pub fn quota_exceeded(d: &RulesDecision) -> String {
+    let names: Vec<String> = d.violated().map(|r| json_string(&r.rule)).collect();
+    let detail = format!(
+        "The request exceeds {} of its rate-limit policies; retry after {} s.",
+        names.len(),
+        d.retry_after_secs().max(1)
+    );
+    body(
+        QUOTA_EXCEEDED,
+        "Request cannot be satisfied as assigned quota has been exceeded",
+        429,
+        &detail,
+        &[("violated-policies", format!("[{}]", names.join(",")))],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_are_escaped_and_members_follow_in_order() {
+        let text = body("about:blank", "Bad \"key\"", 400, "a\\b\nc", &[("n", "[1]".into())]);
+        assert_eq!(text, r#"{"type":"about:blank","title":"Bad \"key\"","status":400,"detail":"a\\b\u000ac","n":[1]}"#);
+    }
+}

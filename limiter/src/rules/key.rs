@@ -1,0 +1,228 @@
+//! What a rule counts by: key parts, and the identity they make for one request.
+//!
+//! A rule's key is a list of parts; each part is read from the request and written as
+//! `name=value`, the values escaped so no two different keys can make the same text. The
+//! first part is the *tag*: it goes between the braces of the Redis key
+//! (`prefix:{tag}:rest:rule:`), the Redis Cluster hash tag, so the keys of every rule whose
+//! first part agrees (say, the API key) land in one slot and can be decided in one script
+//! call on a cluster too. The other parts follow the braces.
+
+use std::fmt::Write;
+use std::net::IpAddr;
+
+use http::{HeaderName, Request};
+
+/// The authenticated user of a request, put in its extensions by the application's
+/// authentication layer; the [`KeyPart::User`] part reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct User(pub String);
+
+/// One part of a rule's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyPart {
+    /// The [`User`] in the request's extensions.
+    User,
+    /// The value of a request header, such as an API key (lower-case name).
+    Header(String),
+    /// The client IP, as [`super::ClientIp`] finds it.
+    ClientIp,
+    /// The request's path (without query): a limit per route.
+    Route,
+    /// The request's method.
+    Method,
+    /// A constant: every request the rule matches shares it (a global cap).
+    Const(String),
+}
+
+impl KeyPart {
+    /// The value of the header `name`.
+    pub fn header(name: &str) -> Self {
+        KeyPart::Header(name.to_ascii_lowercase())
+    }
+
+    /// The part as the rules file writes it: `user`, `header:x-api-key`, `ip`, `route`,
+    /// `method`, `const:global`.
+    pub fn spec(&self) -> String {
+        match self {
+            KeyPart::User => "user".into(),
+            KeyPart::Header(h) => format!("header:{h}"),
+            KeyPart::ClientIp => "ip".into(),
+            KeyPart::Route => "route".into(),
+            KeyPart::Method => "method".into(),
+            KeyPart::Const(c) => format!("const:{c}"),
+        }
+    }
+
+    /// Reads a part as the rules file writes it (see [`KeyPart::spec`]).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let part = match spec {
+            "user" => KeyPart::User,
+            "ip" => KeyPart::ClientIp,
+            "route" => KeyPart::Route,
+            "method" => KeyPart::Method,
+            other => match other.split_once(':') {
+                Some(("header", h)) => KeyPart::header(h),
+                Some(("const", c)) => KeyPart::Const(c.to_owned()),
+                _ => {
+                    return Err(format!(
+                        "{spec:?} is not a key part; expected user, ip, route, method, header:NAME or const:TEXT"
+                    ))
+                }
+            },
+        };
+        part.validate()?;
+        Ok(part)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match self {
+            KeyPart::Header(h) if HeaderName::from_bytes(h.as_bytes()).is_err() => {
+                Err(format!("{:?} is not a header name", self.spec()))
+            }
+            KeyPart::Const(c) if c.is_empty() => Err("a constant key part must not be empty".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The short name written before the value in keys.
+    fn label(&self) -> &str {
+        match self {
+            KeyPart::User => "user",
+            KeyPart::Header(h) => h,
+            KeyPart::ClientIp => "ip",
+            KeyPart::Route => "route",
+            KeyPart::Method => "method",
+            KeyPart::Const(_) => "const",
+        }
+    }
+
+    /// This part's value for `req`; None when the request has none usable (no header, a
+    /// header that is not text or is empty, no user, no client IP).
+    pub(crate) fn value<B>(&self, req: &Request<B>, client_ip: Option<IpAddr>) -> Option<String> {
+        let v = match self {
+            KeyPart::User => req.extensions().get::<User>().map(|u| u.0.clone()),
+            KeyPart::Header(h) => req.headers().get(h.as_str()).and_then(|v| v.to_str().ok()).map(str::to_owned),
+            KeyPart::ClientIp => client_ip.map(|ip| ip.to_string()),
+            KeyPart::Route => Some(req.uri().path().to_owned()),
+            KeyPart::Method => Some(req.method().as_str().to_owned()),
+            KeyPart::Const(c) => Some(c.clone()),
+        };
+        v.filter(|v| !v.is_empty())
+    }
+}
+
+/// The key one request has under one rule: the tag (first part) and the rest.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Identity {
+    tag: String,
+    rest: String,
+    constant: bool,
+}
+
+impl Identity {
+    /// The identity of `req` under `parts`, or the first part it has no value for.
+    pub(crate) fn of<'p, B>(
+        parts: &'p [KeyPart],
+        req: &Request<B>,
+        client_ip: Option<IpAddr>,
+    ) -> Result<Identity, &'p KeyPart> {
+        let mut tag = String::new();
+        let mut rest = String::new();
+        for (i, part) in parts.iter().enumerate() {
+            let value = part.value(req, client_ip).ok_or(part)?;
+            let out = if i == 0 { &mut tag } else { &mut rest };
+            if !out.is_empty() {
+                out.push('&');
+            }
+            escape_into(out, part.label());
+            out.push('=');
+            escape_into(out, &value);
+        }
+        Ok(Identity { tag, rest, constant: parts.iter().all(|p| matches!(p, KeyPart::Const(_))) })
+    }
+
+    /// The identity a request falls back to by client IP.
+    pub(crate) fn of_ip(ip: IpAddr) -> Identity {
+        Identity { tag: format!("ip={ip}"), rest: String::new(), constant: false }
+    }
+
+    /// The hash-tag part.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The parts after the tag, `&`-separated (empty if the key has one part).
+    pub fn rest(&self) -> &str {
+        &self.rest
+    }
+
+    /// Whether every request of the rule shares this identity (a constant key).
+    pub fn is_constant(&self) -> bool {
+        self.constant
+    }
+
+    /// The whole identity as one text: what the key bound applies to.
+    pub fn text(&self) -> String {
+        if self.rest.is_empty() {
+            self.tag.clone()
+        } else {
+            format!("{}&{}", self.tag, self.rest)
+        }
+    }
+}
+
+/// Percent-escapes what separates parts (`%`, `&`, `=`, `:`), the hash-tag braces, spaces,
+/// controls and non-ASCII bytes, so the escaped text is unambiguous and fits in a Redis key.
+fn escape_into(out: &mut String, value: &str) {
+    for b in value.bytes() {
+        if b.is_ascii_graphic() && !matches!(b, b'%' | b'&' | b'=' | b':' | b'{' | b'}') {
+            out.push(b as char);
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_part_is_the_tag_and_values_cannot_forge_separators() {
+        let req = Request::builder()
+            .uri("/api/x")
+            .header("x-api-key", "a&route=/b")
+            .extension(User("ünï {x}".into()))
+            .body(())
+            .unwrap();
+        let parts = [KeyPart::header("X-Api-Key"), KeyPart::Route];
+        let id = Identity::of(&parts, &req, None).unwrap();
+        assert_eq!(id.tag(), "x-api-key=a%26route%3D/b");
+        assert_eq!(id.rest(), "route=/api/x");
+        let user = Identity::of(&[KeyPart::User], &req, None).unwrap();
+        assert_eq!(user.tag(), "user=%C3%BCn%C3%AF%20%7Bx%7D");
+        assert!(!user.is_constant());
+        assert!(Identity::of(&[KeyPart::Const("g".into())], &req, None).unwrap().is_constant());
+    }
+
+    #[test]
+    fn a_missing_or_empty_value_names_its_part() {
+        let req = Request::builder().header("x-api-key", "").body(()).unwrap();
+        let parts = [KeyPart::Route, KeyPart::header("x-api-key")];
+        assert_eq!(Identity::of(&parts, &req, None), Err(&parts[1]));
+        assert_eq!(Identity::of(&[KeyPart::ClientIp], &req, None), Err(&KeyPart::ClientIp));
+        assert_eq!(Identity::of(&[KeyPart::User], &req, None), Err(&KeyPart::User));
+    }
+
+    #[test]
+    fn parts_parse_back_from_their_spec() {
+        for p in [KeyPart::User, KeyPart::header("x-k"), KeyPart::ClientIp, KeyPart::Route, KeyPart::Const("g".into())]
+        {
+            assert_eq!(KeyPart::parse(&p.spec()), Ok(p));
+        }
+        assert!(KeyPart::parse("cookie").unwrap_err().contains("not a key part"));
+        assert!(KeyPart::parse("header:bad name").is_err());
+    }
+}

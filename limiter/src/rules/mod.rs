@@ -1,0 +1,431 @@
+//! Rules: which requests a limit applies to, what it counts by, and how much.
+//!
+//! A [`Rule`] matches requests by method, path pattern, host and header presence ([`Match`]),
+//! names the key it counts by ([`KeyPart`]s: the user, a header such as an API key, the client
+//! IP, the route, a constant, or several of these), and says which [`Algorithm`] and [`Quota`]
+//! it enforces, what one request costs, what to do when Redis cannot be asked
+//! ([`FailurePolicy`]), whose clock decides ([`TimeSource`]), whether it only observes
+//! (`shadow`), and what to do with a request that carries no usable key ([`OnMissingKey`]).
+//! A request may match several rules: the enforcement point decides them all-or-nothing
+//! (`crate::enforce`).
+//!
+//! A [`RuleSet`] is the rules plus what applies before any of them: the allow and deny lists
+//! ([`AccessLists`]) and the proxies trusted to say who the client is ([`ClientIp`]). Rules
+//! come from code or, with the `config` feature (on by default), from a TOML file
+//! ([`RuleSet::from_toml`]); both are validated the same way, and a bad rule is refused with
+//! a [`RuleError`] naming the rule and the field.
+//!
+//! ```
+//! use limiter::rules::{KeyPart, Match, Rule, RuleSet};
+//! use limiter::{Algorithm, Quota};
+//!
+//! let rules = RuleSet::builder()
+//!     .rule(
+//!         Rule::new("hello-per-key", Algorithm::TokenBucket, Quota::per_second(5))
+//!             .matching(Match::any().method("GET").path("/api/hello"))
+//!             .key([KeyPart::header("x-api-key")]),
+//!     )
+//!     .rule(
+//!         Rule::new("login-per-ip", Algorithm::SlidingLog, Quota::per_minute(10))
+//!             .matching(Match::any().method("POST").path("/login"))
+//!             .key([KeyPart::ClientIp]),
+//!     )
+//!     .build()?;
+//! assert_eq!(rules.rules().len(), 2);
+//!
+//! // A rule that could never be enforced is refused by name and field.
+//! let bad = RuleSet::builder().rule(Rule::new("zero", Algorithm::Gcra, Quota::per_second(0))).build();
+//! assert_eq!(bad.unwrap_err().to_string(), "rule \"zero\", field limit: must be at least 1, got 0");
+//! # Ok::<(), limiter::rules::RuleError>(())
+//! ```
+
+mod access;
+mod client_ip;
+#[cfg(feature = "config")]
+mod config;
+mod key;
+mod matcher;
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+pub use access::{Access, AccessList, AccessLists};
+pub use client_ip::{ClientIp, ForwardedHeader, PeerAddr};
+pub use key::{Identity, KeyPart, User};
+pub use matcher::{Match, PathPattern};
+
+use crate::error::Error;
+use crate::limiter::TimeSource;
+use crate::policy::FailurePolicy;
+use crate::quota::{Algorithm, Quota};
+
+/// A rule refused: which rule (when the problem is inside one), which field, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub struct RuleError {
+    /// The rule's name (or `#N` for the N-th rule of a file when it has no usable name);
+    /// None for a field outside the rules (the lists, the trusted proxies, the file itself).
+    pub rule: Option<String>,
+    /// The field at fault, as the file spells it (`limit`, `match.path`, `access.deny_ips`).
+    pub field: String,
+    /// What is wrong with it, including the value given.
+    pub message: String,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.rule {
+            Some(rule) => write!(f, "rule {rule:?}, field {}: {}", self.field, self.message),
+            None => write!(f, "field {}: {}", self.field, self.message),
+        }
+    }
+}
+
+impl RuleError {
+    pub(crate) fn new(rule: Option<&str>, field: impl Into<String>, message: impl Into<String>) -> Self {
+        RuleError { rule: rule.map(str::to_owned), field: field.into(), message: message.into() }
+    }
+
+    pub(crate) fn in_rule(rule: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::new(Some(rule), field, message)
+    }
+}
+
+/// What to do with a request a rule matches but that carries no usable key (no API key
+/// header, no user, no client IP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum OnMissingKey {
+    /// Answer `400 Bad Request` naming the rule and the missing part (the default).
+    #[default]
+    Reject,
+    /// Count the request by its client IP instead; with no usable IP either, reject.
+    FallbackToIp,
+    /// The rule does not apply to such a request.
+    Skip,
+}
+
+impl OnMissingKey {
+    /// The name the rules file uses.
+    pub const fn name(self) -> &'static str {
+        match self {
+            OnMissingKey::Reject => "reject",
+            OnMissingKey::FallbackToIp => "fallback-ip",
+            OnMissingKey::Skip => "skip",
+        }
+    }
+}
+
+/// The longest rule name accepted.
+pub const MAX_RULE_NAME: usize = 64;
+
+/// One rate limit: see the module docs. Built with [`Rule::new`] and its setters; checked
+/// when a [`RuleSet`] is built.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub(crate) name: String,
+    pub(crate) matcher: Match,
+    pub(crate) key: Vec<KeyPart>,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) quota: Quota,
+    pub(crate) cost: u64,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) time_source: TimeSource,
+    pub(crate) shadow: bool,
+    pub(crate) on_missing_key: OnMissingKey,
+}
+
+impl Rule {
+    /// A rule named `name` (letters, digits, `.`, `_`, `-`; it names the policy in the
+    /// RateLimit headers and the rule's Redis keys) enforcing `quota` with `algorithm`. By
+    /// default it matches every request, counts them all under one constant key, costs 1,
+    /// fails open, reads Redis's clock, enforces, and rejects requests without a key.
+    pub fn new(name: &str, algorithm: Algorithm, quota: Quota) -> Self {
+        Rule {
+            name: name.to_owned(),
+            matcher: Match::any(),
+            key: vec![KeyPart::Const("all".into())],
+            algorithm,
+            quota,
+            cost: 1,
+            policy: FailurePolicy::FailOpen,
+            time_source: TimeSource::Server,
+            shadow: false,
+            on_missing_key: OnMissingKey::Reject,
+        }
+    }
+
+    /// Which requests it applies to.
+    pub fn matching(mut self, matcher: Match) -> Self {
+        self.matcher = matcher;
+        self
+    }
+
+    /// What it counts by: the parts of the key, the first of which is the Redis Cluster hash
+    /// tag (rules whose first parts agree keep their keys in one slot).
+    pub fn key(mut self, parts: impl IntoIterator<Item = KeyPart>) -> Self {
+        self.key = parts.into_iter().collect();
+        self
+    }
+
+    /// What one request costs (0: the request only peeks at this rule).
+    pub fn cost(mut self, cost: u64) -> Self {
+        self.cost = cost;
+        self
+    }
+
+    /// What to do when Redis cannot be asked.
+    pub fn failure_policy(mut self, policy: FailurePolicy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// Whose clock decides.
+    pub fn time_source(mut self, source: TimeSource) -> Self {
+        self.time_source = source;
+        self
+    }
+
+    /// Shadow mode: decided, counted and reported, never rejects.
+    pub fn shadow(mut self, shadow: bool) -> Self {
+        self.shadow = shadow;
+        self
+    }
+
+    /// What to do with a request that has no usable key.
+    pub fn on_missing_key(mut self, treatment: OnMissingKey) -> Self {
+        self.on_missing_key = treatment;
+        self
+    }
+
+    /// The name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The matcher.
+    pub fn matcher(&self) -> &Match {
+        &self.matcher
+    }
+
+    /// The key parts.
+    pub fn key_parts(&self) -> &[KeyPart] {
+        &self.key
+    }
+
+    /// The algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The quota.
+    pub fn quota(&self) -> Quota {
+        self.quota
+    }
+
+    /// The cost of one request.
+    pub fn request_cost(&self) -> u64 {
+        self.cost
+    }
+
+    /// The failure policy.
+    pub fn policy(&self) -> FailurePolicy {
+        self.policy
+    }
+
+    /// The time source.
+    pub fn clock(&self) -> TimeSource {
+        self.time_source
+    }
+
+    /// Whether it only observes.
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
+    /// The treatment of requests without a key.
+    pub fn missing_key(&self) -> OnMissingKey {
+        self.on_missing_key
+    }
+
+    /// The window the RateLimit-Policy field names, in whole seconds.
+    pub fn window_secs(&self) -> u64 {
+        self.quota.period_ms() / 1000
+    }
+
+    /// Refuses anything the enforcement point could not enforce exactly, naming the field.
+    fn validate(&self) -> Result<(), RuleError> {
+        let name = self.name.as_str();
+        if name.is_empty()
+            || name.len() > MAX_RULE_NAME
+            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(RuleError::in_rule(
+                name,
+                "name",
+                format!("must be 1 to {MAX_RULE_NAME} letters, digits, '.', '_' or '-', got {name:?}"),
+            ));
+        }
+        let from_library = |e: Error| match e {
+            Error::Config { field, message } => {
+                let field = match field {
+                    "period_ms" => "period",
+                    "local_budget.limit" => "failure_policy.limit",
+                    "local_budget.period_ms" => "failure_policy.period",
+                    other => other,
+                };
+                RuleError::in_rule(name, field, message)
+            }
+            other => RuleError::in_rule(name, "quota", other.to_string()),
+        };
+        self.quota.validate(self.algorithm).map_err(from_library)?;
+        self.policy.validate().map_err(from_library)?;
+        if self.quota.period_ms() % 1000 != 0 {
+            return Err(RuleError::in_rule(
+                name,
+                "period",
+                format!(
+                    "must be a whole number of seconds (the RateLimit-Policy field names windows in seconds), got {} ms",
+                    self.quota.period_ms()
+                ),
+            ));
+        }
+        let capacity = self.quota.capacity(self.algorithm);
+        if self.cost > capacity {
+            return Err(RuleError::in_rule(
+                name,
+                "cost",
+                format!("{} exceeds the rule's capacity {capacity}: no request could ever be admitted", self.cost),
+            ));
+        }
+        if self.key.is_empty() {
+            return Err(RuleError::in_rule(
+                name,
+                "key",
+                "names no key part; use a constant to count every request together",
+            ));
+        }
+        for part in &self.key {
+            part.validate().map_err(|message| RuleError::in_rule(name, "key", message))?;
+        }
+        self.matcher.validate().map_err(|(field, message)| RuleError::in_rule(name, field, message))?;
+        Ok(())
+    }
+}
+
+/// Validated rules and what applies before them; see the module docs.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    access: AccessLists,
+    client_ip: ClientIp,
+}
+
+/// Builds a [`RuleSet`].
+#[derive(Debug, Clone, Default)]
+pub struct RuleSetBuilder {
+    rules: Vec<Rule>,
+    access: AccessLists,
+    client_ip: ClientIp,
+}
+
+impl RuleSetBuilder {
+    /// Adds a rule.
+    pub fn rule(mut self, rule: Rule) -> Self {
+        self.rules.push(rule);
+        self
+    }
+
+    /// The allow and deny lists.
+    pub fn access(mut self, access: AccessLists) -> Self {
+        self.access = access;
+        self
+    }
+
+    /// How the client IP is found (which proxies are trusted).
+    pub fn client_ip(mut self, client_ip: ClientIp) -> Self {
+        self.client_ip = client_ip;
+        self
+    }
+
+    /// Checks every rule and builds the set; the first problem is named.
+    pub fn build(self) -> Result<RuleSet, RuleError> {
+        let mut names = BTreeSet::new();
+        for rule in &self.rules {
+            rule.validate()?;
+            if !names.insert(rule.name.as_str()) {
+                return Err(RuleError::in_rule(&rule.name, "name", "is used by an earlier rule; names must be unique"));
+            }
+        }
+        let rules = self
+            .rules
+            .into_iter()
+            .map(|mut r| {
+                r.matcher = r.matcher.prepared();
+                r
+            })
+            .collect();
+        Ok(RuleSet { rules, access: self.access, client_ip: self.client_ip })
+    }
+}
+
+impl RuleSet {
+    /// Starts building a rule set.
+    pub fn builder() -> RuleSetBuilder {
+        RuleSetBuilder::default()
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// A rule by name.
+    pub fn rule(&self, name: &str) -> Option<&Rule> {
+        self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// The allow and deny lists.
+    pub fn access(&self) -> &AccessLists {
+        &self.access
+    }
+
+    /// How the client IP is found.
+    pub fn client_ip(&self) -> &ClientIp {
+        &self.client_ip
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(rule: Rule) -> Result<RuleSet, RuleError> {
+        RuleSet::builder().rule(rule).build()
+    }
+
+    #[test]
+    fn bad_rules_are_refused_by_rule_and_field() {
+        let ok = || Rule::new("r", Algorithm::SlidingLog, Quota::per_second(3));
+        let cases = [
+            (Rule::new("", Algorithm::Gcra, Quota::per_second(1)), "name"),
+            (Rule::new("a b", Algorithm::Gcra, Quota::per_second(1)), "name"),
+            (Rule::new("r", Algorithm::TokenBucket, Quota::per_second(5).with_burst(0)), "burst"),
+            (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 1_500)), "period"),
+            (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 0)), "period"),
+            (ok().cost(4), "cost"),
+            (ok().key([]), "key"),
+            (ok().key([KeyPart::header("bad header")]), "key"),
+            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "failure_policy.limit"),
+            (ok().matching(Match::any().path("no-slash")), "match.path"),
+        ];
+        for (rule, field) in cases {
+            let name = rule.name.clone();
+            let e = build(rule).expect_err(field);
+            assert_eq!((e.rule.as_deref(), e.field.as_str()), (Some(name.as_str()), field), "{e}");
+        }
+        let twice = RuleSet::builder().rule(ok()).rule(ok()).build().unwrap_err();
+        assert_eq!(twice.to_string(), "rule \"r\", field name: is used by an earlier rule; names must be unique");
+        assert!(build(ok().cost(3)).is_ok());
+    }
+}

@@ -1,0 +1,158 @@
+//! Several rules per request: what the `multi-rule` scenario enforces, the oracle that applies
+//! the same rules all-or-nothing in true time order ([`oracle`]), and the checks ([`check`]):
+//! no request consumed from one rule while another denied it, and each rule kept its own
+//! bound.
+//!
+//! Every request of the scenario matches three rules: one per user (the arrival's key), one
+//! per route (the key's route, `key % ROUTES`), and one global. Each rule's first key part is
+//! its Redis Cluster hash tag, so the three live in three different slots: the library decides
+//! them in one script call on one Redis ([`RulesSubject::OneCall`], what `limiter::enforce`
+//! does), and the `rules-per-slot` subject runs the path a cluster would need, one dry and one
+//! committing call per slot ([`RulesSubject::PerSlot`]), whose splits are the finding.
+
+pub mod check;
+pub mod oracle;
+
+use limiter::rules::{KeyPart, Match, Rule, RuleSet};
+use limiter::{Algorithm, FailurePolicy, Quota};
+
+use crate::promise::Promise;
+
+/// The routes requests are spread over.
+pub const ROUTES: u32 = 2;
+
+/// How the scenario's rules are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RulesSubject {
+    /// The library's enforcement point on one Redis: every rule in one atomic script call.
+    OneCall,
+    /// The same rules decided slot by slot, as a Redis Cluster store must when a request's
+    /// rules cannot share a slot: a dry pass, then a committing pass, per slot.
+    PerSlot,
+}
+
+/// What a rule counts by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum By {
+    /// The user (the arrival's key).
+    User,
+    /// The route (`key % ROUTES`).
+    Route,
+    /// One count for every request.
+    Global,
+}
+
+/// One of the scenario's rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimRule {
+    /// Its name (the policy's name).
+    pub name: &'static str,
+    /// Its algorithm.
+    pub algorithm: Algorithm,
+    /// Its quota.
+    pub quota: Quota,
+    /// What it counts by.
+    pub by: By,
+}
+
+impl SimRule {
+    /// The identity (a number per user, route, or 0) of a request on `key` under this rule.
+    pub fn identity(&self, key: u32) -> u32 {
+        match self.by {
+            By::User => key,
+            By::Route => route_of(key),
+            By::Global => 0,
+        }
+    }
+
+    /// What it promises.
+    pub fn promise(&self) -> Promise {
+        Promise::of(self.algorithm)
+    }
+}
+
+/// What the rules together admit per `bucket_ms` over `keys` (the users seen): the tightest
+/// of each rule's rate times the identities it has among them.
+pub fn limit_per_bucket(rules: &[SimRule], keys: &std::collections::BTreeSet<u32>, bucket_ms: u64) -> f64 {
+    rules
+        .iter()
+        .map(|r| {
+            let identities: std::collections::BTreeSet<u32> = keys.iter().map(|&k| r.identity(k)).collect();
+            r.quota.limit() as f64 * bucket_ms as f64 / r.quota.period_ms() as f64 * identities.len().max(1) as f64
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// The route of a request on `key`.
+pub fn route_of(key: u32) -> u32 {
+    key % ROUTES
+}
+
+impl RulesSubject {
+    /// Both, in table order.
+    pub const ALL: [RulesSubject; 2] = [RulesSubject::OneCall, RulesSubject::PerSlot];
+
+    /// Its name in tables and on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            RulesSubject::OneCall => "rules",
+            RulesSubject::PerSlot => "rules-per-slot",
+        }
+    }
+
+    /// Whether it is the library's own way (its broken checks fail the run).
+    pub const fn is_library(self) -> bool {
+        matches!(self, RulesSubject::OneCall)
+    }
+
+    /// The scenario's rules for its quota `q` (the per-user rule's): per user a token bucket
+    /// of `q`, per route a sliding log of twice `q`'s limit, and a global GCRA of three times
+    /// it, so each binds at the scenario's load.
+    pub fn rules(q: Quota) -> Vec<SimRule> {
+        let (l, w) = (q.limit(), q.period_ms());
+        vec![
+            SimRule { name: "per-user", algorithm: Algorithm::TokenBucket, quota: q, by: By::User },
+            SimRule { name: "per-route", algorithm: Algorithm::SlidingLog, quota: Quota::new(2 * l, w), by: By::Route },
+            SimRule {
+                name: "global",
+                algorithm: Algorithm::Gcra,
+                quota: Quota::new(3 * l, w).with_burst(l),
+                by: By::Global,
+            },
+        ]
+    }
+
+    /// The same rules for the library, every one failing over to `policy`.
+    pub fn rule_set(q: Quota, policy: FailurePolicy) -> anyhow::Result<RuleSet> {
+        let mut builder = RuleSet::builder();
+        for r in Self::rules(q) {
+            let key = match r.by {
+                By::User => KeyPart::User,
+                By::Route => KeyPart::Route,
+                By::Global => KeyPart::Const("all".into()),
+            };
+            builder = builder
+                .rule(Rule::new(r.name, r.algorithm, r.quota).matching(Match::any()).key([key]).failure_policy(policy));
+        }
+        Ok(builder.build()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rules_are_valid_for_the_catalogue_quota_and_count_by_three_things() {
+        let q = crate::scenario::QUOTA;
+        let set = RulesSubject::rule_set(q, FailurePolicy::FailClosed).expect("valid");
+        assert_eq!(set.rules().len(), 3);
+        let rules = RulesSubject::rules(q);
+        assert_eq!(rules.iter().map(|r| r.identity(5)).collect::<Vec<_>>(), [5, 1, 0]);
+        // Six users: 60 per 500 ms per user, 40 per route pair, 30 global: the global binds.
+        let six: std::collections::BTreeSet<u32> = (0..6).collect();
+        assert_eq!(limit_per_bucket(&rules, &six, 500), 30.0);
+        let one: std::collections::BTreeSet<u32> = [3].into();
+        assert_eq!(limit_per_bucket(&rules, &one, 500), 10.0);
+    }
+}

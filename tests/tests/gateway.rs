@@ -1,0 +1,315 @@
+//! The example gateway end to end: real gateway processes (`limiter/examples/gateway.rs`)
+//! over real HTTP, against a `redis-server` each test starts. Each test writes its own rules,
+//! with periods long enough that what it asserts does not depend on how fast the machine is.
+
+// Real processes and real Redis run on real time.
+#![allow(clippy::disallowed_methods)]
+
+mod gateway_support;
+
+use std::time::Duration;
+
+use gateway_support::{pk, request, start_failure, ConfigFile, Gateway};
+use redis_tests::RedisServer;
+
+const PER_KEY: &str = r#"
+[[rule]]
+name = "per-key"
+match = { method = "GET", path = "/api/hello" }
+key = ["header:x-api-key"]
+algorithm = "sliding-log"
+limit = 5
+period = "1h"
+"#;
+
+const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_gateways_share_one_limit_and_every_field_has_its_exact_value() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(PER_KEY);
+    let gateways: Vec<Gateway> = (0..3).map(|_| Gateway::start(&config.path, &redis.url())).collect();
+    let key = [("x-api-key", "shared-key")];
+    let pk = pk("x-api-key=shared-key");
+    let policy = format!("\"per-key\";q=5;w=3600;pk={pk}");
+    for i in 0..5u64 {
+        let reply = gateways[i as usize % 3].get("/api/hello", &key).await;
+        assert_eq!((reply.status, reply.body.as_str()), (200, "hello\n"), "request {i}: {reply:?}");
+        assert_eq!(reply.header("ratelimit-policy"), Some(policy.as_str()));
+        // A sliding log's key is whole again one period after its newest admission: now.
+        let status = format!("\"per-key\";r={};t=3600;pk={pk}", 4 - i);
+        assert_eq!(reply.header("ratelimit"), Some(status.as_str()), "request {i}");
+        assert_eq!(reply.header("retry-after"), None);
+    }
+    for gateway in &gateways {
+        let denied = gateway.get("/api/hello", &key).await;
+        assert_eq!(denied.status, 429, "{denied:?}");
+        assert_eq!(denied.header("retry-after"), Some("3600"));
+        assert_eq!(denied.header("ratelimit-policy"), Some(policy.as_str()));
+        assert_eq!(denied.header("ratelimit"), Some(format!("\"per-key\";r=0;t=3600;pk={pk}").as_str()));
+        assert_eq!(denied.header("content-type"), Some("application/problem+json"));
+        let body: serde_json::Value = serde_json::from_str(&denied.body).expect("a JSON problem");
+        assert_eq!(body["type"], QUOTA_EXCEEDED);
+        assert_eq!(body["status"], 429);
+        assert_eq!(body["violated-policies"], serde_json::json!(["per-key"]));
+    }
+    // Another key has its own limit on every gateway.
+    assert_eq!(gateways[2].get("/api/hello", &[("x-api-key", "other")]).await.status, 200);
+    // A route no rule matches is not limited and gets no fields.
+    let health = gateways[0].get("/health", &[]).await;
+    assert_eq!((health.status, health.header("ratelimit")), (200, None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_exactly_the_retry_after_is_enough() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(
+        r#"
+        [[rule]]
+        name = "slow"
+        match = { path = "/api/hello" }
+        key = ["header:x-api-key"]
+        algorithm = "gcra"
+        limit = 1
+        period = "2s"
+        "#,
+    );
+    let gateway = Gateway::start(&config.path, &redis.url());
+    let mut waits = Vec::new();
+    for round in 0..3 {
+        let key = [("x-api-key", "patient")];
+        let mut reply = gateway.get("/api/hello", &key).await;
+        // Find the next denial: its Retry-After is the wait to test.
+        while reply.status == 200 {
+            reply = gateway.get("/api/hello", &key).await;
+        }
+        assert_eq!(reply.status, 429, "round {round}: {reply:?}");
+        let secs: u64 = reply.header("retry-after").and_then(|v| v.parse().ok()).expect("Retry-After in seconds");
+        assert!((1..=2).contains(&secs), "round {round}: Retry-After {secs}");
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let after = gateway.get("/api/hello", &key).await;
+        assert_eq!(after.status, 200, "round {round}: waited the {secs} s Retry-After said, still refused: {after:?}");
+        waits.push(secs);
+    }
+    println!("gateway: waited {waits:?} s as Retry-After said; admitted each time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allow_and_deny_lists_decide_first_and_shadow_rules_never_reject() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(&format!(
+        r#"
+        [access]
+        key_headers = ["x-api-key"]
+        allow_keys = ["vip"]
+        deny_keys = ["revoked"]
+        deny_ips = ["127.0.0.3"]
+        {PER_KEY}
+        [[rule]]
+        name = "dark"
+        match = {{ path = "/api/hello" }}
+        key = ["header:x-api-key"]
+        algorithm = "sliding-log"
+        limit = 1
+        period = "1h"
+        shadow = true
+        "#
+    ));
+    let gateway = Gateway::start(&config.path, &redis.url());
+    for _ in 0..8 {
+        let vip = gateway.get("/api/hello", &[("x-api-key", "vip")]).await;
+        assert_eq!((vip.status, vip.header("ratelimit")), (200, None), "allow-listed: no rule applies");
+        assert_eq!(gateway.get("/api/hello", &[("x-api-key", "revoked")]).await.status, 403);
+        let from_denied_ip = request(gateway.addr, "127.0.0.3", "GET", "/api/hello", &[("x-api-key", "fine")]).await;
+        assert_eq!(from_denied_ip.status, 403);
+    }
+    let pk = pk("x-api-key=k");
+    let first = gateway.get("/api/hello", &[("x-api-key", "k")]).await;
+    assert_eq!(first.header("ratelimit-shadow"), Some(format!("\"dark\";r=0;t=3600;pk={pk}").as_str()));
+    for i in 1..5 {
+        let reply = gateway.get("/api/hello", &[("x-api-key", "k")]).await;
+        assert_eq!(reply.status, 200, "the shadow rule would deny request {i}, the enforced one admits it");
+        assert_eq!(reply.header("ratelimit-shadow"), Some(format!("\"dark\";r=0;t=3600;pk={pk};denied").as_str()));
+        // The shadow rule is no policy of the enforced fields.
+        assert!(!reply.header("ratelimit-policy").unwrap_or("").contains("dark"));
+    }
+    assert_eq!(gateway.get("/api/hello", &[("x-api-key", "k")]).await.status, 429);
+    // Nothing was counted for the listed requests: the deny-listed IP's key is untouched.
+    let mut conn = redis.client().expect("a client");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*fine*").query(&mut conn).expect("KEYS");
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_denied_by_one_rule_consumes_from_none() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(
+        r#"
+        [[rule]]
+        name = "per-key"
+        match = { path = "/api/hello" }
+        key = ["header:x-api-key"]
+        algorithm = "sliding-log"
+        limit = 2
+        period = "1h"
+
+        [[rule]]
+        name = "global"
+        match = { path = "/api/hello" }
+        key = ["const:hello"]
+        algorithm = "fixed-window"
+        limit = 4
+        period = "1d"
+        "#,
+    );
+    let gateway = Gateway::start(&config.path, &redis.url());
+    let a = [("x-api-key", "a")];
+    assert_eq!(gateway.get("/api/hello", &a).await.status, 200);
+    assert_eq!(gateway.get("/api/hello", &a).await.status, 200);
+    for _ in 0..5 {
+        let denied = gateway.get("/api/hello", &a).await;
+        assert_eq!(denied.status, 429);
+        let body: serde_json::Value = serde_json::from_str(&denied.body).expect("JSON");
+        assert_eq!(body["violated-policies"], serde_json::json!(["per-key"]));
+        // The global rule would admit it and says what it has left: nothing was taken.
+        assert!(denied.header("ratelimit").expect("fields").contains("\"global\";r=2;"), "{denied:?}");
+    }
+    // The five denials took nothing from the global cap: b gets the two units it has left.
+    let b = [("x-api-key", "b")];
+    assert_eq!(gateway.get("/api/hello", &b).await.status, 200);
+    let last = gateway.get("/api/hello", &b).await;
+    assert_eq!(last.status, 200);
+    assert!(last.header("ratelimit").expect("fields").contains("\"global\";r=0;"), "{last:?}");
+    let full = gateway.get("/api/hello", &[("x-api-key", "c")]).await;
+    assert_eq!(full.status, 429);
+    let body: serde_json::Value = serde_json::from_str(&full.body).expect("JSON");
+    assert_eq!(body["violated-policies"], serde_json::json!(["global"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_for_counts_only_from_trusted_proxies() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(
+        r#"
+        [client_ip]
+        trusted_proxies = ["127.0.0.2"]
+
+        [[rule]]
+        name = "per-ip"
+        match = { method = "POST", path = "/login" }
+        key = ["ip"]
+        algorithm = "sliding-log"
+        limit = 1
+        period = "1h"
+        "#,
+    );
+    let gateway = Gateway::start(&config.path, &redis.url());
+    let login = |from: &'static str, claimed: &'static str| {
+        let addr = gateway.addr;
+        async move { request(addr, from, "POST", "/login", &[("x-forwarded-for", claimed)]).await }
+    };
+    // An untrusted client cannot change who it is by claiming another address.
+    let first = login("127.0.0.1", "198.51.100.1").await;
+    assert_eq!(first.status, 200);
+    assert!(first.header("ratelimit").expect("fields").contains(&pk("ip=127.0.0.1")), "{first:?}");
+    assert_eq!(login("127.0.0.1", "198.51.100.2").await.status, 429);
+    assert_eq!(login("127.0.0.1", "198.51.100.3").await.status, 429);
+    // Through the trusted proxy, the forwarded client counts: each its own limit.
+    let via_proxy = login("127.0.0.2", "198.51.100.1").await;
+    assert_eq!(via_proxy.status, 200);
+    assert!(via_proxy.header("ratelimit").expect("fields").contains(&pk("ip=198.51.100.1")));
+    assert_eq!(login("127.0.0.2", "198.51.100.1").await.status, 429);
+    assert_eq!(login("127.0.0.2", "6.6.6.6, 198.51.100.4").await.status, 200);
+    // A client left of the one the proxy saw cannot pose as someone else.
+    assert_eq!(login("127.0.0.2", "6.6.6.6, 198.51.100.4").await.status, 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_rules_file_is_refused_at_start_and_at_reload_and_the_old_rules_stay() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let bad = PER_KEY.replace("limit = 5", "limit = 0");
+    let (code, stderr) = start_failure(&ConfigFile::new(&bad).path, &redis.url());
+    assert_eq!(code, Some(2), "{stderr:?}");
+    assert!(
+        stderr.iter().any(|l| l.contains("rule \"per-key\", field limit: must be at least 1, got 0")),
+        "{stderr:?}"
+    );
+
+    let config = ConfigFile::new(PER_KEY);
+    let mut gateway = Gateway::start(&config.path, &redis.url());
+    let key = [("x-api-key", "k")];
+    for _ in 0..3 {
+        assert_eq!(gateway.get("/api/hello", &key).await.status, 200);
+    }
+    config.write(&PER_KEY.replace("algorithm = \"sliding-log\"", "algorithm = \"sliding-log\"\nburst = \"many\""));
+    let rejected = gateway.wait_for("reload rejected").expect("the gateway reports the bad file");
+    assert!(
+        rejected.contains("rule \"per-key\", field burst: invalid type: string \"many\", expected u64"),
+        "{rejected}"
+    );
+    // The old rules are in force, with their counts: two more, then 429.
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 200);
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 200);
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 429);
+    // A good file with a larger quota: the log carries over, so exactly two more fit.
+    config.write(&PER_KEY.replace("limit = 5", "limit = 7"));
+    gateway.wait_for("rules reloaded").expect("the gateway reloads the good file");
+    let now = gateway.get("/api/hello", &key).await;
+    assert_eq!(now.status, 200, "{now:?}");
+    assert!(now.header("ratelimit-policy").expect("fields").contains("q=7"));
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 200);
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_killed_each_rule_answers_by_its_failure_policy() {
+    let mut redis = RedisServer::start().expect("redis-server starts");
+    let rule = |name: &str, id: &str, policy: &str| {
+        format!(
+            "[[rule]]\nname = \"{name}\"\nmatch = {{ path = \"/api/items/{id}\" }}\nkey = [\"header:x-api-key\"]\n\
+             algorithm = \"token-bucket\"\nlimit = 100\nperiod = \"1s\"\n{policy}\n"
+        )
+    };
+    let config = ConfigFile::new(
+        &[
+            rule("open", "open", "failure_policy = \"fail-open\""),
+            rule("closed", "closed", "failure_policy = \"fail-closed\""),
+            rule(
+                "budget",
+                "budget",
+                "failure_policy = \"local-budget\"\nlocal_budget = { limit = 2, period = \"1h\" }",
+            ),
+        ]
+        .concat(),
+    );
+    let gateway = Gateway::start(&config.path, &redis.url());
+    let key = [("x-api-key", "k")];
+    for id in ["open", "closed", "budget"] {
+        assert_eq!(gateway.get(&format!("/api/items/{id}"), &key).await.status, 200, "{id} with Redis up");
+    }
+    redis.kill();
+    for i in 0..6 {
+        let open = gateway.get("/api/items/open", &key).await;
+        assert_eq!(open.status, 200, "fail-open admits, request {i}");
+        // Fail-open knows nothing of the quota: the policy is named, no status is claimed.
+        assert_eq!(open.header("ratelimit"), None, "{open:?}");
+        let closed = gateway.get("/api/items/closed", &key).await;
+        assert_eq!(closed.status, 429, "fail-closed denies, request {i}");
+        assert!(closed.header("retry-after").is_some());
+        let budget = gateway.get("/api/items/budget", &key).await;
+        assert_eq!(budget.status, if i < 2 { 200 } else { 429 }, "the local budget admits 2, request {i}");
+    }
+    redis.restart().expect("redis-server restarts");
+    // Once the breaker lets a probe through, Redis decides again.
+    let mut back = false;
+    for _ in 0..200 {
+        let reply = gateway.get("/api/items/closed", &key).await;
+        if reply.status == 200 {
+            assert!(reply.header("ratelimit").expect("fields").contains("\"closed\";r=99;"), "{reply:?}");
+            back = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(back, "Redis decided nothing after it came back");
+}
