@@ -29,9 +29,13 @@
 //!   a [`Clock`], a [`FailurePolicy`] and a circuit breaker ([`BreakerConfig`], observed as a
 //!   [`BreakerState`]). [`Limiter::check`] answers a [`Decision`]; [`Error`] is for what the
 //!   caller must fix.
-//! - [`store`]: [`RedisStore`] and the [`store::Connector`] it dials through (TCP here, simulated
-//!   sockets in the harness), and [`store::AtomicLimiter`] for one lock-free key in process.
+//! - [`store`]: [`RedisStore`] (one server by `redis://` or `rediss://` with [`store::Tls`], a
+//!   primary found through Sentinel, or a Redis Cluster) and the [`store::Connector`] it can dial
+//!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one
+//!   lock-free key in process.
 //! - [`http`]: a tower layer answering 429 with Retry-After.
+//! - [`metrics`]: what the limiter measures (feature `metrics`: the `metrics` facade and
+//!   `tracing` spans; off by default, so an application that exports nothing links neither).
 //!
 //! The harness that verifies this library (simulator, property suites, conformance tests) also
 //! needs the pure algorithm twins, the scripts' wire contract and the breaker's internals. They
@@ -56,6 +60,7 @@ pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod key;
 mod limiter;
+pub mod metrics;
 mod policy;
 mod quota;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]

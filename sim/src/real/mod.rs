@@ -37,6 +37,7 @@ pub mod clock;
 pub mod lane;
 pub mod process;
 pub mod proxy;
+pub mod redis_cluster;
 mod server;
 
 use std::sync::atomic::{AtomicU64, Ordering};
