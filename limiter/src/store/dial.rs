@@ -20,7 +20,7 @@ pub(crate) enum Dial {
     /// Plain RESP over whatever stream the connector opens.
     Stream { connector: Arc<dyn Connector>, info: RedisConnectionInfo },
     /// `redis`'s client for a URL: TCP, or TLS for `rediss://`.
-    Client { info: ConnectionInfo, client: redis::Client },
+    Client { info: Box<ConnectionInfo>, client: Box<redis::Client> },
     /// The current primary of `service`, as the sentinels report it.
     Sentinel(Box<SentinelDial>),
 }
@@ -66,7 +66,7 @@ impl Dial {
             None => redis::Client::open(info.clone()),
         }
         .map_err(|e| Error::config("redis_url", format!("{shown}: {e}")))?;
-        Ok(Dial::Client { info, client })
+        Ok(Dial::Client { info: Box::new(info), client: Box::new(client) })
     }
 
     /// The primary of `service` as `sentinels` report it, spoken to with `node`'s user,
@@ -98,7 +98,7 @@ impl Dial {
                         format!("{} is not a rediss:// URL: TLS settings need one", describe_addr(info.addr())),
                     ));
                 }
-                Dial::client(info, Some(tls))
+                Dial::client(*info, Some(tls))
             }
             Dial::Sentinel(s) => Dial::sentinel(s.sentinels, &s.service, s.node, Some(tls.clone())),
             Dial::Stream { connector, .. } => Err(Error::config(
@@ -153,7 +153,7 @@ fn sentinel_client(
     tls: Option<&Tls>,
 ) -> Result<SentinelClient, Error> {
     let bad = |e: RedisError| Error::config("sentinel", format!("service {service:?}: {e}"));
-    let mut builder = SentinelClientBuilder::new(sentinels.to_vec(), service.to_owned(), SentinelServerType::Master)
+    let mut builder = SentinelClientBuilder::new(sentinels.to_vec(), service, SentinelServerType::Master)
         .map_err(bad)?
         .set_client_to_redis_db(node.db());
     if let Some(user) = node.username() {

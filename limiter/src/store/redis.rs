@@ -62,7 +62,7 @@ pub struct RedisStore {
 /// One server (directly or through Sentinel) or a cluster.
 enum Link {
     Node(NodeLink),
-    Cluster(ClusterLink),
+    Cluster(Box<ClusterLink>),
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -122,7 +122,7 @@ impl RedisStore {
     /// by EVAL. See [`super::cluster`].
     pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
-        Ok(RedisStore { link: Link::Cluster(ClusterLink::new(infos, None)?), timeout: DEFAULT_TIMEOUT })
+        Ok(RedisStore { link: Link::Cluster(Box::new(ClusterLink::new(infos, None)?)), timeout: DEFAULT_TIMEOUT })
     }
 
     /// A store for the primary that the Sentinels at `sentinel_urls` report for `service`,
@@ -154,7 +154,7 @@ impl RedisStore {
     pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
         let link = match self.link {
             Link::Node(node) => Link::Node(NodeLink { dial: node.dial.with_tls(tls)?, ..node }),
-            Link::Cluster(cluster) => Link::Cluster(cluster.with_tls(tls)?),
+            Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
         };
         Ok(RedisStore { link, ..self })
     }
@@ -167,9 +167,10 @@ impl RedisStore {
         map: impl IntoIterator<Item = ((String, u16), (String, u16))>,
     ) -> Result<Self, Error> {
         match self.link {
-            Link::Cluster(cluster) => {
-                Ok(RedisStore { link: Link::Cluster(cluster.with_address_map(map.into_iter().collect())?), ..self })
-            }
+            Link::Cluster(cluster) => Ok(RedisStore {
+                link: Link::Cluster(Box::new(cluster.with_address_map(map.into_iter().collect())?)),
+                ..self
+            }),
             Link::Node(node) => Err(Error::config(
                 "node_addresses",
                 format!("{} is one server, not a cluster: there are no nodes to map", node.dial.describe()),
