@@ -103,7 +103,10 @@ impl Dial {
             Dial::Sentinel(s) => Dial::sentinel(s.sentinels, &s.service, s.node, Some(tls.clone())),
             Dial::Stream { connector, .. } => Err(Error::config(
                 "tls",
-                format!("{} is a custom connector: it brings its own stream, TLS included", connector.describe()),
+                format!(
+                    "{} is not a rediss:// URL: TLS settings need one (a connector brings its own stream)",
+                    connector.describe()
+                ),
             )),
         }
     }

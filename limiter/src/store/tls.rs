@@ -82,20 +82,25 @@ fn read_pem(field: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
 
 /// Whether `e` (or what caused it) is rustls refusing the server's certificate or the
 /// handshake: a setting to fix, not an outage to ride out.
+///
+/// `redis` keeps the I/O error in an `Arc` that hides its type from `downcast_ref`, and an
+/// `io::Error` reports its inner error's source rather than the inner error itself, so the
+/// rustls error cannot be reached by type: it is recognised by the words rustls's `Display`
+/// gives each of its refusals.
 pub(crate) fn is_tls_refusal(e: &redis::RedisError) -> Option<String> {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = source {
-        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
-            return Some(tls.to_string());
-        }
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if let Some(tls) = io.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
-                return Some(tls.to_string());
-            }
-        }
-        source = err.source();
+    const RUSTLS_REFUSALS: [&str; 6] = [
+        "invalid peer certificate",
+        "received fatal alert",
+        "peer sent no certificates",
+        "peer is incompatible",
+        "peer misbehaved",
+        "received corrupt message",
+    ];
+    if e.kind() != redis::ErrorKind::Io {
+        return None;
     }
-    None
+    let text = e.to_string();
+    RUSTLS_REFUSALS.iter().any(|r| text.contains(r)).then_some(text)
 }
 
 #[cfg(test)]
