@@ -5,9 +5,16 @@ use anyhow::{bail, Result};
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run_all() -> Result<()> {
-    // Tests start their own redis-server processes, the report test opens the report in
-    // headless Chromium, and the Lua bridge's tests run once more under valgrind.
-    ensure_installed(&[("redis-server", "redis-server"), ("chromium", "chromium"), ("valgrind", "valgrind")])?;
+    // Tests start their own redis-server processes (clusters joined by redis-cli, Sentinels
+    // by redis-sentinel), the report test opens the report in headless Chromium, and the Lua
+    // bridge's tests run once more under valgrind.
+    ensure_installed(&[
+        ("redis-server", "redis-server"),
+        ("redis-cli", "redis-tools"),
+        ("redis-sentinel", "redis-sentinel"),
+        ("chromium", "chromium"),
+        ("valgrind", "valgrind"),
+    ])?;
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
