@@ -64,7 +64,7 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
 pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
     let duration_ms = o.duration_ms();
     let seeds = o.seed_list();
-    let mut specs: Vec<RunSpec> = scenario::catalogue()
+    let specs: Vec<RunSpec> = scenario::catalogue()
         .iter()
         .filter(|s| o.scenarios.is_empty() || o.scenarios.iter().any(|n| n == s.name))
         .flat_map(|s| s.runs(subjects, &seeds, o.instances, duration_ms))
@@ -72,6 +72,13 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
         .collect();
     if specs.is_empty() {
         bail!("nothing to run: no scenario runs the selected policy");
+    }
+    // A shard keeps every N-th run of the whole selection: deterministic, and the shards'
+    // results interleave back into the unsharded order (`results::merge`).
+    let mut specs: Vec<RunSpec> =
+        specs.into_iter().enumerate().filter(|(i, _)| o.in_shard(*i)).map(|(_, s)| s).collect();
+    if specs.is_empty() {
+        bail!("shard {} has no runs: the selection has fewer runs than shards", o.shard_name());
     }
     if let Some(faults) = &o.faults {
         if let Some(f) = faults.iter().find(|f| f.kind.instance().is_some_and(|i| i >= specs[0].instances)) {
@@ -130,7 +137,8 @@ pub fn run(o: &RunArgs, subjects: &[Subject], specs: &[RunSpec], execute: &Execu
             .map(|(a, b)| (a.replay.clone(), a.trace_hash.clone(), b.trace_hash.clone()))
             .collect();
     }
-    if o.sweeps && o.scenarios.is_empty() {
+    // The sweeps run once, in shard 1 (or unsharded).
+    if o.sweeps && o.scenarios.is_empty() && o.shard.is_none_or(|(i, _)| i == 1) {
         let duration_ms = o.duration_ms().min(6_000);
         let seed = o.seed;
         let race = run::race_sweep_specs(subjects, seed, duration_ms);

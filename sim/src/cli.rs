@@ -117,6 +117,12 @@ pub struct RunArgs {
     /// Run every case twice and require identical trace hashes (model only)
     #[arg(long)]
     pub check_determinism: bool,
+
+    /// Run only shard I of N of the selected runs (runs I-1, I-1+N, ...; the sweeps in shard 1),
+    /// so several machines split one sweep; `cargo xtask report --from a.json --from b.json`
+    /// merges their results files back into the whole sweep's report
+    #[arg(long, value_name = "I/N", value_parser = shard)]
+    pub shard: Option<(u32, u32)>,
 }
 
 /// `cargo xtask simulate`: run the scenario catalogue, print the tables, write the results JSON
@@ -211,6 +217,16 @@ impl RunArgs {
         self.json.clone().unwrap_or_else(|| self.out.join("results.json"))
     }
 
+    /// `I/N` for `--shard`, empty without it (the results file's `shard`).
+    pub fn shard_name(&self) -> String {
+        self.shard.map(|(i, n)| format!("{i}/{n}")).unwrap_or_default()
+    }
+
+    /// Whether the run at `index` of the whole selection belongs to this shard.
+    pub fn in_shard(&self, index: usize) -> bool {
+        self.shard.is_none_or(|(i, n)| index % n as usize == (i - 1) as usize)
+    }
+
     /// The options a replay command needs to run on the same backend: nothing for the model
     /// (the default), else `--backend` and any `--redis-url`.
     pub fn backend_args(&self) -> String {
@@ -297,6 +313,14 @@ pub fn duration_ms(text: &str) -> Result<u64, String> {
     Ok(ms)
 }
 
+/// `I/N`, 1 <= I <= N <= 10000.
+fn shard(text: &str) -> Result<(u32, u32), String> {
+    match crate::results::merge::parse_shard(text) {
+        Some((i, n)) if n <= 10_000 => Ok((i, n)),
+        _ => Err("expected I/N with 1 <= I <= N <= 10000, e.g. 2/4".to_owned()),
+    }
+}
+
 /// A fault schedule (`crate::faults::parse_schedule`).
 fn fault_schedule(text: &str) -> Result<Vec<Fault>, String> {
     crate::faults::parse_schedule(text)
@@ -369,6 +393,9 @@ mod tests {
         refused("--faults redis-pause@1..5", "--faults", "--scenario", "exactly one --scenario (got 0)");
         refused("--scenario baseline --scenario swarm --faults redis-pause@1..5", "--faults", "--scenario", "(got 2)");
         refused("--redis-url redis://x", "--redis-url", "redis://x", "only makes sense with --backend redis");
+        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
+            refused(&format!("--shard {bad}"), "--shard", &format!("'{bad}'"), "expected I/N with 1 <= I <= N");
+        }
 
         // clap's own: a missing value, an unknown option.
         refused("--seed", "--seed", "<N>", "a value is required");
@@ -393,6 +420,10 @@ mod tests {
         assert_eq!(o.run.policies, vec!["fail-closed"]);
         assert!(o.run.sweeps && !o.run.check_determinism && !o.list);
         assert!(!parse("--no-sweeps --list").expect("ok").run.sweeps);
+        let o = parse("--shard 2/3").expect("ok").run;
+        assert_eq!((o.shard, o.shard_name()), (Some((2, 3)), "2/3".to_owned()));
+        assert_eq!((0..7).filter(|&i| o.in_shard(i)).collect::<Vec<_>>(), [1, 4]);
+        assert!(parse("").expect("ok").run.in_shard(5));
     }
 
     #[test]
@@ -434,6 +465,7 @@ mod tests {
             "--out",
             "--no-sweeps",
             "--check-determinism",
+            "--shard",
         ] {
             assert!(help.contains(option), "--help does not show {option}:\n{help}");
         }

@@ -8,15 +8,18 @@
 //!   "starved 1/1 (expected)", "BROKEN 2/3" that the terminal table, the HTML tables, the
 //!   chart titles and the findings list all show.
 //! - [`table`]: the terminal tables `cargo xtask simulate` prints.
+//! - [`merge`]: several results files (the shards of one sweep, or separate runs) as one.
 //!
 //! The crate depends on serde alone, so the report builds without the simulator.
 
 #![forbid(unsafe_code)]
 
+pub mod merge;
 pub mod schema;
 pub mod table;
 pub mod verdict;
 
+pub use merge::merge;
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
     SubjectReport, VerdictLine, SCHEMA,

@@ -21,6 +21,8 @@
 //! - `series`: admitted and oracle-admitted per `bucket_ms`; `redis`: commands, bytes and
 //!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule.
 //!
+//! - `shard`: `I/N` for one shard of a sweep split with `--shard` (see `results::merge`).
+//!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
 
@@ -51,6 +53,9 @@ pub struct Results {
     pub skew_sweep: Vec<SkewPoint>,
     /// `cargo xtask verify`: one report per subject file verified (empty for `simulate`).
     pub verify: Vec<SubjectReport>,
+    /// `I/N` when the command ran shard I of N of its runs (`--shard`), empty otherwise;
+    /// `results::merge` puts the shards of one sweep back together.
+    pub shard: String,
 }
 
 /// What `cargo xtask verify` found about one subject file: a verdict per promise, with its

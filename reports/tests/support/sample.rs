@@ -451,5 +451,6 @@ pub fn sample_results() -> Results {
         race_sweep,
         skew_sweep,
         verify: Vec::new(),
+        shard: String::new(),
     }
 }

@@ -152,6 +152,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         race_sweep: campaign.race_sweep,
         skew_sweep: campaign.skew_sweep,
         verify: Vec::new(),
+        shard: o.shard_name(),
     };
     campaign::write(o, &all_results)?;
     if broken > 0 {
