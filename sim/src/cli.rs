@@ -96,7 +96,7 @@ pub struct RunArgs {
     /// Replace the scenario's faults (one --scenario only), e.g.
     /// partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000. Kinds: partition:I
     /// partition-to-redis:I partition-from-redis:I hold:I instance-crash:I redis-crash
-    /// redis-crash-persistent redis-pause script-flush
+    /// redis-crash-persistent redis-pause script-flush failover:LAG_MS
     // `std::vec::Vec`, spelled out: clap's derive would read a bare `Option<Vec<_>>` as a
     // repeatable option, and a schedule is one value.
     #[arg(long, value_name = "SCHEDULE", value_parser = fault_schedule)]

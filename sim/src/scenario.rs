@@ -124,6 +124,16 @@ pub fn catalogue() -> Vec<Scenario> {
             ..base.clone()
         },
         Scenario {
+            name: "failover",
+            description: "The primary dies at 4 s; 100 ms later its replica, 300 ms behind, takes over without the \
+                          writes of those last 300 ms and without scripts. Each key may admit at most one extra burst \
+                          plus rate x lag over its promise; the failure policy answers the gap.",
+            workload: poisson(3.0, 3),
+            faults: vec![Fault { kind: FaultKind::Failover { lag_ms: 300 }, at_ms: 4_000, until_ms: 4_100 }],
+            policies: all_policies.clone(),
+            ..base.clone()
+        },
+        Scenario {
             name: "window-boundary",
             description:
                 "Bursts of the full limit just before and just after window boundaries. A fixed window admits \

@@ -194,3 +194,28 @@ fn the_shards_of_a_sweep_merge_back_into_the_unsharded_sweep() {
     assert_eq!(merged.results, whole.results);
     println!("shards: {} runs in 3 shards of {sizes:?} merged into the unsharded sweep", whole.results.len());
 }
+
+#[test]
+fn a_failover_costs_extra_admissions_within_the_stated_bound_and_replays_identically() {
+    let results = run_all(&specs("failover", &["token-bucket", "gcra", "sliding-log", "fixed-window"], &[1, 2], 8_000));
+    let extra = |r: &RunResult| -> u64 {
+        r.bound_detail.split_whitespace().next().and_then(|n| n.parse().ok()).expect("the detail starts with the count")
+    };
+    for r in &results {
+        assert_eq!(r.bound, "held", "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert!(r.bound_detail.contains("extra admissions over the promise after the failover"), "{}", r.bound_detail);
+        // One burst (20) plus 20/s x 300 ms.
+        assert!(extra(r) <= 26, "{}: {}", r.algorithm, r.bound_detail);
+        assert_ne!(r.policy_check, "broken", "{}", r.policy_detail);
+    }
+    // The lost writes show: a bucket admits again what it admitted in the last 300 ms.
+    for a in ["token-bucket", "gcra"] {
+        assert!(results.iter().filter(|r| r.algorithm == a).any(|r| extra(r) > 0), "{a} lost nothing in a failover");
+    }
+    // Fail-closed answered the gap with denials that say why.
+    let closed = one(&results, "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
+    assert!(closed.sources.fail_closed > 0, "{:?}", closed.sources);
+    let again = run_all(&specs("failover", &["gcra"], &[1], 8_000));
+    let first = one(&results, "gcra", |r| r.seed == 1 && r.policy == again[0].policy);
+    assert_eq!(first.trace_hash, again[0].trace_hash, "a failover run replays byte for byte");
+}

@@ -113,6 +113,19 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     let results = campaign.results;
 
     print!("{}", sim::table::render(&results));
+    // A failover's cost, per algorithm: extra admissions against the stated bound.
+    let failovers: Vec<&sim::results::RunResult> =
+        results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != "none").collect();
+    if !failovers.is_empty() {
+        println!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
+        for r in failovers {
+            let extra = r.bound_detail.split(';').next().unwrap_or("");
+            println!(
+                "  {:<15} {:<13} {:<6} seed {}: {} ({})",
+                r.algorithm, r.policy, r.time_source, r.seed, extra, r.bound
+            );
+        }
+    }
     let mut broken = 0;
     println!();
     for r in results

@@ -205,7 +205,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
     for (at, kind, is_start) in faults::events(&spec.faults) {
         let lead = match kind {
             _ if !is_start => 0,
-            FaultKind::RedisCrash { .. } => LEAD_MS + CRASH_LEAD_MS,
+            FaultKind::RedisCrash { .. } | FaultKind::Failover { .. } => LEAD_MS + CRASH_LEAD_MS,
             _ => LEAD_MS,
         };
         let due = start + Duration::from_millis(at.saturating_sub(lead));
@@ -231,6 +231,19 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
             FaultKind::Hold { instance } => link(instance, LinkFault::Hold),
             FaultKind::RedisPause if is_start => redis.control_now(Controller::pause)?,
             FaultKind::RedisPause => redis.control_now(Controller::resume)?,
+            // One server has no replica to promote: a failover is the primary dying with
+            // every write saved, as a replica that was not behind at all would have it
+            // (lag 0, within any lag the judge allows), and coming back without its scripts.
+            FaultKind::Failover { .. } if is_start => {
+                redis.control(Controller::freeze).await?;
+                effective_ms = Some(ctx.elapsed_ms());
+                proxies.iter().for_each(|p| p.set_redis_down(true));
+                redis.control(|c| c.crash(true)).await?;
+            }
+            FaultKind::Failover { .. } => {
+                redis.control(|c| c.restart(true)).await?;
+                proxies.iter().for_each(|p| p.set_redis_down(false));
+            }
             FaultKind::RedisCrash { keep_data } if is_start => {
                 redis.control(Controller::freeze).await?;
                 effective_ms = Some(ctx.elapsed_ms());

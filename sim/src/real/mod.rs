@@ -95,7 +95,7 @@ pub fn execute_mini(spec: &RunSpec) -> anyhow::Result<RunOutput> {
 /// Whether the fault needs control of the Redis process (so cannot run against a server
 /// given by URL).
 pub fn needs_process_control(kind: &FaultKind) -> bool {
-    matches!(kind, FaultKind::RedisCrash { .. } | FaultKind::RedisPause)
+    matches!(kind, FaultKind::RedisCrash { .. } | FaultKind::RedisPause | FaultKind::Failover { .. })
 }
 
 /// The spec without the faults that need process control, and those faults.
