@@ -207,6 +207,7 @@ async fn instance(
         time_source: spec.time_source,
         clock: Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)),
         connector: Box::new(TurmoilConnector { addr: REDIS_ADDR }),
+        store: None,
         timeout: Duration::from_millis(spec.timeout_ms),
         breaker: BreakerConfig::new(3, 250),
         key_prefix: None,

@@ -10,20 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use limiter::{Algorithm, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use sim::real::cluster_server::slot_of_tag;
 use sim::real::redis_cluster::{query, RedisCluster};
 use tokio::time::Instant;
-
-/// Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, mod 16384.
-fn slot_of_tag(tag: &str) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in tag.as_bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 { (crc << 1) ^ 0x1021 } else { crc << 1 };
-        }
-    }
-    crc % 16_384
-}
 
 fn cluster(primaries: usize, replicas: usize) -> RedisCluster {
     sim::real::process::require_for_tests("redis-server", "redis-server");

@@ -34,6 +34,7 @@
 //! first and restarts with the last snapshot.
 
 pub mod clock;
+pub mod cluster_server;
 pub mod lane;
 pub mod process;
 pub mod proxy;
@@ -64,9 +65,18 @@ pub const MINI_REDIS_SCENARIO: &str = "get-set-race";
 pub fn execute(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let dir = tempfile::Builder::new().prefix("sim-redis-").tempdir().context("cannot create a data directory")?;
     let controller = server::Controller::start(dir.path())?;
-    let out = lane::run(spec, lane::Target::Private(controller), None);
+    let out = lane::run(spec, lane::Target::Private(Box::new(controller)), None);
     drop(dir);
     out
+}
+
+/// Runs `spec` against a private Redis Cluster (three primaries, one replica each) this run
+/// starts and stops (`--backend redis-cluster`): each instance reaches every node through
+/// its own proxy, and a failover kills the primaries and promotes their replicas (see
+/// [`cluster_server`]).
+pub fn execute_cluster(spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    let cluster = cluster_server::ClusterServer::start()?;
+    lane::run(spec, lane::Target::Private(Box::new(cluster)), None)
 }
 
 /// Runs `spec` against the existing server at `url` (plain TCP, database 0, no password).
