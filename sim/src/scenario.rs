@@ -283,11 +283,13 @@ impl RunSpec {
 impl Scenario {
     /// How long a run of this scenario lasts on a real backend when `--duration` is not given:
     /// `default_ms`, or longer where the scenario needs it to show what it is about: every
-    /// fixed fault starts and heals with a second to spare (a run that ends before its fault
-    /// tests nothing), and 12 s where clocks drift (client time breaks a bucket's bound only
-    /// once the drift has added up, as in the model lane's 12 s runs).
+    /// fixed fault starts and heals, followed by two whole liveness windows (two periods
+    /// each: a key starving after the fault needs them to show), since a run that ends before
+    /// its fault tests nothing; and 12 s where clocks drift (client time breaks a bucket's
+    /// bound only once the drift has added up, as in the model lane's 12 s runs).
     pub fn real_duration_ms(&self, default_ms: u64) -> u64 {
-        let faults_end = self.faults.iter().map(|f| f.until_ms.max(f.at_ms) + 1_000).max().unwrap_or(0);
+        let after = 4 * self.quota.period_ms();
+        let faults_end = self.faults.iter().map(|f| f.until_ms.max(f.at_ms) + after).max().unwrap_or(0);
         let drift = if self.skew.iter().any(|&(_, drift_ppm)| drift_ppm != 0) { 12_000 } else { 0 };
         default_ms.max(faults_end).max(drift)
     }

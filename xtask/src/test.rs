@@ -33,10 +33,21 @@ pub fn run_all() -> Result<()> {
 
     limiter_tests_on_the_model()?;
     lua_bridge_under_memcheck()?;
+    real_lanes_over_the_whole_catalogue()?;
 
     crate::props::run(crate::props::DEFAULT_CASES)?;
     crate::loom::run()?;
     Ok(())
+}
+
+/// The slow step: every known positive of the model lane over the whole catalogue, on one real
+/// `redis-server` and on a real Redis Cluster with replicas (`sim/tests/real_catalogue.rs`,
+/// feature `slow-tests`; about three minutes of real time).
+fn real_lanes_over_the_whole_catalogue() -> Result<()> {
+    let mut test = cargo();
+    test.args(["test", "-p", "sim", "--features", "slow-tests", "--test", "real_catalogue"]);
+    test.args(["--", "--show-output", "--test-threads", "1"]);
+    tools::run(test)
 }
 
 /// The model's Lua bridge (`sim/src/model/lua_stack.rs`) is the one module in the workspace

@@ -60,8 +60,12 @@ impl ClusterLink {
         }
         let settings = first.redis_settings();
         let mut builder = ClusterClientBuilder::new(nodes.clone())
-            // Our own timeout bounds every call; retries within it ride out a failover.
-            .retries(64)
+            // Our own timeout bounds every call; retries within it ride out a failover or a
+            // TRYAGAIN during a slot migration. Few of them: redis 1.8 computes each backoff
+            // as factor x base^retry before clamping it, which overflows (a panic in a debug
+            // build) once base^retry passes u64, so the retry count must stay small.
+            .retries(12)
+            .retry_wait_formula(10, 2)
             .min_retry_wait(10)
             .max_retry_wait(200);
         if let Some(user) = settings.username() {
