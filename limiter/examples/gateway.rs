@@ -10,6 +10,9 @@
 //! layer answers 429, 403 or 400 otherwise (see the README). The file is polled and reloaded
 //! when it changes; a bad file is reported on stderr and the rules in force stay.
 //!
+//! Built with `--features metrics`, `--metrics-listen 127.0.0.1:9898` serves the limiter's
+//! metrics (`limiter::metrics`) as a Prometheus exposition.
+//!
 //! `x-user: NAME` stands in for an authentication layer: it becomes the request's
 //! `limiter::rules::User`, which `user` key parts count by.
 
@@ -51,6 +54,11 @@ struct Args {
     /// Prefix of every Redis key.
     #[arg(long, default_value = "gateway")]
     key_prefix: String,
+    /// Serve the limiter's metrics as a Prometheus exposition on this address (built with
+    /// `--features metrics`).
+    #[cfg(feature = "metrics")]
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
 }
 
 #[tokio::main]
@@ -66,6 +74,15 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<(), String> {
+    #[cfg(feature = "metrics")]
+    if let Some(addr) = args.metrics_listen {
+        metrics_exporter_prometheus::PrometheusBuilder::new()
+            .with_http_listener(addr)
+            .install()
+            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+        limiter::metrics::describe();
+        eprintln!("metrics on http://{addr}/metrics");
+    }
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| format!("cannot read the rules file {}: {e}", args.config.display()))?;
     let rules = RuleSet::from_toml(&text).map_err(|e| format!("rules file {}: {e}", args.config.display()))?;

@@ -127,7 +127,7 @@ impl CircuitBreaker {
                 Permit::Reject { retry_after_ms: since_ms + self.config.open_ms - now_ms }
             }
             BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => {
-                *state = BreakerState::HalfOpen { since_ms: now_ms };
+                enter(&mut state, BreakerState::HalfOpen { since_ms: now_ms });
                 Permit::Probe
             }
         }
@@ -138,7 +138,7 @@ impl CircuitBreaker {
         let mut state = lock(&self.state);
         match (*state, permit) {
             (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Permit::Probe) => {
-                *state = BreakerState::Closed { failures: 0 };
+                enter(&mut state, BreakerState::Closed { failures: 0 });
             }
             // A call let through before the breaker opened proves little about now.
             _ => {}
@@ -152,13 +152,22 @@ impl CircuitBreaker {
         match (*state, permit) {
             (BreakerState::Closed { failures }, _) => {
                 let failures = failures + 1;
-                *state =
+                let next =
                     if failures >= self.config.failure_threshold { open } else { BreakerState::Closed { failures } };
+                enter(&mut state, next);
             }
-            (BreakerState::HalfOpen { .. }, Permit::Probe) => *state = open,
+            (BreakerState::HalfOpen { .. }, Permit::Probe) => enter(&mut state, open),
             _ => {}
         }
     }
+}
+
+/// Sets the state, counting a change of state (closed, open, half-open) for the metrics.
+fn enter(state: &mut BreakerState, next: BreakerState) {
+    if std::mem::discriminant(state) != std::mem::discriminant(&next) {
+        crate::metrics::breaker_entered(next);
+    }
+    *state = next;
 }
 
 #[cfg(all(test, not(limiter_loom)))]

@@ -40,6 +40,16 @@ pub enum Error {
         /// Redis's message.
         detail: String,
     },
+    /// Redis, or the TLS handshake with it, refused this client: a wrong user or password, a
+    /// missing ACL permission, a certificate the client does not trust. A setting to fix, so
+    /// it is an error and not a failure policy's case. Never carries a password.
+    #[error("Redis at {redis} refused this client: {detail}")]
+    Refused {
+        /// Where (host and port, no credentials).
+        redis: String,
+        /// What was refused.
+        detail: String,
+    },
     /// Redis refused a command or a script raised an error.
     #[error("Redis refused the {algorithm} call: {detail}")]
     Server {

@@ -29,8 +29,10 @@
 //!   a [`Clock`], a [`FailurePolicy`] and a circuit breaker ([`BreakerConfig`], observed as a
 //!   [`BreakerState`]). [`Limiter::check`] answers a [`Decision`]; [`Error`] is for what the
 //!   caller must fix.
-//! - [`store`]: [`RedisStore`] and the [`store::Connector`] it dials through (TCP here, simulated
-//!   sockets in the harness), and [`store::AtomicLimiter`] for one lock-free key in process.
+//! - [`store`]: [`RedisStore`] (one server by `redis://` or `rediss://` with [`store::Tls`], a
+//!   primary found through Sentinel, or a Redis Cluster) and the [`store::Connector`] it can dial
+//!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one
+//!   lock-free key in process.
 //! - The enforcement point: [`rules`] (rules per endpoint from code or a TOML file: matchers,
 //!   key parts, client IP behind trusted proxies, allow and deny lists, shadow mode),
 //!   [`enforce`] (the [`enforce::Enforcer`] deciding every rule a request matches
@@ -41,6 +43,9 @@
 //! # Features
 //! - `config` (default): [`rules::RuleSet::from_toml`] and reloading from a file, with serde
 //!   and toml. Without it rules come from code only.
+//! - `metrics`: [`metrics`] lists what the limiter measures; with the feature it reports
+//!   through the `metrics` facade and wraps store calls in `tracing` spans. Off by default, so
+//!   an application that exports nothing links neither.
 //! - `harness`: the building blocks below, for the harness only.
 //!
 //! The harness that verifies this library (simulator, property suites, conformance tests) also
@@ -69,6 +74,7 @@ pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod key;
 mod limiter;
+pub mod metrics;
 mod policy;
 mod quota;
 pub mod rules;

@@ -134,6 +134,14 @@ impl Limiter {
     /// `key`. A denial is `Ok` with `allowed == false`; `Err` is for a bad key, a cost that
     /// could never fit, or a Redis reply the caller must hear about.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        let decision = self.decide(key, cost).await;
+        if let Ok(d) = &decision {
+            crate::metrics::decision(d);
+        }
+        decision
+    }
+
+    async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let inner = &*self.inner;
         inner.keys.check(key)?;
         let capacity = inner.quota.capacity(inner.algorithm);

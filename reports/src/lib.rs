@@ -70,6 +70,31 @@ pub fn render(results_json_path: &Path, out_dir: &Path) -> anyhow::Result<Report
     render_results(&results, out_dir)
 }
 
+/// Renders the merge of several results files (`results::merge`) into `out_dir`; one file is
+/// rendered as [`render`] does. Prints the merged runs' count and trace hash, which equal the
+/// unsharded sweep's when the files are its shards.
+pub fn render_merged(paths: &[std::path::PathBuf], out_dir: &Path) -> anyhow::Result<ReportPaths> {
+    let mut files = Vec::with_capacity(paths.len());
+    for p in paths {
+        files.push((p.display().to_string(), load_results(p)?));
+    }
+    let merged = results::merge(files).map_err(|e| anyhow!("cannot merge the results files: {e}"))?;
+    if paths.len() > 1 {
+        println!("merged {} files: {} runs, trace hash {}", paths.len(), merged.results.len(), trace_hash(&merged));
+    }
+    render_results(&merged, out_dir)
+}
+
+/// One SHA-1 over every run's trace hash, in order: what `cargo xtask simulate` prints as
+/// "trace hash".
+pub fn trace_hash(results: &Results) -> String {
+    let mut all = sha1_smol::Sha1::new();
+    for r in &results.results {
+        all.update(r.trace_hash.as_bytes());
+    }
+    all.digest().to_string()
+}
+
 /// Renders already parsed results into `out_dir` (created if missing).
 pub fn render_results(results: &Results, out_dir: &Path) -> anyhow::Result<ReportPaths> {
     std::fs::create_dir_all(out_dir)

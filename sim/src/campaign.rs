@@ -42,8 +42,8 @@ fn progress(total: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// How a run is executed for `--backend` (model or redis; the mini-redis backend is the
-/// simulator's own case).
+/// How a run is executed for `--backend` (model, redis or redis-cluster; the mini-redis
+/// backend is the simulator's own case).
 pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
     if o.check_determinism && o.backend != Backend::Model {
         bail!(
@@ -56,6 +56,7 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
         (Backend::Model, _) => Box::new(crate::cluster::run),
         (Backend::Redis, Some(url)) => Box::new(move |spec: &RunSpec| real::execute_at(&url, spec)),
         (Backend::Redis, None) => Box::new(real::execute),
+        (Backend::RedisCluster, _) => Box::new(real::execute_cluster),
         (Backend::MiniRedis, _) => Box::new(real::execute_mini),
     })
 }
@@ -63,15 +64,28 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
 /// The runs `o` selects for `subjects`: its scenarios, seeds, policies, instances and faults.
 pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
     let duration_ms = o.duration_ms();
+    // On a real backend without --duration, each scenario runs as long as it needs to show
+    // its finding (`Scenario::real_duration_ms`).
+    let shaped = o.duration_ms.is_none() && matches!(o.backend, Backend::Redis | Backend::RedisCluster);
     let seeds = o.seed_list();
-    let mut specs: Vec<RunSpec> = scenario::catalogue()
+    let specs: Vec<RunSpec> = scenario::catalogue()
         .iter()
         .filter(|s| o.scenarios.is_empty() || o.scenarios.iter().any(|n| n == s.name))
-        .flat_map(|s| s.runs(subjects, &seeds, o.instances, duration_ms))
+        .flat_map(|s| {
+            let duration_ms = if shaped { s.real_duration_ms(duration_ms) } else { duration_ms };
+            s.runs(subjects, &seeds, o.instances, duration_ms)
+        })
         .filter(|s| o.policies.is_empty() || o.policies.iter().any(|p| p == s.policy.name()))
         .collect();
     if specs.is_empty() {
         bail!("nothing to run: no scenario runs the selected policy");
+    }
+    // A shard keeps every N-th run of the whole selection: deterministic, and the shards'
+    // results interleave back into the unsharded order (`results::merge`).
+    let mut specs: Vec<RunSpec> =
+        specs.into_iter().enumerate().filter(|(i, _)| o.in_shard(*i)).map(|(_, s)| s).collect();
+    if specs.is_empty() {
+        bail!("shard {} has no runs: the selection has fewer runs than shards", o.shard_name());
     }
     if let Some(faults) = &o.faults {
         if let Some(f) = faults.iter().find(|f| f.kind.instance().is_some_and(|i| i >= specs[0].instances)) {
@@ -130,7 +144,8 @@ pub fn run(o: &RunArgs, subjects: &[Subject], specs: &[RunSpec], execute: &Execu
             .map(|(a, b)| (a.replay.clone(), a.trace_hash.clone(), b.trace_hash.clone()))
             .collect();
     }
-    if o.sweeps && o.scenarios.is_empty() {
+    // The sweeps run once, in shard 1 (or unsharded).
+    if o.sweeps && o.scenarios.is_empty() && o.shard.is_none_or(|(i, _)| i == 1) {
         let duration_ms = o.duration_ms().min(6_000);
         let seed = o.seed;
         let race = run::race_sweep_specs(subjects, seed, duration_ms);

@@ -56,6 +56,46 @@ pub fn check_bound(
     data_losses: u64,
     tolerance: Tolerance,
 ) -> Check {
+    check_bound_with(promise, q, records, slack_ms, data_losses * promise.capacity(q), tolerance)
+}
+
+/// What one failover may cost a key: the writes of the last `lag_ms` are lost, so a key may
+/// admit again what it admitted then, at most one burst plus the refill of `lag_ms` (L·lag/T,
+/// rounded up). Stated for every promise; for a bucket it is exactly what it can have handed
+/// out in `lag_ms`.
+pub fn failover_allowance(promise: Promise, q: &Quota, lag_ms: u64) -> u64 {
+    promise.capacity(q) + (q.limit() * lag_ms).div_ceil(q.period_ms().max(1))
+}
+
+/// The fewest extra units per key the promise must be granted for `records` to keep it: 0
+/// when it held as it is. Found by bisection over [`check_bound_with`], so it is exactly the
+/// checker's own judgement.
+pub fn extra_admissions(promise: Promise, q: &Quota, records: &[Record], slack_ms: u64, tolerance: Tolerance) -> u64 {
+    let held = |units| check_bound_with(promise, q, records, slack_ms, units, tolerance).verdict != Verdict::Broken;
+    let (mut lo, mut hi) = (0u64, records.iter().filter(|r| r.allowed).map(|r| r.cost).sum::<u64>());
+    if held(0) {
+        return 0;
+    }
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if held(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
+/// [`check_bound`] with `allowance` extra units per key (after data losses and failovers).
+pub fn check_bound_with(
+    promise: Promise,
+    q: &Quota,
+    records: &[Record],
+    slack_ms: u64,
+    allowance: u64,
+    tolerance: Tolerance,
+) -> Check {
     if promise == Promise::None {
         return Check { verdict: Verdict::None, detail: "no promise to check".into() };
     }
@@ -64,7 +104,6 @@ pub fn check_bound(
         by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
     }
     let (l, w) = (q.limit(), q.period_ms());
-    let allowance = data_losses * promise.capacity(q);
     let mut worst: Option<String> = None;
     let mut note = |msg: String| {
         if worst.is_none() {
@@ -318,6 +357,17 @@ mod tests {
         assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 0, Tolerance::EXACT).verdict, Verdict::Broken);
         // One extra burst is allowed after a data loss.
         assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 1, Tolerance::EXACT).verdict, Verdict::Held);
+    }
+
+    #[test]
+    fn extra_admissions_is_the_least_allowance_that_holds() {
+        let q = Quota::new(3, 1000);
+        let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
+        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &ok, 0, Tolerance::EXACT), 0);
+        let two_more: Vec<_> = [0, 10, 20, 30, 40, 999].map(|t| rec(t, true)).to_vec();
+        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &two_more, 0, Tolerance::EXACT), 3);
+        // One burst plus the refill of the lag: 3 + 3 x 250 / 1000 rounded up.
+        assert_eq!(failover_allowance(Promise::Gcra, &q.with_burst(3), 250), 4);
     }
 
     #[test]

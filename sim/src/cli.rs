@@ -36,6 +36,9 @@ pub enum Backend {
     Model,
     /// Real redis-server processes over real TCP (started by the harness unless --redis-url).
     Redis,
+    /// A private Redis Cluster (3 primaries, 1 replica each) over real TCP; failovers promote a
+    /// real replica
+    RedisCluster,
     /// The embedded mini-redis server: GET/SET only, so the naive subject's race only.
     MiniRedis,
 }
@@ -46,6 +49,7 @@ impl Backend {
         match self {
             Backend::Model => "model",
             Backend::Redis => "redis",
+            Backend::RedisCluster => "redis-cluster",
             Backend::MiniRedis => "mini-redis",
         }
     }
@@ -74,8 +78,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = between(1u32..=64), allow_negative_numbers = true)]
     pub instances: Option<u32>,
 
-    /// Time per run: 12000, 12000ms or 12s, from 100 ms to 1 h [default: 12s; 4s with --backend
-    /// redis or mini-redis, whose runs take real time]
+    /// Time per run: 12000, 12000ms or 12s, from 100 ms to 1 h [default: 12s; on the real
+    /// backends, whose runs take real time, 4s or what the scenario needs to show its finding:
+    /// past its last fault, 12s where clocks drift]
     #[arg(long = "duration", value_name = "D", value_parser = duration_ms, allow_negative_numbers = true)]
     pub duration_ms: Option<u64>,
 
@@ -96,7 +101,7 @@ pub struct RunArgs {
     /// Replace the scenario's faults (one --scenario only), e.g.
     /// partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000. Kinds: partition:I
     /// partition-to-redis:I partition-from-redis:I hold:I instance-crash:I redis-crash
-    /// redis-crash-persistent redis-pause script-flush
+    /// redis-crash-persistent redis-pause script-flush failover:LAG_MS
     // `std::vec::Vec`, spelled out: clap's derive would read a bare `Option<Vec<_>>` as a
     // repeatable option, and a schedule is one value.
     #[arg(long, value_name = "SCHEDULE", value_parser = fault_schedule)]
@@ -117,6 +122,12 @@ pub struct RunArgs {
     /// Run every case twice and require identical trace hashes (model only)
     #[arg(long)]
     pub check_determinism: bool,
+
+    /// Run only shard I of N of the selected runs (runs I-1, I-1+N, ...; the sweeps in shard 1),
+    /// so several machines split one sweep; `cargo xtask report --from a.json --from b.json`
+    /// merges their results files back into the whole sweep's report
+    #[arg(long, value_name = "I/N", value_parser = shard)]
+    pub shard: Option<(u32, u32)>,
 }
 
 /// `cargo xtask simulate`: run the scenario catalogue, print the tables, write the results JSON
@@ -215,7 +226,7 @@ impl RunArgs {
         match (self.duration_ms, self.backend) {
             (Some(ms), _) => ms,
             (None, Backend::Model) => DEFAULT_DURATION_MS,
-            (None, Backend::Redis | Backend::MiniRedis) => crate::real::DEFAULT_DURATION_MS,
+            (None, Backend::Redis | Backend::RedisCluster | Backend::MiniRedis) => crate::real::DEFAULT_DURATION_MS,
         }
     }
 
@@ -227,6 +238,16 @@ impl RunArgs {
     /// Where the results JSON goes: `--json`, else `OUT/results.json`.
     pub fn json_path(&self) -> PathBuf {
         self.json.clone().unwrap_or_else(|| self.out.join("results.json"))
+    }
+
+    /// `I/N` for `--shard`, empty without it (the results file's `shard`).
+    pub fn shard_name(&self) -> String {
+        self.shard.map(|(i, n)| format!("{i}/{n}")).unwrap_or_default()
+    }
+
+    /// Whether the run at `index` of the whole selection belongs to this shard.
+    pub fn in_shard(&self, index: usize) -> bool {
+        self.shard.is_none_or(|(i, n)| index % n as usize == (i - 1) as usize)
     }
 
     /// The options a replay command needs to run on the same backend: nothing for the model
@@ -315,6 +336,14 @@ pub fn duration_ms(text: &str) -> Result<u64, String> {
     Ok(ms)
 }
 
+/// `I/N`, 1 <= I <= N <= 10000.
+fn shard(text: &str) -> Result<(u32, u32), String> {
+    match crate::results::merge::parse_shard(text) {
+        Some((i, n)) if n <= 10_000 => Ok((i, n)),
+        _ => Err("expected I/N with 1 <= I <= N <= 10000, e.g. 2/4".to_owned()),
+    }
+}
+
 /// A fault schedule (`crate::faults::parse_schedule`).
 fn fault_schedule(text: &str) -> Result<Vec<Fault>, String> {
     crate::faults::parse_schedule(text)
@@ -364,7 +393,7 @@ mod tests {
             assert!(e.contains(s.name()), "the message does not list subject {}: {e}", s.name());
         }
         refused("--policy maybe", "--policy", "'maybe'", "fail-open, fail-closed, local-budget");
-        refused("--backend etcd", "--backend", "'etcd'", "model, redis, mini-redis");
+        refused("--backend etcd", "--backend", "'etcd'", "model, redis, redis-cluster, mini-redis");
 
         // Numbers and their ranges.
         refused("--instances 0", "--instances", "'0'", "must be between 1 and 64, got 0");
@@ -387,6 +416,9 @@ mod tests {
         refused("--faults redis-pause@1..5", "--faults", "--scenario", "exactly one --scenario (got 0)");
         refused("--scenario baseline --scenario swarm --faults redis-pause@1..5", "--faults", "--scenario", "(got 2)");
         refused("--redis-url redis://x", "--redis-url", "redis://x", "only makes sense with --backend redis");
+        for bad in ["0/2", "3/2", "1", "a/b", "1/0"] {
+            refused(&format!("--shard {bad}"), "--shard", &format!("'{bad}'"), "expected I/N with 1 <= I <= N");
+        }
 
         // clap's own: a missing value, an unknown option.
         refused("--seed", "--seed", "<N>", "a value is required");
@@ -411,6 +443,10 @@ mod tests {
         assert_eq!(o.run.policies, vec!["fail-closed"]);
         assert!(o.run.sweeps && !o.run.check_determinism && !o.list);
         assert!(!parse("--no-sweeps --list").expect("ok").run.sweeps);
+        let o = parse("--shard 2/3").expect("ok").run;
+        assert_eq!((o.shard, o.shard_name()), (Some((2, 3)), "2/3".to_owned()));
+        assert_eq!((0..7).filter(|&i| o.in_shard(i)).collect::<Vec<_>>(), [1, 4]);
+        assert!(parse("").expect("ok").run.in_shard(5));
     }
 
     #[test]
@@ -422,9 +458,13 @@ mod tests {
 
     #[test]
     fn replays_name_the_backend_they_ran_on() {
-        for given in
-            ["", "--backend mini-redis", "--backend redis", "--backend redis --redis-url redis://127.0.0.1:6390"]
-        {
+        for given in [
+            "",
+            "--backend mini-redis",
+            "--backend redis",
+            "--backend redis-cluster",
+            "--backend redis --redis-url redis://127.0.0.1:6390",
+        ] {
             let o = parse(given).expect(given);
             let again = parse(&o.run.backend_args()).expect("replay arguments parse");
             assert_eq!((again.run.backend, again.run.redis_url), (o.run.backend, o.run.redis_url.clone()), "{given}");
@@ -452,6 +492,7 @@ mod tests {
             "--out",
             "--no-sweeps",
             "--check-determinism",
+            "--shard",
         ] {
             assert!(help.contains(option), "--help does not show {option}:\n{help}");
         }

@@ -79,6 +79,11 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let records: Arc<Mutex<Vec<Record>>> = Arc::default();
     // The model lives outside the host closure, so a restart can keep its data (or not).
     let redis = RedisHost::new(time.clone());
+    // A replica follows the primary when the run fails one over (one lag per run: the
+    // first failover's).
+    if let Some(lag_ms) = spec.faults.iter().find_map(|f| f.kind.failover_lag_ms()) {
+        redis.model().enable_replication(lag_ms);
+    }
     // Bumped each time Redis comes back without its data.
     let data_epoch = Arc::new(AtomicU64::new(0));
 
@@ -172,6 +177,13 @@ fn apply(sim: &mut turmoil::Sim<'_>, redis: &RedisHost, instances: u32, kind: &F
         (FaultKind::RedisPause, false) => (0..instances).for_each(|i| sim.release(instance_name(i), "redis")),
         (FaultKind::ScriptFlush, true) => redis.flush_scripts(),
         (FaultKind::ScriptFlush, false) => {}
+        // The primary dies and its replica's data (missing the last `lag_ms` of writes, see
+        // `model::replica`) and empty script cache take its place; it serves again, at the
+        // same address (as a cluster client or Sentinel would find it), when the fault heals.
+        (FaultKind::Failover { .. }, true) => {
+            redis.fail_over();
+        }
+        (FaultKind::Failover { .. }, false) => redis.restart(true),
         (FaultKind::InstanceCrash { instance }, true) => sim.crash(instance_name(instance)),
         (FaultKind::InstanceCrash { instance }, false) => sim.bounce(instance_name(instance)),
     }
@@ -195,6 +207,7 @@ async fn instance(
         time_source: spec.time_source,
         clock: Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)),
         connector: Box::new(TurmoilConnector { addr: REDIS_ADDR }),
+        store: None,
         timeout: Duration::from_millis(spec.timeout_ms),
         breaker: BreakerConfig::new(3, 250),
         key_prefix: None,

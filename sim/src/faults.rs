@@ -50,6 +50,13 @@ pub enum FaultKind {
     RedisPause,
     /// Redis forgets every script (`SCRIPT FLUSH`), at `at_ms`.
     ScriptFlush,
+    /// The Redis primary dies at `at_ms` and its replica, `lag_ms` behind, is promoted and
+    /// serves from `until_ms`: the writes of the last `lag_ms` before the death are lost, and
+    /// the new primary has no scripts. (On a real cluster: a primary killed or paused.)
+    Failover {
+        /// How far the replica was behind (ms).
+        lag_ms: u64,
+    },
     /// An instance crashes and comes back at `until_ms`.
     InstanceCrash {
         /// The instance.
@@ -70,6 +77,7 @@ impl FaultKind {
             FaultKind::RedisPause => "redis-pause",
             FaultKind::ScriptFlush => "script-flush",
             FaultKind::InstanceCrash { .. } => "instance-crash",
+            FaultKind::Failover { .. } => "failover",
         }
     }
 
@@ -80,7 +88,7 @@ impl FaultKind {
             | FaultKind::PartitionToRedis { instance: i }
             | FaultKind::PartitionFromRedis { instance: i }
             | FaultKind::Hold { instance: i } => i == instance,
-            FaultKind::RedisCrash { .. } | FaultKind::RedisPause => true,
+            FaultKind::RedisCrash { .. } | FaultKind::RedisPause | FaultKind::Failover { .. } => true,
             FaultKind::ScriptFlush | FaultKind::InstanceCrash { .. } => false,
         }
     }
@@ -113,11 +121,20 @@ impl FaultKind {
     pub fn loses_data(&self) -> bool {
         matches!(self, FaultKind::RedisCrash { keep_data: false })
     }
+
+    /// The replication lag of a failover: the writes it loses are those of that last stretch.
+    pub fn failover_lag_ms(&self) -> Option<u64> {
+        match *self {
+            FaultKind::Failover { lag_ms } => Some(lag_ms),
+            _ => None,
+        }
+    }
 }
 
 /// The text form of a schedule, for replay commands and `--faults`:
 /// `kind[:instance]@at_ms[..until_ms]`, comma-separated, e.g.
-/// `partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000`.
+/// `partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000`. A failover names its
+/// replication lag where an instance fault names the instance: `failover:250@4000..5000`.
 pub fn format_schedule(faults: &[Fault]) -> String {
     faults.iter().map(Fault::to_string).collect::<Vec<_>>().join(",")
 }
@@ -129,9 +146,10 @@ pub fn parse_schedule(text: &str) -> Result<Vec<Fault>, String> {
 
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind.instance() {
-            Some(i) => write!(f, "{}:{i}@{}", self.kind.name(), self.at_ms)?,
-            None => write!(f, "{}@{}", self.kind.name(), self.at_ms)?,
+        match (self.kind.instance(), self.kind.failover_lag_ms()) {
+            (Some(i), _) => write!(f, "{}:{i}@{}", self.kind.name(), self.at_ms)?,
+            (None, Some(lag)) => write!(f, "{}:{lag}@{}", self.kind.name(), self.at_ms)?,
+            (None, None) => write!(f, "{}@{}", self.kind.name(), self.at_ms)?,
         }
         if self.until_ms > self.at_ms {
             write!(f, "..{}", self.until_ms)?;
@@ -156,6 +174,14 @@ impl FromStr for Fault {
         let until_ms = until.map(ms).transpose()?.unwrap_or(at_ms);
         if until_ms < at_ms {
             return Err(bad("it heals before it starts"));
+        }
+        if let Some(lag) = kind.strip_prefix("failover") {
+            let lag_ms = match lag.strip_prefix(':') {
+                Some(l) => l.parse::<u64>().map_err(|_| bad(&format!("{l:?} is not a replication lag in ms")))?,
+                None if lag.is_empty() => return Err(bad("failover needs its replication lag in ms, as failover:250")),
+                None => return Err(bad(&format!("unknown kind {kind:?}"))),
+            };
+            return Ok(Fault { kind: FaultKind::Failover { lag_ms }, at_ms, until_ms });
         }
         let (name, instance) = match kind.split_once(':') {
             Some((n, i)) => (n, Some(i.parse::<u32>().map_err(|_| bad(&format!("{i:?} is not an instance number")))?)),
@@ -231,9 +257,11 @@ mod tests {
 
     #[test]
     fn schedules_round_trip_through_text_and_bad_text_is_named() {
-        let text = "partition:0@3000..7000,redis-crash-persistent@100..500,script-flush@7000,hold:2@10..20";
+        let text =
+            "partition:0@3000..7000,redis-crash-persistent@100..500,script-flush@7000,hold:2@10..20,failover:250@1..9";
         let faults = parse_schedule(text).expect("valid");
-        assert_eq!(faults.len(), 4);
+        assert_eq!(faults.len(), 5);
+        assert_eq!(faults[4].kind, FaultKind::Failover { lag_ms: 250 });
         assert_eq!(format_schedule(&faults), text);
         for (bad, says) in [
             ("partition@1..2", "needs an instance"),
@@ -242,6 +270,8 @@ mod tests {
             ("hold:x@1", "not an instance number"),
             ("hold:1@5..2", "heals before it starts"),
             ("hold:1", "no @"),
+            ("failover@1..2", "needs its replication lag"),
+            ("failover:x@1..2", "not a replication lag"),
         ] {
             let err = parse_schedule(bad).expect_err(bad);
             assert!(err.contains(says) && err.contains(bad), "{err}");

@@ -49,6 +49,11 @@ impl RedisHost {
         self.model.restart(keep_data);
     }
 
+    /// The primary dies and its replica takes over (see [`ModelHandle::fail_over`]).
+    pub fn fail_over(&self) -> Option<crate::model::Failover> {
+        self.model.fail_over()
+    }
+
     /// `SCRIPT FLUSH`.
     pub fn flush_scripts(&self) {
         self.model.flush_scripts();

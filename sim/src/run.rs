@@ -127,12 +127,31 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         Subject::Script(f) => f.tolerance,
         _ => Tolerance::EXACT,
     };
+    // Each failover may cost each key one burst plus the refill of its replication lag.
+    let failover_units: u64 = spec
+        .faults
+        .iter()
+        .filter_map(|f| f.kind.failover_lag_ms())
+        .map(|lag_ms| checker::failover_allowance(promise, &q, lag_ms))
+        .sum();
     let (bound, rules) = match &multi {
         Some(multi) => {
             let (check, result) = crate::rules::check::check(multi, records, slack_ms, data_losses);
             (check, Some(result))
         }
-        None => (checker::check_bound(promise, &q, records, slack_ms, data_losses, tolerance), None),
+        None => {
+            let allowance = data_losses * promise.capacity(&q) + failover_units;
+            let mut bound = checker::check_bound_with(promise, &q, records, slack_ms, allowance, tolerance);
+            if failover_units > 0 && promise != crate::promise::Promise::None {
+                let extra = checker::extra_admissions(promise, &q, records, slack_ms, tolerance);
+                bound.detail = format!(
+                    "{extra} extra admissions over the promise after the failover, bound {failover_units} (one burst + \
+                     rate x replication lag per failover); {}",
+                    bound.detail
+                );
+            }
+            (bound, None)
+        }
     };
     let policy = checker::check_policy(spec.policy, records, &spec.faults);
     let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);

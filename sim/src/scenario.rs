@@ -128,6 +128,16 @@ pub fn catalogue() -> Vec<Scenario> {
             ..base.clone()
         },
         Scenario {
+            name: "failover",
+            description: "The primary dies at 4 s; 100 ms later its replica, 300 ms behind, takes over without the \
+                          writes of those last 300 ms and without scripts. Each key may admit at most one extra burst \
+                          plus rate x lag over its promise; the failure policy answers the gap.",
+            workload: poisson(3.0, 3),
+            faults: vec![Fault { kind: FaultKind::Failover { lag_ms: 300 }, at_ms: 4_000, until_ms: 4_100 }],
+            policies: all_policies.clone(),
+            ..base.clone()
+        },
+        Scenario {
             name: "window-boundary",
             description:
                 "Bursts of the full limit just before and just after window boundaries. A fixed window admits \
@@ -292,6 +302,19 @@ impl RunSpec {
 }
 
 impl Scenario {
+    /// How long a run of this scenario lasts on a real backend when `--duration` is not given:
+    /// `default_ms`, or longer where the scenario needs it to show what it is about: every
+    /// fixed fault starts and heals, followed by two whole liveness windows (two periods
+    /// each: a key starving after the fault needs them to show), since a run that ends before
+    /// its fault tests nothing; and 12 s where clocks drift (client time breaks a bucket's
+    /// bound only once the drift has added up, as in the model lane's 12 s runs).
+    pub fn real_duration_ms(&self, default_ms: u64) -> u64 {
+        let after = 4 * self.quota.period_ms();
+        let faults_end = self.faults.iter().map(|f| f.until_ms.max(f.at_ms) + after).max().unwrap_or(0);
+        let drift = if self.skew.iter().any(|&(_, drift_ppm)| drift_ppm != 0) { 12_000 } else { 0 };
+        default_ms.max(faults_end).max(drift)
+    }
+
     /// The faults a run of this scenario gets: the swarm draws them from the seed.
     pub fn faults_for(&self, seed: u64, instances: u32, duration_ms: u64) -> Vec<Fault> {
         if self.swarm {

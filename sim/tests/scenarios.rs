@@ -166,3 +166,71 @@ fn two_hundred_swarm_seeds_hold_every_promised_bound() {
     assert!(failures.is_empty(), "{failures:#?}");
     println!("swarm: {} seeds, every promised bound held", results.len());
 }
+
+#[test]
+fn the_shards_of_a_sweep_merge_back_into_the_unsharded_sweep() {
+    use sim::cli::SimulateArgs;
+    use sim::results::{Results, SCHEMA};
+    let subjects: Vec<Subject> = ["gcra", "fixed-window"].iter().filter_map(|s| Subject::named(s)).collect();
+    let results_of = |extra: &[&str]| {
+        let mut args = vec!["--scenario", "baseline", "--scenario", "swarm", "--seeds", "3", "--duration", "1500"];
+        args.extend_from_slice(extra);
+        let o = SimulateArgs::parse_args(args).expect("arguments").run;
+        let specs = sim::campaign::specs(&o, &subjects).expect("runs");
+        let results = run_all(&specs);
+        Results {
+            schema: SCHEMA.into(),
+            backend: "model".into(),
+            duration_ms: 1_500,
+            results,
+            shard: o.shard_name(),
+            ..Results::default()
+        }
+    };
+    let whole = results_of(&[]);
+    // Shards given in any order; every run lands in exactly one.
+    let shards: Vec<(String, Results)> =
+        ["3/3", "1/3", "2/3"].iter().map(|s| (s.to_string(), results_of(&["--shard", s]))).collect();
+    let sizes: Vec<usize> = shards.iter().map(|(_, r)| r.results.len()).collect();
+    assert_eq!(sizes.iter().sum::<usize>(), whole.results.len(), "{sizes:?}");
+    assert!(sizes.iter().all(|&n| n > 0 && n < whole.results.len()), "{sizes:?}");
+    let merged = sim::results::merge(shards).expect("the shards merge");
+    let total = |r: &Results, f: fn(&RunResult) -> u64| r.results.iter().map(f).sum::<u64>();
+    for (what, f) in [
+        ("requests", (|r: &RunResult| r.requests) as fn(&RunResult) -> u64),
+        ("admitted", |r| r.admitted),
+        ("oracle admitted", |r| r.oracle_admitted),
+        ("wrong allows", |r| r.wrong_allow),
+    ] {
+        assert_eq!(total(&merged, f), total(&whole, f), "{what}");
+    }
+    // More than the totals: the same runs in the same order, so the same tables, report and
+    // trace hash.
+    assert_eq!(merged.results, whole.results);
+    println!("shards: {} runs in 3 shards of {sizes:?} merged into the unsharded sweep", whole.results.len());
+}
+
+#[test]
+fn a_failover_costs_extra_admissions_within_the_stated_bound_and_replays_identically() {
+    let results = run_all(&specs("failover", &["token-bucket", "gcra", "sliding-log", "fixed-window"], &[1, 2], 8_000));
+    let extra = |r: &RunResult| -> u64 {
+        r.bound_detail.split_whitespace().next().and_then(|n| n.parse().ok()).expect("the detail starts with the count")
+    };
+    for r in &results {
+        assert_eq!(r.bound, "held", "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert!(r.bound_detail.contains("extra admissions over the promise after the failover"), "{}", r.bound_detail);
+        // One burst (20) plus 20/s x 300 ms.
+        assert!(extra(r) <= 26, "{}: {}", r.algorithm, r.bound_detail);
+        assert_ne!(r.policy_check, "broken", "{}", r.policy_detail);
+    }
+    // The lost writes show: a bucket admits again what it admitted in the last 300 ms.
+    for a in ["token-bucket", "gcra"] {
+        assert!(results.iter().filter(|r| r.algorithm == a).any(|r| extra(r) > 0), "{a} lost nothing in a failover");
+    }
+    // Fail-closed answered the gap with denials that say why.
+    let closed = one(&results, "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
+    assert!(closed.sources.fail_closed > 0, "{:?}", closed.sources);
+    let again = run_all(&specs("failover", &["gcra"], &[1], 8_000));
+    let first = one(&results, "gcra", |r| r.seed == 1 && r.policy == again[0].policy);
+    assert_eq!(first.trace_hash, again[0].trace_hash, "a failover run replays byte for byte");
+}

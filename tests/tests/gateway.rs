@@ -115,7 +115,8 @@ async fn allow_and_deny_lists_decide_first_and_shadow_rules_never_reject() {
         shadow = true
         "#
     ));
-    let gateway = Gateway::start(&config.path, &redis.url());
+    let metrics = format!("127.0.0.1:{}", redis_tests::free_port().expect("a free port"));
+    let gateway = Gateway::start_with(&config.path, &redis.url(), &["--metrics-listen", &metrics]);
     for _ in 0..8 {
         let vip = gateway.get("/api/hello", &[("x-api-key", "vip")]).await;
         assert_eq!((vip.status, vip.header("ratelimit")), (200, None), "allow-listed: no rule applies");
@@ -134,6 +135,24 @@ async fn allow_and_deny_lists_decide_first_and_shadow_rules_never_reject() {
         assert!(!reply.header("ratelimit-policy").unwrap_or("").contains("dark"));
     }
     assert_eq!(gateway.get("/api/hello", &[("x-api-key", "k")]).await.status, 429);
+    // The metrics say the same: the shadow rule would have denied the last five requests, and
+    // the enforced rule decided six (by Redis), five admitted.
+    let exposition = request(metrics.parse().expect("an address"), "127.0.0.1", "GET", "/metrics", &[]).await.body;
+    // The sum of the samples of `name` carrying every one of `labels`.
+    let sample = |name: &str, labels: &[&str]| -> f64 {
+        exposition
+            .lines()
+            .filter_map(|l| l.strip_prefix(name)?.strip_prefix('{')?.rsplit_once(' '))
+            .filter(|(series, _)| labels.iter().all(|label| series.contains(label)))
+            .filter_map(|(_, v)| v.parse::<f64>().ok())
+            .sum()
+    };
+    assert_eq!(sample("limiter_shadow_would_deny_total", &[r#"rule="dark""#]), 5.0, "{exposition}");
+    let decisions = |outcome: &str| {
+        let outcome = format!("outcome=\"{outcome}\"");
+        sample("limiter_decisions_total", &[&outcome, r#"source="store""#])
+    };
+    assert_eq!((decisions("allowed"), decisions("denied")), (5.0, 1.0), "{exposition}");
     // Nothing was counted for the listed requests: the deny-listed IP's key is untouched.
     let mut conn = redis.client().expect("a client");
     let keys: Vec<String> = redis::cmd("KEYS").arg("*fine*").query(&mut conn).expect("KEYS");

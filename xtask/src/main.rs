@@ -3,7 +3,8 @@
 //! - `cargo xtask simulate`: the scenario catalogue on the in-process Redis model; prints
 //!   tables, writes results JSON and the HTML/PNG report.
 //! - `cargo xtask verify SUBJECT.toml...`: any rate-limiter script judged by its promise.
-//! - `cargo xtask report --from RESULTS.json --out DIR`: re-renders a report.
+//! - `cargo xtask report --from RESULTS.json [--from MORE.json] --out DIR`: re-renders a
+//!   report, merging several results files (the shards of a `--shard I/N` sweep) into one.
 //! - `cargo xtask test`: installs what the tests need (redis-server, chromium), then rustfmt check,
 //!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
 //! - `cargo xtask bench`: the speed goals as ratios against references from the same run.
@@ -64,11 +65,12 @@ enum Command {
         #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<OsString>,
     },
-    /// Re-render the HTML/PNG report from a results file
+    /// Re-render the HTML/PNG report from a results file, or from several merged into one
     Report {
-        /// Results file written by `cargo xtask simulate`
-        #[arg(long, value_name = "RESULTS.json")]
-        from: PathBuf,
+        /// Results file written by `cargo xtask simulate` (repeatable: the shards of one
+        /// `--shard I/N` sweep merge back into the whole sweep's report)
+        #[arg(long, value_name = "RESULTS.json", required = true)]
+        from: Vec<PathBuf>,
         /// Directory for index.html and the chart PNGs (created if missing)
         #[arg(long, value_name = "DIR", default_value = "target/simulate")]
         out: PathBuf,
@@ -135,7 +137,10 @@ mod tests {
     fn commands_and_their_options_parse() {
         let report = parse(&["report", "--from", "r.json"]).expect("parses").command;
         let Some(Command::Report { from, out }) = report else { panic!("not the report command: {report:?}") };
-        assert_eq!((from, out), (PathBuf::from("r.json"), PathBuf::from("target/simulate")));
+        assert_eq!((from, out), (vec![PathBuf::from("r.json")], PathBuf::from("target/simulate")));
+        let report = parse(&["report", "--from", "a.json", "--from", "b.json"]).expect("parses").command;
+        let Some(Command::Report { from, .. }) = report else { panic!("not the report command: {report:?}") };
+        assert_eq!(from, [PathBuf::from("a.json"), PathBuf::from("b.json")]);
         let props = parse(&["props", "--cases", "9"]).expect("parses").command;
         assert!(matches!(props, Some(Command::Props(props::PropsArgs { cases: 9 }))), "{props:?}");
         assert!(parse(&[]).expect("no command is help").command.is_none());

@@ -7,7 +7,7 @@
 //! in them.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -35,18 +35,17 @@ pub fn run(bin: &str, args: &[OsString]) -> Result<()> {
     }
 }
 
-/// `cargo xtask report --from RESULTS.json --out DIR`: renders the HTML/PNG report from a
-/// results file.
-pub fn report(json: &Path, out: &Path) -> Result<()> {
-    let status = release_bin("reports", "report")
-        .arg("--from")
-        .arg(json)
-        .arg("--out")
-        .arg(out)
-        .status()
-        .context("cannot run the report renderer")?;
+/// `cargo xtask report --from RESULTS.json [--from MORE.json...] --out DIR`: renders the
+/// HTML/PNG report from results files (several are merged into one).
+pub fn report(jsons: &[PathBuf], out: &Path) -> Result<()> {
+    let mut cmd = release_bin("reports", "report");
+    for json in jsons {
+        cmd.arg("--from").arg(json);
+    }
+    let status = cmd.arg("--out").arg(out).status().context("cannot run the report renderer")?;
     if !status.success() {
-        bail!("rendering the report from {} failed: {status}", json.display());
+        let shown: Vec<String> = jsons.iter().map(|j| j.display().to_string()).collect();
+        bail!("rendering the report from {} failed: {status}", shown.join(", "));
     }
     Ok(())
 }

@@ -5,9 +5,16 @@ use anyhow::{bail, Result};
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run_all() -> Result<()> {
-    // Tests start their own redis-server processes, the report test opens the report in
-    // headless Chromium, and the Lua bridge's tests run once more under valgrind.
-    ensure_installed(&[("redis-server", "redis-server"), ("chromium", "chromium"), ("valgrind", "valgrind")])?;
+    // Tests start their own redis-server processes (clusters joined by redis-cli, Sentinels
+    // by redis-sentinel), the report test opens the report in headless Chromium, and the Lua
+    // bridge's tests run once more under valgrind.
+    ensure_installed(&[
+        ("redis-server", "redis-server"),
+        ("redis-cli", "redis-tools"),
+        ("redis-sentinel", "redis-sentinel"),
+        ("chromium", "chromium"),
+        ("valgrind", "valgrind"),
+    ])?;
 
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
@@ -26,10 +33,21 @@ pub fn run_all() -> Result<()> {
 
     limiter_tests_on_the_model()?;
     lua_bridge_under_memcheck()?;
+    real_lanes_over_the_whole_catalogue()?;
 
     crate::props::run(crate::props::DEFAULT_CASES)?;
     crate::loom::run()?;
     Ok(())
+}
+
+/// The slow step: every known positive of the model lane over the whole catalogue, on one real
+/// `redis-server` and on a real Redis Cluster with replicas (`sim/tests/real_catalogue.rs`,
+/// feature `slow-tests`; about three minutes of real time).
+fn real_lanes_over_the_whole_catalogue() -> Result<()> {
+    let mut test = cargo();
+    test.args(["test", "-p", "sim", "--features", "slow-tests", "--test", "real_catalogue"]);
+    test.args(["--", "--show-output", "--test-threads", "1"]);
+    tools::run(test)
 }
 
 /// The model's Lua bridge (`sim/src/model/lua_stack.rs`) is the one module in the workspace

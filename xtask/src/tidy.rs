@@ -183,9 +183,13 @@ fn crate_roots_forbid_unsafe(root: &Path) -> Result<Vec<String>> {
 // ----------------------------------------------------------------------------------- clocks
 
 /// Where reading the wall clock is the point: the clock modules, benches (they measure real
-/// time) and the tests against real `redis-server` (whose clock is real).
+/// time) and the tests against real `redis-server` (whose clock is real): the `tests` crate's,
+/// and the simulator's real-lane tests (`sim/tests/real_*.rs`).
 fn may_read_the_wall_clock(path: &str) -> bool {
-    path.ends_with("clock.rs") || path.contains("/benches/") || path.starts_with("tests/tests/")
+    path.ends_with("clock.rs")
+        || path.contains("/benches/")
+        || path.starts_with("tests/tests/")
+        || path.starts_with("sim/tests/real_")
 }
 
 fn wall_clock_opt_outs(path: &str, text: &str) -> Vec<String> {
@@ -334,7 +338,9 @@ mod tests {
         assert!(wall_clock_opt_outs("sim/src/real/clock.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("sim/benches/simulate.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("tests/tests/outage.rs", &text).is_empty());
+        assert!(wall_clock_opt_outs("sim/tests/real_catalogue.rs", &text).is_empty());
         assert_eq!(wall_clock_opt_outs("sim/src/cluster.rs", &text).len(), 1);
+        assert_eq!(wall_clock_opt_outs("sim/tests/scenarios.rs", &text).len(), 1);
     }
 
     #[test]

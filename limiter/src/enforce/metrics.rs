@@ -82,6 +82,11 @@ fn record_decision(m: &mut Metrics, d: &RulesDecision) {
         };
         c.decided += 1;
         c.denied += !r.decision.allowed as u64;
+        if !r.shadow {
+            crate::metrics::decision(&r.decision);
+        } else if !r.decision.allowed {
+            crate::metrics::shadow_would_deny(&r.rule);
+        }
         c.consumed += r.consumed as u64;
         c.degraded += (r.decision.source != Source::Store) as u64;
     }

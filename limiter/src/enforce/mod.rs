@@ -19,9 +19,10 @@
 //!
 //! A rule's Redis keys are `prefix:{tag}:rest:rule:`; the tag is the rule's first key part, so
 //! on a Redis Cluster rules whose first parts agree share a slot. On a single Redis every rule
-//! of a request goes into one script call, whatever its tag. A cluster store (not written yet)
-//! must group the rules by slot, and across groups the decision cannot be one atomic step:
-//! the enforcer then runs a dry pass over every group (each group atomic on its own), and only
+//! of a request goes into one script call, whatever its tag. Over a cluster store
+//! ([`crate::RedisStore::cluster`]) the enforcer groups the rules by tag, and across groups
+//! the decision cannot be one atomic step: it runs a dry pass over every group (each group
+//! atomic on its own), and only
 //! if every enforced rule fits, a committing pass group by group. Between the two passes a
 //! concurrent request can take what a rule had left: the committing pass of that group then
 //! denies, after the groups before it consumed. So across slots the guarantee is weaker: every
@@ -166,9 +167,9 @@ impl EnforcerBuilder {
         self
     }
 
-    /// Decides the rules of each hash tag in their own script calls, in two passes, as a
-    /// Redis Cluster store must when a request's rules fall in different slots (see the
-    /// module docs). Only the harness turns this on, to check what that costs.
+    /// Decides the rules of each hash tag in their own script calls, in two passes, as the
+    /// enforcer does by itself over a Redis Cluster store (see the module docs). The harness
+    /// turns this on over one Redis, to check what that costs.
     #[cfg(feature = "harness")]
     pub fn per_tag_calls(mut self, on: bool) -> Self {
         self.per_tag = on;
@@ -182,6 +183,7 @@ impl EnforcerBuilder {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let per_tag = self.per_tag || self.redis.as_ref().is_some_and(RedisStore::is_cluster);
         let backend = match self.redis {
             Some(redis) => Backend::Redis(redis),
             None => Backend::Local(LocalStore::new(self.max_local_keys)),
@@ -198,7 +200,7 @@ impl EnforcerBuilder {
                 budget: LocalStore::new(self.max_local_keys),
                 keys,
                 counters,
-                per_tag: self.per_tag,
+                per_tag,
             }),
         })
     }

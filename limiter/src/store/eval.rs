@@ -1,5 +1,6 @@
 //! Sending a script: EVALSHA by its SHA-1, and EVAL of the whole text when Redis answers
-//! NOSCRIPT (after `SCRIPT FLUSH`, a restart, a failover).
+//! NOSCRIPT (after `SCRIPT FLUSH`, a restart, a failover). On a cluster the EVAL goes where
+//! the EVALSHA went (the slot of the first key), so each node loads what it lacks.
 //!
 //! redis-rs's own `Script` answers NOSCRIPT with `SCRIPT LOAD` and then EVALSHA again: two
 //! round trips, and a flush that lands between them fails the call with a second NOSCRIPT
@@ -31,6 +32,7 @@ impl EvalScript {
     ) -> RedisResult<Value> {
         match self.command("EVALSHA", &self.sha1, keys, args).query_async(conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                crate::metrics::noscript_reload();
                 self.command("EVAL", &self.source, keys, args).query_async(conn).await
             }
             other => other,

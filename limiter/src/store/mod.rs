@@ -1,18 +1,23 @@
-//! Where key state lives: in Redis ([`RedisStore`], reached through a [`Connector`]) or in
-//! this process ([`AtomicLimiter`] for one lock-free key; the in-process store behind
+//! Where key state lives: in Redis ([`RedisStore`]: one server reached through a
+//! [`Connector`] or a URL, with [`Tls`] when it asks for it, the primary Sentinel names, or a
+//! Redis Cluster) or in this process ([`AtomicLimiter`] for one lock-free key; the in-process store behind
 //! [`crate::LimiterBuilder::local`] for many).
 
 mod atomic;
+mod cluster;
 mod connector;
+mod dial;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 pub(crate) mod eval;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
 pub(crate) mod redis;
+mod tls;
 
 pub use atomic::AtomicLimiter;
 pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
-pub use redis::{RedisStore, DEFAULT_TIMEOUT};
+pub use redis::{RedisStore, StoreConnection, DEFAULT_TIMEOUT};
+pub use tls::Tls;
 
 use crate::decision::Degraded;
 use crate::error::Error;

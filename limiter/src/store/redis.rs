@@ -2,25 +2,35 @@
 //! fallback when Redis answers NOSCRIPT (after `SCRIPT FLUSH`, a restart or a failover; see
 //! [`super::eval`]).
 //!
-//! One multiplexed connection per store: every concurrent call is pipelined onto it, which
-//! measured faster than a pool (see the bench). When it breaks, the next call reconnects;
-//! reconnection is single-flight, so an outage does not turn into a connection storm.
-//! Every call is bounded by `timeout` (ADR-002's 1000 ms by default), connection included.
+//! A store reaches one server ([`RedisStore::from_url`], `redis://` or `rediss://`, or
+//! [`RedisStore::new`] over any [`Connector`]), the primary Sentinel names
+//! ([`RedisStore::sentinel`]), or a Redis Cluster ([`RedisStore::cluster`], see
+//! [`super::cluster`]). The limiter holds any of them the same way.
+//!
+//! One server: one multiplexed connection per store, every concurrent call pipelined onto it,
+//! which measured faster than a pool (see the bench). When it breaks, the next call
+//! reconnects; reconnection is single-flight, so an outage does not turn into a connection
+//! storm. Every call is bounded by `timeout` (ADR-002's 1000 ms by default), connection
+//! included.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind, Value};
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::{ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind, Value};
 
+use super::cluster::ClusterLink;
 use super::connector::{Connector, TcpConnector};
+use super::dial::{self, Dial};
 use super::eval::EvalScript;
+use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
 use crate::batch::{BatchReply, BatchRequest};
 use crate::decision::Degraded;
 use crate::error::Error;
+use crate::metrics;
 use crate::quota::Algorithm;
 use crate::scripts;
 
@@ -52,52 +62,135 @@ pub enum RawCallError {
 
 /// See the module docs.
 pub struct RedisStore {
-    connector: Arc<dyn Connector>,
-    info: RedisConnectionInfo,
+    link: Link,
     timeout: Duration,
-    current: Mutex<Option<(u64, MultiplexedConnection)>>,
-    generation: AtomicU64,
-    connecting: tokio::sync::Mutex<()>,
+}
+
+/// One server (directly or through Sentinel) or a cluster.
+enum Link {
+    Node(NodeLink),
+    Cluster(Box<ClusterLink>),
 }
 
 impl std::fmt::Debug for RedisStore {
+    // Where, never with whom: no user, no password.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore").field("redis", &self.connector.describe()).field("timeout", &self.timeout).finish()
+        f.debug_struct("RedisStore").field("redis", &self.describe()).field("timeout", &self.timeout).finish()
     }
 }
 
 impl RedisStore {
     /// A store reaching Redis through `connector`, database 0, no authentication.
     pub fn new(connector: impl Connector) -> Self {
-        Self::with_info(Arc::new(connector), RedisConnectionInfo::default())
+        let dial = Dial::Stream { connector: Arc::new(connector), info: RedisConnectionInfo::default() };
+        Self::node(dial)
     }
 
-    fn with_info(connector: Arc<dyn Connector>, info: RedisConnectionInfo) -> Self {
+    fn node(dial: Dial) -> Self {
         RedisStore {
-            connector,
-            // The library-name handshake (CLIENT SETINFO) costs two round trips per
-            // connection and tells the limiter nothing.
-            info: info.set_skip_set_lib_name(),
+            link: Link::Node(NodeLink {
+                dial,
+                current: Mutex::new(None),
+                generation: AtomicU64::new(0),
+                connecting: tokio::sync::Mutex::new(()),
+            }),
             timeout: DEFAULT_TIMEOUT,
-            current: Mutex::new(None),
-            generation: AtomicU64::new(0),
-            connecting: tokio::sync::Mutex::new(()),
         }
     }
 
-    /// A store for a `redis://[user:password@]host[:port][/db]` URL over TCP.
+    /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
+    /// trusting the system's roots; see [`RedisStore::with_tls`] for a CA or client
+    /// certificate). The user and password are an ACL user's, as managed services hand out.
     pub fn from_url(url: &str) -> Result<Self, Error> {
-        use redis::IntoConnectionInfo;
-        let info = url
-            .into_connection_info()
-            .map_err(|e| Error::config("redis_url", format!("{url:?} is not a usable Redis URL: {e}")))?;
-        let addr = match info.addr() {
-            redis::ConnectionAddr::Tcp(host, port) => format!("{host}:{port}"),
-            other => {
-                return Err(Error::config("redis_url", format!("{url:?}: only plain TCP is supported, got {other:?}")))
+        let info = parse_url(url)?;
+        // The library-name handshake (CLIENT SETINFO) costs two round trips per connection
+        // and tells the limiter nothing.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        match info.addr() {
+            redis::ConnectionAddr::Tcp(host, port) => {
+                let dial =
+                    Dial::Stream { connector: Arc::new(TcpConnector::new(format!("{host}:{port}"))), info: settings };
+                Ok(Self::node(dial))
             }
+            redis::ConnectionAddr::TcpTls { .. } => {
+                Ok(Self::node(Dial::client(info.clone().set_redis_settings(settings), None)?))
+            }
+            other => Err(Error::config(
+                "redis_url",
+                format!("{}: only redis:// (TCP) and rediss:// (TLS) are supported, got {other:?}", redacted(url)),
+            )),
+        }
+    }
+
+    /// A store for a Redis Cluster, found from any of `urls` (`redis://` or `rediss://`, each
+    /// a node of it; the first URL's user and password are used for every node). Every key
+    /// of one limit lives in one slot (the key layout's hash tag), so no script meets
+    /// CROSSSLOT; MOVED and ASK are followed, and a primary that never saw a script gets it
+    /// by EVAL. See [`super::cluster`].
+    pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
+        let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
+        Ok(RedisStore { link: Link::Cluster(Box::new(ClusterLink::new(infos, None)?)), timeout: DEFAULT_TIMEOUT })
+    }
+
+    /// A store for the primary that the Sentinels at `sentinel_urls` report for `service`,
+    /// asked again after every lost connection, so a failover is followed by itself.
+    /// `node_url` gives the user, password and database of the data servers (its host is not
+    /// used): `redis://user:password@/0`, or `None` for none.
+    pub fn sentinel<S: AsRef<str>>(
+        sentinel_urls: impl IntoIterator<Item = S>,
+        service: &str,
+        node_url: Option<&str>,
+    ) -> Result<Self, Error> {
+        let sentinels = sentinel_urls
+            .into_iter()
+            .map(|u| parse_url(u.as_ref()).map(|i| i.addr().clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        if sentinels.is_empty() {
+            return Err(Error::config("sentinel", "needs at least one Sentinel URL, got none".into()));
+        }
+        let node = match node_url {
+            Some(url) => parse_url(url)?.redis_settings().clone(),
+            None => RedisConnectionInfo::default(),
         };
-        Ok(Self::with_info(Arc::new(TcpConnector::new(addr)), info.redis_settings().clone()))
+        Ok(Self::node(Dial::sentinel(sentinels, service, node.set_skip_set_lib_name(), None)?))
+    }
+
+    /// Speaks TLS with `tls`'s trust and client certificate: for a `rediss://` URL, a cluster
+    /// of `rediss://` nodes, or Sentinel-managed servers. Certificates are read now, so a bad
+    /// one is an error here, not on the first call.
+    pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
+        let link = match self.link {
+            Link::Node(node) => Link::Node(NodeLink { dial: node.dial.with_tls(tls)?, ..node }),
+            Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
+        };
+        Ok(RedisStore { link, ..self })
+    }
+
+    /// A cluster store that dials every node somewhere else than the cluster names it:
+    /// `(host, port)` as CLUSTER SLOTS, MOVED and ASK name a node, to where to dial it (NAT,
+    /// a proxy per node). The slot map keeps the cluster's own names. Refused for one server.
+    pub fn with_node_addresses(
+        self,
+        map: impl IntoIterator<Item = ((String, u16), (String, u16))>,
+    ) -> Result<Self, Error> {
+        match self.link {
+            Link::Cluster(cluster) => Ok(RedisStore {
+                link: Link::Cluster(Box::new(cluster.with_address_map(map.into_iter().collect())?)),
+                ..self
+            }),
+            Link::Node(node) => Err(Error::config(
+                "node_addresses",
+                format!("{} is one server, not a cluster: there are no nodes to map", node.dial.describe()),
+            )),
+        }
+    }
+
+    /// Where the store connects (no credentials), for messages.
+    pub fn describe(&self) -> String {
+        match &self.link {
+            Link::Node(node) => node.dial.describe(),
+            Link::Cluster(cluster) => cluster.describe(),
+        }
     }
 
     /// Bounds every call (connecting included). Zero is refused.
@@ -114,55 +207,101 @@ impl RedisStore {
         self.timeout
     }
 
+    /// Whether keys with different hash tags may live on different nodes, so one script call
+    /// may only touch the keys of one tag.
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.link, Link::Cluster(_))
+    }
+
     /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] for the
-    /// failure policy; a wrong-type key or a garbled reply as [`StoreError::Fatal`].
-    /// With the outcome comes the clock reading the store decided by (ms).
+    /// failure policy; a wrong-type key, a garbled reply or a refused client as
+    /// [`StoreError::Fatal`]. With the outcome comes the clock reading the store decided by (ms).
     pub(crate) async fn evaluate(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
-        match tokio::time::timeout(self.timeout, self.evaluate_untimed(req)).await {
+        let algorithm = req.algorithm;
+        let call = metrics::StoreCall::start(algorithm, || self.describe());
+        let result = match call.instrument(tokio::time::timeout(self.timeout, self.evaluate_untimed(req))).await {
             Ok(result) => result,
             Err(_elapsed) => {
                 // A connection whose reply never came may be dead without knowing it (a
                 // partition drops packets silently); start afresh next time.
-                self.invalidate(None);
+                self.invalidate();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
+        };
+        call.finish(&result);
+        result
+    }
+
+    fn invalidate(&self) {
+        match &self.link {
+            Link::Node(node) => node.invalidate(None),
+            Link::Cluster(cluster) => cluster.note_unavailable(),
         }
     }
 
     async fn evaluate_untimed(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
-        let (generation, mut conn) = self.connection().await?;
-        let result = run_script(&mut conn, req.algorithm, &req).await;
-        result.map_err(|e| {
-            let error = classify(req.algorithm.name(), e);
+        let mut conn = self.connection().await?;
+        let result = run_script(&mut conn.conn, req.algorithm, &req).await.map_err(|e| {
+            let error = classify(req.algorithm.name(), &self.describe(), e);
             if matches!(error, StoreError::Unavailable(_)) {
-                self.invalidate(Some(generation));
+                self.drop_connection(&conn);
             }
             error
-        })
+        });
+        if let (Ok(_), Link::Cluster(cluster)) = (&result, &self.link) {
+            cluster.note_ok();
+        }
+        result
+    }
+
+    async fn connection(&self) -> Result<Leased, StoreError> {
+        match &self.link {
+            Link::Node(node) => {
+                let (generation, conn) = node.connection().await?;
+                Ok(Leased { conn: StoreConnection::Node(conn), generation })
+            }
+            Link::Cluster(cluster) => {
+                Ok(Leased { conn: StoreConnection::Cluster(cluster.connection().await?), generation: 0 })
+            }
+        }
+    }
+
+    /// After a failure on `conn`: a one-server store drops it if it is still the current one
+    /// (so a failure seen on an old connection never throws away a fresh one); a cluster
+    /// connection reconnects its nodes by itself and is only told.
+    fn drop_connection(&self, conn: &Leased) {
+        match &self.link {
+            Link::Node(node) => node.invalidate(Some(conn.generation)),
+            Link::Cluster(cluster) => cluster.note_unavailable(),
+        }
     }
 
     /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
     pub(crate) async fn evaluate_batch(&self, req: &BatchRequest<'_>) -> Result<BatchReply, StoreError> {
         let untimed = async {
-            let (generation, mut conn) = self.connection().await?;
+            let mut conn = self.connection().await?;
             let call = req.invocation();
-            let result = match BATCH.run(&mut conn, &call.keys, &call.args).await {
+            let result = match BATCH.run(&mut conn.conn, &call.keys, &call.args).await {
                 Ok(reply) => integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply)),
                 Err(e) => Err(e),
             };
-            result.map_err(|e| {
-                let error = classify(BATCH_NAME, e);
+            let result = result.map_err(|e| {
+                let error = classify(BATCH_NAME, &self.describe(), e);
                 if matches!(error, StoreError::Unavailable(_)) {
-                    self.invalidate(Some(generation));
+                    self.drop_connection(&conn);
                 }
                 error
-            })
+            });
+            if let (Ok(_), Link::Cluster(cluster)) = (&result, &self.link) {
+                cluster.note_ok();
+            }
+            result
         };
         match tokio::time::timeout(self.timeout, untimed).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                self.invalidate(None);
+                self.invalidate();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
         }
@@ -177,15 +316,14 @@ impl RedisStore {
     #[cfg(feature = "harness")]
     pub async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
     where
-        F: FnOnce(MultiplexedConnection) -> Fut,
+        F: FnOnce(StoreConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
     {
         let untimed = async {
-            let (generation, conn) =
-                self.connection().await.map_err(|_| RawCallError::Unavailable(Degraded::Unavailable))?;
-            call(conn).await.map_err(|e| {
+            let leased = self.connection().await.map_err(|_| RawCallError::Unavailable(Degraded::Unavailable))?;
+            call(leased.conn.clone()).await.map_err(|e| {
                 if unavailable(&e) {
-                    self.invalidate(Some(generation));
+                    self.drop_connection(&leased);
                     RawCallError::Unavailable(Degraded::Unavailable)
                 } else {
                     RawCallError::Refused(e)
@@ -195,12 +333,66 @@ impl RedisStore {
         match tokio::time::timeout(self.timeout, untimed).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                self.invalidate(None);
+                self.invalidate();
                 Err(RawCallError::Unavailable(Degraded::Timeout))
             }
         }
     }
+}
 
+/// A connection and the generation it belongs to (one server; 0 for a cluster).
+struct Leased {
+    conn: StoreConnection,
+    generation: u64,
+}
+
+/// A store's connection: to one server, or to a cluster, which routes every command to the
+/// primary of its first key's slot. Cheap to clone (both multiplex over shared sockets).
+#[derive(Clone)]
+pub enum StoreConnection {
+    /// One server.
+    Node(MultiplexedConnection),
+    /// A Redis Cluster.
+    Cluster(redis::cluster_async::ClusterConnection),
+}
+
+impl ConnectionLike for StoreConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a redis::Cmd) -> redis::RedisFuture<'a, Value> {
+        match self {
+            StoreConnection::Node(c) => c.req_packed_command(cmd),
+            StoreConnection::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        match self {
+            StoreConnection::Node(c) => c.req_packed_commands(pipeline, offset, count),
+            StoreConnection::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            StoreConnection::Node(c) => c.get_db(),
+            StoreConnection::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// One server's connection, reconnected on demand (see the module docs).
+struct NodeLink {
+    dial: Dial,
+    current: Mutex<Option<(u64, MultiplexedConnection)>>,
+    generation: AtomicU64,
+    connecting: tokio::sync::Mutex<()>,
+}
+
+impl NodeLink {
     async fn connection(&self) -> Result<(u64, MultiplexedConnection), StoreError> {
         if let Some(found) = self.cached() {
             return Ok(found);
@@ -209,14 +401,13 @@ impl RedisStore {
         if let Some(found) = self.cached() {
             return Ok(found);
         }
-        let stream = self.connector.connect().await.map_err(|_| StoreError::Unavailable(Degraded::Unavailable))?;
-        // Our own timeout bounds every call; the connection's own would race it.
-        let config = AsyncConnectionConfig::new().set_response_timeout(None).set_connection_timeout(None);
-        let (conn, driver) = MultiplexedConnection::new_with_config(&self.info, stream, config)
-            .await
-            .map_err(|_| StoreError::Unavailable(Degraded::Unavailable))?;
-        tokio::spawn(driver);
+        let (conn, new_primary) =
+            self.dial.connect().await.map_err(|e| match dial::refusal(&self.dial.describe(), &e) {
+                Some(refused) => StoreError::Fatal(refused),
+                None => StoreError::Unavailable(Degraded::Unavailable),
+            })?;
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        metrics::connected(generation > 1, new_primary);
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn.clone()));
         Ok((generation, conn))
     }
@@ -235,8 +426,30 @@ impl RedisStore {
     }
 }
 
+/// Parses a Redis URL; the message never repeats the password.
+fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+    use redis::IntoConnectionInfo;
+    url.into_connection_info()
+        .map_err(|e| Error::config("redis_url", format!("{} is not a usable Redis URL: {e}", redacted(url))))
+}
+
+/// `url` with any password replaced by `***`, for messages.
+pub(crate) fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return format!("{url:?}") };
+    let (authority, path) = rest.split_once('/').map_or((rest, ""), |(a, p)| (a, p));
+    let shown = match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+            None => format!("{scheme}://***@{host}"),
+        },
+        None => format!("{scheme}://{authority}"),
+    };
+    let slash = if rest.contains('/') { "/" } else { "" };
+    format!("{:?}", format!("{shown}{slash}{path}"))
+}
+
 async fn run_script(
-    conn: &mut MultiplexedConnection,
+    conn: &mut impl ConnectionLike,
     algorithm: Algorithm,
     req: &scripts::Request<'_>,
 ) -> Result<(Outcome, u64), RedisError> {
@@ -277,9 +490,13 @@ fn bad_reply(v: &Value) -> RedisError {
 fn unavailable(e: &RedisError) -> bool {
     match e.kind() {
         ErrorKind::UnexpectedReturnType | ErrorKind::Parse => false,
-        // Redis is there but cannot serve right now: treat as an outage.
+        // Redis is there but cannot serve right now: treat as an outage. A MOVED or ASK that
+        // reaches us is a cluster client that ran out of redirections while slots move or a
+        // replica is promoted: also passing.
         ErrorKind::Server(
             ServerErrorKind::BusyLoading
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask
             | ServerErrorKind::TryAgain
             | ServerErrorKind::ClusterDown
             | ServerErrorKind::MasterDown
@@ -291,9 +508,12 @@ fn unavailable(e: &RedisError) -> bool {
     }
 }
 
-/// Sorts a Redis error of the script `name` into "ask the failure policy" and "tell the
-/// caller".
-fn classify(name: &'static str, e: RedisError) -> StoreError {
+/// Sorts a Redis error of the script `name` from the server `redis` into "ask the failure
+/// policy" and "tell the caller".
+fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreError {
+    if let Some(refused) = dial::refusal(redis, &e) {
+        return StoreError::Fatal(refused);
+    }
     if unavailable(&e) {
         return StoreError::Unavailable(Degraded::Unavailable);
     }
@@ -309,5 +529,26 @@ fn classify(name: &'static str, e: RedisError) -> StoreError {
                 StoreError::Fatal(Error::Server { algorithm: name, detail })
             }
         }
+    }
+}
+
+#[cfg(all(test, not(limiter_loom)))]
+mod tests {
+    use super::*;
+
+    fn server_error(kind: ServerErrorKind, detail: &str) -> RedisError {
+        RedisError::from((ErrorKind::Server(kind), "server", detail.to_owned()))
+    }
+
+    #[test]
+    fn passing_cluster_states_ask_the_failure_policy_and_script_errors_tell_the_caller() {
+        for kind in
+            [ServerErrorKind::Moved, ServerErrorKind::Ask, ServerErrorKind::TryAgain, ServerErrorKind::ClusterDown]
+        {
+            let e = classify("gcra", "redis://127.0.0.1:7000/", server_error(kind, "6175 127.0.0.1:7001"));
+            assert!(matches!(e, StoreError::Unavailable(Degraded::Unavailable)), "{kind:?}: {e:?}");
+        }
+        let e = classify("gcra", "redis://127.0.0.1:7000/", server_error(ServerErrorKind::ResponseError, "bad arg"));
+        assert!(matches!(e, StoreError::Fatal(Error::Server { algorithm: "gcra", .. })), "{e:?}");
     }
 }

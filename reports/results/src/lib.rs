@@ -9,16 +9,19 @@
 //!   chart titles and the findings list all show.
 //! - [`table`]: the terminal tables `cargo xtask simulate` prints.
 //! - [`subject`]: what a subject `cargo xtask verify` judged came to, in words.
+//! - [`merge`]: several results files (the shards of one sweep, or separate runs) as one.
 //!
 //! The crate depends on serde alone, so the report builds without the simulator.
 
 #![forbid(unsafe_code)]
 
+pub mod merge;
 pub mod schema;
 pub mod subject;
 pub mod table;
 pub mod verdict;
 
+pub use merge::merge;
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series,
     SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,

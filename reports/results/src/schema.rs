@@ -24,6 +24,8 @@
 //!   `all_or_nothing` (`held`/`broken`: no request consumed from one rule while another denied
 //!   it), `split_requests` (how many did), and per rule its `bound` and `consumed` units.
 //!
+//! - `shard`: `I/N` for one shard of a sweep split with `--shard` (see `results::merge`).
+//!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
 
@@ -54,6 +56,9 @@ pub struct Results {
     pub skew_sweep: Vec<SkewPoint>,
     /// `cargo xtask verify`: one report per subject file verified (empty for `simulate`).
     pub verify: Vec<SubjectReport>,
+    /// `I/N` when the command ran shard I of N of its runs (`--shard`), empty otherwise;
+    /// `results::merge` puts the shards of one sweep back together.
+    pub shard: String,
 }
 
 /// What `cargo xtask verify` found about one subject file: a verdict per promise, with its

@@ -1,6 +1,7 @@
-//! `report --from RESULTS.json --out DIR`: renders a simulation results file into DIR/index.html
-//! plus one PNG per chart. The `simulate` binary renders its own report already; this one
-//! re-renders a results file (`cargo xtask report`).
+//! `report --from RESULTS.json [--from MORE.json...] --out DIR`: renders simulation results
+//! into DIR/index.html plus one PNG per chart. The `simulate` binary renders its own report
+//! already; this one re-renders a results file (`cargo xtask report`), or several merged into
+//! one (`results::merge`: the shards of one sweep go back into its order).
 
 #![forbid(unsafe_code)]
 
@@ -13,9 +14,10 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "report")]
 struct Args {
-    /// Results file written by `cargo xtask simulate`
-    #[arg(long, value_name = "RESULTS.json")]
-    from: PathBuf,
+    /// Results file written by `cargo xtask simulate` (repeatable: the files are merged, shards
+    /// of one sweep back into its order)
+    #[arg(long, value_name = "RESULTS.json", required = true)]
+    from: Vec<PathBuf>,
     /// Directory for index.html and the chart PNGs (created if missing)
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
@@ -24,7 +26,7 @@ struct Args {
 fn main() -> ExitCode {
     // Bad arguments: clap's message naming them, the usage, status 2. Help: status 0.
     let args = Args::parse();
-    match reports::render(&args.from, &args.out) {
+    match reports::render_merged(&args.from, &args.out) {
         Ok(paths) => {
             println!("wrote {} and {} chart(s)", paths.index_html.display(), paths.charts.len());
             ExitCode::SUCCESS

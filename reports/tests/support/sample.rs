@@ -455,6 +455,7 @@ pub fn sample_results() -> Results {
         race_sweep,
         skew_sweep,
         verify: Vec::new(),
+        shard: String::new(),
     }
 }
 

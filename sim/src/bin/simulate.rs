@@ -108,6 +108,19 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     let results = campaign.results;
 
     print!("{}", sim::table::render(&results));
+    // A failover's cost, per algorithm: extra admissions against the stated bound.
+    let failovers: Vec<&sim::results::RunResult> =
+        results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != "none").collect();
+    if !failovers.is_empty() {
+        println!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
+        for r in failovers {
+            let extra = r.bound_detail.split(';').next().unwrap_or("");
+            println!(
+                "  {:<15} {:<13} {:<6} seed {}: {} ({})",
+                r.algorithm, r.policy, r.time_source, r.seed, extra, r.bound
+            );
+        }
+    }
     let mut broken = 0;
     println!();
     for r in results
@@ -155,6 +168,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         race_sweep: campaign.race_sweep,
         skew_sweep: campaign.skew_sweep,
         verify: Vec::new(),
+        shard: o.shard_name(),
     };
     campaign::write(o, &all_results)?;
     if broken > 0 {

@@ -170,6 +170,7 @@ fn verify_all(args: &VerifyArgs) -> Result<bool> {
         race_sweep: campaign.race_sweep,
         skew_sweep: campaign.skew_sweep,
         verify: reports,
+        shard: o.shard_name(),
     };
     campaign::write(o, &out)?;
     Ok(held)

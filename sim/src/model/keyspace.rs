@@ -230,16 +230,60 @@ pub(crate) struct Entry {
 }
 
 /// The single database (db 0).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Keyspace {
     dict: HashMap<Bytes, Entry>,
     /// (deadline, key) for every key with a deadline: the ordered view used by the sweep.
     expiry: BTreeSet<(i64, Bytes)>,
     /// Keys removed because they expired (INFO `expired_keys`).
     pub(crate) expired_keys: u64,
+    /// With replication on: the keys written since the last [`Keyspace::take_touched`] (a
+    /// `BTreeSet`, so their effects are replicated in one order whatever the hash map does),
+    /// and whether the whole keyspace was cleared.
+    touched: Option<(BTreeSet<Bytes>, bool)>,
 }
 
 impl Keyspace {
+    /// Starts (or stops) noting which keys each write touches, for replication.
+    pub(crate) fn track_writes(&mut self, on: bool) {
+        self.touched = on.then(Default::default);
+    }
+
+    /// The keys written since the last call (in byte order), and whether the keyspace was
+    /// cleared first; empty when writes are not tracked.
+    pub(crate) fn take_touched(&mut self) -> (Vec<Bytes>, bool) {
+        match &mut self.touched {
+            Some((keys, cleared)) => {
+                let out = (std::mem::take(keys).into_iter().collect(), *cleared);
+                *cleared = false;
+                out
+            }
+            None => (Vec::new(), false),
+        }
+    }
+
+    fn touch(&mut self, key: &[u8]) {
+        if let Some((keys, _)) = &mut self.touched {
+            if !keys.contains(key) {
+                keys.insert(Bytes::copy_from_slice(key));
+            }
+        }
+    }
+
+    /// A copy of `key`'s entry as it is now, deadline and all (for a replica).
+    pub(crate) fn entry(&self, key: &[u8]) -> Option<Entry> {
+        self.dict.get(key).cloned()
+    }
+
+    /// Puts `entry` under `key` as it is (a replica applying its primary's write).
+    pub(crate) fn put(&mut self, key: Bytes, entry: Entry) {
+        self.remove(&key);
+        if let Some(at) = entry.expire_at_ms {
+            self.expiry.insert((at, key.clone()));
+        }
+        self.dict.insert(key, entry);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.dict.len()
     }
@@ -271,6 +315,10 @@ impl Keyspace {
     /// (use [`Keyspace::set_expire`], which keeps the index in step).
     pub(crate) fn get_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         self.expire_if_due(key, now_ms);
+        // Whoever asks for a key mutably may change it: replicate its state afterwards.
+        if self.dict.contains_key(key) {
+            self.touch(key);
+        }
         self.dict.get_mut(key)
     }
 
@@ -286,6 +334,7 @@ impl Keyspace {
     /// Stores `value` under `key`. `keep_ttl` keeps an existing deadline (SET KEEPTTL, or any
     /// in-place update such as INCR); otherwise the key loses its deadline as SET does.
     pub(crate) fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
+        self.touch(key);
         match self.dict.get_mut(key) {
             Some(entry) => {
                 entry.value = value;
@@ -305,7 +354,9 @@ impl Keyspace {
             return false;
         };
         let k = k.clone();
-        if let Some(old) = entry.expire_at_ms {
+        let old_deadline = entry.expire_at_ms;
+        self.touch(key);
+        if let Some(old) = old_deadline {
             self.expiry.remove(&(old, k.clone()));
         }
         if let Some(at) = at_ms {
@@ -320,6 +371,7 @@ impl Keyspace {
     pub(crate) fn remove(&mut self, key: &[u8]) -> bool {
         match self.dict.remove_entry(key) {
             Some((k, entry)) => {
+                self.touch(&k);
                 if let Some(at) = entry.expire_at_ms {
                     self.expiry.remove(&(at, k));
                 }
@@ -332,6 +384,10 @@ impl Keyspace {
     pub(crate) fn clear(&mut self) {
         self.dict.clear();
         self.expiry.clear();
+        if let Some((keys, cleared)) = &mut self.touched {
+            keys.clear();
+            *cleared = true;
+        }
     }
 
     /// The active sweep: removes every key whose deadline has passed, earliest first.

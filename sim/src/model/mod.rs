@@ -81,12 +81,14 @@ mod keyspace;
 mod lua_libs;
 mod lua_stack;
 mod num;
+mod replica;
 pub mod resp;
 mod script;
 mod server;
 pub mod server_clock;
 
 pub use commands::NetCounters;
+pub use replica::Failover;
 pub use resp::Reply;
 pub use server::{serve_connection, serve_tcp, serve_turmoil};
 pub use server_clock::{FnServerClock, ManualServerClock, ServerClock, SystemServerClock};
@@ -94,6 +96,7 @@ pub use server_clock::{FnServerClock, ManualServerClock, ServerClock, SystemServ
 use commands::{arity_error, is, lookup, unknown_command, unknown_subcommand, Ctx, Db, Handler, Lookup, ModelCmd};
 use faults::{lock, Faults};
 use keyspace::Keyspace;
+use replica::Replica;
 use script::ScriptEngine;
 
 /// Limits of the model that Redis expresses differently (see the `script` module docs).
@@ -132,6 +135,8 @@ pub struct Model {
     db: Db,
     scripts: ScriptEngine,
     next_client_id: u64,
+    /// A replica behind this primary, when replication is on ([`Model::enable_replication`]).
+    replica: Option<Replica>,
 }
 
 /// Counters a report can show.
@@ -180,7 +185,7 @@ impl Model {
     /// A model reading time from `clock`, with default limits.
     pub fn try_new(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<Model, ModelError> {
         let scripts = ScriptEngine::new(&config).map_err(|e| ModelError(e.to_string()))?;
-        Ok(Model { db: Db::new(clock, Arc::new(NetCounters::default())), scripts, next_client_id: 1 })
+        Ok(Model { db: Db::new(clock, Arc::new(NetCounters::default())), scripts, next_client_id: 1, replica: None })
     }
 
     /// A fresh connection state with a new client id.
@@ -192,6 +197,41 @@ impl Model {
 
     /// Runs one command as a client would send it (`args[0]` is the command name).
     pub fn execute(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
+        let reply = self.execute_here(session, args);
+        self.replicate();
+        reply
+    }
+
+    /// Hands what the last command wrote to the replica, if there is one.
+    fn replicate(&mut self) {
+        if let Some(replica) = &mut self.replica {
+            let now_ms = self.db.now_ms();
+            replica.record(&mut self.db.keys, now_ms);
+        }
+    }
+
+    /// Starts a replica `lag_ms` behind this primary, as a copy of its data now (see
+    /// `replica`): every later write reaches it `lag_ms` after it was made.
+    pub fn enable_replication(&mut self, lag_ms: u64) {
+        self.db.keys.track_writes(true);
+        self.replica = Some(Replica::new(lag_ms, &self.db.keys));
+    }
+
+    /// The primary dies now and its replica takes over: the data becomes what the replica had
+    /// received (writes younger than the lag are lost) and the script cache is empty. A new
+    /// replica, as far behind, follows the new primary. `None` without replication.
+    pub fn fail_over(&mut self) -> Option<Failover> {
+        let now_ms = self.db.now_ms();
+        let replica = self.replica.as_mut()?;
+        let (data, report) = replica.promote(now_ms);
+        let lag_ms = replica.lag_ms();
+        self.db.keys = data;
+        self.scripts.flush();
+        self.replica = Some(Replica::new(lag_ms, &self.db.keys));
+        Some(report)
+    }
+
+    fn execute_here(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
         let spec = match lookup(args) {
             Lookup::Found(spec) => spec,
             Lookup::Unknown => {
@@ -269,7 +309,9 @@ impl Model {
     /// Removes every key past its deadline; returns how many.
     pub fn active_expire(&mut self) -> usize {
         let now = self.db.now_ms();
-        self.db.keys.expire_due(now)
+        let removed = self.db.keys.expire_due(now);
+        self.replicate();
+        removed
     }
 
     /// Forgets every cached script (SCRIPT FLUSH).
@@ -280,6 +322,7 @@ impl Model {
     /// Drops every key (a restart without persistence).
     pub fn clear_data(&mut self) {
         self.db.keys.clear();
+        self.replicate();
     }
 
     /// MEMORY USAGE's estimate for one key, if it exists.
@@ -459,6 +502,19 @@ impl ModelHandle {
             }
         });
         self.shared.faults.restart();
+    }
+
+    /// See [`Model::enable_replication`].
+    pub fn enable_replication(&self, lag_ms: u64) {
+        self.with_model(|m| m.enable_replication(lag_ms));
+    }
+
+    /// A failover: the primary crashes (connections drop, new ones are refused) and its
+    /// replica's data and empty script cache replace its own ([`Model::fail_over`]); it serves
+    /// again as the promoted replica on [`ModelHandle::restart`] with `keep_data`.
+    pub fn fail_over(&self) -> Option<Failover> {
+        self.shared.faults.crash();
+        self.with_model(|m| m.fail_over())
     }
 
     /// True unless crashed.

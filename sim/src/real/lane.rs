@@ -16,7 +16,7 @@ use limiter::BreakerConfig;
 
 use super::clock::{aligned_start, WallClock};
 use super::proxy::{LinkFault, Proxy};
-use super::server::{Controller, External};
+use super::server::{External, ServerControl};
 use crate::cluster::RunOutput;
 use crate::faults::{self, FaultKind};
 use crate::mini::MiniRedis;
@@ -47,7 +47,7 @@ const BREAKER: BreakerConfig = BreakerConfig::new(3, 250);
 /// The Redis a run talks to.
 pub(crate) enum Redis {
     /// A private `redis-server` the run controls.
-    Private(Arc<Mutex<Controller>>),
+    Private(Arc<Mutex<Box<dyn ServerControl>>>),
     /// A server given by URL: no process control.
     External(Arc<Mutex<External>>),
     /// The embedded mini-redis (GET/SET only).
@@ -55,19 +55,26 @@ pub(crate) enum Redis {
 }
 
 impl Redis {
-    fn addr(&self) -> SocketAddr {
+    fn upstreams(&self) -> Vec<SocketAddr> {
         match self {
-            Redis::Private(c) => lock(c).addr(),
-            Redis::External(e) => lock(e).addr(),
-            Redis::Mini(m) => m.addr(),
+            Redis::Private(c) => lock(c).upstreams(),
+            Redis::External(e) => vec![lock(e).addr()],
+            Redis::Mini(m) => vec![m.addr()],
+        }
+    }
+
+    fn cluster_nodes(&self) -> Option<Vec<u16>> {
+        match self {
+            Redis::Private(c) => lock(c).cluster_nodes(),
+            _ => None,
         }
     }
 
     /// Runs a quick operation (a signal) on the private server right here: a blocking
     /// thread's wake-up would make the fault late.
-    fn control_now(&self, f: impl FnOnce(&mut Controller) -> anyhow::Result<()>) -> anyhow::Result<()> {
+    fn control_now(&self, f: impl FnOnce(&mut dyn ServerControl) -> anyhow::Result<()>) -> anyhow::Result<()> {
         match self {
-            Redis::Private(c) => f(&mut lock(c)),
+            Redis::Private(c) => f(lock(c).as_mut()),
             Redis::External(_) | Redis::Mini(_) => Ok(()),
         }
     }
@@ -75,16 +82,27 @@ impl Redis {
     /// Runs a blocking operation on the private server, off the runtime's workers.
     async fn control(
         &self,
-        f: impl FnOnce(&mut Controller) -> anyhow::Result<()> + Send + 'static,
+        f: impl FnOnce(&mut dyn ServerControl) -> anyhow::Result<()> + Send + 'static,
     ) -> anyhow::Result<()> {
         match self {
             Redis::Private(c) => {
                 let c = c.clone();
-                tokio::task::spawn_blocking(move || f(&mut lock(&c))).await?
+                tokio::task::spawn_blocking(move || f(lock(&c).as_mut())).await?
             }
             // Process faults are skipped without process control (the caller strips them
             // from the spec, so the judge does not expect them either).
             Redis::External(_) | Redis::Mini(_) => Ok(()),
+        }
+    }
+
+    /// A failover's start or end on servers with replicas; false without them.
+    async fn fail_over(&self, start: bool) -> anyhow::Result<bool> {
+        match self {
+            Redis::Private(c) => {
+                let c = c.clone();
+                tokio::task::spawn_blocking(move || lock(&c).fail_over(start)).await?
+            }
+            Redis::External(_) | Redis::Mini(_) => Ok(false),
         }
     }
 
@@ -114,8 +132,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// Where a run's Redis comes from.
 pub(crate) enum Target {
-    /// A private server, already started.
-    Private(Controller),
+    /// A private server (or cluster), already started.
+    Private(Box<dyn ServerControl>),
     /// An existing server.
     External(External),
     /// Start an embedded mini-redis in the run's runtime (reached through latency-only
@@ -156,7 +174,10 @@ struct Ctx {
     start: Instant,
     start_wall_ms: u64,
     arrivals: Vec<Vec<Arrival>>,
-    dial: Vec<SocketAddr>,
+    /// Per instance, the proxy of each server (one, or every cluster node in order).
+    dial: Vec<Vec<SocketAddr>>,
+    /// The cluster's node ports, when the run is on a cluster.
+    cluster_nodes: Option<Vec<u16>>,
     prefix: Option<String>,
     records: Mutex<Vec<Record>>,
     /// Bumped each time Redis comes back without its data.
@@ -170,12 +191,22 @@ impl Ctx {
 }
 
 async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow::Result<RunOutput> {
-    let upstream = redis.addr();
+    // One proxy per instance and server: a cluster's nodes each get one per instance, so a
+    // partition of an instance cuts it off the whole cluster, and the latency is everywhere.
+    let upstreams = redis.upstreams();
     let mut proxies = Vec::new();
+    let mut dial = Vec::new();
     for i in 0..spec.instances {
-        let seed = spec.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (u64::from(i) + 1);
-        proxies.push(Proxy::start(upstream, spec.latency_ms, seed).await.context("cannot start a proxy")?);
+        let mut mine = Vec::new();
+        for (n, &upstream) in upstreams.iter().enumerate() {
+            let seed = spec.seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ (u64::from(i) + 1) ^ ((n as u64) << 32);
+            let proxy = Proxy::start(upstream, spec.latency_ms, seed).await.context("cannot start a proxy")?;
+            mine.push(proxy.addr());
+            proxies.push((i, proxy));
+        }
+        dial.push(mine);
     }
+    let cluster_nodes = redis.cluster_nodes();
 
     let mut rng = <rand::rngs::SmallRng as rand::SeedableRng>::seed_from_u64(spec.seed);
     let mut arrivals: Vec<Vec<Arrival>> = vec![Vec::new(); spec.instances as usize];
@@ -193,7 +224,8 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         start,
         start_wall_ms,
         arrivals,
-        dial: proxies.iter().map(Proxy::addr).collect(),
+        dial,
+        cluster_nodes,
         prefix,
         records: Mutex::new(Vec::new()),
         data_epoch: Arc::new(AtomicU64::new(0)),
@@ -205,7 +237,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
     for (at, kind, is_start) in faults::events(&spec.faults) {
         let lead = match kind {
             _ if !is_start => 0,
-            FaultKind::RedisCrash { .. } => LEAD_MS + CRASH_LEAD_MS,
+            FaultKind::RedisCrash { .. } | FaultKind::Failover { .. } => LEAD_MS + CRASH_LEAD_MS,
             _ => LEAD_MS,
         };
         let due = start + Duration::from_millis(at.saturating_sub(lead));
@@ -218,9 +250,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
             break;
         }
         let link = |instance: u32, fault: LinkFault| {
-            if let Some(p) = proxies.get(instance as usize) {
-                p.set(fault, is_start);
-            }
+            proxies.iter().filter(|(i, _)| *i == instance).for_each(|(_, p)| p.set(fault, is_start));
         };
         // When the fault took hold, if not at the end of its arm.
         let mut effective_ms = None;
@@ -229,12 +259,27 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
             FaultKind::PartitionToRedis { instance } => link(instance, LinkFault::ToRedis),
             FaultKind::PartitionFromRedis { instance } => link(instance, LinkFault::FromRedis),
             FaultKind::Hold { instance } => link(instance, LinkFault::Hold),
-            FaultKind::RedisPause if is_start => redis.control_now(Controller::pause)?,
-            FaultKind::RedisPause => redis.control_now(Controller::resume)?,
-            FaultKind::RedisCrash { keep_data } if is_start => {
-                redis.control(Controller::freeze).await?;
+            FaultKind::RedisPause if is_start => redis.control_now(|c| c.pause())?,
+            FaultKind::RedisPause => redis.control_now(|c| c.resume())?,
+            // With replicas (a cluster): the primary dies and its replica takes over.
+            FaultKind::Failover { .. } if redis.fail_over(is_start).await? => {}
+            // One server has no replica to promote: a failover is the primary dying with
+            // every write saved, as a replica that was not behind at all would have it
+            // (lag 0, within any lag the judge allows), and coming back without its scripts.
+            FaultKind::Failover { .. } if is_start => {
+                redis.control(|c| c.freeze()).await?;
                 effective_ms = Some(ctx.elapsed_ms());
-                proxies.iter().for_each(|p| p.set_redis_down(true));
+                proxies.iter().for_each(|(_, p)| p.set_redis_down(true));
+                redis.control(|c| c.crash(true)).await?;
+            }
+            FaultKind::Failover { .. } => {
+                redis.control(|c| c.restart(true)).await?;
+                proxies.iter().for_each(|(_, p)| p.set_redis_down(false));
+            }
+            FaultKind::RedisCrash { keep_data } if is_start => {
+                redis.control(|c| c.freeze()).await?;
+                effective_ms = Some(ctx.elapsed_ms());
+                proxies.iter().for_each(|(_, p)| p.set_redis_down(true));
                 redis.control(move |c| c.crash(keep_data)).await?;
             }
             FaultKind::RedisCrash { keep_data } => {
@@ -242,14 +287,14 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
                 if !keep_data {
                     ctx.data_epoch.fetch_add(1, Ordering::Release);
                 }
-                proxies.iter().for_each(|p| p.set_redis_down(false));
+                proxies.iter().for_each(|(_, p)| p.set_redis_down(false));
             }
             FaultKind::ScriptFlush if is_start => match redis {
                 Redis::External(e) => {
                     let e = e.clone();
                     tokio::task::spawn_blocking(move || lock(&e).flush_scripts()).await??
                 }
-                _ => redis.control(Controller::flush_scripts).await?,
+                _ => redis.control(|c| c.flush_scripts()).await?,
             },
             FaultKind::ScriptFlush => {}
             FaultKind::InstanceCrash { instance } => {
@@ -290,6 +335,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
             Err(e) => anyhow::bail!("an instance task failed: {e}"),
         }
     }
+    let proxies: Vec<Proxy> = proxies.into_iter().map(|(_, p)| p).collect();
     let redis_cost = redis.cost(&proxies).await?;
     drop(proxies);
     let mut records = std::mem::take(&mut *lock(&ctx.records));
@@ -312,6 +358,20 @@ async fn in_flight_until(instances: &[Option<JoinHandle<anyhow::Result<()>>>], d
     }
 }
 
+/// On a cluster, instance `i`'s store: the cluster's nodes, each dialled through the
+/// instance's own proxy for it (the cluster client's node address map), MOVED and ASK
+/// included.
+fn cluster_store(ctx: &Ctx, i: u32) -> anyhow::Result<Option<limiter::RedisStore>> {
+    let Some(nodes) = &ctx.cluster_nodes else { return Ok(None) };
+    let proxies = &ctx.dial[i as usize];
+    let urls: Vec<String> = proxies.iter().map(|p| format!("redis://{p}/")).collect();
+    let map = nodes
+        .iter()
+        .zip(proxies)
+        .map(|(port, proxy)| (("127.0.0.1".to_owned(), *port), (proxy.ip().to_string(), proxy.port())));
+    Ok(Some(limiter::RedisStore::cluster(urls)?.with_node_addresses(map)?))
+}
+
 /// One application instance: its own limiter over its own proxy, issuing each arrival at
 /// its time, concurrently (a slow Redis means overlapping requests, as in production).
 async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
@@ -323,7 +383,8 @@ async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
         policy: spec.policy,
         time_source: spec.time_source,
         clock: Arc::new(WallClock::new(ctx.start_wall_ms, offset_ms, drift_ppm)),
-        connector: Box::new(TcpConnector::new(ctx.dial[i as usize].to_string())),
+        connector: Box::new(TcpConnector::new(ctx.dial[i as usize][0].to_string())),
+        store: cluster_store(&ctx, i)?,
         timeout: Duration::from_millis(spec.timeout_ms.max(REAL_TIMEOUT_MS)),
         breaker: BREAKER,
         key_prefix: ctx.prefix.clone(),

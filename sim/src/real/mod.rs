@@ -34,9 +34,11 @@
 //! first and restarts with the last snapshot.
 
 pub mod clock;
+pub mod cluster_server;
 pub mod lane;
 pub mod process;
 pub mod proxy;
+pub mod redis_cluster;
 mod server;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,9 +65,18 @@ pub const MINI_REDIS_SCENARIO: &str = "get-set-race";
 pub fn execute(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let dir = tempfile::Builder::new().prefix("sim-redis-").tempdir().context("cannot create a data directory")?;
     let controller = server::Controller::start(dir.path())?;
-    let out = lane::run(spec, lane::Target::Private(controller), None);
+    let out = lane::run(spec, lane::Target::Private(Box::new(controller)), None);
     drop(dir);
     out
+}
+
+/// Runs `spec` against a private Redis Cluster (three primaries, one replica each) this run
+/// starts and stops (`--backend redis-cluster`): each instance reaches every node through
+/// its own proxy, and a failover kills the primaries and promotes their replicas (see
+/// [`cluster_server`]).
+pub fn execute_cluster(spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    let cluster = cluster_server::ClusterServer::start()?;
+    lane::run(spec, lane::Target::Private(Box::new(cluster)), None)
 }
 
 /// Runs `spec` against the existing server at `url` (plain TCP, database 0, no password).
@@ -94,7 +105,7 @@ pub fn execute_mini(spec: &RunSpec) -> anyhow::Result<RunOutput> {
 /// Whether the fault needs control of the Redis process (so cannot run against a server
 /// given by URL).
 pub fn needs_process_control(kind: &FaultKind) -> bool {
-    matches!(kind, FaultKind::RedisCrash { .. } | FaultKind::RedisPause)
+    matches!(kind, FaultKind::RedisCrash { .. } | FaultKind::RedisPause | FaultKind::Failover { .. })
 }
 
 /// The spec without the faults that need process control, and those faults.

@@ -72,6 +72,64 @@ fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
     Ok((counters, info_field(&info, "used_memory").unwrap_or(0)))
 }
 
+/// What a run may do to the Redis processes it owns: one `redis-server` ([`Controller`]) or a
+/// cluster (`super::cluster_server`). Every method blocks; call them off the runtime's workers
+/// (signals excepted: they are quick).
+pub(crate) trait ServerControl: Send {
+    /// Where instances' proxies connect: the server, or every node of a cluster.
+    fn upstreams(&self) -> Vec<SocketAddr>;
+    /// The nodes' ports, for a cluster (instances then reach each through its own proxy).
+    fn cluster_nodes(&self) -> Option<Vec<u16>> {
+        None
+    }
+    /// SIGSTOP (nested pauses need as many resumes).
+    fn pause(&mut self) -> anyhow::Result<()>;
+    /// SIGCONT once the last pause ends.
+    fn resume(&mut self) -> anyhow::Result<()>;
+    /// Nothing is decided after this returns, until the crash.
+    fn freeze(&mut self) -> anyhow::Result<()>;
+    /// SIGKILL, saving first when `keep_data`.
+    fn crash(&mut self, keep_data: bool) -> anyhow::Result<()>;
+    /// Back on the same port(s), with the snapshot when `keep_data`.
+    fn restart(&mut self, keep_data: bool) -> anyhow::Result<()>;
+    /// `SCRIPT FLUSH`.
+    fn flush_scripts(&mut self) -> anyhow::Result<()>;
+    /// A failover's start (`start`) or end, where the server has replicas; false when it has
+    /// none (the lane then plays it as a crash that keeps every write).
+    fn fail_over(&mut self, _start: bool) -> anyhow::Result<bool> {
+        Ok(false)
+    }
+    /// What the run cost the server(s).
+    fn cost(&mut self) -> RedisCost;
+}
+
+impl ServerControl for Controller {
+    fn upstreams(&self) -> Vec<SocketAddr> {
+        vec![self.addr()]
+    }
+    fn pause(&mut self) -> anyhow::Result<()> {
+        Controller::pause(self)
+    }
+    fn resume(&mut self) -> anyhow::Result<()> {
+        Controller::resume(self)
+    }
+    fn freeze(&mut self) -> anyhow::Result<()> {
+        Controller::freeze(self)
+    }
+    fn crash(&mut self, keep_data: bool) -> anyhow::Result<()> {
+        Controller::crash(self, keep_data)
+    }
+    fn restart(&mut self, keep_data: bool) -> anyhow::Result<()> {
+        Controller::restart(self, keep_data)
+    }
+    fn flush_scripts(&mut self) -> anyhow::Result<()> {
+        Controller::flush_scripts(self)
+    }
+    fn cost(&mut self) -> RedisCost {
+        Controller::cost(self)
+    }
+}
+
 /// A private `redis-server` under the run's control. Every method blocks (process start,
 /// side-connection round trips); call them off the runtime's workers.
 pub(crate) struct Controller {

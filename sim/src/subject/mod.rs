@@ -268,6 +268,9 @@ pub struct CallerSpec<'a> {
     pub clock: Arc<dyn Clock>,
     /// How to reach Redis.
     pub connector: Box<dyn Connector>,
+    /// A store to use instead of one over `connector` (a cluster's, whose client dials its
+    /// nodes itself); its timeout is set to `timeout`.
+    pub store: Option<RedisStore>,
     /// Each call's timeout.
     pub timeout: Duration,
     /// The breaker of the library's limiter.
@@ -306,7 +309,11 @@ impl Caller {
                 self.0.describe()
             }
         }
-        let store = RedisStore::new(Boxed(spec.connector)).with_timeout(spec.timeout)?;
+        let store = match spec.store {
+            Some(store) => store,
+            None => RedisStore::new(Boxed(spec.connector)),
+        }
+        .with_timeout(spec.timeout)?;
         Ok(match spec.subject {
             Subject::Algorithm(algorithm) => {
                 let mut builder = Limiter::builder(*algorithm, spec.quota)

@@ -32,7 +32,8 @@ pub fn gateway_binary() -> &'static Path {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let output = Command::new(cargo)
             .current_dir(workspace_root())
-            .args(["build", "-p", "limiter", "--example", "gateway", "--message-format=json-render-diagnostics"])
+            .args(["build", "-p", "limiter", "--example", "gateway", "--features", "metrics"])
+            .arg("--message-format=json-render-diagnostics")
             .stderr(Stdio::inherit())
             .output()
             .expect("cargo runs");
@@ -60,17 +61,23 @@ impl Gateway {
     /// Starts a gateway on `config` against `redis_url`, listening on a free port, and waits
     /// until it says it listens. Fails the test (with its stderr) if it exits instead.
     pub fn start(config: &Path, redis_url: &str) -> Gateway {
-        Self::try_start(config, redis_url)
+        Self::start_with(config, redis_url, &[])
+    }
+
+    /// As [`Gateway::start`], with `extra` command-line arguments.
+    pub fn start_with(config: &Path, redis_url: &str, extra: &[&str]) -> Gateway {
+        Self::try_start(config, redis_url, extra)
             .unwrap_or_else(|lines| panic!("the gateway did not start:\n{}", lines.join("\n")))
     }
 
-    /// As [`Gateway::start`]; Err with its stderr when the gateway exits before listening.
-    pub fn try_start(config: &Path, redis_url: &str) -> Result<Gateway, Vec<String>> {
+    /// As [`Gateway::start_with`]; Err with its stderr when the gateway exits before listening.
+    pub fn try_start(config: &Path, redis_url: &str, extra: &[&str]) -> Result<Gateway, Vec<String>> {
         let mut child = Command::new(gateway_binary())
             .args(["--config"])
             .arg(config)
             .args(["--redis-url", redis_url, "--listen", "127.0.0.1:0", "--reload-interval-ms", "50"])
             .args(["--redis-timeout-ms", "200"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

@@ -1,0 +1,71 @@
+//! Slow (feature `slow-tests`; `cargo xtask test` runs it in a step of its own): every known
+//! positive of the model lane over the whole catalogue shows on the real lanes too, on one
+//! `redis-server` and on a Redis Cluster with replicas.
+//!
+//! The catalogue is expanded exactly as `cargo xtask simulate --backend redis` (or
+//! `redis-cluster`) expands it, with the real lanes' own run lengths (each scenario past its
+//! last fault, 12 s where clocks drift: `Scenario::real_duration_ms`). Every run is first run
+//! on the model; each whose bound, failure policy or liveness broke there (a known positive:
+//! the subjects' breaks, client time under skew) is run again on each real lane, where the
+//! same check must break.
+
+use sim::cli::SimulateArgs;
+use sim::results::RunResult;
+use sim::run;
+use sim::scenario::RunSpec;
+use sim::subject::Subject;
+
+fn shaped_specs(backend: &str) -> Vec<RunSpec> {
+    let o = SimulateArgs::parse_args(["--backend", backend, "--no-sweeps"]).expect("arguments").run;
+    sim::campaign::specs(&o, &Subject::catalogue()).expect("the catalogue")
+}
+
+/// Which checks broke: bound, failure policy, liveness.
+fn broke(r: &RunResult) -> [bool; 3] {
+    [r.bound == "broken", r.policy_check == "broken", r.liveness == "broken"]
+}
+
+fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
+    sim::real::process::require_for_tests("redis-server", "redis-server");
+    let specs = shaped_specs(backend);
+    let model = run::run_many(&specs, 2, &|| {}).expect("model runs");
+    let positives: Vec<(RunSpec, RunResult)> =
+        specs.into_iter().zip(model).filter(|(_, r)| broke(r).iter().any(|&b| b)).collect();
+    assert!(positives.len() >= 10, "the model lane shows {} positives", positives.len());
+    let real_specs: Vec<RunSpec> = positives.iter().map(|(s, _)| s.clone()).collect();
+    #[allow(clippy::disallowed_methods)] // how long the lane took, printed for the README
+    let started = std::time::Instant::now();
+    let real = run::run_many_with(&real_specs, threads, &|| {}, execute).expect("real runs");
+    let mut missing = Vec::new();
+    for ((spec, on_model), on_real) in positives.iter().zip(&real) {
+        let (m, r) = (broke(on_model), broke(on_real));
+        let shown = m.iter().zip(r).all(|(&model_broke, real_broke)| !model_broke || real_broke);
+        println!(
+            "{backend}: {} {} {} {} ({} ms): model {m:?}, real {r:?}: bound {} / policy {} / liveness {}",
+            spec.scenario,
+            spec.subject,
+            spec.policy.name(),
+            spec.effective_time_source().name(),
+            spec.duration_ms,
+            on_real.bound_detail,
+            on_real.policy_detail,
+            on_real.liveness_detail
+        );
+        if !shown {
+            missing.push(format!("{}: model {m:?} real {r:?}: {}", on_real.replay, on_real.bound_detail));
+        }
+    }
+    println!("{backend}: {} known positives of the model lane, run in {:?}", positives.len(), started.elapsed());
+    assert!(missing.is_empty(), "positives the {backend} lane did not show:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn every_model_positive_of_the_catalogue_shows_on_one_real_redis() {
+    positives_hold_on("redis", 6, &sim::real::execute);
+}
+
+#[test]
+fn every_model_positive_of_the_catalogue_shows_on_a_real_cluster() {
+    sim::real::process::require_for_tests("redis-cli", "redis-tools");
+    positives_hold_on("redis-cluster", 3, &sim::real::execute_cluster);
+}

@@ -1,0 +1,99 @@
+//! The metrics example (`limiter/examples/metrics.rs`, feature `metrics`) serves a Prometheus
+//! exposition; this test sends it requests against a real `redis-server` it starts, breaks
+//! Redis in known ways, scrapes the exposition over HTTP, and checks that every counter moved
+//! exactly as the requests it sent say.
+
+#[allow(dead_code)] // the example's `main` is not used here
+#[path = "../../limiter/examples/metrics.rs"]
+mod example;
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+
+use redis_tests::RedisServer;
+
+/// GET /metrics, the body.
+fn scrape(addr: SocketAddr) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).expect("the exposition listens");
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned()).unwrap_or_default()
+}
+
+/// The sum of the samples of `name` whose labels include every one of `labels`.
+fn value(body: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            let (n, rest) = series.split_once('{').unwrap_or((series, ""));
+            (n == name && labels.iter().all(|(k, val)| rest.contains(&format!("{k}=\"{val}\"")))).then_some(v)
+        })
+        .filter_map(|v| v.parse::<f64>().ok())
+        .sum()
+}
+
+#[test]
+fn the_exposition_counts_what_the_requests_did() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let metrics_addr: SocketAddr =
+        format!("127.0.0.1:{}", redis_tests::free_port().expect("port")).parse().expect("addr");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let limiter = example::limiter(&server.url()).expect("limiter");
+    rt.block_on(async { example::serve_metrics(metrics_addr) }).expect("exposition");
+    let ask = |key: &str, n: usize| {
+        rt.block_on(async {
+            let mut out = Vec::new();
+            for _ in 0..n {
+                out.push(example::request(&limiter, key).await);
+            }
+            out
+        })
+    };
+
+    // 7 requests on one key, 5 per second with a burst of 5: 5 admitted, 2 denied, by Redis.
+    let lines = ask("metrics-user", 7);
+    assert_eq!(lines.iter().filter(|l| l.contains("allowed")).count(), 5, "{lines:?}");
+    let body = scrape(metrics_addr);
+    let store = |outcome| value(&body, "limiter_decisions_total", &[("outcome", outcome), ("source", "store")]);
+    assert_eq!((store("allowed"), store("denied")), (5.0, 2.0), "{body}");
+    assert_eq!(value(&body, "limiter_store_call_seconds_count", &[("result", "ok")]), 7.0, "{body}");
+    // The first call found no script in Redis: one NOSCRIPT, one EVAL.
+    assert_eq!(value(&body, "limiter_noscript_reloads_total", &[]), 1.0, "{body}");
+    assert!(body.contains("# HELP limiter_decisions_total"), "descriptions are registered: {body}");
+
+    // Redis dies: 8 requests fail open. The first 5 fail (refused connections) and open the
+    // breaker; the other 3 are answered by the open breaker without trying.
+    server.kill();
+    let lines = ask("metrics-user", 8);
+    assert!(lines.iter().all(|l| l.contains("allowed") && l.contains("fail-open")), "{lines:?}");
+    let body = scrape(metrics_addr);
+    let open = |degraded| {
+        value(
+            &body,
+            "limiter_decisions_total",
+            &[("source", "fail-open"), ("outcome", "allowed"), ("degraded", degraded)],
+        )
+    };
+    assert_eq!((open("unavailable"), open("breaker-open")), (5.0, 3.0), "{body}");
+    assert_eq!(value(&body, "limiter_store_errors_total", &[("kind", "unavailable")]), 5.0, "{body}");
+    assert_eq!(value(&body, "limiter_breaker_transitions_total", &[("to", "open")]), 1.0, "{body}");
+    assert_eq!(value(&body, "limiter_breaker_state", &[]), 2.0, "{body}");
+
+    // Redis comes back empty: once the breaker lets a probe through, the store reconnects,
+    // reloads its script (a new process has none) and decides again.
+    server.restart().expect("restart");
+    std::thread::sleep(std::time::Duration::from_millis(1_100));
+    let lines = ask("metrics-user", 1);
+    assert!(lines[0].contains("by store"), "{lines:?}");
+    let body = scrape(metrics_addr);
+    assert_eq!(value(&body, "limiter_breaker_transitions_total", &[("to", "half-open")]), 1.0, "{body}");
+    assert_eq!(value(&body, "limiter_breaker_transitions_total", &[("to", "closed")]), 1.0, "{body}");
+    assert_eq!(value(&body, "limiter_breaker_state", &[]), 0.0, "{body}");
+    assert_eq!(value(&body, "limiter_reconnects_total", &[]), 1.0, "{body}");
+    assert_eq!(value(&body, "limiter_noscript_reloads_total", &[]), 2.0, "{body}");
+    assert_eq!(value(&body, "limiter_decisions_total", &[("source", "store")]), 8.0, "{body}");
+    println!("metrics: decisions, latency, errors, breaker, reconnects and NOSCRIPT reloads counted as sent");
+}
