@@ -21,8 +21,15 @@ pub mod scripts {
     pub use crate::scripts::*;
 }
 
+/// The round-trip modes' scripts (leases, batches) and their wire contract; see
+/// [`crate::modes`].
+pub mod mode_scripts {
+    pub use crate::modes::wire::*;
+}
+
 pub use crate::breaker::{CircuitBreaker, Permit};
 pub use crate::key::KeySpace;
+pub use crate::modes::lease::{LeaseLedger, LedgerEntry};
 pub use crate::store::eval::EvalScript;
 pub use crate::store::local::LocalStore;
 pub use crate::store::redis::RawCallError;

@@ -32,6 +32,8 @@
 //! - [`store`]: [`RedisStore`] and the [`store::Connector`] it dials through (TCP here, simulated
 //!   sockets in the harness), and [`store::AtomicLimiter`] for one lock-free key in process.
 //! - [`http`]: a tower layer answering 429 with Retry-After.
+//! - [`modes`]: fewer Redis round trips, each mode off by default and with its cost written
+//!   down: a [`DenialCache`], [`Leases`] (token bucket and GCRA) and [`Batching`].
 //!
 //! The harness that verifies this library (simulator, property suites, conformance tests) also
 //! needs the pure algorithm twins, the scripts' wire contract and the breaker's internals. They
@@ -56,6 +58,8 @@ pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod key;
 mod limiter;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+pub mod modes;
 mod policy;
 mod quota;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
@@ -68,6 +72,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
 pub use limiter::{Limiter, LimiterBuilder, TimeSource};
+pub use modes::{Batching, DenialCache, Leases};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
 pub use store::RedisStore;

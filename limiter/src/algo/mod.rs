@@ -10,6 +10,7 @@
 
 pub mod fixed_window;
 pub mod gcra;
+pub mod lease;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;

@@ -8,6 +8,7 @@ mod connector;
 pub(crate) mod eval;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
+mod modes;
 pub(crate) mod redis;
 
 pub use atomic::AtomicLimiter;

@@ -167,7 +167,7 @@ impl RedisStore {
         }
     }
 
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection), StoreError> {
+    pub(super) async fn connection(&self) -> Result<(u64, MultiplexedConnection), StoreError> {
         if let Some(found) = self.cached() {
             return Ok(found);
         }
@@ -193,7 +193,7 @@ impl RedisStore {
 
     /// Drops the cached connection if it is still `generation` (or whatever it is, for None),
     /// so a failure seen on an old connection never throws away a fresh one.
-    fn invalidate(&self, generation: Option<u64>) {
+    pub(super) fn invalidate(&self, generation: Option<u64>) {
         let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
         if generation.is_none() || current.as_ref().map(|(g, _)| *g) == generation {
             *current = None;
@@ -214,14 +214,14 @@ async fn run_script(
     integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
 }
 
-fn integers(v: &Value) -> Option<Vec<i64>> {
+pub(super) fn integers(v: &Value) -> Option<Vec<i64>> {
     match v {
         Value::Array(items) => items.iter().map(|i| if let Value::Int(n) = i { Some(*n) } else { None }).collect(),
         _ => None,
     }
 }
 
-fn bad_reply(v: &Value) -> RedisError {
+pub(super) fn bad_reply(v: &Value) -> RedisError {
     let mut shown = format!("{v:?}");
     if shown.len() > 200 {
         let mut cut = 200;
@@ -258,7 +258,7 @@ fn unavailable(e: &RedisError) -> bool {
 }
 
 /// Sorts a Redis error into "ask the failure policy" and "tell the caller".
-fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
+pub(super) fn classify(algorithm: Algorithm, e: RedisError) -> StoreError {
     if unavailable(&e) {
         return StoreError::Unavailable(Degraded::Unavailable);
     }
