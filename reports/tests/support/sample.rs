@@ -331,6 +331,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
             fail_open: sources.get("fail_open").copied().unwrap_or(0),
             fail_closed: sources.get("fail_closed").copied().unwrap_or(0),
             local_budget: sources.get("local_budget").copied().unwrap_or(0),
+            ..Sources::default()
         },
         replay,
         trace_hash: format!("{:016x}{:016x}", rng.next(), rng.next()),
