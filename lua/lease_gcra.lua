@@ -15,8 +15,9 @@
 -- slots after now + lifetime, which no lease can have used: a give-back that comes too late
 -- or finds the queue moved on is lost, which only ever admits less.
 --
--- When `need` units cannot start within `horizon`, nothing is reserved (the instance asks
--- again after start_us).
+-- A lease starts as soon as all `want` units fit, if that is within `horizon`; else as soon
+-- as `need` units fit. When not even those can start within `horizon`, nothing is reserved
+-- (the instance asks again after start_us).
 -- KEYS[1]: the TAT key
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME in microseconds (server time)
 -- ARGV[2]: emission interval in microseconds   ARGV[3]: burst
@@ -77,8 +78,15 @@ local function remaining_at(t)
   return 0
 end
 
-local start = tat + need * interval - tau
-if start < now then start = now end
+-- The lease starts when all it wants fits, if that is within the horizon (so leases stay whole
+-- however busy the key), else as soon as the request's own cost fits.
+local function start_for(units)
+  local s = tat + units * interval - tau
+  if s < now then s = now end
+  return s
+end
+local start = start_for(need)
+if lifetime + want * interval <= tau and start_for(want) - now <= horizon then start = start_for(want) end
 if start - now > horizon then
   if credited > 0 then
     redis.call('SET', KEYS[1], string.format('%d', tat), 'PX', ceil_div(tat - now, 1000))

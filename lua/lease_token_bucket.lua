@@ -12,6 +12,8 @@
 -- on top of a deficit of at least lifetime * limit (the refill no lease can use), so any unit
 -- spent within the lease is one the bucket would have admitted at that moment.
 --
+-- A lease starts as soon as all `want` tokens fit, if that is within `horizon`; else as soon
+-- as `need` fit; if not even those can start within `horizon`, nothing is reserved.
 -- The unspent units of the instance's previous lease come back first, credited only when the
 -- bucket is still exactly as that lease wrote it and only beyond lifetime * limit of deficit;
 -- anything else is lost, which only ever admits less. Unlike token_bucket.lua, a clock that
@@ -122,9 +124,14 @@ local function remaining_of(d)
   return 0
 end
 
-local need_units = need * period
-local wait = 0
-if deficit + need_units > cap then wait = ceil_div(deficit + need_units - cap, limit) end
+-- The lease starts when all it wants fits, if that is within the horizon (so leases stay whole
+-- however busy the key), else as soon as the request's own cost fits.
+local function wait_for(units)
+  if deficit + units * period > cap then return ceil_div(deficit + units * period - cap, limit) end
+  return 0
+end
+local wait = wait_for(need)
+if floor_units + want * period <= cap and wait_for(want) <= horizon then wait = wait_for(want) end
 if wait > horizon then
   if credited > 0 then write_now(deficit) end
   return {0, (wait - horizon) * 1000, 0, 0, credited, remaining_of(deficit), wait, ceil_div(deficit, limit),

@@ -69,9 +69,10 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
         .filter(|s| o.scenarios.is_empty() || o.scenarios.iter().any(|n| n == s.name))
         .flat_map(|s| s.runs(subjects, &seeds, o.instances, duration_ms))
         .filter(|s| o.policies.is_empty() || o.policies.iter().any(|p| p == s.policy.name()))
+        .filter(|s| o.modes.is_empty() || o.modes.iter().any(|m| m == s.mode.name()))
         .collect();
     if specs.is_empty() {
-        bail!("nothing to run: no scenario runs the selected policy");
+        bail!("nothing to run: no scenario runs the selected policy and mode for the selected algorithms");
     }
     if let Some(faults) = &o.faults {
         if let Some(f) = faults.iter().find(|f| f.kind.instance().is_some_and(|i| i >= specs[0].instances)) {

@@ -8,11 +8,14 @@ use rand::{Rng, SeedableRng};
 use limiter::{FailurePolicy, Quota, TimeSource};
 
 use crate::faults::{Fault, FaultKind};
+use crate::mode::Mode;
 use crate::subject::Subject;
 use crate::workload::{Spread, Workload};
 
 /// The quota every scenario limits to unless it says otherwise: 20 per second per key.
 pub const QUOTA: Quota = Quota::new(20, 1_000);
+/// The quota of the busy-key scenario: one key busy enough for leases to pay.
+pub const BUSY_QUOTA: Quota = Quota::new(1_000, 1_000);
 /// The local budget per instance used by the `local-budget` policy: a quarter of the limit.
 pub const LOCAL_BUDGET: FailurePolicy = FailurePolicy::LocalBudget { limit: 5, period_ms: 1_000 };
 
@@ -41,6 +44,8 @@ pub struct Scenario {
     pub latency_ms: (u64, u64),
     /// Draw a random fault mix per seed.
     pub swarm: bool,
+    /// The library's round-trip modes to run beside the plain library (plain first).
+    pub modes: Vec<Mode>,
 }
 
 fn poisson(rate_x: f64, keys: u32) -> Workload {
@@ -62,7 +67,9 @@ pub fn catalogue() -> Vec<Scenario> {
         time_sources: vec![TimeSource::Server],
         latency_ms: (1, 3),
         swarm: false,
+        modes: vec![Mode::Plain],
     };
+    let with_modes = |modes: &[Mode]| [Mode::Plain].iter().chain(modes).copied().collect::<Vec<_>>();
     vec![
         Scenario {
             name: "get-set-race",
@@ -99,6 +106,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 Fault { kind: FaultKind::Hold { instance: 2 }, at_ms: 9_500, until_ms: 10_000 },
             ],
             policies: all_policies.clone(),
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease]),
             ..base.clone()
         },
         Scenario {
@@ -121,6 +129,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 Fault { kind: FaultKind::ScriptFlush, at_ms: 7_000, until_ms: 7_000 },
             ],
             policies: vec![FailurePolicy::FailClosed],
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base.clone()
         },
         Scenario {
@@ -151,6 +160,19 @@ pub fn catalogue() -> Vec<Scenario> {
                 max_cost: 1,
                 spread: Spread::PinnedKeys,
             },
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
+            ..base.clone()
+        },
+        Scenario {
+            name: "busy-key",
+            description:
+                "8 instances share one key at 2x its limit of 1000 per second. Plain, every decision is a call \
+                          to Redis; with leases most are made from units leased in advance, within the same bound, \
+                          under-admitting no more than the units leased and never spent.",
+            instances: 8,
+            quota: BUSY_QUOTA,
+            workload: Workload::Poisson { rate_x: 2.0, keys: 1, hot_share: 1.0, max_cost: 1, spread: Spread::Random },
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base.clone()
         },
         Scenario {
@@ -173,6 +195,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 })
                 .collect(),
             latency_ms: (2, 10),
+            modes: with_modes(&[Mode::Lease]),
             ..base.clone()
         },
         Scenario {
@@ -182,6 +205,7 @@ pub fn catalogue() -> Vec<Scenario> {
             workload: Workload::Poisson { rate_x: 2.5, keys: 3, hot_share: 0.6, max_cost: 2, spread: Spread::Random },
             policies: all_policies,
             swarm: true,
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base
         },
     ]
@@ -223,6 +247,8 @@ pub struct RunSpec {
     pub scenario: &'static str,
     /// What runs: one of the library's algorithms or a subject.
     pub subject: Subject,
+    /// The library's round-trip mode (plain for subjects).
+    pub mode: Mode,
     /// Its failure policy.
     pub policy: FailurePolicy,
     /// Its time source.
@@ -287,29 +313,32 @@ impl Scenario {
         let mut out = Vec::new();
         for &seed in seeds {
             for subject in subjects {
-                for &policy in &self.policies {
-                    if !subject.has_failure_policy_choice() && policy != self.policies[0] {
-                        continue;
-                    }
-                    for &time_source in &self.time_sources {
-                        if !subject.has_time_source_choice() && time_source != self.time_sources[0] {
+                for &mode in self.modes.iter().filter(|m| m.applies_to(subject)) {
+                    for &policy in &self.policies {
+                        if !subject.has_failure_policy_choice() && policy != self.policies[0] {
                             continue;
                         }
-                        out.push(RunSpec {
-                            scenario: self.name,
-                            subject: subject.clone(),
-                            policy: subject.effective_policy(policy),
-                            time_source,
-                            seed,
-                            instances,
-                            quota: subject.quota(self.quota),
-                            duration_ms,
-                            workload: self.workload.with_max_cost(subject.max_cost(&subject.quota(self.quota))),
-                            faults: self.faults_for(seed, instances, duration_ms),
-                            skew: self.skew.clone(),
-                            latency_ms: self.latency_ms,
-                            timeout_ms: 100,
-                        });
+                        for &time_source in &self.time_sources {
+                            if !subject.has_time_source_choice() && time_source != self.time_sources[0] {
+                                continue;
+                            }
+                            out.push(RunSpec {
+                                scenario: self.name,
+                                subject: subject.clone(),
+                                mode,
+                                policy: subject.effective_policy(policy),
+                                time_source,
+                                seed,
+                                instances,
+                                quota: subject.quota(self.quota),
+                                duration_ms,
+                                workload: self.workload.with_max_cost(subject.max_cost(&subject.quota(self.quota))),
+                                faults: self.faults_for(seed, instances, duration_ms),
+                                skew: self.skew.clone(),
+                                latency_ms: self.latency_ms,
+                                timeout_ms: 100,
+                            });
+                        }
                     }
                 }
             }

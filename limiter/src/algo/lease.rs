@@ -12,6 +12,9 @@
 //! it costs is under-admission: the slots between now and `now + lifetime` that a lease cannot
 //! use when the queue is short, and units leased and never spent.
 //!
+//! A lease starts as soon as all the units it wants fit, if that is within the horizon, so
+//! leases stay whole however busy the key is; otherwise as soon as the request's own cost fits.
+//!
 //! A give-back is credited only when the queue still ends where the previous lease left it, and
 //! only for slots after `now + lifetime` (no lease can have used those): a late or lost
 //! give-back only ever admits less.
@@ -143,7 +146,11 @@ pub fn take_gcra(q: &Quota, state: &mut Option<GcraState>, now_us: u64, a: Lease
             reset_after_ms: ceil_div(tat - now_us, 1000),
         }
     };
-    let start = (tat + a.need * t).saturating_sub(tau).max(now_us);
+    let start_for = |units: u64| (tat + units * t).saturating_sub(tau).max(now_us);
+    let mut start = start_for(a.need);
+    if lifetime + a.want * t <= tau && start_for(a.want) - now_us <= horizon {
+        start = start_for(a.want);
+    }
     if start - now_us > horizon {
         return denied(state, start - now_us - horizon, ceil_div(start - now_us, 1000));
     }
@@ -218,8 +225,17 @@ pub fn take_token_bucket(q: &Quota, state: &mut Option<BucketState>, now_ms: u64
             reset_after_ms: ceil_div(deficit, limit),
         }
     };
-    let need_units = a.need * period;
-    let wait = if deficit + need_units > cap { ceil_div(deficit + need_units - cap, limit) } else { 0 };
+    let wait_for = |units: u64| {
+        if deficit + units * period > cap {
+            ceil_div(deficit + units * period - cap, limit)
+        } else {
+            0
+        }
+    };
+    let mut wait = wait_for(a.need);
+    if floor_units + a.want * period <= cap && wait_for(a.want) <= a.horizon_ms {
+        wait = wait_for(a.want);
+    }
     if wait > a.horizon_ms {
         return denied(state, (wait - a.horizon_ms) * 1000, wait);
     }

@@ -100,8 +100,11 @@ impl Demand {
         self.current += cost;
     }
 
-    fn estimate(&self) -> u64 {
-        self.previous + self.current
+    /// Units over half a lifetime at the rate of the last one to two lifetimes: a lease that
+    /// size is usually spent well before it ends, rather than given back too late or lost.
+    fn estimate(&self, now: u64, lifetime: u64) -> u64 {
+        let span = lifetime + now.saturating_sub(self.window_start).min(lifetime);
+        ((self.previous + self.current) * lifetime).div_ceil(2 * span.max(1))
     }
 }
 
@@ -136,7 +139,7 @@ impl LeaseBook {
             config,
             capacity,
             max_units: config.max_units.unwrap_or(capacity / 4).clamp(1, capacity.max(1)),
-            horizon_ms: config.horizon_ms.unwrap_or(config.lifetime_ms),
+            horizon_ms: config.horizon_ms.unwrap_or(4 * config.lifetime_ms),
             keys: Mutex::new(HashMap::new()),
             max_keys,
             ledger: None,
@@ -194,7 +197,7 @@ impl LeaseBook {
         Step::Ask(LeaseArgs {
             lifetime_ms: self.config.lifetime_ms,
             horizon_ms: self.horizon_ms,
-            want: k.demand.estimate().clamp(cost, self.max_units.max(cost)),
+            want: k.demand.estimate(now, self.config.lifetime_ms).clamp(cost, self.max_units.max(cost)),
             need: cost,
             give_back: previous.map_or(0, |h| h.units),
             written: previous.map_or((0, 0), |h| h.written),
@@ -356,8 +359,10 @@ mod tests {
             k.demand.add(t * 10, 1, 100);
         }
         b.apply(&mut k, &granted(8, 0), 0, 1, 1);
-        let Step::Ask(args) = b.local(&mut k, 500, 1) else { panic!("expected a call") };
-        assert_eq!((args.give_back, args.written, args.want), (7, (7, 0), 10));
+        // Expired at 150: 10 units in the last lifetime and 1 now make the next lease half of 11.
+        k.demand.add(150, 1, 100);
+        let Step::Ask(args) = b.local(&mut k, 150, 1) else { panic!("expected a call") };
+        assert_eq!((args.give_back, args.written, args.want), (7, (7, 0), 6));
         assert!(k.held.is_none(), "the units went back with the call");
     }
 

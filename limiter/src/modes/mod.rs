@@ -25,9 +25,11 @@
 //! do. The price is under-admission: a unit is lost when it is leased and never spent (its
 //! holder's demand stopped, it crashed, the lease expired, its give-back came too late) and,
 //! when a key is idle, the refill of one lifetime (`L * lifetime / T` units of the burst, which a
-//! lease starting now cannot use). `k` follows this instance's own demand for the key over the
-//! last lifetime, so a quiet instance holds little. The sliding log and the window counters
-//! cannot lease exactly and refuse the mode when the limiter is built.
+//! lease starting now cannot use). `k` is half a lifetime of this instance's own recent demand
+//! for the key, so a lease is usually spent well within its lifetime and a quiet instance holds
+//! little; a lease starts when all of it fits (up to a horizon ahead), so leases stay whole
+//! however busy the key. The sliding log and the window counters cannot lease exactly and
+//! refuse the mode when the limiter is built.
 //!
 //! **Batching.** Checks of one instance that wait together (by default, those that arrive while
 //! the previous batch is in flight) go to Redis as one script call, which runs the algorithm's
@@ -91,7 +93,7 @@ impl DenialCache {
 }
 
 /// Leases (see the module docs). `Leases::default()`: lifetime 100 ms, leases start at most
-/// one lifetime ahead, at most a quarter of what one request may cost per lease.
+/// four lifetimes ahead, at most a quarter of what one request may cost per lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Leases {
     lifetime_ms: u64,
@@ -115,7 +117,8 @@ impl Leases {
     }
 
     /// How far ahead a lease may start when the key's budget is reserved by others (ms;
-    /// default: one lifetime). Further, the instance denies and asks again later.
+    /// default: four lifetimes, room for a few busy instances' leases in the queue). Further,
+    /// the instance denies and asks again later.
     pub fn with_horizon_ms(mut self, ms: u64) -> Self {
         self.horizon_ms = Some(ms);
         self

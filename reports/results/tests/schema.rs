@@ -39,7 +39,12 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
     }
     let count = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).unwrap().len();
     assert_eq!(count, fields.split(',').count(), "{text}");
-    assert!(text.contains(r#""sources":{"store":3,"fail_open":1,"fail_closed":0,"local_budget":0,"lease":0,"denial_cache":0}"#), "{text}");
+    assert!(
+        text.contains(
+            r#""sources":{"store":3,"fail_open":1,"fail_closed":0,"local_budget":0,"lease":0,"denial_cache":0}"#
+        ),
+        "{text}"
+    );
     assert!(text.contains(r#""faults":[{"kind":"hold","at_ms":1,"until_ms":2}]"#), "{text}");
     assert_eq!(serde_json::from_str::<RunResult>(&text).unwrap(), run);
 }
