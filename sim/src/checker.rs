@@ -198,7 +198,9 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
         faults.iter().any(|f| f.kind.cuts_off(r.instance) && r.at_ms >= f.at_ms && last < f.until_ms)
     };
     let during: Vec<&Record> = records.iter().filter(|r| cut_off(r)).collect();
-    let admitted: u64 = during.iter().filter(|r| r.allowed).map(|r| r.cost).sum();
+    // Units of a lease Redis granted before the cut are the store's to spend, not the policy's:
+    // the bound check holds them.
+    let admitted: u64 = during.iter().filter(|r| r.allowed && r.source != Source::Lease).map(|r| r.cost).sum();
     if during.is_empty() {
         return PolicyCheck {
             check: Check { verdict: Verdict::None, detail: "Redis was never unreachable".into() },
