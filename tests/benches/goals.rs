@@ -233,7 +233,7 @@ fn leases() -> Goal {
     use sim::mode::Mode;
     use sim::subject::Subject;
     let busy = sim::scenario::find("busy-key").expect("the busy-key scenario");
-    let duration = (8_000.0 * scale()).max(2_000.0) as u64;
+    let duration = (20_000.0 * scale()).max(2_000.0) as u64;
     let run = |mode: Mode| {
         let mut spec = busy.runs(&[Subject::Algorithm(Algorithm::Gcra)], &[1], None, duration).remove(0);
         spec.mode = mode;
