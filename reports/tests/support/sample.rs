@@ -350,6 +350,8 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
             ..RedisCost::default()
         }),
         faults: s.faults.iter().map(|&(k, a, b, _)| FaultWindow { kind: k.into(), at_ms: a, until_ms: b }).collect(),
+        round_trips: commands,
+        ..RunResult::default()
     }
 }
 
