@@ -72,6 +72,10 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             };
             println!("{:<16} {what}", s.name());
         }
+        println!();
+        for m in sim::mode::Mode::ALL {
+            println!("{:<16} round-trip mode: {}", m.name(), m.description());
+        }
         return Ok(true);
     }
     let mut o = o.clone();
