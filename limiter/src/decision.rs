@@ -14,6 +14,13 @@ pub enum Source {
     FailClosed,
     /// The store was unavailable and this instance's local static budget decided.
     LocalBudget,
+    /// This instance decided from a lease of the key's shared budget (`crate::Leases`): the
+    /// units left the shared budget when Redis leased them, so this is a store decision made
+    /// without a round trip.
+    Lease,
+    /// This instance repeated Redis's recent denial of the key (`crate::DenialCache`): Redis
+    /// would deny it too until its Retry-After.
+    DenialCache,
 }
 
 impl Source {
@@ -24,6 +31,8 @@ impl Source {
             Source::FailOpen => "fail-open",
             Source::FailClosed => "fail-closed",
             Source::LocalBudget => "local-budget",
+            Source::Lease => "lease",
+            Source::DenialCache => "denial-cache",
         }
     }
 }

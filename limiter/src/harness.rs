@@ -22,12 +22,19 @@ pub mod scripts {
 }
 
 /// The all-or-nothing script of several rules and its wire contract; see [`crate::harness`].
-pub mod batch {
-    pub use crate::batch::*;
+pub mod rules_script {
+    pub use crate::rules_script::*;
+}
+
+/// The round-trip modes' scripts (leases, batches) and their wire contract; see
+/// [`crate::modes`].
+pub mod mode_scripts {
+    pub use crate::modes::wire::*;
 }
 
 pub use crate::breaker::{CircuitBreaker, Permit};
 pub use crate::key::KeySpace;
+pub use crate::modes::lease::{LeaseLedger, LedgerEntry};
 pub use crate::store::eval::EvalScript;
 pub use crate::store::local::LocalStore;
 pub use crate::store::redis::RawCallError;

@@ -33,6 +33,8 @@
 //!   primary found through Sentinel, or a Redis Cluster) and the [`store::Connector`] it can dial
 //!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one
 //!   lock-free key in process.
+//! - [`modes`]: fewer Redis round trips, each mode off by default and with its cost written
+//!   down: a [`DenialCache`], [`Leases`] (token bucket and GCRA) and [`Batching`].
 //! - The enforcement point: [`rules`] (rules per endpoint from code or a TOML file: matchers,
 //!   key parts, client IP behind trusted proxies, allow and deny lists, shadow mode),
 //!   [`enforce`] (the [`enforce::Enforcer`] deciding every rule a request matches
@@ -61,8 +63,6 @@
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod algo;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
-mod batch;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod breaker;
 mod clock;
 mod decision;
@@ -75,9 +75,13 @@ pub mod http;
 mod key;
 mod limiter;
 pub mod metrics;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+pub mod modes;
 mod policy;
 mod quota;
 pub mod rules;
+#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+mod rules_script;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod scripts;
 pub mod store;
@@ -88,6 +92,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
 pub use limiter::{Limiter, LimiterBuilder, TimeSource};
+pub use modes::{Batching, DenialCache, Leases};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
 pub use store::RedisStore;

@@ -9,6 +9,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::key::KeySpace;
+use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 use crate::scripts;
@@ -40,19 +41,22 @@ impl TimeSource {
 
 enum Backend {
     Local(LocalStore),
-    Redis(RedisStore),
+    // Shared with the batching mode's flushing task.
+    Redis(Arc<RedisStore>),
 }
 
-struct Inner {
-    algorithm: Algorithm,
-    quota: Quota,
+// The round-trip modes (`crate::modes`) decide from these too.
+pub(crate) struct Inner {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) quota: Quota,
     backend: Backend,
-    clock: Arc<dyn Clock>,
-    time_source: TimeSource,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) time_source: TimeSource,
     policy: FailurePolicy,
     budget: LocalStore,
-    breaker: CircuitBreaker,
-    keys: KeySpace,
+    pub(crate) breaker: CircuitBreaker,
+    pub(crate) keys: KeySpace,
+    modes: modes::Runtime,
 }
 
 /// A rate limiter. See the crate docs for an example.
@@ -85,6 +89,9 @@ pub struct LimiterBuilder {
     prefix: String,
     max_key_len: usize,
     max_local_keys: usize,
+    modes: ModeConfig,
+    #[cfg(feature = "harness")]
+    ledger: Option<Arc<modes::lease::LeaseLedger>>,
 }
 
 impl Limiter {
@@ -102,6 +109,9 @@ impl Limiter {
             prefix: crate::key::DEFAULT_PREFIX.into(),
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
+            modes: ModeConfig::default(),
+            #[cfg(feature = "harness")]
+            ledger: None,
         }
     }
 
@@ -144,7 +154,7 @@ impl Limiter {
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let inner = &*self.inner;
         inner.keys.check(key)?;
-        let capacity = inner.quota.capacity(inner.algorithm);
+        let capacity = inner.capacity();
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
@@ -156,21 +166,37 @@ impl Limiter {
             }
             Backend::Redis(redis) => redis,
         };
+        if let (Some(leases), true) = (&inner.modes.leases, cost > 0) {
+            return leases.check(inner, redis, key, cost, now).await;
+        }
+        if let Some(retry) = inner.modes.denials.as_ref().and_then(|d| d.check(key, cost, now)) {
+            return Ok(inner.cached_denial(now, retry));
+        }
         let permit = inner.breaker.acquire(now);
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
         let stem = inner.keys.stem(key);
-        let request = scripts::Request {
-            algorithm: inner.algorithm,
-            quota: &inner.quota,
-            stem: &stem,
-            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
-            cost,
+        let client_now = (inner.time_source == TimeSource::Client).then_some(now);
+        let result = match &inner.modes.batcher {
+            Some(batcher) => batcher.evaluate(redis, inner.algorithm, inner.quota, stem, client_now, cost).await,
+            None => {
+                let request = scripts::Request {
+                    algorithm: inner.algorithm,
+                    quota: &inner.quota,
+                    stem: &stem,
+                    now_ms: client_now,
+                    cost,
+                };
+                redis.evaluate(request).await
+            }
         };
-        match redis.evaluate(request).await {
+        match result {
             Ok((outcome, decided_at_ms)) => {
                 inner.breaker.on_success(permit);
+                if let (Some(denials), false) = (&inner.modes.denials, outcome.allowed) {
+                    denials.record(key, cost, now, outcome.retry_after_ms);
+                }
                 Ok(inner.store_decision(outcome, decided_at_ms))
             }
             Err(StoreError::Fatal(error)) => {
@@ -189,13 +215,35 @@ impl Limiter {
 }
 
 impl Inner {
+    /// The most one request may cost: the algorithm's capacity, less what leases leave unused.
+    fn capacity(&self) -> u64 {
+        match &self.modes.leases {
+            Some(leases) => leases.capacity(),
+            None => self.quota.capacity(self.algorithm),
+        }
+    }
+
     fn store_decision(&self, o: Outcome, decided_at_ms: u64) -> Decision {
-        let limit = self.quota.capacity(self.algorithm);
+        let limit = self.capacity();
         Decision::store(o.allowed, limit, o.remaining, o.retry_after_ms, o.reset_after_ms, decided_at_ms)
     }
 
+    /// The denial cache's answer: Redis denied this key moments ago and would still.
+    fn cached_denial(&self, now: u64, retry_after_ms: u64) -> Decision {
+        Decision {
+            allowed: false,
+            limit: self.capacity(),
+            remaining: 0,
+            retry_after_ms,
+            reset_after_ms: retry_after_ms,
+            source: Source::DenialCache,
+            degraded: None,
+            decided_at_ms: now,
+        }
+    }
+
     /// The failure policy's answer; `retry_after_ms` is when Redis may be asked again.
-    fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
+    pub(crate) fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
         let limit = self.quota.capacity(self.algorithm);
         let degraded = Some(why);
         match self.policy {
@@ -245,7 +293,34 @@ impl Inner {
 impl LimiterBuilder {
     /// Keeps state in Redis.
     pub fn redis(mut self, store: RedisStore) -> Self {
-        self.backend = Some(Backend::Redis(store));
+        self.backend = Some(Backend::Redis(Arc::new(store)));
+        self
+    }
+
+    /// Denies a key Redis just denied without asking again until its Retry-After (off by
+    /// default; see [`crate::modes`]).
+    pub fn denial_cache(mut self, cache: DenialCache) -> Self {
+        self.modes.denial_cache = Some(cache);
+        self
+    }
+
+    /// Leases units of busy keys and spends them locally (off by default; token bucket and GCRA
+    /// only; see [`crate::modes`]).
+    pub fn leases(mut self, leases: Leases) -> Self {
+        self.modes.leases = Some(leases);
+        self
+    }
+
+    /// Sends concurrent checks as one script call (off by default; see [`crate::modes`]).
+    pub fn batching(mut self, batching: Batching) -> Self {
+        self.modes.batching = Some(batching);
+        self
+    }
+
+    /// For the harness: records what the leases do, per key, where it outlives the limiter.
+    #[cfg(feature = "harness")]
+    pub fn lease_ledger(mut self, ledger: Arc<modes::lease::LeaseLedger>) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 
@@ -306,7 +381,15 @@ impl LimiterBuilder {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let on_redis = matches!(self.backend, Some(Backend::Redis(_)));
+        self.modes.validate(self.algorithm, &self.quota, on_redis)?;
         let backend = self.backend.unwrap_or_else(|| Backend::Local(LocalStore::new(self.max_local_keys)));
+        #[allow(unused_mut)] // only the harness records leases
+        let mut modes = modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys);
+        #[cfg(feature = "harness")]
+        if let (Some(book), Some(ledger)) = (&mut modes.leases, self.ledger) {
+            book.set_ledger(ledger);
+        }
         Ok(Limiter {
             inner: Arc::new(Inner {
                 algorithm: self.algorithm,
@@ -318,6 +401,7 @@ impl LimiterBuilder {
                 budget: LocalStore::new(self.max_local_keys),
                 breaker: CircuitBreaker::new(self.breaker),
                 keys,
+                modes,
             }),
         })
     }

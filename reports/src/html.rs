@@ -142,7 +142,8 @@ fn verdict_cell(v: &RowVerdict) -> String {
     cell
 }
 
-/// One table row: runs of one algorithm, policy and time source, aggregated over seeds.
+/// One table row: runs of one algorithm, round-trip mode, policy and time source, aggregated
+/// over seeds.
 fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
     let seeds = {
         let mut s: Vec<u64> = rows.iter().map(|x| x.seed).collect();
@@ -154,44 +155,49 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
         out,
         "<table>\n<caption>Mean per run over {seeds} seed(s); wrong allow/limit as % of all requests. The verdict \
          is the terminal table's: bound, failure policy and liveness.</caption>\n\
-         <thead><tr><th>algorithm</th><th>policy</th><th>clock</th><th>requests</th><th>admitted</th>\
-         <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>verdict</th>\
-         <th>time to recover</th></tr></thead>\n<tbody>"
+         <thead><tr><th>algorithm</th><th>mode</th><th>policy</th><th>clock</th><th>requests</th><th>admitted</th>\
+         <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>calls per decision</th>\
+         <th>verdict</th><th>time to recover</th></tr></thead>\n<tbody>"
     );
     let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
+    let modes = ordered(rows.iter().map(|x| x.mode.as_str()), &["", "denial-cache", "lease", "batch"]);
     for a in &algorithms {
-        for p in &policies {
-            for c in &clocks {
-                let group: Vec<&RunResult> = rows
-                    .iter()
-                    .filter(|x| &x.algorithm == a && &x.policy == p && &x.time_source == c)
-                    .copied()
-                    .collect();
-                if group.is_empty() {
-                    continue;
-                }
-                let subject = group.iter().any(|x| x.subject);
-                let verdict = RowVerdict::of(group.iter().copied());
-                let class = match verdict.kind() {
-                    Kind::Failure => "broken",
-                    Kind::Expected => "expected",
-                    Kind::Held | Kind::Unchecked => "",
-                };
-                let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).map(|ms| ms as f64).collect();
-                let recover = if recover.is_empty() {
-                    "—".to_string()
-                } else {
-                    let worst = recover.iter().copied().fold(f64::MIN, f64::max);
-                    format!("{} ms (worst of {})", tidy(worst), recover.len())
-                };
-                let name = if subject { format!("{} (subject)", escape(a)) } else { escape(a) };
-                let _ = writeln!(
+        for m in &modes {
+            for p in &policies {
+                for c in &clocks {
+                    let group: Vec<&RunResult> = rows
+                        .iter()
+                        .filter(|x| &x.algorithm == a && &x.mode == m && &x.policy == p && &x.time_source == c)
+                        .copied()
+                        .collect();
+                    if group.is_empty() {
+                        continue;
+                    }
+                    let subject = group.iter().any(|x| x.subject);
+                    let verdict = RowVerdict::of(group.iter().copied());
+                    let class = match verdict.kind() {
+                        Kind::Failure => "broken",
+                        Kind::Expected => "expected",
+                        Kind::Held | Kind::Unchecked => "",
+                    };
+                    let recover: Vec<f64> = group.iter().filter_map(|x| x.recover_ms).map(|ms| ms as f64).collect();
+                    let recover = if recover.is_empty() {
+                        "—".to_string()
+                    } else {
+                        let worst = recover.iter().copied().fold(f64::MIN, f64::max);
+                        format!("{} ms (worst of {})", tidy(worst), recover.len())
+                    };
+                    let name = if subject { format!("{} (subject)", escape(a)) } else { escape(a) };
+                    let _ = writeln!(
                     out,
-                    "<tr class=\"{class}\"><td class=\"name\">{name}</td><td class=\"name\">{}</td><td>{}</td><td class=\"num\">{:.0}</td>\
+                    "<tr class=\"{class}\"><td class=\"name\">{name}</td><td class=\"name\">{}</td><td class=\"name\">{}</td>\
+                     <td>{}</td><td class=\"num\">{:.0}</td>\
                      <td class=\"num\">{:.0}</td><td class=\"num\">{:.0}</td><td class=\"num\">{}</td>\
-                     <td class=\"num\">{}</td><td class=\"verdict\">{}</td><td class=\"name\">{recover}</td></tr>",
+                     <td class=\"num\">{}</td><td class=\"num\">{:.3}</td><td class=\"verdict\">{}</td>\
+                     <td class=\"name\">{recover}</td></tr>",
+                    if m.is_empty() { "—".to_owned() } else { escape(m) },
                     escape(p),
                     escape(c),
                     mean(group.iter().map(|x| x.requests as f64)),
@@ -199,8 +205,10 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
                     mean(group.iter().map(|x| x.oracle_admitted as f64)),
                     pct(mean(group.iter().map(|x| x.wrong_allow_pct))),
                     pct(mean(group.iter().map(|x| x.wrong_limit_pct))),
+                    mean(group.iter().map(|x| x.round_trips_per_decision())),
                     verdict_cell(&verdict),
                 );
+                }
             }
         }
     }
@@ -238,8 +246,9 @@ fn finding_item(out: &mut String, x: &RunResult) {
     }
     let _ = writeln!(
         out,
-        "<li><strong>{}</strong>, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
+        "<li><strong>{}</strong>{}, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
         escape(&x.algorithm),
+        if x.mode.is_empty() { String::new() } else { format!(" ({})", escape(&x.mode)) },
         escape(&x.policy),
         escape(&x.time_source),
         x.seed,

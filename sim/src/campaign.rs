@@ -76,9 +76,10 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
             s.runs(subjects, &seeds, o.instances, duration_ms)
         })
         .filter(|s| o.policies.is_empty() || o.policies.iter().any(|p| p == s.policy.name()))
+        .filter(|s| o.modes.is_empty() || o.modes.iter().any(|m| m == s.mode.name()))
         .collect();
     if specs.is_empty() {
-        bail!("nothing to run: no scenario runs the selected policy");
+        bail!("nothing to run: no scenario runs the selected policy and mode for the selected algorithms");
     }
     // A shard keeps every N-th run of the whole selection: deterministic, and the shards'
     // results interleave back into the unsharded order (`results::merge`).

@@ -100,7 +100,9 @@ pub fn check_bound_with(
         return Check { verdict: Verdict::None, detail: "no promise to check".into() };
     }
     let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
-    for r in records.iter().filter(|r| r.allowed && r.source == Source::Store) {
+    // A lease's units left the shared budget when Redis leased them: spending one is a store
+    // decision, made without a round trip, and held to the same bound.
+    for r in records.iter().filter(|r| r.allowed && matches!(r.source, Source::Store | Source::Lease)) {
         by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
     }
     let (l, w) = (q.limit(), q.period_ms());
@@ -235,7 +237,9 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
         faults.iter().any(|f| f.kind.cuts_off(r.instance) && r.at_ms >= f.at_ms && last < f.until_ms)
     };
     let during: Vec<&Record> = records.iter().filter(|r| cut_off(r)).collect();
-    let admitted: u64 = during.iter().filter(|r| r.allowed).map(|r| r.cost).sum();
+    // Units of a lease Redis granted before the cut are the store's to spend, not the policy's:
+    // the bound check holds them.
+    let admitted: u64 = during.iter().filter(|r| r.allowed && r.source != Source::Lease).map(|r| r.cost).sum();
     if during.is_empty() {
         return PolicyCheck {
             check: Check { verdict: Verdict::None, detail: "Redis was never unreachable".into() },
@@ -292,7 +296,81 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
 /// admission).
 pub fn recovery_ms(records: &[Record], faults: &[Fault]) -> Option<u64> {
     let healed = faults.iter().filter(|f| f.until_ms > f.at_ms).map(|f| f.until_ms).max()?;
-    records.iter().find(|r| r.at_ms >= healed && r.allowed && r.source == Source::Store).map(|r| r.at_ms - healed)
+    records
+        .iter()
+        .find(|r| r.at_ms >= healed && r.allowed && matches!(r.source, Source::Store | Source::Lease))
+        .map(|r| r.at_ms - healed)
+}
+
+/// The denial cache's promise: every denial it answered is one the algorithm's script would
+/// have answered at that instant (`wrong_denials`, found by the harness's look at the model's
+/// state, `probed` in all). A Redis that loses its data forgives every key at once, which no
+/// cache can know: denials until one period after such a loss are not held to it.
+pub fn check_denial_cache(probed: u64, wrong_denials: &[(u64, u32)], faults: &[Fault], q: &Quota) -> Check {
+    let excused = |t: u64| {
+        faults.iter().any(|f| f.kind.loses_data() && t >= f.at_ms && t < f.until_ms.max(f.at_ms) + q.period_ms())
+    };
+    let wrong: Vec<&(u64, u32)> = wrong_denials.iter().filter(|(t, _)| !excused(*t)).collect();
+    match wrong.first() {
+        Some((t, key)) => Check {
+            verdict: Verdict::Broken,
+            detail: format!(
+                "{} of {probed} cached denials were requests Redis would have admitted, the first key-{key} at {t} ms",
+                wrong.len()
+            ),
+        },
+        None if probed == 0 => {
+            Check { verdict: Verdict::None, detail: "no cached denial was checked against Redis's state".into() }
+        }
+        None => Check {
+            verdict: Verdict::Held,
+            detail: format!("{probed} cached denials, each one Redis would have made too"),
+        },
+    }
+}
+
+/// One key's account of what leases cost it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeaseAccount {
+    /// Units the exact limiter admitted beyond the cluster, net, leaving out what a failure
+    /// policy denied.
+    pub under_admitted: u64,
+    /// Units leased and neither spent nor given back.
+    pub unspent: u64,
+    /// Times the exact limiter's state for the key was at rest when a request came.
+    pub idle_starts: u64,
+}
+
+/// The leases' promise: per key, the cluster under-admits (net, against the exact oracle) at
+/// most the units leased and never spent, plus `idle_start_cost` (one lifetime's refill) each
+/// time the key starts from rest. Returns the check and the totals over keys.
+pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, idle_start_cost: u64) -> (Check, LeaseAccount) {
+    let mut total = LeaseAccount::default();
+    let mut worst: Option<String> = None;
+    for (key, a) in accounts {
+        total.under_admitted += a.under_admitted;
+        total.unspent += a.unspent;
+        total.idle_starts += a.idle_starts;
+        let bound = a.unspent + idle_start_cost * a.idle_starts;
+        if a.under_admitted > bound && worst.is_none() {
+            worst = Some(format!(
+                "key-{key} under-admitted {} units, more than the {} leased and never spent plus {} x {idle_start_cost}                  for starts from rest",
+                a.under_admitted, a.unspent, a.idle_starts
+            ));
+        }
+    }
+    let check = match worst {
+        Some(detail) => Check { verdict: Verdict::Broken, detail },
+        None if accounts.is_empty() => Check { verdict: Verdict::None, detail: "no key was leased".into() },
+        None => Check {
+            verdict: Verdict::Held,
+            detail: format!(
+                "under-admitted {} units; bound {} leased and never spent + {} x {idle_start_cost} for starts from rest",
+                total.under_admitted, total.unspent, total.idle_starts
+            ),
+        },
+    };
+    (check, total)
 }
 
 /// No starvation: wherever no fault cuts the key's instances off and the oracle admits at

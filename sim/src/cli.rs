@@ -66,6 +66,10 @@ pub struct RunArgs {
     #[arg(long = "policy", value_name = "NAME", value_parser = policy_names())]
     pub policies: Vec<String>,
 
+    /// Run only this round-trip mode of the library (repeatable; default: each scenario's own)
+    #[arg(long = "mode", value_name = "NAME", value_parser = mode_names())]
+    pub modes: Vec<String>,
+
     /// First seed: everything random in a run (load, latencies, the swarm's faults) comes from it
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = number::<u64>, allow_negative_numbers = true)]
     pub seed: u64,
@@ -283,6 +287,11 @@ fn policy_names() -> PossibleValuesParser {
     PossibleValuesParser::new(policies.map(|p| PossibleValue::new(p.name())))
 }
 
+/// The library's round-trip modes, each with what it does.
+fn mode_names() -> PossibleValuesParser {
+    PossibleValuesParser::new(crate::mode::Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.description())))
+}
+
 /// The library's algorithms and the catalogue's subjects, by name, each with its promise.
 fn subject_names() -> impl TypedValueParser<Value = Subject> {
     let values = Subject::catalogue().into_iter().map(|s| {
@@ -394,6 +403,7 @@ mod tests {
         }
         refused("--policy maybe", "--policy", "'maybe'", "fail-open, fail-closed, local-budget");
         refused("--backend etcd", "--backend", "'etcd'", "model, redis, redis-cluster, mini-redis");
+        refused("--mode turbo", "--mode", "'turbo'", "plain, denial-cache, lease, batch");
 
         // Numbers and their ranges.
         refused("--instances 0", "--instances", "'0'", "must be between 1 and 64, got 0");
@@ -480,6 +490,7 @@ mod tests {
             "--algorithm",
             "--scenario",
             "--policy",
+            "--mode",
             "--seed ",
             "--seeds",
             "--instances",

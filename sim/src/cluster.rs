@@ -12,15 +12,21 @@ use std::time::{Duration, UNIX_EPOCH};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
+use std::collections::BTreeMap;
+
+use limiter::harness::scripts::{self, Request};
+use limiter::harness::{KeySpace, LeaseLedger, LedgerEntry};
 use limiter::store::{BoxedStream, ConnectFuture, Connector};
-use limiter::BreakerConfig;
+use limiter::{BreakerConfig, Clock, Source, TimeSource};
 
 use crate::faults::{self, FaultKind};
+use crate::mode::Mode;
+use crate::model::Reply;
 use crate::redis_host::RedisHost;
 use crate::results::RedisCost;
 use crate::scenario::RunSpec;
 use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
-use crate::subject::{Caller, CallerSpec};
+use crate::subject::{Caller, CallerSpec, Subject};
 use crate::trace::{self, Record};
 use crate::workload::Arrival;
 
@@ -59,6 +65,27 @@ pub struct RunOutput {
     pub trace_hash: String,
     /// What the run cost Redis.
     pub redis: RedisCost,
+    /// What the round-trip mode did, for its own check.
+    pub modes: ModeOutput,
+}
+
+/// What a round-trip mode did in one run, beyond its decisions.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModeOutput {
+    /// Denial-cache decisions the harness checked against the model's state at that instant.
+    pub probed: u64,
+    /// Those the algorithm's script would have admitted: (true time in ms, key index).
+    pub wrong_denials: Vec<(u64, u32)>,
+    /// The leases' accounting, per user key (`key-N`).
+    pub ledger: BTreeMap<String, LedgerEntry>,
+}
+
+/// What every instance of a run shares besides the records: the mode's instruments.
+#[derive(Clone)]
+struct Instruments {
+    redis: RedisHost,
+    ledger: Option<Arc<LeaseLedger>>,
+    modes: Arc<Mutex<ModeOutput>>,
 }
 
 fn instance_name(i: u32) -> String {
@@ -86,6 +113,11 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     }
     // Bumped each time Redis comes back without its data.
     let data_epoch = Arc::new(AtomicU64::new(0));
+    let instruments = Instruments {
+        redis: redis.clone(),
+        ledger: (spec.mode == Mode::Lease).then(|| Arc::new(LeaseLedger::new())),
+        modes: Arc::default(),
+    };
 
     let end_ms = spec.duration_ms + GRACE_MS;
     let mut sim = turmoil::Builder::new()
@@ -114,8 +146,10 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         let time = time.clone();
         let records = records.clone();
         let data_epoch = data_epoch.clone();
+        let instruments = instruments.clone();
         sim.host(instance_name(i), move || {
-            instance(i, spec.clone(), arrivals.clone(), time.clone(), records.clone(), data_epoch.clone())
+            let (spec, arrivals, time, records) = (spec.clone(), arrivals.clone(), time.clone(), records.clone());
+            instance(i, spec, arrivals, time, records, data_epoch.clone(), instruments.clone())
         });
     }
     let mut events = faults::events(&spec.faults);
@@ -151,7 +185,12 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
 
     let mut records = std::mem::take(&mut *records.lock().unwrap_or_else(|p| p.into_inner()));
     let trace_hash = trace::finish(&mut records);
-    Ok(RunOutput { records, trace_hash, redis: redis.cost() })
+    let mut modes = std::mem::take(&mut *instruments.modes.lock().unwrap_or_else(|p| p.into_inner()));
+    modes.ledger = instruments.ledger.map(|l| l.entries()).unwrap_or_default();
+    let mut cost = redis.cost();
+    // The harness's own look at the state is no call of the limiter's.
+    cost.round_trips = cost.round_trips.saturating_sub(modes.probed);
+    Ok(RunOutput { records, trace_hash, redis: cost, modes })
 }
 
 fn apply(sim: &mut turmoil::Sim<'_>, redis: &RedisHost, instances: u32, kind: &FaultKind, start: bool) {
@@ -189,6 +228,40 @@ fn apply(sim: &mut turmoil::Sim<'_>, redis: &RedisHost, instances: u32, kind: &F
     }
 }
 
+impl Instruments {
+    /// Whether the algorithm's script, run on the model at this very instant, would have
+    /// admitted the request the denial cache just denied (a peek: it writes nothing). Skipped
+    /// while the model is down: then no call could have reached it.
+    fn probe(&self, spec: &RunSpec, key: &str, index: u32, cost: u64, client_now_ms: u64, at_ms: u64) {
+        let model = self.redis.model();
+        if !model.is_up() {
+            return;
+        }
+        let Subject::Algorithm(algorithm) = spec.subject else { return };
+        let Some(script) = scripts::for_algorithm(algorithm) else { return };
+        let stem = KeySpace::default().stem(key);
+        let now_ms = (spec.effective_time_source() == TimeSource::Client).then_some(client_now_ms);
+        let request = Request { algorithm, quota: &spec.quota, stem: &stem, now_ms, cost: 0 };
+        let call = request.invocation();
+        let n = call.keys.len().to_string();
+        let mut argv: Vec<&[u8]> = vec![b"EVAL", script.source.as_bytes(), n.as_bytes()];
+        argv.extend(call.keys.iter().chain(&call.args).map(|s| s.as_bytes()));
+        let reply = model.call(&argv);
+        let ints: Option<Vec<i64>> = match &reply {
+            Reply::Array(items) => {
+                items.iter().map(|r| if let Reply::Integer(n) = r { Some(*n) } else { None }).collect()
+            }
+            _ => None,
+        };
+        let admits = ints.and_then(|i| request.read_reply(&i)).is_some_and(|(o, _)| o.remaining >= cost);
+        let mut modes = self.modes.lock().unwrap_or_else(|p| p.into_inner());
+        modes.probed += 1;
+        if admits {
+            modes.wrong_denials.push((at_ms, index));
+        }
+    }
+}
+
 /// One application instance: a limiter and a load generator that issues each arrival at
 /// its time, concurrently (a slow Redis means overlapping requests, as in production).
 async fn instance(
@@ -198,14 +271,16 @@ async fn instance(
     time: SimTime,
     records: Arc<Mutex<Vec<Record>>>,
     data_epoch: Arc<AtomicU64>,
+    instruments: Instruments,
 ) -> turmoil::Result {
     let (offset_ms, drift_ppm) = spec.skew_of(i);
+    let clock = Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm));
     let caller = Arc::new(Caller::build(CallerSpec {
         subject: &spec.subject,
         quota: spec.quota,
         policy: spec.policy,
         time_source: spec.time_source,
-        clock: Arc::new(SkewedClock::new(time.clone(), offset_ms, drift_ppm)),
+        clock: clock.clone(),
         connector: Box::new(TurmoilConnector { addr: REDIS_ADDR }),
         store: None,
         timeout: Duration::from_millis(spec.timeout_ms),
@@ -213,7 +288,10 @@ async fn instance(
         key_prefix: None,
         data_epoch,
         instance: i,
+        mode: spec.mode,
+        lease_ledger: instruments.ledger.clone(),
     })?);
+    let spec = Arc::new(spec);
     // After a restart, pick up where the load is now.
     let start_ms = time.elapsed_ms();
     let mut tasks = tokio::task::JoinSet::new();
@@ -226,10 +304,15 @@ async fn instance(
         // a set that only grows makes a long run cost more per request than a short one.
         while tasks.try_join_next().is_some() {}
         let (caller, time, records, a) = (caller.clone(), time.clone(), records.clone(), *a);
+        let (spec, clock, instruments) = (spec.clone(), clock.clone(), instruments.clone());
         tasks.spawn(async move {
             let t_ms = time.elapsed_ms();
-            let answer = caller.check(&format!("key-{}", a.key), a.cost, seq as u64).await;
+            let key = format!("key-{}", a.key);
+            let answer = caller.check(&key, a.cost, seq as u64).await;
             let done_ms = time.elapsed_ms();
+            if answer.source == Source::DenialCache {
+                instruments.probe(&spec, &key, a.key, a.cost, clock.now_ms(), done_ms);
+            }
             let r = Record::of_answer(i, seq as u32, &a, t_ms, done_ms, &answer, EPOCH_MS);
             records.lock().unwrap_or_else(|p| p.into_inner()).push(r);
         });

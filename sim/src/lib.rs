@@ -23,6 +23,7 @@ pub mod checker;
 pub mod cli;
 pub mod cluster;
 pub mod faults;
+pub mod mode;
 pub mod oracle;
 pub mod promise;
 pub mod real;

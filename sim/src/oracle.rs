@@ -86,6 +86,24 @@ pub fn judge(promise: Promise, quota: &Quota, records: &[Record]) -> (Vec<bool>,
     (verdicts, acc)
 }
 
+/// Per key, how many requests found the exact limiter of `promise` at rest (no state, or a
+/// state equivalent to none): each is a start from rest, where a lease cannot use the refill of
+/// its lifetime. Empty for a promise without a twin.
+pub fn idle_starts(promise: Promise, quota: &Quota, records: &[Record]) -> BTreeMap<u32, u64> {
+    let Some(twin) = promise.twin() else { return BTreeMap::new() };
+    let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
+    let mut starts: BTreeMap<u32, u64> = BTreeMap::new();
+    for r in records {
+        let now = EPOCH_MS + r.at_ms;
+        let state = states.entry(r.key).or_default();
+        if state.as_ref().is_none_or(|s| algo::is_idle(quota, s, now)) {
+            *starts.entry(r.key).or_default() += 1;
+        }
+        algo::step(twin, quota, state, now, r.cost);
+    }
+    starts
+}
+
 #[cfg(test)]
 mod tests {
     use limiter::Source;

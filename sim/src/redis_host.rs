@@ -68,6 +68,7 @@ impl RedisHost {
             bytes_out: s.bytes_out,
             keys: s.keys as u64,
             memory_bytes: s.dataset_bytes as u64,
+            round_trips: s.client_commands,
             ..self.keys_without_ttl()
         }
     }

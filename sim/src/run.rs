@@ -7,6 +7,7 @@ use limiter::{Source, TimeSource};
 
 use crate::checker;
 use crate::cluster;
+use crate::mode::Mode;
 use crate::oracle;
 use crate::promise::Tolerance;
 use crate::results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
@@ -83,6 +84,9 @@ pub fn replay_command(spec: &RunSpec) -> String {
         };
         format!("cargo xtask verify {file} --scenario {} --seed {}", spec.scenario, spec.seed)
     };
+    if spec.mode != Mode::Plain {
+        cmd.push_str(&format!(" --mode {}", spec.mode.name()));
+    }
     let scenario = scenario::find(spec.scenario);
     if spec.subject.has_failure_policy_choice() && scenario.as_ref().is_some_and(|s| s.policies.len() > 1) {
         cmd.push_str(&format!(" --policy {}", spec.policy.name()));
@@ -158,6 +162,8 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
     let expected_finding = !spec.subject.is_library() || client_time_under_skew;
 
+    let (mode_check, lease) = judge_mode(spec, &out, records, &oracle_verdicts);
+
     let requests = records.len() as u64;
     let admitted = records.iter().filter(|r| r.allowed).count() as u64;
     let pct = |n: u64| if requests == 0 { 0.0 } else { 100.0 * n as f64 / requests as f64 };
@@ -168,6 +174,8 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
             Source::FailOpen => sources.fail_open += 1,
             Source::FailClosed => sources.fail_closed += 1,
             Source::LocalBudget => sources.local_budget += 1,
+            Source::Lease => sources.lease += 1,
+            Source::DenialCache => sources.denial_cache += 1,
             other => panic!("the results schema has no count for decisions of source {other:?}"),
         }
     }
@@ -223,13 +231,63 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         replay: replay_command(spec),
         trace_hash: out.trace_hash,
         series: Some(series),
+        round_trips: out.redis.round_trips,
         redis: Some(out.redis),
+        mode: spec.mode.results_name().to_owned(),
+        mode_check: mode_check.verdict.name().to_owned(),
+        mode_detail: mode_check.detail,
+        under_admitted: lease.under_admitted,
+        lease_unspent: lease.unspent,
         faults: spec
             .faults
             .iter()
             .map(|f| FaultWindow { kind: f.kind.name().to_owned(), at_ms: f.at_ms, until_ms: f.until_ms })
             .collect(),
         rules,
+    }
+}
+
+/// The round-trip mode's own promise (`crate::mode`), and what leases cost.
+fn judge_mode(
+    spec: &RunSpec,
+    out: &cluster::RunOutput,
+    records: &[trace::Record],
+    oracle_verdicts: &[bool],
+) -> (checker::Check, checker::LeaseAccount) {
+    let none = |why: &str| checker::Check { verdict: checker::Verdict::None, detail: why.to_owned() };
+    match spec.mode {
+        Mode::Plain => (none("no round-trip mode"), checker::LeaseAccount::default()),
+        Mode::Batch => (none("batching promises the algorithm's decisions, checked by its bound"), Default::default()),
+        Mode::DenialCache => (
+            checker::check_denial_cache(out.modes.probed, &out.modes.wrong_denials, &spec.faults, &spec.quota),
+            Default::default(),
+        ),
+        Mode::Lease => {
+            let Subject::Algorithm(algorithm) = spec.subject else {
+                return (none("leases are the library's"), Default::default());
+            };
+            let promise = spec.subject.promise();
+            let starts = oracle::idle_starts(promise, &spec.quota, records);
+            let mut accounts: std::collections::BTreeMap<u32, checker::LeaseAccount> = Default::default();
+            let mut net: std::collections::BTreeMap<u32, i64> = Default::default();
+            for (r, &ok) in records.iter().zip(oracle_verdicts) {
+                let n = net.entry(r.key).or_default();
+                let cost = r.cost as i64;
+                let policy_denied = !r.allowed && matches!(r.source, Source::FailClosed | Source::LocalBudget);
+                if ok && !policy_denied {
+                    *n += cost;
+                }
+                if r.allowed {
+                    *n -= cost;
+                }
+            }
+            for (key, n) in net {
+                let unspent = out.modes.ledger.get(&format!("key-{key}")).map_or(0, |e| e.unspent());
+                let idle_starts = starts.get(&key).copied().unwrap_or(0);
+                accounts.insert(key, checker::LeaseAccount { under_admitted: n.max(0) as u64, unspent, idle_starts });
+            }
+            checker::check_leases(&accounts, spec.mode.idle_start_cost(algorithm, &spec.quota))
+        }
     }
 }
 

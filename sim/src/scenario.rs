@@ -8,11 +8,14 @@ use rand::{Rng, SeedableRng};
 use limiter::{FailurePolicy, Quota, TimeSource};
 
 use crate::faults::{Fault, FaultKind};
+use crate::mode::Mode;
 use crate::subject::Subject;
 use crate::workload::{Spread, Workload};
 
 /// The quota every scenario limits to unless it says otherwise: 20 per second per key.
 pub const QUOTA: Quota = Quota::new(20, 1_000);
+/// The quota of the busy-key scenario: one key busy enough for leases to pay.
+pub const BUSY_QUOTA: Quota = Quota::new(1_000, 1_000);
 /// The local budget per instance used by the `local-budget` policy: a quarter of the limit.
 pub const LOCAL_BUDGET: FailurePolicy = FailurePolicy::LocalBudget { limit: 5, period_ms: 1_000 };
 
@@ -44,6 +47,8 @@ pub struct Scenario {
     /// Every request matches several rules (the per-user, per-route and global rules of
     /// `crate::rules`): only the multi-rule subjects run here, and only here.
     pub rules: bool,
+    /// The library's round-trip modes to run beside the plain library (plain first).
+    pub modes: Vec<Mode>,
 }
 
 fn poisson(rate_x: f64, keys: u32) -> Workload {
@@ -66,7 +71,9 @@ pub fn catalogue() -> Vec<Scenario> {
         latency_ms: (1, 3),
         swarm: false,
         rules: false,
+        modes: vec![Mode::Plain],
     };
+    let with_modes = |modes: &[Mode]| [Mode::Plain].iter().chain(modes).copied().collect::<Vec<_>>();
     vec![
         Scenario {
             name: "get-set-race",
@@ -103,6 +110,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 Fault { kind: FaultKind::Hold { instance: 2 }, at_ms: 9_500, until_ms: 10_000 },
             ],
             policies: all_policies.clone(),
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease]),
             ..base.clone()
         },
         Scenario {
@@ -125,6 +133,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 Fault { kind: FaultKind::ScriptFlush, at_ms: 7_000, until_ms: 7_000 },
             ],
             policies: vec![FailurePolicy::FailClosed],
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base.clone()
         },
         Scenario {
@@ -165,6 +174,19 @@ pub fn catalogue() -> Vec<Scenario> {
                 max_cost: 1,
                 spread: Spread::PinnedKeys,
             },
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
+            ..base.clone()
+        },
+        Scenario {
+            name: "busy-key",
+            description:
+                "8 instances share one key at 2x its limit of 1000 per second. Plain, every decision is a call \
+                          to Redis; with leases most are made from units leased in advance, within the same bound, \
+                          under-admitting no more than the units leased and never spent.",
+            instances: 8,
+            quota: BUSY_QUOTA,
+            workload: Workload::Poisson { rate_x: 2.0, keys: 1, hot_share: 1.0, max_cost: 1, spread: Spread::Random },
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base.clone()
         },
         Scenario {
@@ -187,6 +209,7 @@ pub fn catalogue() -> Vec<Scenario> {
                 })
                 .collect(),
             latency_ms: (2, 10),
+            modes: with_modes(&[Mode::Lease]),
             ..base.clone()
         },
         Scenario {
@@ -213,6 +236,7 @@ pub fn catalogue() -> Vec<Scenario> {
             workload: Workload::Poisson { rate_x: 2.5, keys: 3, hot_share: 0.6, max_cost: 2, spread: Spread::Random },
             policies: all_policies,
             swarm: true,
+            modes: with_modes(&[Mode::DenialCache, Mode::Lease, Mode::Batch]),
             ..base
         },
     ]
@@ -254,6 +278,8 @@ pub struct RunSpec {
     pub scenario: &'static str,
     /// What runs: one of the library's algorithms or a subject.
     pub subject: Subject,
+    /// The library's round-trip mode (plain for subjects).
+    pub mode: Mode,
     /// Its failure policy.
     pub policy: FailurePolicy,
     /// Its time source.
@@ -334,29 +360,32 @@ impl Scenario {
                 if subject.is_rules() != self.rules {
                     continue;
                 }
-                for &policy in &self.policies {
-                    if !subject.has_failure_policy_choice() && policy != self.policies[0] {
-                        continue;
-                    }
-                    for &time_source in &self.time_sources {
-                        if !subject.has_time_source_choice() && time_source != self.time_sources[0] {
+                for &mode in self.modes.iter().filter(|m| m.applies_to(subject)) {
+                    for &policy in &self.policies {
+                        if !subject.has_failure_policy_choice() && policy != self.policies[0] {
                             continue;
                         }
-                        out.push(RunSpec {
-                            scenario: self.name,
-                            subject: subject.clone(),
-                            policy: subject.effective_policy(policy),
-                            time_source,
-                            seed,
-                            instances,
-                            quota: subject.quota(self.quota),
-                            duration_ms,
-                            workload: self.workload.with_max_cost(subject.max_cost(&subject.quota(self.quota))),
-                            faults: self.faults_for(seed, instances, duration_ms),
-                            skew: self.skew.clone(),
-                            latency_ms: self.latency_ms,
-                            timeout_ms: 100,
-                        });
+                        for &time_source in &self.time_sources {
+                            if !subject.has_time_source_choice() && time_source != self.time_sources[0] {
+                                continue;
+                            }
+                            out.push(RunSpec {
+                                scenario: self.name,
+                                subject: subject.clone(),
+                                mode,
+                                policy: subject.effective_policy(policy),
+                                time_source,
+                                seed,
+                                instances,
+                                quota: subject.quota(self.quota),
+                                duration_ms,
+                                workload: self.workload.with_max_cost(subject.max_cost(&subject.quota(self.quota))),
+                                faults: self.faults_for(seed, instances, duration_ms),
+                                skew: self.skew.clone(),
+                                latency_ms: self.latency_ms,
+                                timeout_ms: 100,
+                            });
+                        }
                     }
                 }
             }

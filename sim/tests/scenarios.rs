@@ -2,6 +2,7 @@
 //! catalogue must show, and bounds that must hold in every scenario and swarm seed.
 
 use limiter::{FailurePolicy, TimeSource};
+use sim::mode::Mode;
 use sim::results::RunResult;
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};
@@ -128,6 +129,31 @@ fn incr_then_expire_leaves_counters_without_a_ttl_and_those_keys_limited_forever
 }
 
 #[test]
+fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis_s_own() {
+    let mut all = specs("busy-key", &["gcra", "token-bucket", "sliding-log"], &[2], 12_000);
+    all.retain(|s| s.mode != Mode::Batch);
+    let results = run_all(&all);
+    for a in ["gcra", "token-bucket"] {
+        let plain = one(&results, a, |r| r.mode.is_empty());
+        let leased = one(&results, a, |r| r.mode == "lease");
+        assert!(!is_failure(leased), "{a}: {} / {}", leased.bound_detail, leased.mode_detail);
+        assert_eq!((leased.bound.as_str(), leased.mode_check.as_str()), ("held", "held"), "{}", leased.mode_detail);
+        let per_call = 1.0 / leased.round_trips_per_decision();
+        assert!(per_call >= 20.0, "{a}: only {per_call:.1} decisions per call with leases");
+        assert!(plain.round_trips_per_decision() > 0.99, "{a} plain: {}", plain.round_trips_per_decision());
+        assert!(leased.sources.lease == leased.requests, "{a}: every decision from a lease: {:?}", leased.sources);
+        let under = 100.0 * leased.under_admitted as f64 / leased.requests as f64;
+        assert!(under <= 1.0, "{a}: under-admitted {under:.2}%: {}", leased.mode_detail);
+    }
+    // The sliding log cannot lease; its denial cache answers many denials, each Redis's own.
+    assert!(results.iter().all(|r| !(r.algorithm == "sliding-log" && r.mode == "lease")));
+    let cached = one(&results, "sliding-log", |r| r.mode == "denial-cache");
+    assert_eq!(cached.mode_check, "held", "{}", cached.mode_detail);
+    assert!(cached.sources.denial_cache > cached.requests / 4, "{:?}", cached.sources);
+    assert!(cached.round_trips_per_decision() < 0.75);
+}
+
+#[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
     let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let mut all = Vec::new();
@@ -138,7 +164,7 @@ fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
     let failures: Vec<_> = results
         .iter()
         .filter(|r| is_failure(r))
-        .map(|r| format!("{}: {} / {}", r.replay, r.bound_detail, r.policy_detail))
+        .map(|r| format!("{}: {} / {} / {}", r.replay, r.bound_detail, r.policy_detail, r.mode_detail))
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
     println!("scenarios: {} runs, every promised bound held", results.len());
@@ -161,7 +187,7 @@ fn two_hundred_swarm_seeds_hold_every_promised_bound() {
     let failures: Vec<_> = results
         .iter()
         .filter(|r| is_failure(r))
-        .map(|r| format!("{}: {} / {}", r.replay, r.bound_detail, r.policy_detail))
+        .map(|r| format!("{}: {} / {} / {}", r.replay, r.bound_detail, r.policy_detail, r.mode_detail))
         .collect();
     assert!(failures.is_empty(), "{failures:#?}");
     println!("swarm: {} seeds, every promised bound held", results.len());

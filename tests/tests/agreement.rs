@@ -131,7 +131,7 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
     assert!(total >= Algorithm::ALL.len() * 5 * REQUESTS);
 }
 
-/// The all-or-nothing script of several rules and its twin (`limiter::harness::algo::batch`)
+/// The all-or-nothing script of several rules and its twin (`limiter::harness::algo::all_or_nothing`)
 /// agree too: an enforcer on Redis and one in process, on the same generated clock, answer
 /// every request with the same decision for every rule: verdict, remaining, Retry-After,
 /// reset, and whether it consumed. The rules mix every algorithm, costs of 0 to 2 and a

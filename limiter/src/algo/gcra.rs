@@ -23,7 +23,7 @@ pub fn step(q: &Quota, state: &mut Option<GcraState>, now_ms: u64, cost: u64) ->
     step_us(q, state, now_ms * 1000, cost)
 }
 
-/// [`decide`] with time in microseconds (what Redis's `TIME` gives in server-time mode).
+/// [`step`] with time in microseconds (what Redis's `TIME` gives in server-time mode).
 pub fn step_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, cost: u64) -> Outcome {
     let t = q.gcra_interval_us();
     let tau = q.burst() * t;

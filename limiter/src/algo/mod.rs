@@ -8,9 +8,10 @@
 //! Every state is "at rest" (equivalent to no state at all) once enough time passes; the
 //! Redis keys carry a TTL of exactly that long, and the in-process store drops idle states.
 
-pub mod batch;
+pub mod all_or_nothing;
 pub mod fixed_window;
 pub mod gcra;
+pub mod lease;
 pub mod sliding_log;
 pub mod sliding_window;
 pub mod token_bucket;

@@ -2,13 +2,13 @@
 //! still decided all-or-nothing: it proceeds only if every enforced rule's policy admits it,
 //! and the local budgets are consumed only then.
 
-use crate::algo::batch::ItemOutcome;
+use crate::algo::all_or_nothing::ItemOutcome;
 use crate::algo::Outcome;
-use crate::batch::ItemReply;
 use crate::decision::{Degraded, Source};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
-use crate::store::local::BatchItem;
+use crate::rules_script::ItemReply;
+use crate::store::local::RuleItem;
 
 use super::{policy_of, rule_decision, Planned, RulesDecision, Shared};
 
@@ -45,9 +45,9 @@ pub(super) fn decide(
                 _ => false,
             }
     });
-    let items: Vec<BatchItem<'_>> = budgets
+    let items: Vec<RuleItem<'_>> = budgets
         .iter()
-        .map(|&(i, limit, ref quota)| BatchItem {
+        .map(|&(i, limit, ref quota)| RuleItem {
             algorithm: Algorithm::FixedWindow,
             quota,
             key: &planned[i].stem,
@@ -57,7 +57,7 @@ pub(super) fn decide(
             shadow: planned[i].rule.is_shadow(),
         })
         .collect();
-    let budget = shared.budget.apply_batch(&items, !enforced_denial);
+    let budget = shared.budget.apply_rules(&items, !enforced_denial);
     let mut allowed = !enforced_denial && budget.allowed;
     let mut answers: Vec<(ItemOutcome, Source)> = planned
         .iter()

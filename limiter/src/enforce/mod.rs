@@ -11,7 +11,7 @@
 //! 3. All matched rules are decided **all-or-nothing**: a request denied by one rule consumes
 //!    nothing from the others, and a shadow rule is decided and counted but never denies. On
 //!    one Redis (and in process) this is one call of the all-or-nothing script
-//!    (`algo::batch` explains it): atomic, at one clock reading. Cost 0 peeks every rule.
+//!    (`algo::all_or_nothing` explains it): atomic, at one clock reading. Cost 0 peeks every rule.
 //! 4. When Redis cannot be asked (down, slow, the breaker open), each rule's own
 //!    [`FailurePolicy`] answers, still all-or-nothing across the rules' local budgets.
 //!
@@ -72,8 +72,7 @@ pub use metrics::{Metrics, RuleCounts};
 pub use reload::{ReloadError, Watch};
 pub use verdict::{RuleDecision, RulesDecision, Verdict};
 
-use crate::algo::batch::ItemOutcome;
-use crate::batch::{self, BatchRequest, ItemReply};
+use crate::algo::all_or_nothing::ItemOutcome;
 use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
@@ -83,8 +82,9 @@ use crate::limiter::TimeSource;
 use crate::policy::FailurePolicy;
 use crate::quota::Algorithm;
 use crate::rules::{Access, Identity, OnMissingKey, Rule, RuleSet};
+use crate::rules_script::{self, ItemReply, RulesRequest};
 use crate::scripts;
-use crate::store::local::{BatchItem, LocalStore};
+use crate::store::local::{LocalStore, RuleItem};
 use crate::store::{RedisStore, StoreError};
 
 enum Backend {
@@ -325,8 +325,8 @@ impl Shared {
         let now = self.clock.now_ms();
         let redis = match &self.backend {
             Backend::Local(store) => {
-                let items: Vec<BatchItem<'_>> = planned.iter().map(|p| local_item(p, now)).collect();
-                let outcome = store.apply_batch(&items, true);
+                let items: Vec<RuleItem<'_>> = planned.iter().map(|p| local_item(p, now)).collect();
+                let outcome = store.apply_rules(&items, true);
                 let replies = outcome.items.iter().map(|&item| ItemReply { item, now_ms: now }).collect();
                 return Ok(self.decision(planned, outcome.allowed, replies, Source::Store, None));
             }
@@ -363,18 +363,18 @@ impl Shared {
         now: u64,
     ) -> Result<(bool, Vec<ItemReply>), StoreError> {
         let groups = self.groups(planned);
-        let batch_of = |group: &[usize], commit: bool| BatchRequest {
+        let request_of = |group: &[usize], commit: bool| RulesRequest {
             items: group.iter().map(|&i| script_item(&planned[i], now)).collect(),
             commit,
         };
         if groups.len() == 1 {
-            let reply = redis.evaluate_batch(&batch_of(&groups[0], true)).await?;
+            let reply = redis.evaluate_rules(&request_of(&groups[0], true)).await?;
             return Ok((reply.allowed, reply.items));
         }
         let mut replies: Vec<Option<ItemReply>> = vec![None; planned.len()];
         let mut all_fit = true;
         for group in &groups {
-            let reply = redis.evaluate_batch(&batch_of(group, false)).await?;
+            let reply = redis.evaluate_rules(&request_of(group, false)).await?;
             all_fit &= reply.allowed;
             for (&i, item) in group.iter().zip(reply.items) {
                 replies[i] = Some(item);
@@ -383,7 +383,7 @@ impl Shared {
         let mut allowed = all_fit;
         if all_fit {
             for group in &groups {
-                let reply = redis.evaluate_batch(&batch_of(group, true)).await?;
+                let reply = redis.evaluate_rules(&request_of(group, true)).await?;
                 allowed &= reply.allowed;
                 for (&i, item) in group.iter().zip(reply.items) {
                     replies[i] = Some(item);
@@ -455,8 +455,8 @@ fn rule_decision(
     }
 }
 
-fn script_item(p: &Planned, now: u64) -> batch::Item<'_> {
-    batch::Item {
+fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
+    rules_script::Item {
         request: scripts::Request {
             algorithm: p.rule.algorithm(),
             quota: &p.rule.quota,
@@ -468,8 +468,8 @@ fn script_item(p: &Planned, now: u64) -> batch::Item<'_> {
     }
 }
 
-fn local_item(p: &Planned, now: u64) -> BatchItem<'_> {
-    BatchItem {
+fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
+    RuleItem {
         algorithm: p.rule.algorithm(),
         quota: &p.rule.quota,
         key: &p.stem,

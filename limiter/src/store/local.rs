@@ -1,15 +1,17 @@
 //! The algorithms in process: for a single instance, for tests, and as the local budget.
 
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
-use crate::algo::batch::{self, BatchOutcome};
+use crate::algo::all_or_nothing::{self, RulesOutcome};
 use crate::algo::{self, Outcome, State};
 use crate::quota::{Algorithm, Quota};
 use crate::sync::{lock, Mutex};
 
-/// One rule of [`LocalStore::apply_batch`].
+/// One rule of [`LocalStore::apply_rules`].
 #[derive(Debug, Clone, Copy)]
-pub struct BatchItem<'a> {
+pub struct RuleItem<'a> {
     /// The rule's algorithm.
     pub algorithm: Algorithm,
     /// Its quota.
@@ -27,18 +29,25 @@ pub struct BatchItem<'a> {
 /// Default bound on the number of keys kept in process.
 pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 
-/// Key states in a map behind a mutex. The lock is held only for one pure `decide`, no
-/// I/O, so a `std` mutex is right (as mini-redis argues for its `Db`).
+/// The map's hasher: SipHash with fixed keys, so the map's order (which key goes when every key
+/// is live) is the same on every run, as the simulator needs; a user key never picks its slot.
+type Hasher = BuildHasherDefault<DefaultHasher>;
+
+/// Each state with the quota it was written under: one store may serve several rules, and
+/// whether a state is at rest depends on its own quota.
+type States = HashMap<String, (Option<State>, Quota), Hasher>;
+
+/// Key states in a hash map behind a mutex. The lock is held only for one pure `decide`, no
+/// I/O, so a `std` mutex is right (as mini-redis argues for its `Db`). A known key is decided in
+/// place: one lookup, no allocation.
 ///
 /// Memory is bounded: when `max_keys` is reached, states at rest are dropped first (that
-/// changes no decision); if every key is still live, the first key in order is dropped,
-/// which can let that one key through early. A flood of hostile keys thus costs bounded
+/// changes no decision); if every key is still live, the first key in the map's order is
+/// dropped, which can let that one key through early. A flood of hostile keys thus costs bounded
 /// memory and degrades only the keys dropped.
 #[derive(Debug)]
 pub struct LocalStore {
-    // Each state with the quota it was written under: one store may serve several rules, and
-    // whether a state is at rest depends on its own quota.
-    states: Mutex<BTreeMap<String, (State, Quota)>>,
+    states: Mutex<States>,
     max_keys: usize,
 }
 
@@ -51,13 +60,21 @@ impl Default for LocalStore {
 impl LocalStore {
     /// A store keeping at most `max_keys` keys (at least 1).
     pub fn new(max_keys: usize) -> Self {
-        LocalStore { states: Mutex::new(BTreeMap::new()), max_keys: max_keys.max(1) }
+        LocalStore { states: Mutex::new(HashMap::default()), max_keys: max_keys.max(1) }
     }
 
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
         let mut states = lock(&self.states);
-        let mut state = states.remove(key).map(|(s, _)| s);
+        if let Some((state, written_under)) = states.get_mut(key) {
+            let outcome = algo::step(algorithm, quota, state, now_ms, cost);
+            *written_under = *quota;
+            if state.is_none() {
+                states.remove(key);
+            }
+            return outcome;
+        }
+        let mut state = None;
         let outcome = algo::step(algorithm, quota, &mut state, now_ms, cost);
         if let Some(state) = state {
             self.insert(&mut states, key, state, *quota, now_ms);
@@ -65,18 +82,18 @@ impl LocalStore {
         outcome
     }
 
-    /// Decides several rules of one request all-or-nothing (`algo::batch`), under one lock.
+    /// Decides several rules of one request all-or-nothing (`algo::all_or_nothing`), under one lock.
     /// Each item is a rule's algorithm, quota, key, clock reading, cost and shadow flag; the
     /// keys must differ (each rule keys its own state). With `commit` false nothing is
     /// consumed.
-    pub fn apply_batch(&self, items: &[BatchItem<'_>], commit: bool) -> BatchOutcome {
+    pub fn apply_rules(&self, items: &[RuleItem<'_>], commit: bool) -> RulesOutcome {
         let mut states = lock(&self.states);
-        let mut taken: Vec<Option<State>> = items.iter().map(|i| states.remove(i.key).map(|(s, _)| s)).collect();
+        let mut taken: Vec<Option<State>> = items.iter().map(|i| states.remove(i.key).and_then(|(s, _)| s)).collect();
         let outcome = {
-            let mut twins: Vec<batch::Item<'_>> = items
+            let mut twins: Vec<all_or_nothing::Item<'_>> = items
                 .iter()
                 .zip(&mut taken)
-                .map(|(i, state)| batch::Item {
+                .map(|(i, state)| all_or_nothing::Item {
                     algorithm: i.algorithm,
                     quota: i.quota,
                     state,
@@ -85,7 +102,7 @@ impl LocalStore {
                     shadow: i.shadow,
                 })
                 .collect();
-            batch::decide(&mut twins, commit)
+            all_or_nothing::decide(&mut twins, commit)
         };
         for (item, state) in items.iter().zip(taken) {
             if let Some(state) = state {
@@ -96,22 +113,17 @@ impl LocalStore {
     }
 
     /// Keeps `state` for `key`, first making room if the store is full: states at rest go
-    /// first (that changes no decision), then the first key in order.
-    fn insert(
-        &self,
-        states: &mut BTreeMap<String, (State, Quota)>,
-        key: &str,
-        state: State,
-        quota: Quota,
-        now_ms: u64,
-    ) {
+    /// first (that changes no decision), then the first key in the map's order.
+    fn insert(&self, states: &mut States, key: &str, state: State, quota: Quota, now_ms: u64) {
         if states.len() >= self.max_keys {
-            states.retain(|_, (s, q)| !algo::is_idle(q, s, now_ms));
+            states.retain(|_, (s, q)| s.as_ref().is_some_and(|s| !algo::is_idle(q, s, now_ms)));
             if states.len() >= self.max_keys {
-                states.pop_first();
+                if let Some(first) = states.keys().next().cloned() {
+                    states.remove(&first);
+                }
             }
         }
-        states.insert(key.to_owned(), (state, quota));
+        states.insert(key.to_owned(), (Some(state), quota));
     }
 
     /// Number of keys held.

@@ -11,6 +11,7 @@ mod dial;
 pub(crate) mod eval;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
+mod modes;
 pub(crate) mod redis;
 mod tls;
 

@@ -27,11 +27,11 @@ use super::eval::EvalScript;
 use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
-use crate::batch::{BatchReply, BatchRequest};
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::metrics;
 use crate::quota::Algorithm;
+use crate::rules_script::{RulesReply, RulesRequest};
 use crate::scripts;
 
 /// ADR-002's `spring.redis.timeout=1000ms`.
@@ -40,11 +40,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 static SCRIPTS: LazyLock<Vec<(Algorithm, EvalScript)>> =
     LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, EvalScript::new(s.source))).collect());
 
-/// The all-or-nothing script of several rules (`crate::batch`).
-static BATCH: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::batch::SOURCE));
+/// The all-or-nothing script of several rules (`crate::rules_script`).
+static RULES_SCRIPT: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::SOURCE));
 
-/// How errors of the batch script are named.
-const BATCH_NAME: &str = "rules";
+/// How errors of the all-or-nothing rules script are named.
+const RULES_NAME: &str = "rules";
 
 fn script(algorithm: Algorithm) -> Option<&'static EvalScript> {
     SCRIPTS.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| s)
@@ -126,7 +126,7 @@ impl RedisStore {
     /// a node of it; the first URL's user and password are used for every node). Every key
     /// of one limit lives in one slot (the key layout's hash tag), so no script meets
     /// CROSSSLOT; MOVED and ASK are followed, and a primary that never saw a script gets it
-    /// by EVAL. See [`super::cluster`].
+    /// by EVAL (the `store::cluster` module explains how).
     pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
         Ok(RedisStore { link: Link::Cluster(Box::new(ClusterLink::new(infos, None)?)), timeout: DEFAULT_TIMEOUT })
@@ -232,7 +232,7 @@ impl RedisStore {
         result
     }
 
-    fn invalidate(&self) {
+    pub(super) fn invalidate(&self) {
         match &self.link {
             Link::Node(node) => node.invalidate(None),
             Link::Cluster(cluster) => cluster.note_unavailable(),
@@ -248,13 +248,18 @@ impl RedisStore {
             }
             error
         });
-        if let (Ok(_), Link::Cluster(cluster)) = (&result, &self.link) {
-            cluster.note_ok();
-        }
+        self.note_success(&result);
         result
     }
 
-    async fn connection(&self) -> Result<Leased, StoreError> {
+    /// After a call: a cluster store that had lost a primary learns it is through again.
+    pub(super) fn note_success<T>(&self, result: &Result<T, StoreError>) {
+        if let (Ok(_), Link::Cluster(cluster)) = (result, &self.link) {
+            cluster.note_ok();
+        }
+    }
+
+    pub(super) async fn connection(&self) -> Result<Leased, StoreError> {
         match &self.link {
             Link::Node(node) => {
                 let (generation, conn) = node.connection().await?;
@@ -269,7 +274,7 @@ impl RedisStore {
     /// After a failure on `conn`: a one-server store drops it if it is still the current one
     /// (so a failure seen on an old connection never throws away a fresh one); a cluster
     /// connection reconnects its nodes by itself and is only told.
-    fn drop_connection(&self, conn: &Leased) {
+    pub(super) fn drop_connection(&self, conn: &Leased) {
         match &self.link {
             Link::Node(node) => node.invalidate(Some(conn.generation)),
             Link::Cluster(cluster) => cluster.note_unavailable(),
@@ -278,24 +283,22 @@ impl RedisStore {
 
     /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
-    pub(crate) async fn evaluate_batch(&self, req: &BatchRequest<'_>) -> Result<BatchReply, StoreError> {
+    pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
         let untimed = async {
             let mut conn = self.connection().await?;
             let call = req.invocation();
-            let result = match BATCH.run(&mut conn.conn, &call.keys, &call.args).await {
+            let result = match RULES_SCRIPT.run(&mut conn.conn, &call.keys, &call.args).await {
                 Ok(reply) => integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply)),
                 Err(e) => Err(e),
             };
             let result = result.map_err(|e| {
-                let error = classify(BATCH_NAME, &self.describe(), e);
+                let error = classify(RULES_NAME, &self.describe(), e);
                 if matches!(error, StoreError::Unavailable(_)) {
                     self.drop_connection(&conn);
                 }
                 error
             });
-            if let (Ok(_), Link::Cluster(cluster)) = (&result, &self.link) {
-                cluster.note_ok();
-            }
+            self.note_success(&result);
             result
         };
         match tokio::time::timeout(self.timeout, untimed).await {
@@ -341,8 +344,8 @@ impl RedisStore {
 }
 
 /// A connection and the generation it belongs to (one server; 0 for a cluster).
-struct Leased {
-    conn: StoreConnection,
+pub(super) struct Leased {
+    pub(super) conn: StoreConnection,
     generation: u64,
 }
 
@@ -461,14 +464,14 @@ async fn run_script(
     integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
 }
 
-fn integers(v: &Value) -> Option<Vec<i64>> {
+pub(super) fn integers(v: &Value) -> Option<Vec<i64>> {
     match v {
         Value::Array(items) => items.iter().map(|i| if let Value::Int(n) = i { Some(*n) } else { None }).collect(),
         _ => None,
     }
 }
 
-fn bad_reply(v: &Value) -> RedisError {
+pub(super) fn bad_reply(v: &Value) -> RedisError {
     let mut shown = format!("{v:?}");
     if shown.len() > 200 {
         let mut cut = 200;
@@ -510,7 +513,7 @@ fn unavailable(e: &RedisError) -> bool {
 
 /// Sorts a Redis error of the script `name` from the server `redis` into "ask the failure
 /// policy" and "tell the caller".
-fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreError {
+pub(super) fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreError {
     if let Some(refused) = dial::refusal(redis, &e) {
         return StoreError::Fatal(refused);
     }

@@ -22,9 +22,16 @@
 //!   keys the run cost Redis, and the keys it left with no TTL; `faults`: the schedule;
 //! - `rules` (only for runs that enforce several rules per request, absent otherwise):
 //!   `all_or_nothing` (`held`/`broken`: no request consumed from one rule while another denied
-//!   it), `split_requests` (how many did), and per rule its `bound` and `consumed` units.
-//!
-//! - `shard`: `I/N` for one shard of a sweep split with `--shard` (see `results::merge`).
+//!   it), `split_requests` (how many did), and per rule its `bound` and `consumed` units;
+//! - `shard`: `I/N` for one shard of a sweep split with `--shard` (see `results::merge`);
+//! - `mode`: the round-trip mode the library ran (`denial-cache`, `lease`, `batch`; empty for
+//!   none), `round_trips` (calls sent to Redis; per decision in the tables), `mode_check` and
+//!   `mode_detail` (the mode's own promise: the denial cache never denied what Redis would have
+//!   admitted; leases under-admitted no more than the units leased and never spent, plus one
+//!   lifetime's refill per idle start), `under_admitted` (units the exact limiter admitted beyond
+//!   the cluster, net, leaving out what a failure policy denied) and `lease_unspent` (units
+//!   leased and never spent nor given back). All added to `rate-limit-sim/1` with defaults, so
+//!   older files still read.
 //!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
@@ -178,6 +185,23 @@ pub struct RunResult {
     pub faults: Vec<FaultWindow>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rules: Option<RulesResult>,
+    pub mode: String,
+    pub round_trips: u64,
+    pub mode_check: String,
+    pub mode_detail: String,
+    pub under_admitted: u64,
+    pub lease_unspent: u64,
+}
+
+impl RunResult {
+    /// Calls sent to Redis per decision (0 without decisions).
+    pub fn round_trips_per_decision(&self) -> f64 {
+        if self.requests == 0 {
+            0.0
+        } else {
+            self.round_trips as f64 / self.requests as f64
+        }
+    }
 }
 
 /// A run that enforced several rules per request: the request as a whole and each rule.
@@ -218,6 +242,10 @@ pub struct Sources {
     pub fail_open: u64,
     pub fail_closed: u64,
     pub local_budget: u64,
+    /// Decided from a lease, locally.
+    pub lease: u64,
+    /// Denied by the denial cache, locally.
+    pub denial_cache: u64,
 }
 
 /// Admissions over time.
@@ -240,6 +268,8 @@ pub struct RedisCost {
     pub bytes_out: u64,
     pub keys: u64,
     pub memory_bytes: u64,
+    /// Calls the clients sent (commands scripts ran inside Redis are not calls).
+    pub round_trips: u64,
     /// Keys left with no TTL at the end of the run: they never expire (a counter whose
     /// EXPIRE was lost stays limited forever).
     pub keys_without_ttl: u64,

@@ -1,5 +1,6 @@
 //! The tables `cargo xtask simulate` prints: one per scenario, one row per algorithm,
-//! policy and time source, summed over seeds. The `bound` column is [`RowVerdict::text`].
+//! round-trip mode, policy and time source, summed over seeds. The `bound` column is
+//! [`RowVerdict::text`]; `rt/dec` is Redis calls per decision.
 
 use std::fmt::Write;
 
@@ -14,6 +15,7 @@ struct Row<'a> {
     oracle: u64,
     wrong_allow: u64,
     wrong_limit: u64,
+    round_trips: u64,
     peak: u64,
     recover_ms: Option<u64>,
 }
@@ -34,6 +36,7 @@ pub fn render(results: &[RunResult]) -> String {
         for r in results.iter().filter(|r| r.scenario == scenario) {
             let same = |row: &Row<'_>| {
                 row.first.algorithm == r.algorithm
+                    && row.first.mode == r.mode
                     && row.first.policy == r.policy
                     && row.first.time_source == r.time_source
             };
@@ -48,6 +51,7 @@ pub fn render(results: &[RunResult]) -> String {
                         oracle: 0,
                         wrong_allow: 0,
                         wrong_limit: 0,
+                        round_trips: 0,
                         peak: 0,
                         recover_ms: None,
                     });
@@ -59,6 +63,7 @@ pub fn render(results: &[RunResult]) -> String {
             row.oracle += r.oracle_admitted;
             row.wrong_allow += r.wrong_allow;
             row.wrong_limit += r.wrong_limit;
+            row.round_trips += r.round_trips;
             row.peak = row.peak.max(r.peak_per_period);
             row.runs.push(r);
             row.recover_ms = match (row.recover_ms, r.recover_ms) {
@@ -75,8 +80,9 @@ pub fn render(results: &[RunResult]) -> String {
         let _ = writeln!(out, "{}", wrap(&first.description, 100));
         let _ = writeln!(
             out,
-            "{:<w$} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:<22} {:>8}",
+            "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>6} {:<22} {:>8}",
             "algorithm",
+            "mode",
             "policy",
             "time",
             "requests",
@@ -84,6 +90,7 @@ pub fn render(results: &[RunResult]) -> String {
             "oracle",
             "w.allow",
             "w.limit",
+            "rt/dec",
             "peak",
             "bound",
             "recover"
@@ -92,10 +99,13 @@ pub fn render(results: &[RunResult]) -> String {
             let pct = |n: u64| if row.requests == 0 { 0.0 } else { 100.0 * n as f64 / row.requests as f64 };
             let bound = RowVerdict::of(row.runs.iter().copied()).text();
             let recover = row.recover_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
+            let mode = if row.first.mode.is_empty() { "-" } else { &row.first.mode };
+            let per_decision = if row.requests == 0 { 0.0 } else { row.round_trips as f64 / row.requests as f64 };
             let _ = writeln!(
                 out,
-                "{:<w$} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6} {:<22} {:>8}",
+                "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6.3} {:>6} {:<22} {:>8}",
                 row.first.algorithm,
+                mode,
                 row.first.policy,
                 row.first.time_source,
                 row.requests,
@@ -103,6 +113,7 @@ pub fn render(results: &[RunResult]) -> String {
                 row.oracle,
                 pct(row.wrong_allow),
                 pct(row.wrong_limit),
+                per_decision,
                 row.peak,
                 bound,
                 recover
@@ -183,6 +194,7 @@ mod tests {
             admitted,
             oracle_admitted: 259,
             wrong_limit: 259 - admitted,
+            round_trips: 400,
             peak_per_period: 20,
             bound: "held".into(),
             liveness: liveness.into(),
@@ -198,14 +210,14 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "== steady-trickle (1 instances, 20 per 1000 ms) ==");
         assert_eq!(lines[2], "One client sends every 30 ms.");
-        assert!(lines[3].starts_with("algorithm       policy        time    requests"), "{}", lines[3]);
+        assert!(lines[3].starts_with("algorithm       mode         policy        time    requests"), "{}", lines[3]);
         assert_eq!(
             lines[4],
-            "gcra            fail-open     server       400       259       259   0.00%   0.00%     20 held                          -"
+            "gcra            -            fail-open     server       400       259       259   0.00%   0.00%  1.000     20 held                          -"
         );
         assert_eq!(
             lines[5],
-            "adr002          fail-open     server       800       279       518   0.00%  29.88%     20 starved 1/2 (expected)        -"
+            "adr002          -            fail-open     server       800       279       518   0.00%  29.88%  1.000     20 starved 1/2 (expected)        -"
         );
         assert_eq!(lines.len(), 6);
     }
@@ -215,9 +227,9 @@ mod tests {
         let results = [run("gcra", 1, 259, "held"), run("a caller-timed bucket", 1, 259, "held")];
         let text = render(&results);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[3].starts_with("algorithm             policy"), "{}", lines[3]);
-        assert!(lines[4].starts_with("gcra                  fail-open"), "{}", lines[4]);
-        assert!(lines[5].starts_with("a caller-timed bucket fail-open"), "{}", lines[5]);
+        assert!(lines[3].starts_with("algorithm             mode         policy"), "{}", lines[3]);
+        assert!(lines[4].starts_with("gcra                  -            fail-open"), "{}", lines[4]);
+        assert!(lines[5].starts_with("a caller-timed bucket -            fail-open"), "{}", lines[5]);
     }
 
     #[test]

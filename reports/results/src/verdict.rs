@@ -1,8 +1,8 @@
 //! What a run, and a row of runs, came to.
 //!
-//! A run is judged on three checks: the algorithm's bound (`bound`), the failure policy's
-//! promise while Redis was unreachable (`policy_check`), and liveness (`liveness`: no key
-//! starved where the exact oracle admitted). A broken check is either a *finding* the run set
+//! A run is judged on the algorithm's bound (`bound`), the failure policy's promise while
+//! Redis was unreachable (`policy_check`), liveness (`liveness`: no key starved where the exact
+//! oracle admitted), and, when it ran one, the round-trip mode's own promise (`mode_check`). A broken check is either a *finding* the run set
 //! out to show (a subject, or client time under clock skew) or a *failure* that makes
 //! `cargo xtask simulate` exit non-zero. This module is the one place that decides which, and
 //! the words for it: the terminal table, the HTML tables, the chart titles and the findings
@@ -23,7 +23,7 @@ pub const NONE: &str = "none";
 /// Starvation alone never fails a run: the checker reports it, and today only ADR-002's
 /// floored refill starves, which is the finding its scenario exists to show.
 pub fn is_failure(r: &RunResult) -> bool {
-    (r.bound == BROKEN && !r.expected_finding) || r.policy_check == BROKEN || r.errors > 0
+    (r.bound == BROKEN && !r.expected_finding) || r.policy_check == BROKEN || r.mode_check == BROKEN || r.errors > 0
 }
 
 /// One of the checks a run is judged on.
@@ -35,6 +35,8 @@ pub enum Check {
     Policy,
     /// No key starved.
     Liveness,
+    /// The round-trip mode's own promise (`mode_check`).
+    Mode,
     /// Calls that returned an error.
     Errors,
 }
@@ -46,6 +48,7 @@ impl Check {
             Check::Bound => "bound",
             Check::Policy => "failure policy",
             Check::Liveness => "liveness",
+            Check::Mode => "round-trip mode",
             Check::Errors => "errors",
         }
     }
@@ -74,6 +77,9 @@ pub fn problems(r: &RunResult) -> Vec<Problem<'_>> {
     if r.liveness == BROKEN {
         out.push(Problem { check: Check::Liveness, failure: false, detail: &r.liveness_detail });
     }
+    if r.mode_check == BROKEN {
+        out.push(Problem { check: Check::Mode, failure: true, detail: &r.mode_detail });
+    }
     if r.errors > 0 {
         out.push(Problem { check: Check::Errors, failure: true, detail: "" });
     }
@@ -99,7 +105,7 @@ pub enum Kind {
 pub struct RowVerdict {
     /// Runs in the row (one per seed).
     pub runs: usize,
-    /// Runs whose bound or failure policy broke (each run counted once).
+    /// Runs whose bound, failure policy or round-trip mode broke (each run counted once).
     pub broken: usize,
     /// Runs whose bound broke.
     pub bound_broken: usize,
@@ -133,7 +139,7 @@ impl RowVerdict {
                 v.first_bound = r.bound.clone();
             }
             v.runs += 1;
-            v.broken += (r.bound == BROKEN || r.policy_check == BROKEN) as usize;
+            v.broken += (r.bound == BROKEN || r.policy_check == BROKEN || r.mode_check == BROKEN) as usize;
             v.bound_broken += (r.bound == BROKEN) as usize;
             v.policy_broken += (r.policy_check == BROKEN) as usize;
             v.starved += (r.liveness == BROKEN) as usize;
@@ -211,6 +217,17 @@ mod tests {
         // A broken policy fails the run even for a subject; bound and policy count once per run.
         let v = RowVerdict::of(&[run(BROKEN, BROKEN, HELD, true)]);
         assert_eq!((v.text().as_str(), v.bound_broken, v.policy_broken), ("BROKEN 1/1", 1, 1));
+    }
+
+    #[test]
+    fn a_broken_round_trip_mode_fails_the_run_even_when_the_bound_held() {
+        let mut r = run(HELD, NONE, HELD, false);
+        r.mode_check = BROKEN.into();
+        r.mode_detail = "2 cached denials Redis would have admitted".into();
+        assert!(is_failure(&r));
+        assert_eq!(problems(&r).iter().map(|p| (p.check, p.failure)).collect::<Vec<_>>(), [(Check::Mode, true)]);
+        let v = RowVerdict::of([&r]);
+        assert_eq!((v.text().as_str(), v.kind()), ("BROKEN 1/1", Kind::Failure));
     }
 
     #[test]

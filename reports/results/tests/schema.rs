@@ -12,7 +12,7 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
         algorithm: "gcra".into(),
         seed: 7,
         recover_ms: Some(40),
-        sources: Sources { store: 3, fail_open: 1, fail_closed: 0, local_budget: 0 },
+        sources: Sources { store: 3, fail_open: 1, fail_closed: 0, local_budget: 0, ..Sources::default() },
         series: Some(Series { bucket_ms: 500, admitted: vec![1], oracle_admitted: vec![2], limit_per_bucket: 10.0 }),
         redis: Some(RedisCost {
             commands: 4,
@@ -22,6 +22,7 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
             memory_bytes: 64,
             keys_without_ttl: 1,
             keys_without_ttl_sample: vec!["rl:{k}".into()],
+            ..RedisCost::default()
         }),
         faults: vec![FaultWindow { kind: "hold".into(), at_ms: 1, until_ms: 2 }],
         ..RunResult::default()
@@ -30,7 +31,8 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
     let fields = "scenario,description,algorithm,subject,policy,time_source,seed,instances,limit,period_ms,burst,\
                   requests,admitted,oracle_admitted,wrong_allow,wrong_limit,wrong_allow_pct,wrong_limit_pct,bound,\
                   bound_detail,expected_finding,policy_check,policy_detail,liveness,liveness_detail,peak_per_period,\
-                  recover_ms,sources,errors,replay,trace_hash,series,redis,faults";
+                  recover_ms,sources,errors,replay,trace_hash,series,redis,faults,mode,round_trips,mode_check,\
+                  mode_detail,under_admitted,lease_unspent";
     // In this order in the text (serde writes fields in declaration order), and no others.
     let mut at = 0;
     for field in fields.split(',') {
@@ -39,7 +41,12 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
     }
     let count = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&text).unwrap().len();
     assert_eq!(count, fields.split(',').count(), "{text}");
-    assert!(text.contains(r#""sources":{"store":3,"fail_open":1,"fail_closed":0,"local_budget":0}"#), "{text}");
+    assert!(
+        text.contains(
+            r#""sources":{"store":3,"fail_open":1,"fail_closed":0,"local_budget":0,"lease":0,"denial_cache":0}"#
+        ),
+        "{text}"
+    );
     assert!(text.contains(r#""faults":[{"kind":"hold","at_ms":1,"until_ms":2}]"#), "{text}");
     assert_eq!(serde_json::from_str::<RunResult>(&text).unwrap(), run);
 }
@@ -55,6 +62,8 @@ fn a_partial_file_reads_with_defaults_and_round_trips() {
     assert_eq!(r.schema, SCHEMA);
     assert_eq!(r.results[0].scenario, "x");
     assert_eq!(r.results[0].series, None);
+    // Written before the round-trip modes: no mode, no calls counted, no mode check.
+    assert_eq!((r.results[0].mode.as_str(), r.results[0].round_trips, r.results[0].mode_check.as_str()), ("", 0, ""));
     assert_eq!(r.race_sweep, vec![RacePoint { algorithm: "naive".into(), instances: 4, ..RacePoint::default() }]);
     assert_eq!(r.skew_sweep, vec![SkewPoint { algorithm: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
     let again: Results = serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
@@ -80,8 +89,8 @@ fn a_multi_rule_run_adds_its_rules_and_older_files_read_without_them() {
     };
     let text = serde_json::to_string(&run).unwrap();
     assert!(
-        text.ends_with(
-            r#""rules":{"all_or_nothing":"held","split_requests":0,"all_or_nothing_detail":"none split","rules":[{"name":"per-user","algorithm":"","limit":0,"period_ms":0,"burst":0,"consumed":9,"bound":"held","bound_detail":""}]}}"#
+        text.contains(
+            r#""rules":{"all_or_nothing":"held","split_requests":0,"all_or_nothing_detail":"none split","rules":[{"name":"per-user","algorithm":"","limit":0,"period_ms":0,"burst":0,"consumed":9,"bound":"held","bound_detail":""}]},"#
         ),
         "{text}"
     );

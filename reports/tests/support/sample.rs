@@ -334,6 +334,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
             fail_open: sources.get("fail_open").copied().unwrap_or(0),
             fail_closed: sources.get("fail_closed").copied().unwrap_or(0),
             local_budget: sources.get("local_budget").copied().unwrap_or(0),
+            ..Sources::default()
         },
         replay,
         trace_hash: format!("{:016x}{:016x}", rng.next(), rng.next()),
@@ -352,7 +353,8 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
             ..RedisCost::default()
         }),
         faults: s.faults.iter().map(|&(k, a, b, _)| FaultWindow { kind: k.into(), at_ms: a, until_ms: b }).collect(),
-        rules: None,
+        round_trips: commands,
+        ..RunResult::default()
     }
 }
 

@@ -1,10 +1,20 @@
 //! Reads verdicts back out of what a person sees: the terminal table's text and the report
-//! page's HTML, each keyed by scenario, algorithm, policy and time source.
+//! page's HTML, each keyed by scenario, algorithm (with its round-trip mode, if any), policy and
+//! time source.
 
 use std::collections::BTreeMap;
 
-/// (scenario, algorithm, policy, time source)
+/// (scenario, algorithm and mode, policy, time source)
 pub type Key = (String, String, String, String);
+
+/// The algorithm's name with its round-trip mode, as both views key it: `gcra`, `gcra lease`.
+fn with_mode(algorithm: &str, mode: &str) -> String {
+    if mode == "-" || mode == "—" || mode.is_empty() {
+        algorithm.to_string()
+    } else {
+        format!("{algorithm} {mode}")
+    }
+}
 
 /// The `bound` column of every row of the terminal tables (`results::table::render`).
 pub fn terminal(text: &str) -> BTreeMap<Key, String> {
@@ -25,13 +35,13 @@ pub fn terminal(text: &str) -> BTreeMap<Key, String> {
         if !in_rows || line.trim().is_empty() {
             continue;
         }
-        // algorithm policy time requests admitted oracle w.allow w.limit peak BOUND... recover
+        // algorithm mode policy time requests admitted oracle w.allow w.limit rt/dec peak BOUND... recover
         let words: Vec<&str> = line.split_whitespace().collect();
-        assert!(words.len() >= 11, "not a table row: {line:?}");
+        assert!(words.len() >= 13, "not a table row: {line:?}");
         let recover_words = if words.last() == Some(&"ms") { 2 } else { 1 };
-        let bound = words[9..words.len() - recover_words].join(" ");
+        let bound = words[11..words.len() - recover_words].join(" ");
         let scenario = scenario.clone().expect("a row before any scenario header");
-        let key = (scenario, words[0].to_string(), words[1].to_string(), words[2].to_string());
+        let key = (scenario, with_mode(words[0], words[1]), words[2].to_string(), words[3].to_string());
         assert!(out.insert(key.clone(), bound).is_none(), "two rows for {key:?}");
     }
     out
@@ -85,11 +95,16 @@ pub fn page(html: &str) -> BTreeMap<Key, String> {
         for table in elements(section, "tbody") {
             for row in elements(table, "tr") {
                 let cells = elements(row, "td");
-                assert_eq!(cells.len(), 10, "a scenario table row has ten cells: {row}");
+                assert_eq!(cells.len(), 12, "a scenario table row has twelve cells: {row}");
                 let algorithm = text_of(cells[0]);
                 let algorithm = algorithm.strip_suffix(" (subject)").unwrap_or(&algorithm).to_string();
-                let verdict = elements(cells[8], "span").first().map(|t| text_of(t)).unwrap_or_default();
-                let key = (scenario.to_string(), algorithm, text_of(cells[1]), text_of(cells[2]));
+                let verdict = elements(cells[10], "span").first().map(|t| text_of(t)).unwrap_or_default();
+                let key = (
+                    scenario.to_string(),
+                    with_mode(&algorithm, &text_of(cells[1])),
+                    text_of(cells[2]),
+                    text_of(cells[3]),
+                );
                 assert!(out.insert(key.clone(), verdict).is_none(), "two rows for {key:?}");
             }
         }

@@ -67,6 +67,10 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         for s in Subject::catalogue() {
             println!("{:<16} {}", s.name(), s.summary());
         }
+        println!();
+        for m in sim::mode::Mode::ALL {
+            println!("{:<16} round-trip mode: {}", m.name(), m.description());
+        }
         return Ok(true);
     }
     let mut o = o.clone();

@@ -137,6 +137,7 @@ pub struct Model {
     next_client_id: u64,
     /// A replica behind this primary, when replication is on ([`Model::enable_replication`]).
     replica: Option<Replica>,
+    client_commands: u64,
 }
 
 /// Counters a report can show.
@@ -147,6 +148,8 @@ pub struct ModelStats {
     pub calls: BTreeMap<String, u64>,
     /// All commands executed.
     pub total_commands: u64,
+    /// Commands clients sent (a script's own calls are not counted): the round trips.
+    pub client_commands: u64,
     /// Calls of commands the model does not implement (by lower-case name, "lset" or
     /// "object|freq"), from clients and from scripts. Redis would know most of them: they name
     /// what a script needs that the model lacks.
@@ -185,7 +188,13 @@ impl Model {
     /// A model reading time from `clock`, with default limits.
     pub fn try_new(clock: Arc<dyn ServerClock>, config: ModelConfig) -> Result<Model, ModelError> {
         let scripts = ScriptEngine::new(&config).map_err(|e| ModelError(e.to_string()))?;
-        Ok(Model { db: Db::new(clock, Arc::new(NetCounters::default())), scripts, next_client_id: 1, replica: None })
+        Ok(Model {
+            db: Db::new(clock, Arc::new(NetCounters::default())),
+            scripts,
+            next_client_id: 1,
+            replica: None,
+            client_commands: 0,
+        })
     }
 
     /// A fresh connection state with a new client id.
@@ -197,6 +206,7 @@ impl Model {
 
     /// Runs one command as a client would send it (`args[0]` is the command name).
     pub fn execute(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
+        self.client_commands += 1;
         let reply = self.execute_here(session, args);
         self.replicate();
         reply
@@ -337,6 +347,7 @@ impl Model {
         ModelStats {
             calls: self.db.calls.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
             total_commands: self.db.total_commands,
+            client_commands: self.client_commands,
             unknown_commands: self.db.unknown_commands.clone(),
             bytes_in: get(&net.bytes_in),
             bytes_out: get(&net.bytes_out),

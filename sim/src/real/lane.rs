@@ -182,6 +182,8 @@ struct Ctx {
     records: Mutex<Vec<Record>>,
     /// Bumped each time Redis comes back without its data.
     data_epoch: Arc<AtomicU64>,
+    /// The leases' accounting, when the run leases.
+    ledger: Option<Arc<limiter::harness::LeaseLedger>>,
 }
 
 impl Ctx {
@@ -229,6 +231,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         prefix,
         records: Mutex::new(Vec::new()),
         data_epoch: Arc::new(AtomicU64::new(0)),
+        ledger: (spec.mode == crate::mode::Mode::Lease).then(|| Arc::new(limiter::harness::LeaseLedger::new())),
     });
     let mut instances: Vec<Option<JoinHandle<anyhow::Result<()>>>> =
         (0..spec.instances).map(|i| Some(tokio::spawn(run_instance(ctx.clone(), i)))).collect();
@@ -340,7 +343,13 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
     drop(proxies);
     let mut records = std::mem::take(&mut *lock(&ctx.records));
     let trace_hash = trace::finish(&mut records);
-    Ok(RunOutput { records, trace_hash, redis: redis_cost })
+    // The real lane cannot look at Redis's state at the instant of a cached denial: only the
+    // leases' accounting comes back.
+    let modes = crate::cluster::ModeOutput {
+        ledger: ctx.ledger.as_ref().map(|l| l.entries()).unwrap_or_default(),
+        ..Default::default()
+    };
+    Ok(RunOutput { records, trace_hash, redis: redis_cost, modes })
 }
 
 /// Waits until `due`, or until every instance task has finished; says whether any was
@@ -390,6 +399,8 @@ async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
         key_prefix: ctx.prefix.clone(),
         data_epoch: ctx.data_epoch.clone(),
         instance: i,
+        mode: spec.mode,
+        lease_ledger: ctx.ledger.clone(),
     })?);
     // After a restart, pick up where the load is now.
     let start_ms = ctx.elapsed_ms();

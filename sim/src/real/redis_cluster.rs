@@ -79,7 +79,24 @@ fn start_node(dir: &Path, port: u16) -> io::Result<ServerProcess> {
 impl RedisCluster {
     /// Starts `primaries` primaries with `replicas` replicas each and joins them; returns
     /// once every node reports `cluster_state:ok` and knows every other.
+    ///
+    /// A free port can be taken by another process between the moment it is found and the
+    /// moment a node binds it (or its cluster bus port, 10000 above, can be in use), and then
+    /// the join fails. The whole start is tried again on fresh ports, up to three times, so one
+    /// such race does not cost a run (or a whole lane of runs).
     pub fn start(primaries: usize, replicas: usize) -> io::Result<Self> {
+        let mut last = None;
+        for _ in 0..3 {
+            match Self::try_start(primaries, replicas) {
+                Ok(cluster) => return Ok(cluster),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no attempt to start a cluster")))
+    }
+
+    fn try_start(primaries: usize, replicas: usize) -> io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("redis-cluster-").tempdir()?;
         let total = primaries * (1 + replicas);
         let mut nodes = Vec::with_capacity(total);

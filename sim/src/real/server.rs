@@ -21,6 +21,7 @@ const HARNESS_COMMANDS: &[&str] =
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Counters {
     commands: u64,
+    round_trips: u64,
     bytes_in: u64,
     bytes_out: u64,
 }
@@ -28,6 +29,7 @@ struct Counters {
 impl AddAssign for Counters {
     fn add_assign(&mut self, o: Counters) {
         self.commands += o.commands;
+        self.round_trips += o.round_trips;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
     }
@@ -37,6 +39,7 @@ impl Counters {
     fn since(self, base: Counters) -> Counters {
         Counters {
             commands: self.commands.saturating_sub(base.commands),
+            round_trips: self.round_trips.saturating_sub(base.round_trips),
             bytes_in: self.bytes_in.saturating_sub(base.bytes_in),
             bytes_out: self.bytes_out.saturating_sub(base.bytes_out),
         }
@@ -61,11 +64,28 @@ fn client_commands(info: &str) -> u64 {
         .sum()
 }
 
+/// Calls clients sent. Redis counts a script's own calls under their commands too, so where
+/// scripts ran (every call of the library is one) the calls are the scripts' (`EVAL`,
+/// `EVALSHA`); a client that runs no script (the naive subjects) makes every command a call.
+fn round_trips(info: &str) -> u64 {
+    let calls = |command: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+            .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix("calls=")?.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    match calls("eval") + calls("evalsha") {
+        0 => client_commands(info),
+        scripts => scripts,
+    }
+}
+
 /// The counters and `used_memory`, in one `INFO` (Redis 7 takes several sections).
 fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
     let info: String = redis::cmd("INFO").arg("stats").arg("commandstats").arg("memory").query(conn)?;
     let counters = Counters {
         commands: client_commands(&info),
+        round_trips: round_trips(&info),
         bytes_in: info_field(&info, "total_net_input_bytes").unwrap_or(0),
         bytes_out: info_field(&info, "total_net_output_bytes").unwrap_or(0),
     };
@@ -295,6 +315,7 @@ impl Controller {
         };
         RedisCost {
             commands: total.commands,
+            round_trips: total.round_trips,
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             keys,
@@ -391,6 +412,7 @@ impl External {
         }
         RedisCost {
             commands: spent.commands,
+            round_trips: spent.round_trips,
             bytes_in: spent.bytes_in,
             bytes_out: spent.bytes_out,
             keys: keys.len() as u64,

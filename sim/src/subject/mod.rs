@@ -282,6 +282,10 @@ pub struct CallerSpec<'a> {
     pub data_epoch: Arc<AtomicU64>,
     /// Makes request ids unique across instances.
     pub instance: u32,
+    /// The library's round-trip mode (the library's algorithms only).
+    pub mode: crate::mode::Mode,
+    /// Where the library's leases are recorded, outliving the instance (leases only).
+    pub lease_ledger: Option<Arc<limiter::harness::LeaseLedger>>,
 }
 
 /// An instance's way of asking about a request.
@@ -325,7 +329,10 @@ impl Caller {
                 if let Some(prefix) = &spec.key_prefix {
                     builder = builder.key_prefix(prefix);
                 }
-                Caller::Limiter(builder.build()?)
+                if let Some(ledger) = spec.lease_ledger {
+                    builder = builder.lease_ledger(ledger);
+                }
+                Caller::Limiter(spec.mode.configure(builder).build()?)
             }
             Subject::Script(file) => Caller::Script(script::ScriptCaller::new(
                 file.clone(),

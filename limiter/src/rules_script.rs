@@ -1,5 +1,5 @@
 //! The all-or-nothing script: several rules of one request decided in one script call, at one
-//! clock reading, consuming from all of them or from none (`algo::batch` is its twin and
+//! clock reading, consuming from all of them or from none (`algo::all_or_nothing` is its twin and
 //! explains the two passes).
 //!
 //! The script is built at compile time from the very files in `lua/`: each algorithm's body
@@ -14,13 +14,13 @@
 //! (`scripts::Request::invocation`; the cost is the last). Reply: `{allowed, rules, then per
 //! rule allowed, remaining, retry_after_ms, reset_after_ms, now_ms, consumed}`.
 
-use crate::algo::batch::{BatchOutcome, ItemOutcome};
+use crate::algo::all_or_nothing::{ItemOutcome, RulesOutcome};
 use crate::scripts::{self, key_suffix, Invocation};
 
 /// The script text: a prelude, the five algorithm files as local functions, the two passes.
 pub const SOURCE: &str = concat!(
     "-- name: all_or_nothing\n",
-    "-- Generated at compile time by limiter/src/batch.rs from the files in lua/; see there.\n",
+    "-- Generated at compile time by limiter/src/rules_script.rs from the files in lua/; see there.\n",
     "local clock\n",
     "local shim = {}\n",
     "function shim.call(command, ...)\n",
@@ -107,7 +107,7 @@ pub struct Item<'a> {
 
 /// Several rules of one request, decided together.
 #[derive(Debug, Clone, Default)]
-pub struct BatchRequest<'a> {
+pub struct RulesRequest<'a> {
     /// The rules, in the order their answers come back.
     pub items: Vec<Item<'a>>,
     /// False for a dry run: every rule decided, nothing consumed.
@@ -125,21 +125,21 @@ pub struct ItemReply {
 
 /// A batch reply: whether the request is admitted, and every rule's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchReply {
+pub struct RulesReply {
     /// Admitted.
     pub allowed: bool,
     /// One per rule, in request order.
     pub items: Vec<ItemReply>,
 }
 
-impl BatchReply {
-    /// The reply without clock readings, to compare with the twin's [`BatchOutcome`].
-    pub fn outcome(&self) -> BatchOutcome {
-        BatchOutcome { allowed: self.allowed, items: self.items.iter().map(|i| i.item).collect() }
+impl RulesReply {
+    /// The reply without clock readings, to compare with the twin's [`RulesOutcome`].
+    pub fn outcome(&self) -> RulesOutcome {
+        RulesOutcome { allowed: self.allowed, items: self.items.iter().map(|i| i.item).collect() }
     }
 }
 
-impl BatchRequest<'_> {
+impl RulesRequest<'_> {
     /// The script call for this batch.
     pub fn invocation(&self) -> Invocation {
         let mut keys = Vec::new();
@@ -157,7 +157,7 @@ impl BatchRequest<'_> {
     }
 
     /// Reads the script's reply; None when it is not what the script returns for this batch.
-    pub fn read_reply(&self, reply: &[i64]) -> Option<BatchReply> {
+    pub fn read_reply(&self, reply: &[i64]) -> Option<RulesReply> {
         let n = self.items.len();
         let (&[allowed @ (0 | 1), count], rest) = reply.split_first_chunk::<2>()? else { return None };
         if count != n as i64 || rest.len() != 6 * n {
@@ -177,7 +177,7 @@ impl BatchRequest<'_> {
                 Some(ItemReply { item: ItemOutcome { outcome, consumed }, now_ms })
             })
             .collect::<Option<Vec<_>>>()?;
-        Some(BatchReply { allowed: allowed == 1, items })
+        Some(RulesReply { allowed: allowed == 1, items })
     }
 }
 
@@ -200,7 +200,7 @@ mod tests {
         let (q1, q2) = (Quota::per_second(5), Quota::per_minute(100));
         let stem1 = "rl:{k}:a:";
         let stem2 = "rl:{k}:b:";
-        let batch = BatchRequest {
+        let batch = RulesRequest {
             items: vec![
                 Item {
                     request: scripts::Request {

@@ -1,4 +1,4 @@
-//! Several rules decided as one: the twin of the all-or-nothing script (`crate::batch`).
+//! Several rules decided as one: the twin of the all-or-nothing script (`crate::rules_script`).
 //!
 //! A request that matches several rules (100 per minute *and* 1,000 per day per API key, a
 //! cap per route) must not consume from one rule when another denies it. The script, and this
@@ -44,7 +44,7 @@ pub struct ItemOutcome {
 
 /// What a batch answered: the request is allowed when every enforced rule admits it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchOutcome {
+pub struct RulesOutcome {
     /// Whether the request is admitted.
     pub allowed: bool,
     /// One answer per rule, in the order given.
@@ -64,7 +64,7 @@ pub fn fits(peek: &Outcome, cost: u64) -> bool {
 /// Decides `items` all-or-nothing, exactly as the script does (see the module docs). With
 /// `commit` false it is a dry run: every rule is decided, nothing is consumed, and `allowed`
 /// says whether the request would have been admitted.
-pub fn decide(items: &mut [Item<'_>], commit: bool) -> BatchOutcome {
+pub fn decide(items: &mut [Item<'_>], commit: bool) -> RulesOutcome {
     let peeks: Vec<Outcome> = items.iter_mut().map(|i| step(i.algorithm, i.quota, i.state, i.now_ms, 0)).collect();
     let fit: Vec<bool> = items.iter().zip(&peeks).map(|(i, p)| fits(p, i.cost)).collect();
     let all_fit = items.iter().zip(&fit).all(|(i, &f)| f || i.shadow);
@@ -86,7 +86,7 @@ pub fn decide(items: &mut [Item<'_>], commit: bool) -> BatchOutcome {
             ItemOutcome { outcome, consumed: fit && outcome.allowed }
         })
         .collect();
-    BatchOutcome { allowed, items: outcomes }
+    RulesOutcome { allowed, items: outcomes }
 }
 
 #[cfg(test)]

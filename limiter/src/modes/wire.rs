@@ -1,0 +1,196 @@
+//! The round-trip modes' scripts and their wire contract, as `crate::scripts` is for the
+//! algorithms' own: a [`LeaseRequest`] or a [`BatchRequest`] turns into KEYS and ARGV, and a
+//! reply reads back into outcomes. The Redis store sends exactly this; the conformance and
+//! property suites send the same.
+
+use crate::algo::lease::{LeaseArgs, LeaseOutcome};
+use crate::algo::Outcome;
+use crate::quota::{Algorithm, Quota};
+use crate::scripts::{self, Invocation, LuaScript};
+
+/// Leases of GCRA units.
+pub const LEASE_GCRA: LuaScript = LuaScript {
+    algorithm: Algorithm::Gcra,
+    file: "lease_gcra.lua",
+    source: include_str!("../../../lua/lease_gcra.lua"),
+};
+/// Leases of token-bucket units.
+pub const LEASE_TOKEN_BUCKET: LuaScript = LuaScript {
+    algorithm: Algorithm::TokenBucket,
+    file: "lease_token_bucket.lua",
+    source: include_str!("../../../lua/lease_token_bucket.lua"),
+};
+/// Every lease script: the algorithms that can lease.
+pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
+
+/// The batch script's file name in `lua/`.
+pub const BATCH_FILE: &str = "batch.lua";
+/// The batch script with its placeholder for the algorithm's script.
+pub const BATCH_TEMPLATE: &str = include_str!("../../../lua/batch.lua");
+/// The line of [`BATCH_TEMPLATE`] the algorithm's script replaces.
+pub const BATCH_PLACEHOLDER: &str = "--@ALGORITHM@";
+
+/// The lease script of `algorithm`, if it can lease.
+pub fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
+    LEASES.into_iter().find(|s| s.algorithm == algorithm)
+}
+
+/// The batch script deciding requests of `algorithm`: `lua/batch.lua` with the algorithm's own
+/// script as its `decide` function.
+pub fn batch_source(algorithm: Algorithm) -> Option<String> {
+    let own = scripts::for_algorithm(algorithm)?;
+    Some(BATCH_TEMPLATE.replacen(BATCH_PLACEHOLDER, own.source, 1))
+}
+
+/// One lease call as its script sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct LeaseRequest<'a> {
+    /// The algorithm (token bucket or GCRA).
+    pub algorithm: Algorithm,
+    /// Its quota.
+    pub quota: &'a Quota,
+    /// `prefix:{escaped key}:`.
+    pub stem: &'a str,
+    /// Client time in ms, or `None` for Redis's `TIME`.
+    pub now_ms: Option<u64>,
+    /// What to ask for and what to give back.
+    pub args: LeaseArgs,
+}
+
+impl LeaseRequest<'_> {
+    /// The script call; None for an algorithm that cannot lease.
+    pub fn invocation(&self) -> Option<Invocation> {
+        let q = self.quota;
+        let a = &self.args;
+        let key = format!("{}{}", self.stem, scripts::key_suffix(self.algorithm));
+        let now = self.now_ms.map_or(String::new(), |n| n.to_string());
+        let args: Vec<u64> = match self.algorithm {
+            Algorithm::Gcra => vec![
+                q.gcra_interval_us(),
+                q.burst(),
+                a.lifetime_ms * 1000,
+                a.horizon_ms * 1000,
+                a.want,
+                a.need,
+                a.give_back,
+                a.written.0,
+            ],
+            Algorithm::TokenBucket => vec![
+                q.limit(),
+                q.period_ms(),
+                q.burst(),
+                a.lifetime_ms,
+                a.horizon_ms,
+                a.want,
+                a.need,
+                a.give_back,
+                a.written.0,
+                a.written.1,
+            ],
+            _ => return None,
+        };
+        let args = std::iter::once(now).chain(args.iter().map(u64::to_string)).collect();
+        Some(Invocation { keys: vec![key], args })
+    }
+
+    /// Reads the script's reply into the outcome and the clock reading it decided by (ms).
+    pub fn read_reply(&self, reply: &[i64]) -> Option<(LeaseOutcome, u64)> {
+        if reply.len() != 9 || reply.iter().any(|&n| n < 0) {
+            return None;
+        }
+        let r: Vec<u64> = reply.iter().map(|&n| n as u64).collect();
+        let outcome = LeaseOutcome {
+            granted: r[0],
+            start_us: r[1],
+            written: (r[2], r[3]),
+            credited: r[4],
+            remaining: r[5],
+            retry_after_ms: r[6],
+            reset_after_ms: r[7],
+        };
+        Some((outcome, r[8]))
+    }
+}
+
+/// Requests of one algorithm and quota, decided in order by one call of the batch script.
+#[derive(Debug, Clone)]
+pub struct BatchRequest<'a> {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its quota.
+    pub quota: &'a Quota,
+    /// Each request: its stem, client time (None: Redis's `TIME`) and cost.
+    pub requests: Vec<(&'a str, Option<u64>, u64)>,
+}
+
+/// One request's part of a batch reply: its outcome and clock, or the error its own call would
+/// have raised.
+pub type BatchEntry = Result<(Outcome, u64), String>;
+
+impl BatchRequest<'_> {
+    /// The batch script's call: every request's KEYS and ARGV, one after the other.
+    pub fn invocation(&self) -> Invocation {
+        let mut keys = Vec::new();
+        let mut args = Vec::new();
+        let (mut per_keys, mut per_args) = (0, 0);
+        for &(stem, now_ms, cost) in &self.requests {
+            let one =
+                scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost }.invocation();
+            per_keys = one.keys.len();
+            per_args = one.args.len();
+            keys.extend(one.keys);
+            args.extend(one.args);
+        }
+        let head = [self.requests.len(), per_keys, per_args].map(|n| n.to_string());
+        Invocation { keys, args: head.into_iter().chain(args).collect() }
+    }
+
+    /// Reads one entry of the reply: the algorithm's reply (its integers) or an error's text.
+    pub fn read_entry(&self, index: usize, entry: Result<&[i64], &str>) -> Option<BatchEntry> {
+        let &(stem, now_ms, cost) = self.requests.get(index)?;
+        match entry {
+            Ok(ints) => {
+                let one = scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost };
+                one.read_reply(ints).map(Ok)
+            }
+            Err(text) => Some(Err(text.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batch_script_wraps_each_algorithm_s_own() {
+        for a in Algorithm::ALL {
+            let source = batch_source(a).expect("every algorithm has a script");
+            assert!(!source.contains(BATCH_PLACEHOLDER), "{a}");
+            assert!(source.contains(scripts::for_algorithm(a).map(|s| s.source).unwrap_or("?")), "{a}");
+        }
+    }
+
+    #[test]
+    fn a_batch_sends_every_request_s_keys_and_arguments_in_order() {
+        let q = Quota::new(5, 1_000);
+        let batch = BatchRequest {
+            algorithm: Algorithm::Gcra,
+            quota: &q,
+            requests: vec![("p:{a}:", Some(7), 1), ("p:{b}:", None, 2)],
+        };
+        let call = batch.invocation();
+        assert_eq!(call.keys, ["p:{a}:gcra", "p:{b}:gcra"]);
+        assert_eq!(call.args, ["2", "1", "4", "7", "200000", "5", "1", "", "200000", "5", "2"]);
+    }
+
+    #[test]
+    fn only_the_bucket_algorithms_have_a_lease_call() {
+        let q = Quota::new(5, 1_000);
+        let args = LeaseArgs { lifetime_ms: 10, horizon_ms: 10, want: 2, need: 1, give_back: 0, written: (0, 0) };
+        for a in Algorithm::ALL {
+            let req = LeaseRequest { algorithm: a, quota: &q, stem: "p:{k}:", now_ms: Some(1), args };
+            assert_eq!(req.invocation().is_some(), lease_script(a).is_some(), "{a}");
+        }
+    }
+}

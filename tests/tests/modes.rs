@@ -1,0 +1,145 @@
+//! The round-trip modes through the library, on a Redis server this test starts: each saves the
+//! calls it says it saves, decides what it says it decides, and a configuration that cannot work
+//! is refused by name. Calls are counted with Redis's own `INFO commandstats` (which the model
+//! does not keep, so these run on a real `redis-server` always).
+
+use std::sync::Arc;
+
+use limiter::{Algorithm, Batching, DenialCache, Error, Leases, Limiter, ManualClock, Quota, RedisStore, Source};
+use redis_tests::RedisServer;
+
+/// EVAL and EVALSHA calls the server has run: the limiter's round trips.
+fn script_calls(server: &RedisServer) -> u64 {
+    let mut conn = server.client().expect("connect");
+    let info: String = redis::cmd("INFO").arg("commandstats").query(&mut conn).expect("INFO");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_eval:") || l.starts_with("cmdstat_evalsha:"))
+        .filter_map(|l| l.split(',').find_map(|kv| kv.split("calls=").nth(1)?.parse::<u64>().ok()))
+        .sum()
+}
+
+fn builder(server: &RedisServer, algorithm: Algorithm, quota: Quota, prefix: &str) -> limiter::LimiterBuilder {
+    Limiter::builder(algorithm, quota).redis(RedisStore::from_url(&server.url()).expect("url")).key_prefix(prefix)
+}
+
+#[tokio::test]
+async fn leases_decide_a_busy_key_locally_and_never_beyond_its_burst() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        // 100 per minute, burst 50: a 600 ms lease leaves one unit of the burst unused.
+        let quota = Quota::per_minute(100).with_burst(50);
+        let leases = Leases::default().with_lifetime_ms(600).with_max_units(20);
+        let l =
+            builder(&server, algorithm, quota, &format!("lease-{algorithm}")).leases(leases).build().expect("valid");
+        let before = script_calls(&server);
+        let mut admitted = 0;
+        let mut sources = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let d = l.check("busy", 1).await.expect("decides");
+            admitted += d.allowed as u64;
+            sources.insert(d.source);
+        }
+        let calls = script_calls(&server) - before;
+        assert!(admitted <= 50, "{algorithm}: {admitted} admitted, beyond the burst of 50");
+        assert!(admitted >= 40, "{algorithm}: only {admitted} of the burst admitted");
+        assert!((1..=20).contains(&calls), "{algorithm}: {calls} calls for 200 decisions");
+        assert_eq!(sources.into_iter().collect::<Vec<_>>(), [Source::Lease], "{algorithm}");
+        println!("modes: {algorithm} with leases: 200 decisions, {admitted} admitted, {calls} calls to Redis");
+    }
+}
+
+#[tokio::test]
+async fn the_denial_cache_answers_a_denied_key_without_a_call_until_its_retry_after() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let clock = ManualClock::new(1_800_000_000_000);
+    let quota = Quota::per_minute(3);
+    let l = builder(&server, Algorithm::SlidingLog, quota, "deny")
+        .denial_cache(DenialCache::default().with_clock_tolerance_ppm(0))
+        .clock(Arc::new(clock.clone()))
+        .time_source(limiter::TimeSource::Client)
+        .build()
+        .expect("valid");
+    for _ in 0..3 {
+        assert!(l.check("k", 1).await.expect("decides").allowed);
+    }
+    let denied = l.check("k", 1).await.expect("decides");
+    assert_eq!((denied.allowed, denied.source, denied.retry_after_ms), (false, Source::Store, 60_000));
+    let before = script_calls(&server);
+    clock.advance(59_999);
+    let cached = l.check("k", 1).await.expect("decides");
+    assert_eq!((cached.allowed, cached.source, cached.retry_after_ms), (false, Source::DenialCache, 1));
+    assert!(before >= 4, "the four checks so far were calls: {before}");
+    assert_eq!(script_calls(&server), before, "a cached denial is no call");
+    clock.advance(1);
+    let again = l.check("k", 1).await.expect("decides");
+    assert_eq!((again.allowed, again.source), (true, Source::Store), "at its Retry-After Redis is asked and admits");
+    println!("modes: the denial cache answered until Redis's Retry-After, then asked again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batching_sends_concurrent_checks_together_and_decides_them_as_one_by_one() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let quota = Quota::per_minute(100);
+    let l =
+        builder(&server, Algorithm::SlidingLog, quota, "batch").batching(Batching::default()).build().expect("valid");
+    l.check("warm", 1).await.expect("decides");
+    let before = script_calls(&server);
+    let checks: Vec<_> = (0..300)
+        .map(|i| {
+            let l = l.clone();
+            tokio::spawn(async move { l.check(&format!("k{}", i % 3), 1).await.expect("decides") })
+        })
+        .collect();
+    let mut admitted = 0;
+    for c in checks {
+        let d = c.await.expect("task");
+        assert_eq!(d.source, Source::Store);
+        admitted += d.allowed as u64;
+    }
+    let calls = script_calls(&server) - before;
+    // Three keys of 100 per minute: all 300 fit.
+    assert_eq!(admitted, 300, "every check fits three keys' budgets");
+    assert!((1..300).contains(&calls), "{calls} calls for 300 concurrent checks");
+    // Decisions as one by one: of eight checks of a key allowed five per minute, five pass.
+    let l = builder(&server, Algorithm::SlidingLog, Quota::per_minute(5), "batch-deny")
+        .batching(Batching::default())
+        .build()
+        .expect("valid");
+    let results: Vec<bool> = futures::future::join_all((0..8).map(|_| l.check("one", 1)))
+        .await
+        .into_iter()
+        .map(|d| d.expect("decides").allowed)
+        .collect();
+    assert_eq!(results.iter().filter(|&&a| a).count(), 5, "{results:?}");
+    println!("modes: 300 concurrent checks went to Redis in {calls} calls");
+}
+
+#[test]
+fn a_mode_that_cannot_work_is_refused_by_name() {
+    let store = || RedisStore::from_url("redis://127.0.0.1:1/").expect("url");
+    let q = Quota::per_second(10);
+    let refused = |b: limiter::LimiterBuilder| match b.build() {
+        Err(Error::Config { field, message }) => format!("{field}: {message}"),
+        other => panic!("built: {other:?}"),
+    };
+    let e = refused(Limiter::builder(Algorithm::SlidingLog, q).redis(store()).leases(Leases::default()));
+    assert!(e.starts_with("leases:") && e.contains("sliding-log") && e.contains("cannot lease"), "{e}");
+    let e = refused(Limiter::builder(Algorithm::FixedWindow, q).redis(store()).leases(Leases::default()));
+    assert!(e.contains("fixed-window"), "{e}");
+    let e = refused(
+        Limiter::builder(Algorithm::Gcra, q).redis(store()).leases(Leases::default()).batching(Batching::default()),
+    );
+    assert!(e.starts_with("batching:") && e.contains("leases"), "{e}");
+    let e = refused(Limiter::builder(Algorithm::Gcra, q).leases(Leases::default()));
+    assert!(e.contains("need a Redis store"), "{e}");
+    let e =
+        refused(Limiter::builder(Algorithm::Gcra, q).redis(store()).leases(Leases::default().with_lifetime_ms(1_000)));
+    assert!(e.starts_with("leases.lifetime_ms:") && e.contains("could hold nothing"), "{e}");
+    let e =
+        refused(Limiter::builder(Algorithm::Gcra, q).redis(store()).batching(Batching::default().with_max_batch(0)));
+    assert!(e.starts_with("batching.max_batch:"), "{e}");
+    let e = refused(
+        Limiter::builder(Algorithm::Gcra, q).redis(store()).denial_cache(DenialCache::default().with_max_keys(0)),
+    );
+    assert!(e.starts_with("denial_cache.max_keys:"), "{e}");
+}
