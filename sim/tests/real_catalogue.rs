@@ -29,8 +29,12 @@ fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
     sim::real::process::require_for_tests("redis-server", "redis-server");
     let specs = shaped_specs(backend);
     let model = run::run_many(&specs, 2, &|| {}).expect("model runs");
+    // On one redis-server the `failover` fault is a crash that keeps every write (there is no
+    // replica to lag behind), so what the model's lagging replica loses cannot be asked of it:
+    // that scenario's positives are held on the cluster, where a replica really takes over.
+    let comparable = |spec: &RunSpec| !(backend == "redis" && spec.scenario == "failover");
     let positives: Vec<(RunSpec, RunResult)> =
-        specs.into_iter().zip(model).filter(|(_, r)| broke(r).iter().any(|&b| b)).collect();
+        specs.into_iter().zip(model).filter(|(spec, r)| comparable(spec) && broke(r).iter().any(|&b| b)).collect();
     assert!(positives.len() >= 10, "the model lane shows {} positives", positives.len());
     let real_specs: Vec<RunSpec> = positives.iter().map(|(s, _)| s.clone()).collect();
     #[allow(clippy::disallowed_methods)] // how long the lane took, printed for the README
