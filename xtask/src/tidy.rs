@@ -6,7 +6,7 @@
 //! - `unsafe` code only in the model's Lua bridge, and every other crate root forbids it;
 //! - the wall clock read only where the architecture allows it to be;
 //! - no machine paths and no references to documents the repository does not contain;
-//! - no `#[ignore]`d or `#[should_panic]` tests;
+//! - no test marked ignored or expected to panic (a test either runs or is deleted);
 //! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`].
 
 use std::path::{Path, PathBuf};
