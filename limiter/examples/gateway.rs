@@ -2,7 +2,7 @@
 //! against a Redis shared by every gateway process.
 //!
 //! ```text
-//! cargo run --release -p limiter --example gateway -- --config limiter/examples/gateway.toml \
+//! cargo run --release -p redis-ratelimit --example gateway -- --config limiter/examples/gateway.toml \
 //!     --redis-url redis://127.0.0.1:6379/ --listen 127.0.0.1:8080
 //! ```
 //!
@@ -11,10 +11,10 @@
 //! when it changes; a bad file is reported on stderr and the rules in force stay.
 //!
 //! Built with `--features metrics`, `--metrics-listen 127.0.0.1:9898` serves the limiter's
-//! metrics (`limiter::metrics`) as a Prometheus exposition.
+//! metrics (`redis_ratelimit::metrics`) as a Prometheus exposition.
 //!
 //! `x-user: NAME` stands in for an authentication layer: it becomes the request's
-//! `limiter::rules::User`, which `user` key parts count by.
+//! `redis_ratelimit::rules::User`, which `user` key parts count by.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -27,16 +27,16 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Parser;
-use limiter::enforce::Enforcer;
-use limiter::http::RulesLayer;
-use limiter::rules::{PeerAddr, RuleSet, User};
-use limiter::{BreakerConfig, RedisStore};
+use redis_ratelimit::enforce::Enforcer;
+use redis_ratelimit::http::RulesLayer;
+use redis_ratelimit::rules::{PeerAddr, RuleSet, User};
+use redis_ratelimit::{BreakerConfig, RedisStore};
 
 /// A gateway limiting its routes by the rules of a file, state in Redis.
 #[derive(Parser, Debug)]
 #[command(name = "gateway")]
 struct Args {
-    /// The rules file (TOML; see limiter::rules).
+    /// The rules file (TOML; see redis_ratelimit::rules).
     #[arg(long)]
     config: PathBuf,
     /// The Redis every gateway process shares.
@@ -80,7 +80,7 @@ async fn run(args: Args) -> Result<(), String> {
             .with_http_listener(addr)
             .install()
             .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
-        limiter::metrics::describe();
+        redis_ratelimit::metrics::describe();
         eprintln!("metrics on http://{addr}/metrics");
     }
     let text = std::fs::read_to_string(&args.config)

@@ -1,30 +1,30 @@
 //! A limiter whose metrics Prometheus can scrape.
 //!
 //! ```text
-//! cargo run -p limiter --features metrics --example metrics -- redis://127.0.0.1:6379/ 127.0.0.1:9898
+//! cargo run -p redis-ratelimit --features metrics --example metrics -- redis://127.0.0.1:6379/ 127.0.0.1:9898
 //! ```
 //!
 //! Each line read on standard input is one request for that key (`user:42`); the decision is
 //! printed, and `http://127.0.0.1:9898/metrics` serves the Prometheus text exposition of
-//! every metric the limiter records (`limiter::metrics`). Stop Redis meanwhile and watch
+//! every metric the limiter records (`redis_ratelimit::metrics`). Stop Redis meanwhile and watch
 //! `limiter_decisions_total{source="fail-open"}` and the breaker's gauge move.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use limiter::{Algorithm, FailurePolicy, Limiter, Quota, RedisStore};
 use metrics_exporter_prometheus::PrometheusBuilder;
+use redis_ratelimit::{Algorithm, FailurePolicy, Limiter, Quota, RedisStore};
 
 /// Installs the Prometheus recorder globally and serves its exposition on `addr` (any path).
 /// Must be called from within a tokio runtime; once per process.
 pub fn serve_metrics(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>> {
     PrometheusBuilder::new().with_http_listener(addr).install()?;
-    limiter::metrics::describe();
+    redis_ratelimit::metrics::describe();
     Ok(())
 }
 
 /// The example's limiter: GCRA, 5 per second with a burst of 5, failing open behind the breaker.
-pub fn limiter(redis_url: &str) -> Result<Limiter, limiter::Error> {
+pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::Error> {
     Limiter::builder(Algorithm::Gcra, Quota::per_second(5))
         .redis(RedisStore::from_url(redis_url)?.with_timeout(Duration::from_millis(200))?)
         .failure_policy(FailurePolicy::FailOpen)

@@ -16,7 +16,7 @@ use crate::sync::{lock, Mutex};
 /// Breaker thresholds.
 ///
 /// ```
-/// let config = limiter::BreakerConfig::new(3, 250);
+/// let config = redis_ratelimit::BreakerConfig::new(3, 250);
 /// assert_eq!((config.failure_threshold, config.open_ms), (3, 250));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

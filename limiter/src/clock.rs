@@ -27,7 +27,7 @@ impl Clock for SystemClock {
 /// A clock that moves only when told to: for tests and for stepping through examples.
 ///
 /// ```
-/// use limiter::{Clock, ManualClock};
+/// use redis_ratelimit::{Clock, ManualClock};
 /// let clock = ManualClock::new(1_000);
 /// clock.advance(250);
 /// assert_eq!(clock.now_ms(), 1_250);

@@ -52,7 +52,7 @@ pub enum Degraded {
 /// The outcome of one rate-limit check.
 ///
 /// ```
-/// use limiter::{Decision, Source};
+/// use redis_ratelimit::{Decision, Source};
 /// let d = Decision::store(false, 10, 0, 1500, 60_000, 1_700_000_000_000);
 /// assert!(!d.allowed);
 /// assert_eq!(d.retry_after_secs(), 2); // HTTP Retry-After rounds up

@@ -9,7 +9,7 @@
 //! [`Decision`] says who made it ([`Source`]).
 //!
 //! ```
-//! use limiter::{Algorithm, Limiter, Quota};
+//! use redis_ratelimit::{Algorithm, Limiter, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! // 5 requests per second per key, in process (add `.redis(RedisStore::from_url(..)?)`
 //! // to share the limit across instances).
@@ -20,7 +20,7 @@
 //! let denied = limiter.check("user:42", 1).await?;
 //! assert!(!denied.allowed);
 //! assert!(denied.retry_after_ms > 0 && denied.retry_after_ms <= 200);
-//! # Ok::<(), limiter::Error>(())
+//! # Ok::<(), redis_ratelimit::Error>(())
 //! # }).unwrap();
 //! ```
 //!

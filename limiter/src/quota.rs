@@ -22,7 +22,7 @@ pub const SLIDING_LOG_MAX_LIMIT: u64 = 1_000_000;
 /// bucket, GCRA) hold up to `burst` units and refill at `limit / period_ms`.
 ///
 /// ```
-/// use limiter::Quota;
+/// use redis_ratelimit::Quota;
 /// let q = Quota::per_minute(100).with_burst(20);
 /// assert_eq!((q.limit(), q.period_ms(), q.burst()), (100, 60_000, 20));
 /// ```

@@ -8,13 +8,13 @@ mod loom_support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use limiter::harness::algo::gcra::{self, GcraState};
-use limiter::store::AtomicLimiter;
-use limiter::Quota;
 use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
 use loom_support::explore;
+use redis_ratelimit::harness::algo::gcra::{self, GcraState};
+use redis_ratelimit::store::AtomicLimiter;
+use redis_ratelimit::Quota;
 
 #[test]
 fn atomic_limiter_admits_exactly_the_burst_to_three_threads() {

@@ -6,11 +6,11 @@
 
 mod loom_support;
 
-use limiter::harness::{CircuitBreaker, Permit};
-use limiter::{BreakerConfig, BreakerState};
 use loom::sync::Arc;
 use loom::thread;
 use loom_support::explore;
+use redis_ratelimit::harness::{CircuitBreaker, Permit};
+use redis_ratelimit::{BreakerConfig, BreakerState};
 
 const OPEN_MS: u64 = 100;
 

@@ -8,12 +8,12 @@ mod loom_support;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-use limiter::harness::LocalStore;
-use limiter::{Algorithm, Quota};
 use loom::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use loom::sync::Arc;
 use loom::thread;
 use loom_support::explore;
+use redis_ratelimit::harness::LocalStore;
+use redis_ratelimit::{Algorithm, Quota};
 
 /// `threads` threads each send `per_thread` cost-1 requests for one key at the same instant
 /// to a store whose quota admits `capacity`: exactly `min(capacity, requests)` are admitted.

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::oracle;
 use crate::schedule::{Req, Run};

@@ -11,8 +11,8 @@
 //!   floored negative refill *drains* the bucket; a step forward refills it early.
 //! - Every call writes, denials and peeks included, and the TTL is a fixed hour.
 
-use limiter::harness::algo::Outcome;
-use limiter::Quota;
+use redis_ratelimit::harness::algo::Outcome;
+use redis_ratelimit::Quota;
 
 use crate::subject::{MachineState, StateMachine};
 
@@ -121,7 +121,7 @@ impl StateMachine for Adr002 {
 
 #[cfg(test)]
 mod tests {
-    use limiter::Quota;
+    use redis_ratelimit::Quota;
 
     use super::*;
     use crate::schedule::{Req, Run};

@@ -36,10 +36,10 @@
 //! window's empty key. The naive GET+SET subject is the fixed window at this level: its
 //! flaw is the race between GET and SET, which the loom models and the simulator show.
 
-use limiter::harness::algo::Outcome;
+use redis_ratelimit::harness::algo::Outcome;
 
 use crate::subject::MachineState;
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::oracle::{self, gcra_interval_us, ExactBucket, Point};
 use crate::schedule::{rel, true_timeline, Case, Req, Run, Step, Violation};
@@ -300,7 +300,7 @@ pub fn check_retry_after(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 /// Reset-After: after every request, at `t + reset_after_ms` the state is at rest
-/// (`limiter::harness::algo::is_idle`, and a probe of full capacity decides as on a fresh key), and
+/// (`redis_ratelimit::harness::algo::is_idle`, and a probe of full capacity decides as on a fresh key), and
 /// 1 ms earlier it is not (the same probe decides differently). Exact to the millisecond.
 pub fn check_reset_after(s: &Subject, case: &Case) -> Result<(), Violation> {
     let q = &case.quota;

@@ -1,4 +1,4 @@
-//! Property suites over the pure algorithms of `limiter::harness::algo`.
+//! Property suites over the pure algorithms of `redis_ratelimit::harness::algo`.
 //!
 //! Each invariant is a plain function `check_*(subject, case) -> Result<(), Violation>`
 //! ([`invariants`]). The same function runs in two directions:

@@ -1,18 +1,18 @@
 //! Deliberately broken copies of the correct algorithms, one injected bug each, so every
 //! invariant is shown to catch something: an invariant no bad state machine fails is not checking
-//! anything. Each copy follows `limiter::harness::algo::<algorithm>` line for line except at the
+//! anything. Each copy follows `redis_ratelimit::harness::algo::<algorithm>` line for line except at the
 //! line marked `BUG:`. They reuse the real state types, so they run through the same
 //! checks unchanged.
 
-use limiter::harness::algo::fixed_window::WindowState;
-use limiter::harness::algo::gcra::GcraState;
-use limiter::harness::algo::sliding_log::LogState;
-use limiter::harness::algo::sliding_window::SlidingState;
-use limiter::harness::algo::token_bucket::BucketState;
-use limiter::harness::algo::{Outcome, State};
+use redis_ratelimit::harness::algo::fixed_window::WindowState;
+use redis_ratelimit::harness::algo::gcra::GcraState;
+use redis_ratelimit::harness::algo::sliding_log::LogState;
+use redis_ratelimit::harness::algo::sliding_window::SlidingState;
+use redis_ratelimit::harness::algo::token_bucket::BucketState;
+use redis_ratelimit::harness::algo::{Outcome, State};
 
 use crate::subject::MachineState;
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::subject::{StateMachine, Subject};
 
@@ -21,7 +21,7 @@ fn ceil_div(a: u64, b: u64) -> u64 {
 }
 
 /// Runs a typed step on the one variant of [`State`] it owns (another variant counts as
-/// absent, as `limiter::harness::algo::step` treats it).
+/// absent, as `redis_ratelimit::harness::algo::step` treats it).
 fn typed<S>(
     state: &mut Option<MachineState>,
     take: fn(State) -> Option<S>,

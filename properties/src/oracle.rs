@@ -1,10 +1,10 @@
-//! Exact references, written independently of `limiter::harness::algo` and from the promises alone:
+//! Exact references, written independently of `redis_ratelimit::harness::algo` and from the promises alone:
 //! window sums over an admission history, the sliding-window counter's estimate, an exact
 //! token bucket, and the schedules a client "within the rate" may send.
 
 use std::collections::BTreeMap;
 
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::schedule::Req;
 

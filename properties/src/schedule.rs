@@ -3,8 +3,8 @@
 
 use std::fmt;
 
-use limiter::harness::algo::Outcome;
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::harness::algo::Outcome;
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::subject::MachineState;
 use crate::subject::Subject;

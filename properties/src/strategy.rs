@@ -3,9 +3,9 @@
 //! millisecond, one unit's refill time, one window), with backward clock steps and peeks
 //! where a suite asks for them.
 
-use limiter::{Algorithm, Quota};
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
+use redis_ratelimit::{Algorithm, Quota};
 
 use crate::oracle::gcra_interval_us;
 use crate::schedule::{Case, Req};
@@ -75,7 +75,7 @@ fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) ->
             limit = limit.min((EXACT_MAX / 4) / period).max(1);
         }
         Algorithm::SlidingLog => {
-            limit = limit.min(limiter::SLIDING_LOG_MAX_LIMIT);
+            limit = limit.min(redis_ratelimit::SLIDING_LOG_MAX_LIMIT);
             period = period.min(EXACT_MAX);
         }
         Algorithm::TokenBucket => {

@@ -1,10 +1,10 @@
-//! What the invariants run: a [`StateMachine`] (the real algorithms of `limiter::harness::algo`, a subject,
+//! What the invariants run: a [`StateMachine`] (the real algorithms of `redis_ratelimit::harness::algo`, a subject,
 //! or a deliberately broken copy) together with the promise it is held to.
 
 use std::fmt;
 
-use limiter::harness::algo::{self, Outcome, State};
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::harness::algo::{self, Outcome, State};
+use redis_ratelimit::{Algorithm, Quota};
 
 /// One key's state in a state machine: a twin's, or the state a subject keeps its own way.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,7 +15,7 @@ pub enum MachineState {
     Adr002(crate::adr002::Adr002State),
 }
 
-/// Anything that decides like one of `limiter::harness::algo`'s pure twins: same state type, same
+/// Anything that decides like one of `redis_ratelimit::harness::algo`'s pure twins: same state type, same
 /// signature, time as an argument.
 pub trait StateMachine: Sync {
     /// Decides one request of `cost` at `now_ms`, updating `state` (None = no state yet).

@@ -3,9 +3,9 @@
 //! lag over its algorithm's promise (the checker's allowance), every failure policy keeps its
 //! own promise in the gap, and the run replays byte for byte.
 
-use limiter::{Algorithm, FailurePolicy};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis_ratelimit::{Algorithm, FailurePolicy};
 use sim::faults::{format_schedule, Fault, FaultKind};
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};

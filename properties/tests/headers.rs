@@ -11,7 +11,7 @@
 //! Each property runs per algorithm: the first rule of every case uses it, beside up to two
 //! other rules of any algorithm (global or per key, shadow or not), over three API keys. The
 //! values checked are the ones a client reads: the fields as the layer writes them
-//! (`limiter::http::headers::apply`), parsed back as structured fields.
+//! (`redis_ratelimit::http::headers::apply`), parsed back as structured fields.
 
 use std::future::Future;
 use std::pin::pin;
@@ -19,12 +19,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use http::{HeaderMap, Request};
-use limiter::enforce::{Enforcer, RulesDecision, Verdict};
-use limiter::http::headers;
-use limiter::rules::{KeyPart, Rule, RuleSet};
-use limiter::{Algorithm, ManualClock, Quota};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
+use redis_ratelimit::enforce::{Enforcer, RulesDecision, Verdict};
+use redis_ratelimit::http::headers;
+use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
+use redis_ratelimit::{Algorithm, ManualClock, Quota};
 
 const BASE_MS: u64 = 1_767_225_600_000;
 

@@ -13,12 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use limiter::harness::algo::lease::{self, LeaseArgs};
-use limiter::harness::algo::{self, gcra::GcraState, State};
-use limiter::harness::mode_scripts::{self, BatchRequest};
-use limiter::{Algorithm, FailurePolicy, Quota};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
+use redis_ratelimit::harness::algo::{self, gcra::GcraState, State};
+use redis_ratelimit::harness::mode_scripts::{self, BatchRequest};
+use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
 use sim::faults::{format_schedule, normalize, Fault, FaultKind};
 use sim::mode::Mode;
 use sim::model::{ManualServerClock, ModelHandle, Reply};

@@ -12,11 +12,11 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use limiter::harness::algo::{self, State};
-use limiter::harness::scripts;
-use limiter::{Algorithm, FailurePolicy, Quota};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis_ratelimit::harness::algo::{self, State};
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
 use sim::faults::{format_schedule, normalize, Fault, FaultKind};
 use sim::model::{ManualServerClock, ModelHandle, Reply};
 use sim::run::{self, is_failure};

@@ -10,8 +10,8 @@
 //! the first subject is ADR-002's bucket (black) and the second the naive counter
 //! (vermillion, the orange the README's chart text names).
 
-use limiter::Algorithm;
 use plotters::style::RGBColor;
+use redis_ratelimit::Algorithm;
 
 use crate::schema::Results;
 use crate::style::{GREY, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY, OI_VERMILLION};

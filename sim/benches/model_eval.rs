@@ -12,8 +12,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use limiter::harness::scripts;
-use limiter::Algorithm;
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::Algorithm;
 use sim::model::{ManualServerClock, ModelHandle};
 
 mod support;

@@ -15,8 +15,8 @@ use std::time::Instant;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use limiter::harness::scripts;
-use limiter::Algorithm;
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::Algorithm;
 use sim::run::run_many;
 use sim::scenario::{self, RunSpec};
 use sim::subject::Subject;

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use limiter::{FailurePolicy, Quota, Source};
+use redis_ratelimit::{FailurePolicy, Quota, Source};
 
 use crate::faults::Fault;
 use crate::promise::{Promise, Tolerance};

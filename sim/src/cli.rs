@@ -283,7 +283,8 @@ fn scenario_names() -> PossibleValuesParser {
 
 /// The failure policies, by the names the library gives them.
 fn policy_names() -> PossibleValuesParser {
-    let policies = [limiter::FailurePolicy::FailOpen, limiter::FailurePolicy::FailClosed, scenario::LOCAL_BUDGET];
+    let policies =
+        [redis_ratelimit::FailurePolicy::FailOpen, redis_ratelimit::FailurePolicy::FailClosed, scenario::LOCAL_BUDGET];
     PossibleValuesParser::new(policies.map(|p| PossibleValue::new(p.name())))
 }
 
@@ -442,7 +443,7 @@ mod tests {
                 .expect("ok");
         assert_eq!(o.run.scenarios, vec!["baseline"]);
         let naive = Subject::Client(crate::subject::ClientSubject::NaiveGetSet);
-        assert_eq!(o.algorithms, vec![Subject::Algorithm(limiter::Algorithm::Gcra), naive]);
+        assert_eq!(o.algorithms, vec![Subject::Algorithm(redis_ratelimit::Algorithm::Gcra), naive]);
         assert_eq!((o.run.seeds, o.run.duration_ms()), (3, 5_000));
         assert_eq!(o.run.seed_list(), vec![1, 2, 3]);
 

@@ -14,10 +14,10 @@ use rand::SeedableRng;
 
 use std::collections::BTreeMap;
 
-use limiter::harness::scripts::{self, Request};
-use limiter::harness::{KeySpace, LeaseLedger, LedgerEntry};
-use limiter::store::{BoxedStream, ConnectFuture, Connector};
-use limiter::{BreakerConfig, Clock, Source, TimeSource};
+use redis_ratelimit::harness::scripts::{self, Request};
+use redis_ratelimit::harness::{KeySpace, LeaseLedger, LedgerEntry};
+use redis_ratelimit::store::{BoxedStream, ConnectFuture, Connector};
+use redis_ratelimit::{BreakerConfig, Clock, Source, TimeSource};
 
 use crate::faults::{self, FaultKind};
 use crate::mode::Mode;

@@ -1,4 +1,4 @@
-//! The library's round-trip modes as the simulator runs them (`limiter::modes`): each scenario
+//! The library's round-trip modes as the simulator runs them (`redis_ratelimit::modes`): each scenario
 //! lists the modes it runs beside the plain library, and each mode is held to its own promise
 //! on top of the algorithm's bound:
 //!
@@ -17,7 +17,7 @@
 
 use std::fmt;
 
-use limiter::{Algorithm, Batching, DenialCache, Leases, LimiterBuilder, Quota};
+use redis_ratelimit::{Algorithm, Batching, DenialCache, Leases, LimiterBuilder, Quota};
 
 use crate::subject::Subject;
 
@@ -70,7 +70,7 @@ impl Mode {
     pub fn applies_to(self, subject: &Subject) -> bool {
         match (self, subject) {
             (Mode::Plain, _) => true,
-            (Mode::Lease, Subject::Algorithm(a)) => limiter::harness::algo::lease::can_lease(*a),
+            (Mode::Lease, Subject::Algorithm(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
             (_, Subject::Algorithm(_)) => true,
             _ => false,
         }

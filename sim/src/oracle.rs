@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use limiter::harness::algo::{self, State};
-use limiter::Quota;
+use redis_ratelimit::harness::algo::{self, State};
+use redis_ratelimit::Quota;
 
 use crate::promise::Promise;
 use crate::simclock::EPOCH_MS;
@@ -106,7 +106,7 @@ pub fn idle_starts(promise: Promise, quota: &Quota, records: &[Record]) -> BTree
 
 #[cfg(test)]
 mod tests {
-    use limiter::Source;
+    use redis_ratelimit::Source;
 
     use super::*;
 

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 /// A promise a limiter can make. L is the limit per period T, B the burst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

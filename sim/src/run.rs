@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use limiter::{Source, TimeSource};
+use redis_ratelimit::{Source, TimeSource};
 
 use crate::checker;
 use crate::cluster;

@@ -5,7 +5,7 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
-use limiter::{FailurePolicy, Quota, TimeSource};
+use redis_ratelimit::{FailurePolicy, Quota, TimeSource};
 
 use crate::faults::{Fault, FaultKind};
 use crate::mode::Mode;

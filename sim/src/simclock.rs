@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use limiter::Clock;
+use redis_ratelimit::Clock;
 
 /// The simulation's wall-clock origin: 2026-01-01T00:00:00Z in ms. Fixed, so the same seed
 /// gives the same times, and realistic in magnitude, so Lua's doubles meet real values.

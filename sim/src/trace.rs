@@ -1,6 +1,6 @@
 //! What happened: one record per decision, and the hash that proves a replay identical.
 
-use limiter::Source;
+use redis_ratelimit::Source;
 
 use crate::subject::{Answer, DecidedBy};
 use crate::workload::Arrival;

@@ -4,7 +4,7 @@
 use rand::rngs::SmallRng;
 use rand::Rng;
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 /// One request arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

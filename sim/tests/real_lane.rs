@@ -10,7 +10,7 @@
 
 use std::sync::OnceLock;
 
-use limiter::FailurePolicy;
+use redis_ratelimit::FailurePolicy;
 use sim::results::RunResult;
 use sim::run::{self, is_failure};
 use sim::scenario::{self, RunSpec};

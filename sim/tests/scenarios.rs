@@ -1,7 +1,7 @@
 //! The simulator end to end on the Redis model: determinism, the known positives the
 //! catalogue must show, and bounds that must hold in every scenario and swarm seed.
 
-use limiter::{FailurePolicy, TimeSource};
+use redis_ratelimit::{FailurePolicy, TimeSource};
 use sim::mode::Mode;
 use sim::results::RunResult;
 use sim::run::{self, is_failure};
@@ -155,7 +155,7 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
 
 #[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
-    let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let mut all = Vec::new();
     for s in scenario::catalogue() {
         all.extend(s.runs(&promising, &[3], None, 6_000));
@@ -172,7 +172,7 @@ fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
 
 #[test]
 fn two_hundred_swarm_seeds_hold_every_promised_bound() {
-    let promising: Vec<Subject> = limiter::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let swarm = scenario::find("swarm").expect("swarm");
     let mut specs = Vec::new();
     for seed in 1..=200u64 {

@@ -76,7 +76,7 @@ fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_and_its_replay_rep
         let schedule = v.replay.split("--replay \"").nth(1).and_then(|s| s.strip_suffix('"')).expect("a replay");
         let quota = v.replay.split("--quota ").nth(1).and_then(|s| s.split(' ').next()).expect("a quota");
         let q: Vec<u64> = quota.split('/').map(|n| n.parse().expect("a number")).collect();
-        let quota = limiter::Quota::new(q[0], q[1]).with_burst(q[2]);
+        let quota = redis_ratelimit::Quota::new(q[0], q[1]).with_burst(q[2]);
         let file = load(&relative);
         let held = Held { promise: file.promise, quota, tolerance: calibrate::tolerance(&file, file.promise, quota) };
         let kind = CheckKind::ALL.into_iter().find(|k| k.name() == check).expect("a check");

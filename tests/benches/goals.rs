@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use limiter::harness::scripts;
-use limiter::{Algorithm, Batching, Limiter, Quota, RedisStore};
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::{Algorithm, Batching, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 /// The quota of the throughput goals: every check admitted, as redis-benchmark's calls are.
@@ -294,7 +294,9 @@ fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<Goal> {
         let ours = (used_memory(&mut conn) - before) / n as f64;
         let names: Vec<String> = keys
             .iter()
-            .map(|k| format!("{}{}", limiter::harness::KeySpace::default().stem(k), scripts::key_suffix(algorithm)))
+            .map(|k| {
+                format!("{}{}", redis_ratelimit::harness::KeySpace::default().stem(k), scripts::key_suffix(algorithm))
+            })
             .collect();
         flush(&mut conn);
         let before = used_memory(&mut conn);

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use limiter::{Algorithm, Limiter, Quota, RedisStore};
+use redis_ratelimit::{Algorithm, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 const CHECKS: usize = 40_000;

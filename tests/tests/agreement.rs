@@ -17,9 +17,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use limiter::{Algorithm, Decision, Limiter, ManualClock, Quota, RedisStore, TimeSource};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use redis_ratelimit::{Algorithm, Decision, Limiter, ManualClock, Quota, RedisStore, TimeSource};
 use redis_tests::RedisServer;
 
 const BASE_MS: u64 = 1_700_000_000_000;
@@ -131,7 +131,7 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
     assert!(total >= Algorithm::ALL.len() * 5 * REQUESTS);
 }
 
-/// The all-or-nothing script of several rules and its twin (`limiter::harness::algo::all_or_nothing`)
+/// The all-or-nothing script of several rules and its twin (`redis_ratelimit::harness::algo::all_or_nothing`)
 /// agree too: an enforcer on Redis and one in process, on the same generated clock, answer
 /// every request with the same decision for every rule: verdict, remaining, Retry-After,
 /// reset, and whether it consumed. The rules mix every algorithm, costs of 0 to 2 and a
@@ -139,8 +139,8 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
 /// others would admit them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_all_or_nothing_script_and_its_twin_agree() {
-    use limiter::enforce::{Enforcer, Verdict};
-    use limiter::rules::{KeyPart, Rule, RuleSet};
+    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let server = RedisServer::start().expect("redis-server starts");
     let key = || [KeyPart::header("x-api-key")];
@@ -189,7 +189,7 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         };
         assert_eq!(got.allowed, want.allowed, "request #{i} at t={}", now - BASE_MS as i64);
         for (g, w) in got.rules.iter().zip(&want.rules) {
-            let strip = |d: &limiter::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let strip = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
             assert_eq!(
                 (strip(&g.decision), g.consumed),
                 (strip(&w.decision), w.consumed),

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use limiter::{Algorithm, BreakerConfig, Error, FailurePolicy, Limiter, Quota, RedisStore};
+use redis_ratelimit::{Algorithm, BreakerConfig, Error, FailurePolicy, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -105,7 +105,7 @@ async fn a_garbled_stream_is_handled_by_the_failure_policy_without_panicking() {
         .expect("valid");
     for _ in 0..3 {
         match limiter.check("k", 1).await {
-            Ok(d) => assert!(!d.allowed && d.source == limiter::Source::FailClosed, "{d:?}"),
+            Ok(d) => assert!(!d.allowed && d.source == redis_ratelimit::Source::FailClosed, "{d:?}"),
             Err(e) => assert!(matches!(e, Error::UnexpectedReply { .. }), "{e}"),
         }
     }

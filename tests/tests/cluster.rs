@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use limiter::{Algorithm, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_ratelimit::{Algorithm, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source};
 use sim::real::cluster_server::slot_of_tag;
 use sim::real::redis_cluster::{query, RedisCluster};
 use tokio::time::Instant;
@@ -196,8 +196,8 @@ fn a_killed_primary_is_replaced_and_the_failure_policy_answers_the_gap() {
 /// all-or-nothing: a request the global cap denies consumes nothing from its API key's rule.
 #[test]
 fn the_enforcer_decides_rules_in_different_slots_without_crossslot() {
-    use limiter::enforce::{Enforcer, Verdict};
-    use limiter::rules::{KeyPart, Rule, RuleSet};
+    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let c = cluster(3, 0);
     let rules = RuleSet::builder()

@@ -20,13 +20,13 @@ mod conformance_support;
 
 use std::collections::BTreeMap;
 
-use limiter::harness::algo::lease::{self, LeaseArgs};
-use limiter::harness::algo::{self, State};
-use limiter::harness::mode_scripts::{self, BatchRequest, LeaseRequest};
-use limiter::harness::scripts::Invocation;
-use limiter::{Algorithm, Quota};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
+use redis_ratelimit::harness::algo::{self, State};
+use redis_ratelimit::harness::mode_scripts::{self, BatchRequest, LeaseRequest};
+use redis_ratelimit::harness::scripts::Invocation;
+use redis_ratelimit::{Algorithm, Quota};
 
 use conformance_support::{show, show_cmd, Pair, V};
 
@@ -171,7 +171,7 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
             // A key of the wrong type for the algorithm (where it has one key to spoil): its
             // requests fail alone.
             let poisoned = format!("{prefix}:{{k9}}:");
-            let key = format!("{poisoned}{}", limiter::harness::scripts::key_suffix(algorithm)).into_bytes();
+            let key = format!("{poisoned}{}", redis_ratelimit::harness::scripts::key_suffix(algorithm)).into_bytes();
             let poison = match algorithm {
                 Algorithm::Gcra => Some(vec![b"HSET".to_vec(), key, b"u".to_vec(), b"1".to_vec()]),
                 Algorithm::TokenBucket | Algorithm::SlidingLog => Some(vec![b"SET".to_vec(), key, b"x".to_vec()]),

@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use limiter::{Algorithm, Batching, DenialCache, Error, Leases, Limiter, ManualClock, Quota, RedisStore, Source};
+use redis_ratelimit::{
+    Algorithm, Batching, DenialCache, Error, Leases, Limiter, ManualClock, Quota, RedisStore, Source,
+};
 use redis_tests::RedisServer;
 
 /// EVAL and EVALSHA calls the server has run: the limiter's round trips.
@@ -18,7 +20,7 @@ fn script_calls(server: &RedisServer) -> u64 {
         .sum()
 }
 
-fn builder(server: &RedisServer, algorithm: Algorithm, quota: Quota, prefix: &str) -> limiter::LimiterBuilder {
+fn builder(server: &RedisServer, algorithm: Algorithm, quota: Quota, prefix: &str) -> redis_ratelimit::LimiterBuilder {
     Limiter::builder(algorithm, quota).redis(RedisStore::from_url(&server.url()).expect("url")).key_prefix(prefix)
 }
 
@@ -56,7 +58,7 @@ async fn the_denial_cache_answers_a_denied_key_without_a_call_until_its_retry_af
     let l = builder(&server, Algorithm::SlidingLog, quota, "deny")
         .denial_cache(DenialCache::default().with_clock_tolerance_ppm(0))
         .clock(Arc::new(clock.clone()))
-        .time_source(limiter::TimeSource::Client)
+        .time_source(redis_ratelimit::TimeSource::Client)
         .build()
         .expect("valid");
     for _ in 0..3 {
@@ -118,7 +120,7 @@ async fn batching_sends_concurrent_checks_together_and_decides_them_as_one_by_on
 fn a_mode_that_cannot_work_is_refused_by_name() {
     let store = || RedisStore::from_url("redis://127.0.0.1:1/").expect("url");
     let q = Quota::per_second(10);
-    let refused = |b: limiter::LimiterBuilder| match b.build() {
+    let refused = |b: redis_ratelimit::LimiterBuilder| match b.build() {
         Err(Error::Config { field, message }) => format!("{field}: {message}"),
         other => panic!("built: {other:?}"),
     };

@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use limiter::{Algorithm, BreakerConfig, BreakerState, Degraded, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_ratelimit::{
+    Algorithm, BreakerConfig, BreakerState, Degraded, FailurePolicy, Limiter, Quota, RedisStore, Source,
+};
 use redis_tests::RedisServer;
 
 const OPEN_MS: u64 = 300;

@@ -1,8 +1,8 @@
 //! The Redis store against real `redis-server` processes: server time, TTLs, NOSCRIPT
 //! recovery, hostile keys and wrong-type keys.
 
-use limiter::{Algorithm, Error, Limiter, Quota, RedisStore, Source, TimeSource};
 use redis::Commands;
+use redis_ratelimit::{Algorithm, Error, Limiter, Quota, RedisStore, Source, TimeSource};
 use redis_tests::RedisServer;
 
 fn limiter_on(server: &RedisServer, algorithm: Algorithm, q: Quota) -> Limiter {
@@ -62,7 +62,7 @@ async fn scripts_are_reloaded_after_script_flush() {
     assert_eq!((d.allowed, d.source), (true, Source::Store));
     let loaded: Vec<bool> = redis::cmd("SCRIPT")
         .arg("EXISTS")
-        .arg(redis::Script::new(limiter::harness::scripts::TOKEN_BUCKET.source).get_hash())
+        .arg(redis::Script::new(redis_ratelimit::harness::scripts::TOKEN_BUCKET.source).get_hash())
         .query(&mut conn)
         .expect("SCRIPT EXISTS");
     assert_eq!(loaded, vec![true]);
@@ -100,7 +100,7 @@ async fn a_key_holding_the_wrong_type_is_a_clear_error() {
     let err = gcra.check("victim", 1).await.expect_err("WRONGTYPE");
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
     // The breaker does not count these: Redis answered.
-    assert_eq!(tb.breaker_state(), limiter::BreakerState::Closed { failures: 0 });
+    assert_eq!(tb.breaker_state(), redis_ratelimit::BreakerState::Closed { failures: 0 });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,7 +7,7 @@ use std::ffi::OsStr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use limiter::{Algorithm, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_ratelimit::{Algorithm, FailurePolicy, Limiter, Quota, RedisStore, Source};
 use sim::real::process::{free_port, ServerProcess};
 use tokio::time::Instant;
 

@@ -8,8 +8,8 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use limiter::store::Tls;
-use limiter::{Algorithm, Error, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_ratelimit::store::Tls;
+use redis_ratelimit::{Algorithm, Error, FailurePolicy, Limiter, Quota, RedisStore, Source};
 use sim::real::process::{free_port, ServerProcess};
 
 const PASSWORD: &str = "s3cret-Pa55word";

@@ -21,7 +21,7 @@ pub fn run() -> Result<()> {
     cmd.args([
         "test",
         "-p",
-        "limiter",
+        "redis-ratelimit",
         "--features",
         "harness",
         "--release",

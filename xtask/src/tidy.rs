@@ -19,13 +19,13 @@ use crate::tools::root;
 /// What each workspace crate may depend on (normal, dev and build dependencies alike): the
 /// table of `docs/ARCHITECTURE.md`.
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
-    ("limiter", &[]),
+    ("redis-ratelimit", &[]),
     ("results", &[]),
     // `reports`: the simulate binary renders the report right after writing the results.
-    ("sim", &["limiter", "results", "reports"]),
-    ("properties", &["limiter", "sim"]),
-    ("redis-tests", &["limiter", "sim"]),
-    ("reports", &["results", "limiter"]),
+    ("sim", &["redis-ratelimit", "results", "reports"]),
+    ("properties", &["redis-ratelimit", "sim"]),
+    ("redis-tests", &["redis-ratelimit", "sim"]),
+    ("reports", &["results", "redis-ratelimit"]),
     ("xtask", &[]),
 ];
 
@@ -122,7 +122,7 @@ fn crate_imports(root: &Path) -> Result<Vec<String>> {
             }
             // Normal dependencies on every platform; the loom models add loom under their own cfg.
             let everywhere = dep["kind"].is_null() && dep["target"].is_null();
-            if name == "limiter" && everywhere && NOT_IN_THE_LIBRARY.contains(&dep_name) {
+            if name == "redis-ratelimit" && everywhere && NOT_IN_THE_LIBRARY.contains(&dep_name) {
                 problems.push(format!("the library depends on `{dep_name}`, a crate of the harness"));
             }
         }
@@ -157,6 +157,7 @@ fn crate_roots_forbid_unsafe(root: &Path) -> Result<Vec<String>> {
     let forbid = ["#![forbid(un", "safe_code)]"].concat();
     for (name, _) in ALLOWED_IMPORTS {
         let dir = match *name {
+            "redis-ratelimit" => "limiter",
             "redis-tests" => "tests",
             "results" => "reports/results",
             other => other,

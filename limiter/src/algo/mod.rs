@@ -116,7 +116,7 @@ pub(crate) const fn ceil_div(a: u64, b: u64) -> u64 {
 }
 
 /// Worked examples: each algorithm's file walks one key through a short table of requests and
-/// the decisions its twin must give, so `cargo test -p limiter` checks the algorithms with no
+/// the decisions its twin must give, so `cargo test -p redis-ratelimit` checks the algorithms with no
 /// Redis at all.
 #[cfg(test)]
 pub(crate) mod worked {

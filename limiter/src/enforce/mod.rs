@@ -33,9 +33,9 @@
 //! requests. Put the identity that matters first in every rule's key to keep them atomic.
 //!
 //! ```
-//! use limiter::enforce::{Enforcer, Verdict};
-//! use limiter::rules::{KeyPart, Match, Rule, RuleSet};
-//! use limiter::{Algorithm, Quota};
+//! use redis_ratelimit::enforce::{Enforcer, Verdict};
+//! use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
+//! use redis_ratelimit::{Algorithm, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let rules = RuleSet::builder()
 //!     .rule(Rule::new("per-key", Algorithm::SlidingLog, Quota::per_minute(2)).key([KeyPart::header("x-api-key")]))

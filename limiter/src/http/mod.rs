@@ -12,8 +12,8 @@
 //! limits nothing (1,500 concurrent requests all got 200 at 5 req/s in one report).
 //!
 //! ```
-//! use limiter::http::RateLimitLayer;
-//! use limiter::{Algorithm, Limiter, Quota};
+//! use redis_ratelimit::http::RateLimitLayer;
+//! use redis_ratelimit::{Algorithm, Limiter, Quota};
 //! use tower::{Layer, Service, ServiceExt};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let limiter = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(1)).build().unwrap();

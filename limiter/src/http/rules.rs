@@ -14,10 +14,10 @@
 //! only needs `From<String>` (axum's `Body`, `String`, `http_body_util::Full<Bytes>`).
 //!
 //! ```
-//! use limiter::enforce::Enforcer;
-//! use limiter::http::RulesLayer;
-//! use limiter::rules::{KeyPart, Rule, RuleSet};
-//! use limiter::{Algorithm, Quota};
+//! use redis_ratelimit::enforce::Enforcer;
+//! use redis_ratelimit::http::RulesLayer;
+//! use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
+//! use redis_ratelimit::{Algorithm, Quota};
 //! use tower::{Layer, ServiceExt};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let rules = RuleSet::builder()

@@ -59,7 +59,7 @@ pub enum Access {
 /// with (besides the [`User`]).
 ///
 /// ```
-/// use limiter::rules::{AccessList, AccessLists};
+/// use redis_ratelimit::rules::{AccessList, AccessLists};
 /// let lists = AccessLists::new()
 ///     .key_header("x-api-key")
 ///     .allow(AccessList::new().key("internal-batch"))

@@ -47,7 +47,7 @@ impl ForwardedHeader {
 /// ignored.
 ///
 /// ```
-/// use limiter::rules::{ClientIp, PeerAddr};
+/// use redis_ratelimit::rules::{ClientIp, PeerAddr};
 /// let ip = ClientIp::new().trust("10.0.0.0/8".parse().unwrap());
 /// let via_proxy = http::Request::builder()
 ///     .header("x-forwarded-for", "198.51.100.7, 10.0.0.9")

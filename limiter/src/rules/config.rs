@@ -188,10 +188,10 @@ fn file_error(field: impl Into<String>, message: impl Into<String>) -> RuleError
 }
 
 impl RuleSet {
-    /// Reads and checks a rules file; see the module docs of `limiter::rules` for the format.
+    /// Reads and checks a rules file; see the module docs of `redis_ratelimit::rules` for the format.
     ///
     /// ```
-    /// let rules = limiter::rules::RuleSet::from_toml(r#"
+    /// let rules = redis_ratelimit::rules::RuleSet::from_toml(r#"
     ///     [[rule]]
     ///     name = "per-ip"
     ///     key = ["ip"]
@@ -201,7 +201,7 @@ impl RuleSet {
     /// "#).unwrap();
     /// assert_eq!(rules.rules()[0].name(), "per-ip");
     ///
-    /// let bad = limiter::rules::RuleSet::from_toml(r#"
+    /// let bad = redis_ratelimit::rules::RuleSet::from_toml(r#"
     ///     [[rule]]
     ///     name = "per-ip"
     ///     key = ["ip"]

@@ -7,7 +7,7 @@ use http::{HeaderName, Method, Request};
 /// matches `/api`, `/api/hello` and `/api/a/b`; `/users/*/posts` matches `/users/42/posts`.
 ///
 /// ```
-/// use limiter::rules::PathPattern;
+/// use redis_ratelimit::rules::PathPattern;
 /// let p = PathPattern::new("/users/*/posts/**").unwrap();
 /// assert!(p.matches("/users/42/posts") && p.matches("/users/42/posts/7"));
 /// assert!(!p.matches("/users/42") && !p.matches("/users/42/likes"));

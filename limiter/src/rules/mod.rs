@@ -16,8 +16,8 @@
 //! a [`RuleError`] naming the rule and the field.
 //!
 //! ```
-//! use limiter::rules::{KeyPart, Match, Rule, RuleSet};
-//! use limiter::{Algorithm, Quota};
+//! use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
+//! use redis_ratelimit::{Algorithm, Quota};
 //!
 //! let rules = RuleSet::builder()
 //!     .rule(
@@ -36,7 +36,7 @@
 //! // A rule that could never be enforced is refused by name and field.
 //! let bad = RuleSet::builder().rule(Rule::new("zero", Algorithm::Gcra, Quota::per_second(0))).build();
 //! assert_eq!(bad.unwrap_err().to_string(), "rule \"zero\", field limit: must be at least 1, got 0");
-//! # Ok::<(), limiter::rules::RuleError>(())
+//! # Ok::<(), redis_ratelimit::rules::RuleError>(())
 //! ```
 
 mod access;

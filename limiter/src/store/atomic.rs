@@ -19,15 +19,15 @@ use crate::sync::{AtomicU64, Ordering};
 /// See the module docs.
 ///
 /// ```
-/// use limiter::store::AtomicLimiter;
-/// use limiter::Quota;
+/// use redis_ratelimit::store::AtomicLimiter;
+/// use redis_ratelimit::Quota;
 /// let limiter = AtomicLimiter::new(Quota::per_second(2))?;
 /// assert!(limiter.check(0, 1)?.allowed);
 /// assert!(limiter.check(0, 1)?.allowed);
 /// let denied = limiter.check(0, 1)?;
 /// assert!(!denied.allowed);
 /// assert_eq!(denied.retry_after_ms, 500);
-/// # Ok::<(), limiter::Error>(())
+/// # Ok::<(), redis_ratelimit::Error>(())
 /// ```
 #[derive(Debug)]
 pub struct AtomicLimiter {

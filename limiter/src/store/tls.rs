@@ -9,7 +9,7 @@ use crate::error::Error;
 /// Whom a `rediss://` connection trusts and how it proves who it is.
 ///
 /// ```
-/// use limiter::store::Tls;
+/// use redis_ratelimit::store::Tls;
 /// let tls = Tls::system_roots().with_ca_pem(b"-----BEGIN CERTIFICATE-----...".to_vec());
 /// assert!(format!("{tls:?}").contains("ca"));
 /// ```

@@ -8,8 +8,8 @@
 //! - *differs*: the counter's decision against an exact sliding log fed the same requests
 //!   (two limiters whose states drift apart under overload).
 
-use limiter::Quota;
 use properties::accuracy::{sliding_window_error, traffic, Accuracy, SplitMix};
+use redis_ratelimit::Quota;
 
 #[test]
 fn sliding_window_error_against_an_exact_sliding_log_stays_within_twice_the_limit() {

@@ -1,13 +1,13 @@
 //! The lock-free `AtomicLimiter` decides exactly like the GCRA twin it wraps, on the same
 //! schedules the GCRA suites use (backward clock steps and peeks included).
 
-use limiter::harness::algo::Outcome;
-use limiter::store::AtomicLimiter;
-use limiter::Algorithm;
 use properties::strategy::{self, Shape};
 use properties::{Run, Subject};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
+use redis_ratelimit::harness::algo::Outcome;
+use redis_ratelimit::store::AtomicLimiter;
+use redis_ratelimit::Algorithm;
 
 proptest! {
     #![proptest_config(ProptestConfig {

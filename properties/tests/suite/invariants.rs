@@ -4,7 +4,7 @@
 macro_rules! holds_for_every_algorithm {
     ($($module:ident => $invariant:expr),* $(,)?) => {$(
         mod $module {
-            use limiter::Algorithm;
+            use redis_ratelimit::Algorithm;
             use properties::runner::holds;
             use properties::Subject;
 
@@ -50,10 +50,10 @@ holds_for_every_algorithm! {
 
 /// Lagging readings: kept by the algorithms whose stored time only moves forward.
 mod clock_lag {
-    use limiter::Algorithm;
     use properties::invariants::CLOCK_LAG;
     use properties::runner::holds;
     use properties::Subject;
+    use redis_ratelimit::Algorithm;
 
     #[test]
     fn token_bucket() {

@@ -3,7 +3,6 @@
 //! `properties::mutants`) and must catch each within a fixed, seeded budget of cases.
 //! Test names read `<invariant>_catches_<model>`.
 
-use limiter::Algorithm;
 use properties::invariants::{
     CLOCK_BACK, CLOCK_LAG, COST_SPLIT, NO_LOST_REFILL, PEEK, REMAINING, RESET_AFTER, RETRY_AFTER, SAFETY, WITHIN_RATE,
 };
@@ -11,6 +10,7 @@ use properties::mutants::*;
 use properties::runner::catches;
 use properties::strategy::Shape;
 use properties::{Invariant, Subject};
+use redis_ratelimit::Algorithm;
 
 fn without_peeks(invariant: Invariant) -> Invariant {
     Invariant { shape: Shape { peeks: false, ..invariant.shape }, ..invariant }

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
-use limiter::Algorithm;
 use plotters::prelude::*;
+use redis_ratelimit::Algorithm;
 use results::verdict::RowVerdict;
 
 use crate::lineup::Lineup;

@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use limiter::harness::scripts::{self, LuaScript};
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::harness::scripts::{self, LuaScript};
+use redis_ratelimit::{Algorithm, Quota};
 use sim::model::{ManualServerClock, ModelHandle, Reply};
 
 /// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.

@@ -13,7 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use anyhow::{bail, Result};
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches, Parser};
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use results::{Results, SCHEMA};
 use sim::campaign;

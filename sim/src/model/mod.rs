@@ -17,7 +17,7 @@
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
 //! - `faults`: crash, refusal, pause, latency.
 //! - [`server_clock`]: the injected server clock (microseconds; the limiter's own clock is
-//!   `limiter::Clock`, in milliseconds).
+//!   `redis_ratelimit::Clock`, in milliseconds).
 //!
 //! # Commands
 //!

@@ -1,6 +1,6 @@
 //! Where the model's idea of "now" comes from: the Redis server's clock.
 //!
-//! Not to be confused with `limiter::Clock`, the limiter's injected client clock, which counts
+//! Not to be confused with `redis_ratelimit::Clock`, the limiter's injected client clock, which counts
 //! milliseconds: a [`ServerClock`] counts microseconds, as Redis's `TIME` reports them.
 //!
 //! TIME and key expiry read an injected [`ServerClock`] instead of the system clock. In a simulation

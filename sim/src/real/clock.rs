@@ -5,7 +5,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use limiter::Clock;
+use redis_ratelimit::Clock;
 use tokio::time::Instant;
 
 /// Microseconds since the Unix epoch on the system's real-time clock (the clock Redis's

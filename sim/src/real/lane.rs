@@ -11,8 +11,8 @@ use anyhow::Context;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{sleep_until, Instant};
 
-use limiter::store::TcpConnector;
-use limiter::BreakerConfig;
+use redis_ratelimit::store::TcpConnector;
+use redis_ratelimit::BreakerConfig;
 
 use super::clock::{aligned_start, WallClock};
 use super::proxy::{LinkFault, Proxy};
@@ -183,7 +183,7 @@ struct Ctx {
     /// Bumped each time Redis comes back without its data.
     data_epoch: Arc<AtomicU64>,
     /// The leases' accounting, when the run leases.
-    ledger: Option<Arc<limiter::harness::LeaseLedger>>,
+    ledger: Option<Arc<redis_ratelimit::harness::LeaseLedger>>,
 }
 
 impl Ctx {
@@ -231,7 +231,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         prefix,
         records: Mutex::new(Vec::new()),
         data_epoch: Arc::new(AtomicU64::new(0)),
-        ledger: (spec.mode == crate::mode::Mode::Lease).then(|| Arc::new(limiter::harness::LeaseLedger::new())),
+        ledger: (spec.mode == crate::mode::Mode::Lease).then(|| Arc::new(redis_ratelimit::harness::LeaseLedger::new())),
     });
     let mut instances: Vec<Option<JoinHandle<anyhow::Result<()>>>> =
         (0..spec.instances).map(|i| Some(tokio::spawn(run_instance(ctx.clone(), i)))).collect();
@@ -370,7 +370,7 @@ async fn in_flight_until(instances: &[Option<JoinHandle<anyhow::Result<()>>>], d
 /// On a cluster, instance `i`'s store: the cluster's nodes, each dialled through the
 /// instance's own proxy for it (the cluster client's node address map), MOVED and ASK
 /// included.
-fn cluster_store(ctx: &Ctx, i: u32) -> anyhow::Result<Option<limiter::RedisStore>> {
+fn cluster_store(ctx: &Ctx, i: u32) -> anyhow::Result<Option<redis_ratelimit::RedisStore>> {
     let Some(nodes) = &ctx.cluster_nodes else { return Ok(None) };
     let proxies = &ctx.dial[i as usize];
     let urls: Vec<String> = proxies.iter().map(|p| format!("redis://{p}/")).collect();
@@ -378,7 +378,7 @@ fn cluster_store(ctx: &Ctx, i: u32) -> anyhow::Result<Option<limiter::RedisStore
         .iter()
         .zip(proxies)
         .map(|(port, proxy)| (("127.0.0.1".to_owned(), *port), (proxy.ip().to_string(), proxy.port())));
-    Ok(Some(limiter::RedisStore::cluster(urls)?.with_node_addresses(map)?))
+    Ok(Some(redis_ratelimit::RedisStore::cluster(urls)?.with_node_addresses(map)?))
 }
 
 /// One application instance: its own limiter over its own proxy, issuing each arrival at

@@ -7,7 +7,7 @@
 //! charged for what it did not get), or when it was admitted by Redis without paying every
 //! rule.
 
-use limiter::Source;
+use redis_ratelimit::Source;
 
 use results::{RuleBound, RulesResult};
 
@@ -99,7 +99,7 @@ pub fn check(rules: &[SimRule], records: &[Record], slack_ms: u64, data_losses: 
 
 #[cfg(test)]
 mod tests {
-    use limiter::{Algorithm, Quota};
+    use redis_ratelimit::{Algorithm, Quota};
 
     use super::*;
     use crate::rules::By;

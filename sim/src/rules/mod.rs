@@ -6,15 +6,15 @@
 //! Every request of the scenario matches three rules: one per user (the arrival's key), one
 //! per route (the key's route, `key % ROUTES`), and one global. Each rule's first key part is
 //! its Redis Cluster hash tag, so the three live in three different slots: the library decides
-//! them in one script call on one Redis ([`RulesSubject::OneCall`], what `limiter::enforce`
+//! them in one script call on one Redis ([`RulesSubject::OneCall`], what `redis_ratelimit::enforce`
 //! does), and the `rules-per-slot` subject runs the path a cluster would need, one dry and one
 //! committing call per slot ([`RulesSubject::PerSlot`]), whose splits are the finding.
 
 pub mod check;
 pub mod oracle;
 
-use limiter::rules::{KeyPart, Match, Rule, RuleSet};
-use limiter::{Algorithm, FailurePolicy, Quota};
+use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
+use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
 
 use crate::promise::Promise;
 

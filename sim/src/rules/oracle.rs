@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use limiter::harness::algo::{self, State};
+use redis_ratelimit::harness::algo::{self, State};
 
 use super::SimRule;
 use crate::oracle::Accuracy;
@@ -48,7 +48,7 @@ pub fn judge(rules: &[SimRule], records: &[Record]) -> (Vec<bool>, Accuracy) {
 
 #[cfg(test)]
 mod tests {
-    use limiter::{Algorithm, Quota, Source};
+    use redis_ratelimit::{Algorithm, Quota, Source};
 
     use super::*;
     use crate::rules::By;

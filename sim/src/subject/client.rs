@@ -10,10 +10,10 @@
 
 use std::sync::Arc;
 
-use limiter::harness::algo::fixed_window::{self, WindowState};
-use limiter::harness::RawCallError;
-use limiter::{Clock, Quota, RedisStore, Source};
 use redis::Value;
+use redis_ratelimit::harness::algo::fixed_window::{self, WindowState};
+use redis_ratelimit::harness::RawCallError;
+use redis_ratelimit::{Clock, Quota, RedisStore, Source};
 
 use super::{Answer, DecidedBy};
 use crate::promise::Promise;

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use limiter::{Algorithm, Quota};
+use redis_ratelimit::{Algorithm, Quota};
 
 use super::reply::{AllowedRule, NumberField, Operand, ReplyRules, Test, TimeField, TimeUnit};
 use super::template::{Placeholder, Template, Values};
@@ -409,7 +409,7 @@ impl RawQuota {
         // computes exactly.
         let algorithm = promise.twin().unwrap_or(Algorithm::FixedWindow);
         q.validate(algorithm).map_err(|e| match e {
-            limiter::Error::Config { field, message } => err(&format!("quota.{field}"), message),
+            redis_ratelimit::Error::Config { field, message } => err(&format!("quota.{field}"), message),
             other => err("quota", other.to_string()),
         })?;
         Ok(q)

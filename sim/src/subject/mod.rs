@@ -1,4 +1,4 @@
-//! What a run drives: one of the library's algorithms through the real [`limiter::Limiter`],
+//! What a run drives: one of the library's algorithms through the real [`redis_ratelimit::Limiter`],
 //! a script described by a subject file ([`file`]), or a limiter whose calling library makes
 //! several round trips ([`client`]: the naive GET-then-SET counter, INCR then EXPIRE).
 //!
@@ -19,8 +19,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use limiter::store::Connector;
-use limiter::{
+use redis_ratelimit::store::Connector;
+use redis_ratelimit::{
     Algorithm, BreakerConfig, Clock, Decision, Error, FailurePolicy, Limiter, Quota, RedisStore, Source, TimeSource,
 };
 
@@ -47,7 +47,7 @@ pub static ADR002: LazyLock<Arc<SubjectFile>> = LazyLock::new(|| {
 /// What a run drives.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Subject {
-    /// One of the library's algorithms, through `limiter::Limiter`.
+    /// One of the library's algorithms, through `redis_ratelimit::Limiter`.
     Algorithm(Algorithm),
     /// A script described by a subject file.
     Script(Arc<SubjectFile>),
@@ -285,7 +285,7 @@ pub struct CallerSpec<'a> {
     /// The library's round-trip mode (the library's algorithms only).
     pub mode: crate::mode::Mode,
     /// Where the library's leases are recorded, outliving the instance (leases only).
-    pub lease_ledger: Option<Arc<limiter::harness::LeaseLedger>>,
+    pub lease_ledger: Option<Arc<redis_ratelimit::harness::LeaseLedger>>,
 }
 
 /// An instance's way of asking about a request.
@@ -306,7 +306,7 @@ impl Caller {
         // A connector that erases its type, so every store is built the same way.
         struct Boxed(Box<dyn Connector>);
         impl Connector for Boxed {
-            fn connect(&self) -> limiter::store::ConnectFuture<'_> {
+            fn connect(&self) -> redis_ratelimit::store::ConnectFuture<'_> {
                 self.0.connect()
             }
             fn describe(&self) -> String {

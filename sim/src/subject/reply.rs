@@ -242,7 +242,7 @@ impl ReplyRules {
 
 #[cfg(test)]
 mod tests {
-    use limiter::Quota;
+    use redis_ratelimit::Quota;
 
     use super::*;
 

@@ -1,12 +1,12 @@
-//! The library's enforcement point (`limiter::enforce`) as a subject: each request of the
+//! The library's enforcement point (`redis_ratelimit::enforce`) as a subject: each request of the
 //! run becomes an HTTP request (the arrival's key as the user, its route as the path) decided
 //! against the multi-rule scenario's rules ([`crate::rules`]) over the instance's connection.
 
 use std::sync::Arc;
 
-use limiter::enforce::{Enforcer, Verdict};
-use limiter::rules::User;
-use limiter::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
+use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::rules::User;
+use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
 
 use super::{Answer, DecidedBy};
 use crate::rules::{route_of, RulesSubject};

@@ -7,9 +7,9 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use limiter::harness::{EvalScript, RawCallError};
-use limiter::{Clock, Quota, RedisStore, Source};
 use redis::Value;
+use redis_ratelimit::harness::{EvalScript, RawCallError};
+use redis_ratelimit::{Clock, Quota, RedisStore, Source};
 
 use super::file::{OnError, SubjectFile};
 use super::template::Values;

@@ -8,7 +8,7 @@
 
 use std::fmt::{self, Write};
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 /// A value a placeholder names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 use super::direct::Direct;
 use super::schedule::KEY;

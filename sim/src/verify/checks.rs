@@ -23,7 +23,7 @@
 
 use std::fmt;
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 use super::direct::Direct;
 use super::schedule::{Event, Ran, Schedule};

@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use limiter::Quota;
 use redis::Value;
+use redis_ratelimit::Quota;
 
 use crate::model::{ManualServerClock, ModelHandle, Reply};
 use crate::simclock::EPOCH_MS;

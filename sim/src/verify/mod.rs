@@ -24,7 +24,7 @@ pub mod verdicts;
 
 use std::sync::Arc;
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 use results::{RunResult, SubjectReport};
 
@@ -116,7 +116,7 @@ pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u6
 }
 
 /// The library's algorithm a subject's promise names, to show beside it.
-pub fn beside(promise: Promise) -> Option<limiter::Algorithm> {
+pub fn beside(promise: Promise) -> Option<redis_ratelimit::Algorithm> {
     promise.twin()
 }
 

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 
 use super::direct::Direct;
 use super::schedule::KEY;
@@ -78,7 +78,9 @@ pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measu
         let admitted: Vec<u64> = trickle
             .iter()
             .copied()
-            .filter(|&t| limiter::harness::algo::step(twin, &q, &mut state, crate::simclock::EPOCH_MS + t, 1).allowed)
+            .filter(|&t| {
+                redis_ratelimit::harness::algo::step(twin, &q, &mut state, crate::simclock::EPOCH_MS + t, 1).allowed
+            })
             .collect();
         longest_gap(&admitted, trickle.last().copied().unwrap_or(0))
     });

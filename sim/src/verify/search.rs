@@ -7,9 +7,9 @@
 use std::cell::RefCell;
 use std::sync::Arc;
 
-use limiter::Quota;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use redis_ratelimit::Quota;
 
 use super::checks::{self, CheckKind, Held, Violation};
 use super::direct::Direct;

@@ -3,7 +3,7 @@
 //! schedule, or the scenario run's worst case) and the command that replays it; a held one says
 //! what it rests on.
 
-use limiter::Quota;
+use redis_ratelimit::Quota;
 use results::{Profile, RatePoint, RunResult, SubjectReport, VerdictLine};
 
 use super::checks::CheckKind;

@@ -1,10 +1,10 @@
 //! What the suite generates: quotas in everyday ranges and near the bounds `Quota::validate`
 //! accepts, costs, clock steps, and hostile state written where a script will read.
 
-use limiter::harness::scripts;
-use limiter::{Algorithm, Quota};
 use rand::rngs::SmallRng;
 use rand::Rng;
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::{Algorithm, Quota};
 
 pub const EXACT_MAX: u64 = 1 << 50;
 

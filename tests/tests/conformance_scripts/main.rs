@@ -46,10 +46,10 @@ mod snapshot;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use limiter::harness::scripts;
-use limiter::Quota;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::Quota;
 
 use conformance_support::{show, show_cmd, V};
 use generate::{cmd, pick, s, Call};

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use limiter::harness::scripts::{self, LuaScript};
 use rand::rngs::SmallRng;
 use rand::Rng;
+use redis_ratelimit::harness::scripts::{self, LuaScript};
 
 use crate::conformance_support::{show, show_cmd, Pair, Raw, V};
 use crate::generate::{cmd, cost, quota, s, step, Call};

@@ -32,7 +32,7 @@ pub fn gateway_binary() -> &'static Path {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let output = Command::new(cargo)
             .current_dir(workspace_root())
-            .args(["build", "-p", "limiter", "--example", "gateway", "--features", "metrics"])
+            .args(["build", "-p", "redis-ratelimit", "--example", "gateway", "--features", "metrics"])
             .arg("--message-format=json-render-diagnostics")
             .stderr(Stdio::inherit())
             .output()
