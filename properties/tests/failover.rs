@@ -6,10 +6,10 @@
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use redis_ratelimit::{Algorithm, FailurePolicy};
-use sim::faults::{format_schedule, Fault, FaultKind};
-use sim::run::{self, is_failure};
-use sim::scenario::{self, RunSpec};
-use sim::subject::Subject;
+use sim_engine::faults::{format_schedule, Fault, FaultKind};
+use sim_engine::run::{self, is_failure};
+use sim_engine::scenario::{self, RunSpec};
+use sim_engine::subject::Subject;
 
 fn cases() -> u32 {
     let all = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256u32);
@@ -36,8 +36,8 @@ fn any_failover_costs_at_most_one_burst_plus_rate_times_lag_per_key() {
     let n = cases();
     let runner = TestRunner::new(Config { cases: n, failure_persistence: None, ..Config::default() });
     let result = runner.clone().run(&failovers(), |spec| {
-        let out = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let again = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let again = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&out.trace_hash, &again.trace_hash, "replay: {}", run::replay_command(&spec));
         let r = run::judge(&spec, out);
         prop_assert!(

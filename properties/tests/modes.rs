@@ -15,16 +15,16 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis_model::{ManualServerClock, ModelHandle, Reply};
 use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
 use redis_ratelimit::harness::algo::{self, gcra::GcraState, State};
 use redis_ratelimit::harness::mode_scripts::{self, BatchRequest};
 use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
-use sim::faults::{format_schedule, normalize, Fault, FaultKind};
-use sim::mode::Mode;
-use sim::model::{ManualServerClock, ModelHandle, Reply};
-use sim::run::{self, is_failure};
-use sim::scenario;
-use sim::subject::Subject;
+use sim_engine::faults::{format_schedule, normalize, Fault, FaultKind};
+use sim_engine::mode::Mode;
+use sim_engine::run::{self, is_failure};
+use sim_engine::scenario;
+use sim_engine::subject::Subject;
 
 fn cases(divisor: u32) -> u32 {
     let all = std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256u32);
@@ -262,7 +262,7 @@ fn every_mode_keeps_its_promise_under_generated_fault_schedules() {
         });
     let n = cases(16);
     let result = runner(n).run(&strategy, |spec| {
-        let out = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
         if is_failure(&r) {
             let why = [&r.bound_detail, &r.policy_detail, &r.mode_detail].map(|s| s.as_str()).join("; ");

@@ -14,14 +14,14 @@ use std::fmt::Write;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use redis_model::{ManualServerClock, ModelHandle, Reply};
 use redis_ratelimit::harness::algo::{self, State};
 use redis_ratelimit::harness::scripts;
 use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
-use sim::faults::{format_schedule, normalize, Fault, FaultKind};
-use sim::model::{ManualServerClock, ModelHandle, Reply};
-use sim::run::{self, is_failure};
-use sim::scenario::{self, RunSpec};
-use sim::subject::{ClientSubject, Subject};
+use sim_engine::faults::{format_schedule, normalize, Fault, FaultKind};
+use sim_engine::run::{self, is_failure};
+use sim_engine::scenario::{self, RunSpec};
+use sim_engine::subject::{ClientSubject, Subject};
 
 const BASE_MS: u64 = 1_767_225_600_000;
 
@@ -173,7 +173,7 @@ fn cluster_cases(subjects: Vec<Subject>) -> impl Strategy<Value = RunSpec> {
 }
 
 fn cluster_holds(spec: &RunSpec) -> Result<(), String> {
-    let out = sim::cluster::run(spec).map_err(|e| e.to_string())?;
+    let out = sim_engine::cluster::run(spec).map_err(|e| e.to_string())?;
     let r = run::judge(spec, out);
     if is_failure(&r) {
         let why = [&r.bound_detail, &r.policy_detail, &r.liveness_detail].map(|s| s.as_str()).join("; ");
@@ -204,7 +204,7 @@ fn every_promised_bound_holds_under_generated_fault_schedules() {
 fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
     let found = runner(64).run(&cluster_cases(vec![Subject::Client(ClientSubject::NaiveGetSet)]), |spec| {
         // The subject is held to the fixed window's promise, as a correct algorithm would be.
-        let out = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
         if r.bound == "broken" {
             return Err(TestCaseError::fail(format!("{}: {}\n  replay: {}", r.algorithm, r.bound_detail, r.replay)));
@@ -220,8 +220,8 @@ fn the_same_seed_gives_the_same_trace() {
     let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let n = cases(32);
     let result = runner(n).run(&cluster_cases(promising), |spec| {
-        let a = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let b = sim::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let a = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let b = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&a.trace_hash, &b.trace_hash, "replay: {}", run::replay_command(&spec));
         Ok(())
     });

@@ -12,9 +12,9 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use redis_model::{ManualServerClock, ModelHandle};
 use redis_ratelimit::harness::scripts;
 use redis_ratelimit::Algorithm;
-use sim::model::{ManualServerClock, ModelHandle};
 
 mod support;
 use support::call_args;

@@ -17,10 +17,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use redis_ratelimit::harness::scripts;
 use redis_ratelimit::Algorithm;
-use sim::run::run_many;
-use sim::scenario::{self, RunSpec};
-use sim::subject::Subject;
-use sim::workload::{Spread, Workload};
+use sim_engine::run::run_many;
+use sim_engine::scenario::{self, RunSpec};
+use sim_engine::subject::Subject;
+use sim_engine::workload::{Spread, Workload};
 
 mod support;
 

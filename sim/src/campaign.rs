@@ -9,27 +9,13 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::cli::{Backend, RunArgs};
-use crate::real;
-use crate::results::{RacePoint, Results, RunResult, SkewPoint};
-use crate::run::{self, Executor};
-use crate::scenario::{self, RunSpec};
-use crate::subject::Subject;
+use results::Results;
+use sim_engine::run::{self, Executor};
+use sim_engine::scenario::{self, RunSpec};
+use sim_engine::subject::Subject;
 
-/// What a campaign ran.
-#[derive(Debug, Clone, Default)]
-pub struct Campaign {
-    /// One result per scenario run.
-    pub results: Vec<RunResult>,
-    /// The race sweep's points (empty without sweeps).
-    pub race_sweep: Vec<RacePoint>,
-    /// The skew sweep's points (empty without sweeps).
-    pub skew_sweep: Vec<SkewPoint>,
-    /// The sweeps' runs themselves, the skew of each skew-sweep run beside it (None for the
-    /// race sweep).
-    pub swept: Vec<(RunResult, Option<i64>)>,
-    /// Runs whose replay gave another trace (`--check-determinism`), with both hashes.
-    pub not_deterministic: Vec<(String, String, String)>,
-}
+/// What a campaign ran (defined beside the runs, so the verifier reads it without this crate).
+pub use sim_engine::run::Campaign;
 
 fn progress(total: usize, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(total as u64);
@@ -53,11 +39,11 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
         );
     }
     Ok(match (o.backend, o.redis_url.clone()) {
-        (Backend::Model, _) => Box::new(crate::cluster::run),
-        (Backend::Redis, Some(url)) => Box::new(move |spec: &RunSpec| real::execute_at(&url, spec)),
-        (Backend::Redis, None) => Box::new(real::execute),
-        (Backend::RedisCluster, _) => Box::new(real::execute_cluster),
-        (Backend::MiniRedis, _) => Box::new(real::execute_mini),
+        (Backend::Model, _) => Box::new(sim_engine::cluster::run),
+        (Backend::Redis, Some(url)) => Box::new(move |spec: &RunSpec| sim_real::execute_at(&url, spec)),
+        (Backend::Redis, None) => Box::new(sim_real::execute),
+        (Backend::RedisCluster, _) => Box::new(sim_real::execute_cluster),
+        (Backend::MiniRedis, _) => Box::new(sim_real::execute_mini),
     })
 }
 
@@ -93,7 +79,7 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
             bail!("--faults: {f} names an instance the run does not have ({} instances)", specs[0].instances);
         }
         for spec in &mut specs {
-            spec.faults = crate::faults::normalize(faults.clone());
+            spec.faults = sim_engine::faults::normalize(faults.clone());
         }
     }
     Ok(if o.redis_url.is_some() { without_process_faults(specs) } else { specs })
@@ -106,7 +92,7 @@ fn without_process_faults(specs: Vec<RunSpec>) -> Vec<RunSpec> {
     let specs: Vec<RunSpec> = specs
         .iter()
         .map(|spec| {
-            let (kept, dropped) = real::without_process_faults(spec);
+            let (kept, dropped) = sim_real::without_process_faults(spec);
             for f in dropped {
                 *skipped.entry(f.kind.name()).or_default() += 1;
             }

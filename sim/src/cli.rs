@@ -22,9 +22,9 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, ValueEnum};
 
-use crate::faults::Fault;
-use crate::scenario;
-use crate::subject::Subject;
+use sim_engine::faults::Fault;
+use sim_engine::scenario;
+use sim_engine::subject::Subject;
 
 /// Simulated time per run when `--duration` is not given, on the model.
 pub const DEFAULT_DURATION_MS: u64 = 12_000;
@@ -230,7 +230,7 @@ impl RunArgs {
         match (self.duration_ms, self.backend) {
             (Some(ms), _) => ms,
             (None, Backend::Model) => DEFAULT_DURATION_MS,
-            (None, Backend::Redis | Backend::RedisCluster | Backend::MiniRedis) => crate::real::DEFAULT_DURATION_MS,
+            (None, Backend::Redis | Backend::RedisCluster | Backend::MiniRedis) => sim_real::DEFAULT_DURATION_MS,
         }
     }
 
@@ -290,7 +290,7 @@ fn policy_names() -> PossibleValuesParser {
 
 /// The library's round-trip modes, each with what it does.
 fn mode_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(crate::mode::Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.description())))
+    PossibleValuesParser::new(sim_engine::mode::Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.description())))
 }
 
 /// The library's algorithms and the catalogue's subjects, by name, each with its promise.
@@ -348,15 +348,15 @@ pub fn duration_ms(text: &str) -> Result<u64, String> {
 
 /// `I/N`, 1 <= I <= N <= 10000.
 fn shard(text: &str) -> Result<(u32, u32), String> {
-    match crate::results::merge::parse_shard(text) {
+    match results::merge::parse_shard(text) {
         Some((i, n)) if n <= 10_000 => Ok((i, n)),
         _ => Err("expected I/N with 1 <= I <= N <= 10000, e.g. 2/4".to_owned()),
     }
 }
 
-/// A fault schedule (`crate::faults::parse_schedule`).
+/// A fault schedule (`sim_engine::faults::parse_schedule`).
 fn fault_schedule(text: &str) -> Result<Vec<Fault>, String> {
-    crate::faults::parse_schedule(text)
+    sim_engine::faults::parse_schedule(text)
 }
 
 /// The default of `--threads`: the cores there are, within the accepted range.
@@ -442,7 +442,7 @@ mod tests {
             parse("--scenario baseline --algorithm gcra --algorithm naive --algorithm gcra --seeds 3 --duration 5s")
                 .expect("ok");
         assert_eq!(o.run.scenarios, vec!["baseline"]);
-        let naive = Subject::Client(crate::subject::ClientSubject::NaiveGetSet);
+        let naive = Subject::Client(sim_engine::subject::ClientSubject::NaiveGetSet);
         assert_eq!(o.algorithms, vec![Subject::Algorithm(redis_ratelimit::Algorithm::Gcra), naive]);
         assert_eq!((o.run.seeds, o.run.duration_ms()), (3, 5_000));
         assert_eq!(o.run.seed_list(), vec![1, 2, 3]);
@@ -463,7 +463,7 @@ mod tests {
     #[test]
     fn the_duration_defaults_to_the_backend_s_own() {
         assert_eq!(parse("").expect("ok").run.duration_ms(), DEFAULT_DURATION_MS);
-        assert_eq!(parse("--backend redis").expect("ok").run.duration_ms(), crate::real::DEFAULT_DURATION_MS);
+        assert_eq!(parse("--backend redis").expect("ok").run.duration_ms(), sim_real::DEFAULT_DURATION_MS);
         assert_eq!(parse("--backend mini-redis --duration 9s").expect("ok").run.duration_ms(), 9_000);
     }
 

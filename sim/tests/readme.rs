@@ -2,8 +2,9 @@
 //! `cargo xtask simulate` prints for that scenario with the default seed and duration, so
 //! whoever changes the simulator's numbers updates the README too.
 
-use sim::subject::Subject;
-use sim::{cli, run, scenario, table};
+use sim::cli;
+use sim_engine::subject::Subject;
+use sim_engine::{run, scenario, table};
 
 const README: &str = include_str!("../../README.md");
 

@@ -10,10 +10,10 @@
 //! same check must break.
 
 use sim::cli::SimulateArgs;
-use sim::results::RunResult;
-use sim::run;
-use sim::scenario::RunSpec;
-use sim::subject::Subject;
+use sim_engine::results::RunResult;
+use sim_engine::run;
+use sim_engine::scenario::RunSpec;
+use sim_engine::subject::Subject;
 
 fn shaped_specs(backend: &str) -> Vec<RunSpec> {
     let o = SimulateArgs::parse_args(["--backend", backend, "--no-sweeps"]).expect("arguments").run;
@@ -26,7 +26,7 @@ fn broke(r: &RunResult) -> [bool; 3] {
 }
 
 fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
     let specs = shaped_specs(backend);
     let model = run::run_many(&specs, 2, &|| {}).expect("model runs");
     // On one redis-server the `failover` fault is a crash that keeps every write (there is no
@@ -65,11 +65,11 @@ fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
 
 #[test]
 fn every_model_positive_of_the_catalogue_shows_on_one_real_redis() {
-    positives_hold_on("redis", 6, &sim::real::execute);
+    positives_hold_on("redis", 6, &sim_real::execute);
 }
 
 #[test]
 fn every_model_positive_of_the_catalogue_shows_on_a_real_cluster() {
-    sim::real::process::require_for_tests("redis-cli", "redis-tools");
-    positives_hold_on("redis-cluster", 3, &sim::real::execute_cluster);
+    sim_real::process::require_for_tests("redis-cli", "redis-tools");
+    positives_hold_on("redis-cluster", 3, &sim_real::execute_cluster);
 }

@@ -2,11 +2,11 @@
 //! catalogue must show, and bounds that must hold in every scenario and swarm seed.
 
 use redis_ratelimit::{FailurePolicy, TimeSource};
-use sim::mode::Mode;
-use sim::results::RunResult;
-use sim::run::{self, is_failure};
-use sim::scenario::{self, RunSpec};
-use sim::subject::Subject;
+use sim_engine::mode::Mode;
+use sim_engine::results::RunResult;
+use sim_engine::run::{self, is_failure};
+use sim_engine::scenario::{self, RunSpec};
+use sim_engine::subject::Subject;
 
 fn specs(name: &str, subjects: &[&str], seeds: &[u64], duration_ms: u64) -> Vec<RunSpec> {
     let subjects: Vec<Subject> = subjects.iter().map(|s| Subject::named(s).expect("a catalogue subject")).collect();
@@ -196,7 +196,7 @@ fn two_hundred_swarm_seeds_hold_every_promised_bound() {
 #[test]
 fn the_shards_of_a_sweep_merge_back_into_the_unsharded_sweep() {
     use sim::cli::SimulateArgs;
-    use sim::results::{Results, SCHEMA};
+    use sim_engine::results::{Results, SCHEMA};
     let subjects: Vec<Subject> = ["gcra", "fixed-window"].iter().filter_map(|s| Subject::named(s)).collect();
     let results_of = |extra: &[&str]| {
         let mut args = vec!["--scenario", "baseline", "--scenario", "swarm", "--seeds", "3", "--duration", "1500"];
@@ -220,7 +220,7 @@ fn the_shards_of_a_sweep_merge_back_into_the_unsharded_sweep() {
     let sizes: Vec<usize> = shards.iter().map(|(_, r)| r.results.len()).collect();
     assert_eq!(sizes.iter().sum::<usize>(), whole.results.len(), "{sizes:?}");
     assert!(sizes.iter().all(|&n| n > 0 && n < whole.results.len()), "{sizes:?}");
-    let merged = sim::results::merge(shards).expect("the shards merge");
+    let merged = sim_engine::results::merge(shards).expect("the shards merge");
     let total = |r: &Results, f: fn(&RunResult) -> u64| r.results.iter().map(f).sum::<u64>();
     for (what, f) in [
         ("requests", (|r: &RunResult| r.requests) as fn(&RunResult) -> u64),

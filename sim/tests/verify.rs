@@ -11,10 +11,11 @@ use std::sync::Arc;
 use results::SubjectReport;
 use sim::campaign::Campaign;
 use sim::cli::RunArgs;
-use sim::subject::SubjectFile;
-use sim::verify::checks::{CheckKind, Held};
-use sim::verify::schedule::Schedule;
-use sim::verify::{self, calibrate, search};
+use sim_engine::subject::SubjectFile;
+use sim_verify as verify;
+use sim_verify::checks::{CheckKind, Held};
+use sim_verify::schedule::Schedule;
+use sim_verify::{calibrate, search};
 
 /// Cases per check and quota: enough for every mutant here to be found (each is found within
 /// the first few dozen), few enough for the test profile.
@@ -126,8 +127,8 @@ fn every_mutant_is_its_library_script_with_one_marked_change() {
 fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() {
     let file = load("subjects/adr002.toml");
     let run = RunArgs::parse_from(["--scenario", "steady-trickle", "--no-sweeps"]).expect("valid options");
-    let specs = sim::campaign::specs(&run, &[sim::subject::Subject::Script(file.clone())]).expect("specs");
-    let campaign = sim::campaign::run(&run, &[], &specs, &sim::cluster::run).expect("runs");
+    let specs = sim::campaign::specs(&run, &[sim_engine::subject::Subject::Script(file.clone())]).expect("specs");
+    let campaign = sim::campaign::run(&run, &[], &specs, &sim_engine::cluster::run).expect("runs");
     let r = verify::report(&file, &campaign, CASES, 1);
     let starved = verdict(&r, "no lost capacity");
     assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
@@ -209,7 +210,7 @@ fn a_script_that_errors_at_run_time_is_a_finding_that_names_the_command() {
 /// status 1, the results JSON and the report written.
 #[test]
 fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_reproduces_the_break() {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
     let dir = tempfile::tempdir().expect("a temporary directory");
     let out = Command::new(env!("CARGO_BIN_EXE_verify"))
         .arg(path("subjects/adr002.toml"))

@@ -233,23 +233,23 @@ fn cpu_per_decision(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Goal 
 // ---------------------------------------------------------------------------------- goal 3
 
 fn leases() -> Goal {
-    use sim::mode::Mode;
-    use sim::subject::Subject;
-    let busy = sim::scenario::find("busy-key").expect("the busy-key scenario");
+    use sim_engine::mode::Mode;
+    use sim_engine::subject::Subject;
+    let busy = sim_engine::scenario::find("busy-key").expect("the busy-key scenario");
     let duration = (20_000.0 * scale()).max(2_000.0) as u64;
     let run = |mode: Mode| {
         let mut spec = busy.runs(&[Subject::Algorithm(Algorithm::Gcra)], &[1], None, duration).remove(0);
         spec.mode = mode;
-        let out = sim::real::execute(&spec).expect("a real-lane run");
-        sim::run::judge(&spec, out)
+        let out = sim_real::execute(&spec).expect("a real-lane run");
+        sim_engine::run::judge(&spec, out)
     };
     let plain = run(Mode::Plain);
     let leased = run(Mode::Lease);
-    let per_call = |r: &sim::results::RunResult| 1.0 / r.round_trips_per_decision().max(1e-9);
+    let per_call = |r: &sim_engine::results::RunResult| 1.0 / r.round_trips_per_decision().max(1e-9);
     let ratio = per_call(&leased) / per_call(&plain);
     let limited = 100.0 * leased.under_admitted as f64 / leased.requests.max(1) as f64;
     let allowed_beyond = leased.bound != "held";
-    let met = ratio >= 20.0 && limited <= 1.0 && !allowed_beyond && !sim::results::is_failure(&leased);
+    let met = ratio >= 20.0 && limited <= 1.0 && !allowed_beyond && !sim_engine::results::is_failure(&leased);
     Goal {
         what: "decisions per Redis call, busy key, leases, 8 instances at 2x (real Redis)",
         measured: format!(
@@ -278,7 +278,7 @@ fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<Goal> {
     let mut conn = server.client().expect("connect");
     // 100 per hour: each key's state lives for minutes, so none expires while it is measured.
     let quota = Quota::new(100, 3_600_000);
-    let adr = &sim::subject::ADR002.source;
+    let adr = &sim_engine::subject::ADR002.source;
     let adr_sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(adr.as_str()).query(&mut conn).expect("load");
     let mut goals = Vec::new();
     for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
@@ -415,12 +415,12 @@ fn in_process() -> Goal {
 // ---------------------------------------------------------------------------------- goal 6
 
 fn simulation() -> Goal {
-    use sim::model::{ManualServerClock, ModelHandle, Reply};
-    use sim::scenario::RunSpec;
-    use sim::subject::Subject;
-    use sim::workload::{Spread, Workload};
+    use redis_model::{ManualServerClock, ModelHandle, Reply};
+    use sim_engine::scenario::RunSpec;
+    use sim_engine::subject::Subject;
+    use sim_engine::workload::{Spread, Workload};
     let specs = |seeds: std::ops::Range<u64>, duration_ms: u64| -> Vec<RunSpec> {
-        let mut s = sim::scenario::find("baseline").expect("baseline").runs(
+        let mut s = sim_engine::scenario::find("baseline").expect("baseline").runs(
             &[Subject::Algorithm(Algorithm::Gcra)],
             &seeds.collect::<Vec<_>>(),
             None,
@@ -434,7 +434,7 @@ fn simulation() -> Goal {
     };
     let measure = |specs: &[RunSpec]| {
         let started = Instant::now();
-        let results = sim::run::run_many(specs, 1, &|| {}).expect("runs");
+        let results = sim_engine::run::run_many(specs, 1, &|| {}).expect("runs");
         (results.iter().map(|r| r.requests).sum::<u64>(), started.elapsed().as_secs_f64())
     };
     measure(&specs(0..1, 1_000));
@@ -452,7 +452,7 @@ fn simulation() -> Goal {
         let stem = format!("ratelimiter:{{key-{}}}:", i % 50);
         let call = scripts::Request {
             algorithm: Algorithm::Gcra,
-            quota: &sim::scenario::QUOTA,
+            quota: &sim_engine::scenario::QUOTA,
             stem: &stem,
             now_ms: None,
             cost: 1,
@@ -493,7 +493,7 @@ fn simulation() -> Goal {
 
 fn main() {
     for program in ["redis-server", "redis-benchmark"] {
-        sim::real::process::require_for_tests(
+        sim_real::process::require_for_tests(
             program,
             if program == "redis-server" { "redis-server" } else { "redis-tools" },
         );

@@ -16,7 +16,7 @@
 //! behaves like Redis for everything the limiter does (`cargo xtask test` runs them so):
 //!
 //! ```text
-//! cargo build -p sim --bin redis-model
+//! cargo build -p redis-model --bin redis-model
 //! REDIS_TESTS_SERVER=$PWD/target/debug/redis-model cargo test -p redis-tests --test agreement
 //! ```
 //!
@@ -29,8 +29,8 @@
 use std::io;
 use std::ops::{Deref, DerefMut};
 
-pub use sim::real::process::free_port;
-use sim::real::process::ServerProcess;
+pub use sim_real::process::free_port;
+use sim_real::process::ServerProcess;
 
 /// The environment variable naming a binary to start instead of `redis-server`.
 pub const SERVER_ENV: &str = "REDIS_TESTS_SERVER";
@@ -115,7 +115,7 @@ impl RedisServer {
 
     fn spawn(program: String, port: u16) -> io::Result<Self> {
         if program == "redis-server" {
-            sim::real::process::require_for_tests("redis-server", "redis-server");
+            sim_real::process::require_for_tests("redis-server", "redis-server");
         }
         let hint = if program == "redis-server" {
             "install Debian's `redis-server` package".to_string()

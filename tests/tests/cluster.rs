@@ -10,12 +10,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_ratelimit::{Algorithm, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source};
-use sim::real::cluster_server::slot_of_tag;
-use sim::real::redis_cluster::{query, RedisCluster};
+use sim_real::cluster_server::slot_of_tag;
+use sim_real::redis_cluster::{query, RedisCluster};
 use tokio::time::Instant;
 
 fn cluster(primaries: usize, replicas: usize) -> RedisCluster {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
     RedisCluster::start(primaries, replicas).expect("a cluster starts")
 }
 

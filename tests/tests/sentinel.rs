@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use redis_ratelimit::{Algorithm, FailurePolicy, Limiter, Quota, RedisStore, Source};
-use sim::real::process::{free_port, ServerProcess};
+use sim_real::process::{free_port, ServerProcess};
 use tokio::time::Instant;
 
 const SERVICE: &str = "limiter-primary";
@@ -66,8 +66,8 @@ fn reported_primary(sentinel: u16) -> Option<u16> {
 
 #[test]
 fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
-    sim::real::process::require_for_tests("redis-sentinel", "redis-sentinel");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-sentinel", "redis-sentinel");
     let dir = tempfile::tempdir().expect("temp dir");
     let hint = "Debian's `redis-server`";
     let mut primary = ServerProcess::start("redis-server", free_port().expect("port"), &[], hint).expect("primary");

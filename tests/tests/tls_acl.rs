@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use redis_ratelimit::store::Tls;
 use redis_ratelimit::{Algorithm, Error, FailurePolicy, Limiter, Quota, RedisStore, Source};
-use sim::real::process::{free_port, ServerProcess};
+use sim_real::process::{free_port, ServerProcess};
 
 const PASSWORD: &str = "s3cret-Pa55word";
 
@@ -60,7 +60,7 @@ fn certificates() -> Certs {
 
 /// `redis-server` on a TLS port only, requiring a client certificate signed by the CA.
 fn tls_server(certs: &Certs) -> ServerProcess {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
     let port = free_port().expect("port").to_string();
     let extra: Vec<&OsStr> = vec![
         OsStr::new("--port"),
@@ -82,7 +82,7 @@ fn tls_server(certs: &Certs) -> ServerProcess {
 
 /// `redis-server` whose default user is off and whose user `limiter` has a password.
 fn acl_server() -> ServerProcess {
-    sim::real::process::require_for_tests("redis-server", "redis-server");
+    sim_real::process::require_for_tests("redis-server", "redis-server");
     let password = format!(">{PASSWORD}");
     let args = ["--user", "default", "off", "--user", "limiter", "on", password.as_str(), "~*", "+@all"];
     let extra: Vec<&OsStr> = args.iter().map(OsStr::new).collect();

@@ -50,7 +50,7 @@ fn real_lanes_over_the_whole_catalogue() -> Result<()> {
     tools::run(test)
 }
 
-/// The model's Lua bridge (`sim/src/model/lua_stack.rs`) is the one module in the workspace
+/// The model's Lua bridge (`sim/model/src/lua_stack.rs`) is the one module in the workspace
 /// with unsafe code. Its tests (out-of-memory paths included) and the generated-script
 /// conformance suite run once more under valgrind's memcheck, which fails them on any invalid
 /// read or write, use of uninitialised memory or bad free they provoke. The other conformance
@@ -58,7 +58,7 @@ fn real_lanes_over_the_whole_catalogue() -> Result<()> {
 fn lua_bridge_under_memcheck() -> Result<()> {
     let runner = "target.'cfg(all())'.runner = ['valgrind', '-q', '--error-exitcode=9']";
     let mut model = cargo();
-    model.args(["test", "-p", "sim", "--lib", "--config", runner, "model::"]);
+    model.args(["test", "-p", "redis-model", "--lib", "--config", runner]);
     tools::run(model)?;
     let mut conformance = cargo();
     conformance.args(["test", "-p", "redis-tests", "--test", "conformance_lua", "--config", runner]);
@@ -71,7 +71,7 @@ fn lua_bridge_under_memcheck() -> Result<()> {
 /// nothing about the real thing.
 fn limiter_tests_on_the_model() -> Result<()> {
     let mut build = cargo();
-    build.args(["build", "-p", "sim", "--bin", "redis-model"]);
+    build.args(["build", "-p", "redis-model", "--bin", "redis-model"]);
     tools::run(build)?;
 
     let root = tools::root();

@@ -21,10 +21,14 @@ use crate::tools::root;
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
     ("redis-ratelimit", &[]),
     ("results", &[]),
+    ("redis-model", &[]),
+    ("sim-engine", &["redis-ratelimit", "redis-model", "results"]),
+    ("sim-real", &["redis-ratelimit", "sim-engine", "results"]),
+    ("sim-verify", &["redis-ratelimit", "redis-model", "sim-engine", "results"]),
     // `reports`: the simulate binary renders the report right after writing the results.
-    ("sim", &["redis-ratelimit", "results", "reports"]),
-    ("properties", &["redis-ratelimit", "sim"]),
-    ("redis-tests", &["redis-ratelimit", "sim"]),
+    ("sim", &["redis-ratelimit", "redis-model", "sim-engine", "sim-real", "sim-verify", "results", "reports"]),
+    ("properties", &["redis-ratelimit", "sim-engine", "redis-model"]),
+    ("redis-tests", &["redis-ratelimit", "redis-model", "sim-engine", "sim-real"]),
     ("reports", &["results", "redis-ratelimit"]),
     ("xtask", &[]),
 ];
@@ -33,13 +37,13 @@ const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
 const NOT_IN_THE_LIBRARY: &[&str] = &["turmoil", "mlua", "rand", "mini-redis", "proptest", "loom"];
 
 /// The one module allowed `unsafe` code.
-const UNSAFE_MODULE: &str = "sim/src/model/lua_stack.rs";
+const UNSAFE_MODULE: &str = "sim/model/src/lua_stack.rs";
 
 /// Source files longer than [`LONG_FILE_LINES`], each with the one concern it holds.
 const LONG_FILES: &[(&str, &str)] = &[
     (UNSAFE_MODULE, "the fenced bridge to Lua's C API: one module so its unsafe code stays in one place"),
-    ("sim/src/model/num.rs", "Redis's number parsing and printing, one family of routines"),
-    ("sim/src/model/script.rs", "EVAL/EVALSHA: the Lua sandbox and the script cache"),
+    ("sim/model/src/num.rs", "Redis's number parsing and printing, one family of routines"),
+    ("sim/model/src/script.rs", "EVAL/EVALSHA: the Lua sandbox and the script cache"),
 ];
 const LONG_FILE_LINES: usize = 600;
 
@@ -55,7 +59,8 @@ pub fn run() -> Result<()> {
 
 /// Every problem in the repository at `root`.
 pub fn check(root: &Path) -> Result<Vec<String>> {
-    let mut problems = crate_imports(root)?;
+    let packages = workspace_packages(root)?;
+    let mut problems = crate_imports(root, &packages);
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {
             Ok(text) => text,
@@ -65,7 +70,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         let path = file.to_string_lossy().replace('\\', "/");
         problems.extend(check_file(root, &path, &text));
     }
-    problems.extend(crate_roots_forbid_unsafe(root)?);
+    problems.extend(crate_roots_forbid_unsafe(root, &packages));
     for (path, _) in LONG_FILES {
         if !root.join(path).is_file() {
             problems.push(format!("{path} is in tidy's LONG_FILES but does not exist"));
@@ -91,7 +96,8 @@ fn check_file(root: &Path, path: &str, text: &str) -> Vec<String> {
 
 // --------------------------------------------------------------------------------- imports
 
-fn crate_imports(root: &Path) -> Result<Vec<String>> {
+/// The workspace's packages, as `cargo metadata` describes them.
+fn workspace_packages(root: &Path) -> Result<Vec<serde_json::Value>> {
     let output = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .current_dir(root)
         .args(["metadata", "--format-version", "1", "--no-deps"])
@@ -101,7 +107,19 @@ fn crate_imports(root: &Path) -> Result<Vec<String>> {
         bail!("cargo metadata failed: {}", String::from_utf8_lossy(&output.stderr));
     }
     let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).context("cargo metadata's output")?;
-    let packages = metadata["packages"].as_array().context("cargo metadata lists no packages")?;
+    metadata["packages"].as_array().cloned().context("cargo metadata lists no packages")
+}
+
+/// A package's folder, relative to the root (`limiter` for `redis-ratelimit`).
+fn package_dir(root: &Path, package: &serde_json::Value) -> Option<PathBuf> {
+    let manifest = Path::new(package["manifest_path"].as_str()?);
+    let dir = manifest.parent()?;
+    let root = root.canonicalize().ok()?;
+    let dir = dir.canonicalize().ok()?;
+    dir.strip_prefix(&root).ok().map(Path::to_path_buf)
+}
+
+fn crate_imports(root: &Path, packages: &[serde_json::Value]) -> Vec<String> {
     let mut problems = Vec::new();
     let architecture = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap_or_default();
     for package in packages {
@@ -127,7 +145,7 @@ fn crate_imports(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(problems)
+    problems
 }
 
 // ---------------------------------------------------------------------------------- unsafe
@@ -152,25 +170,23 @@ fn unsafe_outside_the_bridge(path: &str, text: &str) -> Vec<String> {
         .collect()
 }
 
-fn crate_roots_forbid_unsafe(root: &Path) -> Result<Vec<String>> {
+fn crate_roots_forbid_unsafe(root: &Path, packages: &[serde_json::Value]) -> Vec<String> {
     let mut problems = Vec::new();
     let forbid = ["#![forbid(un", "safe_code)]"].concat();
-    for (name, _) in ALLOWED_IMPORTS {
-        let dir = match *name {
-            "redis-ratelimit" => "limiter",
-            "redis-tests" => "tests",
-            "results" => "reports/results",
-            other => other,
+    for package in packages {
+        let Some(dir) = package_dir(root, package) else {
+            problems.push(format!("crate `{}` lives outside the repository", package["name"].as_str().unwrap_or("?")));
+            continue;
         };
-        let mut roots: Vec<PathBuf> = ["src/lib.rs", "src/main.rs"].iter().map(|f| Path::new(dir).join(f)).collect();
-        if let Ok(bins) = std::fs::read_dir(root.join(dir).join("src/bin")) {
-            roots.extend(bins.flatten().map(|e| Path::new(dir).join("src/bin").join(e.file_name())));
+        let mut roots: Vec<PathBuf> = ["src/lib.rs", "src/main.rs"].iter().map(|f| dir.join(f)).collect();
+        if let Ok(bins) = std::fs::read_dir(root.join(&dir).join("src/bin")) {
+            roots.extend(bins.flatten().map(|e| dir.join("src/bin").join(e.file_name())));
         }
         for file in roots {
             let Ok(text) = std::fs::read_to_string(root.join(&file)) else { continue };
             // The model's crate denies unsafe code (workspace lint) and lets its one bridge
             // module allow it; forbid would not let that module opt out.
-            if file == Path::new("sim/src/lib.rs") {
+            if file == Path::new("sim/model/src/lib.rs") {
                 continue;
             }
             if !text.contains(&forbid) {
@@ -178,18 +194,19 @@ fn crate_roots_forbid_unsafe(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
-    Ok(problems)
+    problems
 }
 
 // ----------------------------------------------------------------------------------- clocks
 
 /// Where reading the wall clock is the point: the clock modules, benches (they measure real
 /// time) and the tests against real `redis-server` (whose clock is real): the `tests` crate's,
-/// and the simulator's real-lane tests (`sim/tests/real_*.rs`).
+/// and the simulator's real-lane tests (`sim/real/tests/`, `sim/tests/real_*.rs`).
 fn may_read_the_wall_clock(path: &str) -> bool {
     path.ends_with("clock.rs")
         || path.contains("/benches/")
         || path.starts_with("tests/tests/")
+        || path.starts_with("sim/real/tests/")
         || path.starts_with("sim/tests/real_")
 }
 
@@ -336,11 +353,11 @@ mod tests {
     #[test]
     fn wall_clock_opt_outs_are_allowed_in_clocks_benches_and_real_redis_tests_only() {
         let text = ["#![allow(clippy::disallowed", "_methods)]"].concat();
-        assert!(wall_clock_opt_outs("sim/src/real/clock.rs", &text).is_empty());
+        assert!(wall_clock_opt_outs("sim/real/src/clock.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("sim/benches/simulate.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("tests/tests/outage.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("sim/tests/real_catalogue.rs", &text).is_empty());
-        assert_eq!(wall_clock_opt_outs("sim/src/cluster.rs", &text).len(), 1);
+        assert_eq!(wall_clock_opt_outs("sim/engine/src/cluster.rs", &text).len(), 1);
         assert_eq!(wall_clock_opt_outs("sim/tests/scenarios.rs", &text).len(), 1);
     }
 
@@ -350,8 +367,8 @@ mod tests {
         assert_eq!(machine_paths("README.md", &format!("see {home}")).len(), 1);
         let root = root();
         let missing = ["DESIGN", ".", "md"].concat();
-        assert_eq!(outside_references(&root, "sim/src/checker.rs", &format!("see {missing}'s table")).len(), 1);
-        assert!(outside_references(&root, "sim/src/checker.rs", "see docs/ARCHITECTURE.md").is_empty());
+        assert_eq!(outside_references(&root, "sim/engine/src/checker.rs", &format!("see {missing}'s table")).len(), 1);
+        assert!(outside_references(&root, "sim/engine/src/checker.rs", "see docs/ARCHITECTURE.md").is_empty());
         assert!(outside_references(&root, "README.md", "as `docs/ORIGINS.md` says").is_empty());
     }
 

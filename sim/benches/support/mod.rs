@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
+use redis_model::{ManualServerClock, ModelHandle, Reply};
 use redis_ratelimit::harness::scripts::{self, LuaScript};
 use redis_ratelimit::{Algorithm, Quota};
-use sim::model::{ManualServerClock, ModelHandle, Reply};
 
 /// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.
 pub fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {

@@ -15,14 +15,14 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
-use sim::subject::{ClientSubject, Subject};
+use sim_engine::subject::{ClientSubject, Subject};
 
 use sim::campaign;
 use sim::cli::{Backend, RunArgs, SimulateArgs};
-use sim::real;
-use sim::results::{Results, SCHEMA};
-use sim::run::is_failure;
-use sim::scenario;
+use sim_engine::results::{Results, SCHEMA};
+use sim_engine::run::is_failure;
+use sim_engine::scenario;
+use sim_real as real;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,7 +68,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             println!("{:<16} {}", s.name(), s.summary());
         }
         println!();
-        for m in sim::mode::Mode::ALL {
+        for m in sim_engine::mode::Mode::ALL {
             println!("{:<16} round-trip mode: {}", m.name(), m.description());
         }
         return Ok(true);
@@ -111,9 +111,9 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     }
     let results = campaign.results;
 
-    print!("{}", sim::table::render(&results));
+    print!("{}", sim_engine::table::render(&results));
     // A failover's cost, per algorithm: extra admissions against the stated bound.
-    let failovers: Vec<&sim::results::RunResult> =
+    let failovers: Vec<&sim_engine::results::RunResult> =
         results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != "none").collect();
     if !failovers.is_empty() {
         println!("\nfailover: extra admissions per key over each promise, and the bound's verdict");

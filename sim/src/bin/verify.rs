@@ -1,4 +1,4 @@
-//! `verify`: the engine behind `cargo xtask verify SUBJECT.toml...`. See `sim::verify`.
+//! `verify`: the engine behind `cargo xtask verify SUBJECT.toml...`. See `sim_verify`.
 
 #![forbid(unsafe_code)]
 
@@ -18,10 +18,11 @@ use redis_ratelimit::{Algorithm, Quota};
 use results::{Results, SCHEMA};
 use sim::campaign;
 use sim::cli::{Backend, RunArgs};
-use sim::subject::{Subject, SubjectFile};
-use sim::verify::checks::{CheckKind, Held};
-use sim::verify::schedule::{Ran, Schedule};
-use sim::verify::{self, calibrate, search};
+use sim_engine::subject::{Subject, SubjectFile};
+use sim_verify as verify;
+use sim_verify::checks::{CheckKind, Held};
+use sim_verify::schedule::{Ran, Schedule};
+use sim_verify::{calibrate, search};
 
 /// `cargo xtask verify`: rate-limiter scripts described by subject files, each promise
 /// judged under generated schedules at exact times and under the scenario catalogue.
@@ -107,7 +108,7 @@ fn load(files: &[PathBuf]) -> Result<Vec<SubjectFile>> {
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
     for path in files {
-        match SubjectFile::load(path).and_then(sim::verify::preflight) {
+        match SubjectFile::load(path).and_then(sim_verify::preflight) {
             Ok(f) => loaded.push(f),
             Err(e) => problems.push(e.to_string()),
         }
@@ -181,7 +182,7 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> bool
     let file = Arc::new(file.clone());
     let quota = quota.unwrap_or_else(|| verify::catalogue_quota(&file));
     let held = Held { promise: file.promise, quota, tolerance: calibrate::tolerance(&file, file.promise, quota) };
-    let ran = Ran::new(&mut sim::verify::direct::Direct::new(file.clone(), quota), schedule);
+    let ran = Ran::new(&mut sim_verify::direct::Direct::new(file.clone(), quota), schedule);
     println!(
         "{} ({}), quota {}/{}/{}:",
         file.name,

@@ -11,8 +11,8 @@ pub mod resp;
 #[allow(unused_imports)] // Not every suite inspects parsed replies.
 pub use resp::{Raw, RespConn, V};
 
+use redis_model::{ModelHandle, SystemServerClock};
 use redis_tests::RedisServer;
-use sim::model::{ModelHandle, SystemServerClock};
 
 /// The model served on a loopback port by a runtime of its own.
 pub struct ModelServer {

@@ -1,0 +1,35 @@
+//! The simulation engine: many instances of the real limiter in turmoil against the Redis model
+//! (`redis-model`), faults on a schedule, every decision judged against an exact oracle.
+//!
+//! # Layout
+//!
+//! - [`subject`]: what a run drives (the library's algorithms, subject files, client-side
+//!   subjects) and [`promise`]: what each is held to.
+//! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
+//!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
+//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`rules`] (several
+//!   rules per request: their oracle and checks), [`mode`] (the round-trip modes as runs choose
+//!   them), [`run`] (many runs across cores), [`results`] (the JSON schema, its own crate so the
+//!   report builds without the simulator), [`table`].
+//!
+//! The real-Redis lanes (`sim-real`) produce the same traces from real processes; the verifier
+//! (`sim-verify`) and the commands (`sim`) build on both.
+
+#![forbid(unsafe_code)]
+
+pub mod checker;
+pub mod cluster;
+pub mod faults;
+pub mod mode;
+pub mod oracle;
+pub mod promise;
+pub mod redis_host;
+pub use ::results;
+pub mod rules;
+pub mod run;
+pub mod scenario;
+pub mod simclock;
+pub mod subject;
+pub use ::results::table;
+pub mod trace;
+pub mod workload;

@@ -1,0 +1,191 @@
+//! A subject file's script on an in-process Redis model at exact times: no network, no other
+//! instance, the model's clock set to each request's moment. What the search, the calibration
+//! and the profile run, so a decision's time is known to the microsecond and a schedule replays
+//! identically.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use redis::Value;
+use redis_ratelimit::Quota;
+
+use redis_model::{ManualServerClock, ModelHandle, Reply};
+use sim_engine::simclock::EPOCH_MS;
+use sim_engine::subject::template::Values;
+use sim_engine::subject::SubjectFile;
+
+/// What the script answered about one request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    /// Admitted? (A script error counts as the file's `on_error` says.)
+    pub allowed: bool,
+    /// Units admitted or denied.
+    pub cost: u64,
+    /// Its Retry-After when denied, if the reply has one.
+    pub retry_after_ms: Option<u64>,
+    /// The remaining units it reported, if it reports them.
+    pub remaining: Option<f64>,
+    /// The script's error, when it raised one.
+    pub error: Option<String>,
+    /// Whether it found a key of its state gone that an earlier request had left (expired by
+    /// its TTL, or lost with Redis's data) and wrote it again: a fresh start.
+    pub restarted: bool,
+}
+
+/// See the module docs.
+pub struct Direct {
+    file: Arc<SubjectFile>,
+    quota: Quota,
+    clock: ManualServerClock,
+    model: ModelHandle,
+    sha1: Bytes,
+    set_up: BTreeSet<String>,
+    requests: u64,
+    /// Every key a request has left behind so far.
+    seen: BTreeSet<Bytes>,
+}
+
+impl Direct {
+    /// A fresh model, its clock at the run's epoch, for `file` driven with `quota`.
+    pub fn new(file: Arc<SubjectFile>, quota: Quota) -> Direct {
+        let clock = ManualServerClock::from_millis(EPOCH_MS);
+        let model = ModelHandle::new(clock.clone());
+        let sha1 = Bytes::from(sha1_smol::Sha1::from(file.source.as_bytes()).digest().to_string());
+        Direct { file, quota, clock, model, sha1, set_up: BTreeSet::new(), requests: 0, seen: BTreeSet::new() }
+    }
+
+    /// The request of `cost` on `key` at `t_ms` after the epoch, the caller's clock reading
+    /// `client_offset_ms` off the true time (client-time subjects send it).
+    pub fn request(&mut self, t_ms: u64, client_offset_ms: i64, key: &str, cost: u64) -> Decided {
+        self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
+        let client_ms = (EPOCH_MS + t_ms).saturating_add_signed(client_offset_ms);
+        self.requests += 1;
+        let values =
+            Values { key, quota: &self.quota, now_us: client_ms * 1000, cost, request_id: self.requests, instance: 0 };
+        if !self.file.setup.is_empty() && self.set_up.insert(key.to_owned()) {
+            for command in self.file.render_setup(&values) {
+                let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
+                if let Reply::Error(e) = self.model.call(&args) {
+                    return self.failed(cost, String::from_utf8_lossy(&e).into_owned());
+                }
+            }
+        }
+        let before = self.live_keys();
+        let (keys, argv) = self.file.render(&values);
+        let mut args: Vec<&[u8]> = vec![b"EVALSHA", &self.sha1];
+        let n = keys.len().to_string();
+        args.push(n.as_bytes());
+        args.extend(keys.iter().chain(&argv).map(|a| a.as_bytes()));
+        let mut reply = self.model.call(&args);
+        if matches!(&reply, Reply::Error(e) if e.starts_with(b"NOSCRIPT")) {
+            args[0] = b"EVAL";
+            args[1] = self.file.source.as_bytes();
+            reply = self.model.call(&args);
+        }
+        let after = self.live_keys();
+        let restarted = after.iter().any(|k| !before.contains(k) && self.seen.contains(k));
+        self.seen.extend(after);
+        match to_value(&reply) {
+            Ok(value) => {
+                // The script decided by the caller's clock in client time, by Redis's (the
+                // true time here) in server time: epoch times in the reply are read so.
+                let now_ms = if self.file.client_time() { client_ms } else { EPOCH_MS + t_ms };
+                let read = self.file.reply.read(&value, &values, now_ms);
+                Decided {
+                    allowed: read.allowed,
+                    cost: read.cost,
+                    retry_after_ms: read.retry_after_ms,
+                    remaining: read.remaining,
+                    error: None,
+                    restarted,
+                }
+            }
+            Err(text) => {
+                let text = match self.model.script_unknown_command() {
+                    Some(command) => format!(
+                        "{text} (the script called `{command}`, which the Redis model does not implement; run on real \
+                         Redis with --backend redis)"
+                    ),
+                    None => text,
+                };
+                self.failed(cost, text)
+            }
+        }
+    }
+
+    /// The script's raw reply to a first request of cost 1 (None if it raised an error), for
+    /// checking the reply rules fit it.
+    pub fn first_reply(&mut self) -> Option<Value> {
+        self.clock.set_micros(EPOCH_MS * 1000);
+        let values =
+            Values { key: "user-0", quota: &self.quota, now_us: EPOCH_MS * 1000, cost: 1, request_id: 0, instance: 0 };
+        for command in self.file.render_setup(&values) {
+            let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
+            self.model.call(&args);
+        }
+        let (keys, argv) = self.file.render(&values);
+        let n = keys.len().to_string();
+        let mut args: Vec<&[u8]> = vec![b"EVAL", self.file.source.as_bytes(), n.as_bytes()];
+        args.extend(keys.iter().chain(&argv).map(|a| a.as_bytes()));
+        to_value(&self.model.call(&args)).ok()
+    }
+
+    fn failed(&self, cost: u64, error: String) -> Decided {
+        let allowed = self.file.on_error == sim_engine::subject::OnError::Allow;
+        Decided { allowed, cost, retry_after_ms: None, remaining: None, error: Some(error), restarted: false }
+    }
+
+    /// Redis loses every key (a restart without persistence): setup is sent again.
+    pub fn lose_data(&mut self) {
+        self.model.call(&[b"FLUSHALL"]);
+        self.set_up.clear();
+    }
+
+    /// `SCRIPT FLUSH`: the next call meets NOSCRIPT.
+    pub fn flush_scripts(&mut self) {
+        self.model.flush_scripts();
+    }
+
+    /// The keys alive now, in order.
+    fn live_keys(&self) -> BTreeSet<Bytes> {
+        let Reply::Array(keys) = self.model.call(&[b"KEYS", b"*"]) else { return BTreeSet::new() };
+        keys.into_iter()
+            .filter_map(|k| match k {
+                Reply::Bulk(name) => Some(name),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The keys that will never expire, at `t_ms`.
+    pub fn keys_without_ttl(&self, t_ms: u64) -> Vec<String> {
+        self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
+        self.live_keys()
+            .iter()
+            .filter(|name| self.model.call(&[b"PTTL", name]) == Reply::Integer(-1))
+            .map(|name| String::from_utf8_lossy(name).into_owned())
+            .collect()
+    }
+
+    /// The keys alive at `t_ms` and the bytes Redis's `MEMORY USAGE` counts for them.
+    pub fn memory(&self, t_ms: u64) -> (usize, usize) {
+        self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
+        let keys = self.live_keys();
+        let bytes = keys.iter().filter_map(|name| self.model.memory_usage(name)).sum();
+        (keys.len(), bytes)
+    }
+}
+
+/// A model reply as redis-rs reads it off the wire (RESP2, as the model would send it), or
+/// the error's text.
+fn to_value(reply: &Reply) -> Result<Value, String> {
+    if let Reply::Error(e) = reply {
+        return Err(String::from_utf8_lossy(e).into_owned());
+    }
+    match redis::parse_redis_value(&reply.to_resp2()) {
+        // Errors inside an array read as values; the rules see them as text.
+        Ok(value) => Ok(value),
+        Err(e) => Err(format!("the reply could not be read: {e}")),
+    }
+}

@@ -1,0 +1,119 @@
+//! What a subject is, measured, whatever it promises (even `kind = "none"`): on one key at
+//! exact times on the model, its delivered rate against the offered rate, the largest burst it
+//! admits at once, the longest it leaves a client that keeps asking at 1.5x the rate without an
+//! admission, the keys it leaves without a TTL, and its memory per key. The simulator's sweeps
+//! add the effect of clock skew and of concurrent instances.
+
+use std::sync::Arc;
+
+use redis_ratelimit::Quota;
+
+use super::direct::Direct;
+use super::schedule::KEY;
+use sim_engine::promise::Promise;
+use sim_engine::subject::SubjectFile;
+
+/// Offered loads of the rate curve, as multiples of the limit.
+pub const OFFERED: [f64; 7] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0];
+
+/// See the module docs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// `(offered, delivered)`, both as multiples of the limit, over ten periods after a warm-up.
+    pub rate_curve: Vec<(f64, f64)>,
+    /// Admitted from a fresh key by one burst of five times the capacity at one instant.
+    pub largest_burst: u64,
+    /// The longest gap between admissions (ms) for a client asking at 1.5x the rate.
+    pub longest_starvation_ms: u64,
+    /// What an exact limiter of the promise leaves (ms) under the same load, to compare.
+    pub exact_longest_gap_ms: Option<u64>,
+    /// Keys with no TTL after the runs, with a few names.
+    pub keys_without_ttl: Vec<String>,
+    /// Average `MEMORY USAGE` per key after a request on each of 100 keys.
+    pub memory_per_key_bytes: f64,
+}
+
+/// Measures `file` driven with `quota`.
+pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measured {
+    let w = quota.period_ms();
+    let rate_per_ms = quota.limit() as f64 / w as f64;
+    let mut rate_curve = Vec::new();
+    let mut immortal = Vec::new();
+    for x in OFFERED {
+        let mut direct = Direct::new(file.clone(), quota);
+        let every = 1.0 / (rate_per_ms * x);
+        let (warm, measured) = (5 * w, 10 * w);
+        let mut admitted = 0u64;
+        let mut i = 0u64;
+        loop {
+            let t = (i as f64 * every) as u64;
+            if t >= warm + measured {
+                break;
+            }
+            let d = direct.request(t, 0, KEY, 1);
+            if t >= warm && d.allowed {
+                admitted += d.cost;
+            }
+            i += 1;
+        }
+        rate_curve.push((x, admitted as f64 / (quota.limit() as f64 * (measured / w) as f64)));
+        immortal.extend(direct.keys_without_ttl(warm + measured));
+    }
+
+    let capacity = promise.capacity(&quota).max(quota.limit()).max(quota.burst());
+    let mut direct = Direct::new(file.clone(), quota);
+    let largest_burst = (0..5 * capacity).filter(|_| direct.request(0, 0, KEY, 1).allowed).count() as u64;
+
+    let trickle: Vec<u64> = {
+        let every = (1.0 / (rate_per_ms * 1.5)).max(1.0);
+        (0..).map(|i| (i as f64 * every) as u64).take_while(|&t| t < 20 * w).collect()
+    };
+    let mut direct = Direct::new(file.clone(), quota);
+    let admitted: Vec<u64> = trickle.iter().copied().filter(|&t| direct.request(t, 0, KEY, 1).allowed).collect();
+    let longest_starvation_ms = longest_gap(&admitted, trickle.last().copied().unwrap_or(0));
+    immortal.extend(direct.keys_without_ttl(20 * w));
+    let exact_longest_gap_ms = promise.twin().map(|twin| {
+        let mut state = None;
+        let q = quota;
+        let admitted: Vec<u64> = trickle
+            .iter()
+            .copied()
+            .filter(|&t| {
+                redis_ratelimit::harness::algo::step(twin, &q, &mut state, sim_engine::simclock::EPOCH_MS + t, 1)
+                    .allowed
+            })
+            .collect();
+        longest_gap(&admitted, trickle.last().copied().unwrap_or(0))
+    });
+
+    let mut direct = Direct::new(file.clone(), quota);
+    for key in 0..100 {
+        direct.request(0, 0, &format!("user-{key}"), 1);
+    }
+    let (keys, bytes) = direct.memory(0);
+    immortal.extend(direct.keys_without_ttl(0));
+    immortal.sort();
+    immortal.dedup();
+    // Per limited identity: a subject may keep several Redis keys per user key.
+    let memory_per_key_bytes = if keys == 0 { 0.0 } else { bytes as f64 / 100.0 };
+
+    Measured {
+        rate_curve,
+        largest_burst,
+        longest_starvation_ms,
+        exact_longest_gap_ms,
+        keys_without_ttl: immortal,
+        memory_per_key_bytes,
+    }
+}
+
+/// The longest stretch without an admission, from the start to `end`.
+fn longest_gap(admitted: &[u64], end: u64) -> u64 {
+    let mut last = 0;
+    let mut longest = 0;
+    for &t in admitted {
+        longest = longest.max(t - last);
+        last = t;
+    }
+    longest.max(end.saturating_sub(last))
+}
