@@ -38,7 +38,11 @@
 //!
 //! Time follows Redis 7.0: whether a key has expired is judged at the command's start (for a
 //! script, the script's start, so no key vanishes mid-script), while relative deadlines
-//! (EXPIRE, SET PX) and the TTL that TTL/PTTL report use the clock read at that moment.
+//! (EXPIRE, SET PX) and the TTL that TTL/PTTL report use the clock read at that moment. As on
+//! a real server, no two commands share a microsecond: each starts at least one microsecond
+//! after the one before, even when the injected clock has not moved (a clock set by hand, or
+//! a simulated one moving in whole milliseconds), so two scripts never read the same `TIME`.
+//! A clock stepped back is followed, as Redis follows the wall clock.
 //!
 //! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
 //! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
@@ -242,6 +246,7 @@ impl Model {
     }
 
     fn execute_here(&mut self, session: &mut Session, args: &[&[u8]]) -> Reply {
+        self.db.start_command(true);
         let spec = match lookup(args) {
             Lookup::Found(spec) => spec,
             Lookup::Unknown => {
@@ -263,7 +268,7 @@ impl Model {
                     self.db.scripts_cached = self.scripts.cached();
                     self.db.lua_memory = self.scripts.used_memory();
                 }
-                let now_ms = self.db.now_ms();
+                let now_ms = (self.db.command_micros() / 1000) as i64;
                 let mut ctx = Ctx { db: &mut self.db, now_ms, resp: 2 };
                 f(&mut ctx, args)
             }
@@ -314,6 +319,14 @@ impl Model {
     /// harness tells which one. `None` if the last script called none.
     pub fn script_unknown_command(&self) -> Option<&str> {
         self.db.script_unknown.as_deref()
+    }
+
+    /// When the last command a client sent started, in microseconds since the epoch, as the
+    /// server's `TIME` read then: for EVAL and EVALSHA, the instant the script ran, which is
+    /// when a limiter script decided. Commands never share a microsecond (see `TIME` in the
+    /// module docs).
+    pub fn last_command_started_us(&self) -> u64 {
+        self.db.last_command_started_us()
     }
 
     /// Removes every key past its deadline; returns how many.
@@ -583,6 +596,11 @@ impl ModelHandle {
     /// See [`Model::script_unknown_command`].
     pub fn script_unknown_command(&self) -> Option<String> {
         self.with_model(|m| m.script_unknown_command().map(str::to_owned))
+    }
+
+    /// See [`Model::last_command_started_us`].
+    pub fn last_command_started_us(&self) -> u64 {
+        self.with_model(|m| m.last_command_started_us())
     }
 
     /// Serves a tokio listener forever (see [`serve_tcp`]).

@@ -153,7 +153,7 @@ impl BridgeBox {
     pub(crate) fn lend<R>(&self, db: &mut Db, f: impl FnOnce(ScriptCall<'_>) -> R) -> R {
         // SAFETY: no C function runs outside `f`, so nothing else holds the bridge now.
         unsafe {
-            (*self.0).now_ms = db.now_ms();
+            (*self.0).now_ms = (db.command_micros() / 1000) as i64;
             (*self.0).resp.store(2, Ordering::Relaxed);
             (*self.0).db = db;
         }
@@ -305,6 +305,7 @@ impl Bridge {
         let Some(db) = self.db.as_mut() else {
             return self.fail(b"ERR redis.call/pcall can only be called inside a script invocation");
         };
+        db.start_command(false);
         db.count_call(spec);
         let mut ctx = Ctx { db, now_ms: self.now_ms, resp: self.resp.load(Ordering::Relaxed) };
         match f(&mut ctx, argv) {

@@ -684,6 +684,35 @@ mod tests {
         assert_eq!(counted, expected);
     }
 
+    /// Redis never runs two commands in the same microsecond; a clock that stands still (set
+    /// by hand, or a simulation between its millisecond ticks) must not make two scripts read
+    /// the same `TIME`, or a log keyed by it would collide where Redis never does.
+    #[test]
+    fn no_two_commands_read_the_same_time_unless_the_clock_steps_back() {
+        let clock = ManualServerClock::from_millis(1_700_000_000_000);
+        let model = ModelHandle::new(clock.clone());
+        let time = "local t = redis.call('TIME') return t[1] * 1000000 + t[2]";
+        let read = |model: &ModelHandle| match model.call(&[b"EVAL", time.as_bytes(), b"0"]) {
+            Reply::Integer(n) => n as u64,
+            other => panic!("TIME from a script: {other:?}"),
+        };
+        // The EVAL reads the clock itself; the TIME it calls is the next command, 1 µs on.
+        let first = read(&model);
+        assert_eq!(first, 1_700_000_000_000_001);
+        assert_eq!(model.last_command_started_us(), 1_700_000_000_000_000, "when the script ran");
+        // Every EVAL and every TIME inside it is a command of its own.
+        assert_eq!(read(&model), first + 2);
+        let Reply::Array(t) = model.call(&[b"TIME"]) else { panic!("TIME replies with an array") };
+        assert_eq!(t[1], Reply::Bulk(Bytes::from("4")), "{t:?}");
+        // The clock moving on wins once it passes the commands' own time.
+        clock.set_micros(1_700_000_000_010_000);
+        assert_eq!(read(&model), 1_700_000_000_010_001);
+        assert_eq!(model.last_command_started_us(), 1_700_000_000_010_000);
+        // A clock stepped back is followed, as Redis follows the wall clock.
+        clock.set_micros(1_600_000_000_000_000);
+        assert_eq!(read(&model), 1_600_000_000_000_001);
+    }
+
     #[test]
     fn rand48_starts_like_redis() {
         let state = AtomicU64::new(srand48_state(0));

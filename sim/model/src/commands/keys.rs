@@ -338,9 +338,10 @@ mod tests {
     #[test]
     fn inside_a_script_deadlines_and_ttls_use_the_clock_read_now_but_expiry_uses_the_frozen_time() {
         let model = drifting_model();
-        // Clock reads: EVAL starts at T0 (frozen); SET reads T0+3 (deadline T0+8); PTTL reads
-        // T0+6 (2 left); PEXPIREAT T0+7 reads T0+9: already past, so the key is deleted even
-        // though the frozen time T0 is before it; EXISTS a uses the frozen T0.
+        // Each command reads the clock once, when it starts: EVAL at T0 (frozen); SET at T0+3
+        // (deadline T0+8); PTTL at T0+6 (2 left); SET b at T0+9; PEXPIREAT T0+7 at T0+12:
+        // already past, so the key is deleted even though the frozen time T0 is before it;
+        // EXISTS a uses the frozen T0.
         let script = format!(
             "redis.call('set', 'a', 1, 'px', 5) local ttl = redis.call('pttl', 'a') \
              redis.call('set', 'b', 1) local deleted = redis.call('pexpireat', 'b', '{}') \

@@ -68,6 +68,25 @@ pub(crate) struct Db {
     /// Filled in by the model before INFO can run (the script cache lives outside the `Db`).
     pub(crate) scripts_cached: usize,
     pub(crate) lua_memory: usize,
+    /// The server's time, as commands see it (see [`Db::start_command`]).
+    time: CommandTime,
+}
+
+/// Redis's time as its commands see it: the clock, but never the same microsecond for two
+/// commands. On a real server every command takes at least a microsecond, so two scripts run
+/// one after the other never read the same `TIME`; an injected clock set by hand (or a
+/// simulated one that moves in whole milliseconds) would give every command of one instant
+/// the same reading, and a script that uses `TIME` as a unique member would collide where on
+/// Redis it never does. So each command starts at least one microsecond after the one before,
+/// unless the clock was stepped back, which Redis follows (its `TIME` is the wall clock).
+#[derive(Debug, Clone, Copy, Default)]
+struct CommandTime {
+    /// The clock's reading when the last command started.
+    clock_us: u64,
+    /// When the last command started, as commands see it.
+    command_us: u64,
+    /// When the last command a client sent (not one a script called) started.
+    top_level_us: u64,
 }
 
 impl Db {
@@ -82,12 +101,48 @@ impl Db {
             script_unknown: None,
             scripts_cached: 0,
             lua_memory: 0,
+            time: CommandTime::default(),
         }
+    }
+
+    /// A command starts now: a client's (`top_level`) or one a script calls. Its time is the
+    /// clock's, or a microsecond after the last command's when the clock has not moved past it.
+    pub(crate) fn start_command(&mut self, top_level: bool) {
+        let clock = self.clock.now_micros();
+        let t = &mut self.time;
+        t.command_us = if clock < t.clock_us { clock } else { clock.max(t.command_us + 1) };
+        t.clock_us = clock;
+        if top_level {
+            t.top_level_us = t.command_us;
+        }
+    }
+
+    /// When the running (or last) command started, in microseconds: "now" for a command, as
+    /// Redis's `mstime()` reads it while the command runs (each command reads the clock once).
+    pub(crate) fn command_micros(&self) -> u64 {
+        self.time.command_us
+    }
+
+    /// The server's time now, between commands (the active expiry, a replica's catch-up): the
+    /// clock, or the last command's time if the clock has not caught up with it (after a step
+    /// back, the clock).
+    pub(crate) fn now_micros(&self) -> u64 {
+        let clock = self.clock.now_micros();
+        if clock < self.time.clock_us {
+            clock
+        } else {
+            clock.max(self.time.command_us)
+        }
+    }
+
+    /// When the last command a client sent started (for EVAL/EVALSHA: when its script ran).
+    pub(crate) fn last_command_started_us(&self) -> u64 {
+        self.time.top_level_us
     }
 
     /// Current time in Unix milliseconds, as Redis's `mstime()` reads it.
     pub(crate) fn now_ms(&self) -> i64 {
-        (self.clock.now_micros() / 1000) as i64
+        (self.now_micros() / 1000) as i64
     }
 
     /// Counts a call of a command the model does not know (see [`unknown_name`]); `from_script`
@@ -118,14 +173,14 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    /// The clock read at this moment, Redis 7.0's `mstime()`. Inside a script it moves on while
+    /// The clock read when this command started, Redis 7.0's `mstime()`. Inside a script it moves on while
     /// `now_ms` stays frozen at the script's start, and Redis 7.0 uses it (not the frozen
     /// time) for what a command *computes*: the base of a relative deadline (EXPIRE, PEXPIRE,
     /// SET EX/PX), whether a new deadline is already past, and the TTL PTTL reports. Only the
     /// decision whether a key has expired uses the frozen time, so a key never vanishes
     /// halfway through a script.
     pub(crate) fn clock_ms(&self) -> i64 {
-        self.db.now_ms()
+        (self.db.command_micros() / 1000) as i64
     }
 }
 

@@ -35,9 +35,9 @@ pub(super) fn select(_ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 /// `[seconds, microseconds]` from the injected clock, read now (not the command's snapshot):
-/// a script calling TIME twice sees time move if the clock moves.
+/// a script calling TIME twice sees time move, by at least a microsecond a command.
 pub(super) fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Reply {
-    let micros = ctx.db.clock.now_micros();
+    let micros = ctx.db.command_micros();
     Reply::Array(vec![
         Reply::Bulk(Bytes::from((micros / 1_000_000).to_string())),
         Reply::Bulk(Bytes::from((micros % 1_000_000).to_string())),
@@ -122,7 +122,7 @@ pub(super) fn info(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
                 text.push_str(&format!("redis_version:{REDIS_VERSION}\r\n"));
                 text.push_str("redis_mode:standalone\r\n");
                 text.push_str("executable:redis_model\r\n");
-                text.push_str(&format!("server_time_usec:{}\r\n", db.clock.now_micros()));
+                text.push_str(&format!("server_time_usec:{}\r\n", db.command_micros()));
             }
             "clients" => {
                 text.push_str("# Clients\r\n");
