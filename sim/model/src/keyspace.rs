@@ -1,5 +1,6 @@
 //! The data: one keyspace of strings, hashes, sorted sets, lists and sets, each key with an
-//! optional expiry.
+//! optional expiry and the time it was last used (OBJECT IDLETIME). Each value carries the
+//! encoding Redis would have given it (`collections`), since clients can see it.
 //!
 //! Expiry works as in Redis: a key past its deadline is removed the moment a command touches it
 //! (lazy), and [`Keyspace::expire_due`] removes every key past its deadline at once (the active
@@ -9,39 +10,55 @@
 //! The main table is a `HashMap` used only for lookups. Anything that walks keys in an order a
 //! client could observe goes through the `BTreeSet` expiry index, which is ordered.
 
-use std::cmp::Ordering;
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use bytes::Bytes;
-use indexmap::IndexMap;
 
-/// Redis converts a small hash or sorted set (listpack) to a big one (hashtable or skiplist)
-/// past these sizes. The model keeps insertion order for hashes either way, but mirrors the
-/// conversion for sorted sets because it changes how `-0` scores print.
-pub(crate) const LISTPACK_MAX_ENTRIES: usize = 128;
-pub(crate) const LISTPACK_MAX_VALUE: usize = 64;
+use super::num::parse_i64;
+
+mod collections;
+
+pub(crate) use collections::{Hash, Set, StrEnc, ZSet};
 
 /// A value stored under a key.
 #[derive(Debug, Clone)]
 pub(crate) enum Value {
-    Str(Bytes),
-    /// Insertion-ordered, like Redis's listpack encoding, so HGETALL agrees with Redis for
-    /// small hashes. (Big Redis hashes iterate in hash order, which no client can rely on.)
-    Hash(IndexMap<Bytes, Bytes>),
+    /// A string and the encoding Redis would give it (see [`StrEnc`]).
+    Str(Bytes, StrEnc),
+    Hash(Hash),
     ZSet(ZSet),
-    /// A list (Redis's quicklist): pushes and pops at both ends.
+    /// A list (Redis 7.0's quicklist, whatever its size): pushes and pops at both ends.
     List(VecDeque<Bytes>),
     Set(Set),
 }
 
 impl Value {
+    /// A string value as SET stores its argument (`tryObjectEncoding`).
+    pub(crate) fn string(s: &[u8]) -> Value {
+        Value::Str(Bytes::copy_from_slice(s), StrEnc::of_arg(s))
+    }
+
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
-            Value::Str(_) => "string",
+            Value::Str(..) => "string",
             Value::Hash(_) => "hash",
             Value::ZSet(_) => "zset",
             Value::List(_) => "list",
             Value::Set(_) => "set",
+        }
+    }
+
+    /// What OBJECT ENCODING reports.
+    pub(crate) fn encoding(&self) -> &'static str {
+        match self {
+            Value::Str(_, enc) => enc.name(),
+            Value::Hash(h) if h.is_listpack() => "listpack",
+            Value::ZSet(z) if z.is_listpack() => "listpack",
+            Value::Hash(_) => "hashtable",
+            Value::ZSet(_) => "skiplist",
+            Value::List(_) => "quicklist",
+            Value::Set(s) if s.is_intset() => "intset",
+            Value::Set(_) => "hashtable",
         }
     }
 
@@ -50,7 +67,7 @@ impl Value {
     /// header). Good for comparing keys with each other, not for capacity planning.
     fn estimated_bytes(&self) -> usize {
         match self {
-            Value::Str(s) => 16 + s.len(),
+            Value::Str(s, _) => 16 + s.len(),
             Value::Hash(h) => 32 + h.iter().map(|(f, v)| 16 + f.len() + v.len()).sum::<usize>(),
             Value::ZSet(z) => 64 + z.scores.keys().map(|m| 48 + m.len()).sum::<usize>(),
             Value::List(l) => 32 + l.iter().map(|e| 8 + e.len()).sum::<usize>(),
@@ -59,174 +76,14 @@ impl Value {
     }
 }
 
-/// Redis keeps a set of integers as a sorted array of integers (intset) up to this many members.
-pub(crate) const INTSET_MAX_ENTRIES: usize = 512;
-
-/// A set. Redis 7.0 stores a set of integers (as `string2ll` reads them) as an *intset*, which
-/// lists its members in numeric order, and converts it for good to a hash table at the first
-/// other member or past [`INTSET_MAX_ENTRIES`]. The model lists an intset's members in numeric
-/// order too, so SMEMBERS agrees with Redis there; a hash table's order comes from a seeded hash
-/// no client can rely on, and the model lists those members in byte order.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Set {
-    members: BTreeSet<Bytes>,
-    intset: bool,
-}
-
-impl Set {
-    /// An empty set in the encoding Redis picks for a first member `first` (`setTypeCreate`).
-    pub(crate) fn for_first(first: &[u8]) -> Self {
-        Set { members: BTreeSet::new(), intset: super::num::parse_i64(first).is_some() }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.members.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.members.is_empty()
-    }
-
-    pub(crate) fn contains(&self, member: &[u8]) -> bool {
-        self.members.contains(member)
-    }
-
-    /// Adds `member`; false if it was there. Converts an intset as `setTypeAdd` does.
-    pub(crate) fn insert(&mut self, member: &[u8]) -> bool {
-        if self.intset && super::num::parse_i64(member).is_none() {
-            self.intset = false;
-        }
-        let added = self.members.insert(Bytes::copy_from_slice(member));
-        if added && self.intset && self.members.len() > INTSET_MAX_ENTRIES {
-            self.intset = false;
-        }
-        added
-    }
-
-    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
-        self.members.remove(member)
-    }
-
-    /// The members in the order SMEMBERS lists them (see the type docs).
-    pub(crate) fn members(&self) -> Vec<Bytes> {
-        let mut all: Vec<Bytes> = self.members.iter().cloned().collect();
-        if self.intset {
-            all.sort_by_key(|m| super::num::parse_i64(m).unwrap_or(0));
-        }
-        all
-    }
-}
-
-/// A score with a total order. NaN never gets in (Redis refuses it before storing).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Score(pub f64);
-
-impl Eq for Score {}
-
-impl PartialOrd for Score {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Score {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Plain comparison (as Redis's skiplist does), so -0 and 0 tie and members decide.
-        self.0.partial_cmp(&other.0).unwrap_or(Ordering::Equal)
-    }
-}
-
-/// A sorted set: member -> score for lookups, (score, member) for order.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct ZSet {
-    scores: HashMap<Bytes, f64>,
-    order: BTreeSet<(Score, Bytes)>,
-    /// Still in Redis's small (listpack) encoding. A listpack stores scores as text, so a
-    /// score of -0 comes back as 0; the big (skiplist) encoding keeps -0.
-    listpack: bool,
-}
-
-impl ZSet {
-    /// An empty set in the encoding Redis would pick for `hint_len` elements whose first
-    /// member is `hint_member_len` bytes long (`zsetTypeCreate`).
-    pub(crate) fn with_hint(hint_len: usize, hint_member_len: usize) -> Self {
-        ZSet {
-            listpack: hint_len <= LISTPACK_MAX_ENTRIES && hint_member_len <= LISTPACK_MAX_VALUE,
-            ..Default::default()
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.scores.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.scores.is_empty()
-    }
-
-    pub(crate) fn score(&self, member: &[u8]) -> Option<f64> {
-        self.scores.get(member).copied()
-    }
-
-    /// Converts to the big encoding if about to hold `len` elements (`zsetTypeMaybeConvert`).
-    pub(crate) fn maybe_convert(&mut self, len: usize) {
-        if len > LISTPACK_MAX_ENTRIES {
-            self.listpack = false;
-        }
-    }
-
-    /// Inserts or moves `member` to `score`. The caller has ruled out NaN.
-    pub(crate) fn insert(&mut self, member: &[u8], score: f64) {
-        if self.listpack
-            && (member.len() > LISTPACK_MAX_VALUE
-                || (!self.scores.contains_key(member) && self.len() + 1 > LISTPACK_MAX_ENTRIES))
-        {
-            self.listpack = false;
-        }
-        let stored = if self.listpack && score == 0.0 { 0.0 } else { score };
-        match self.scores.get_key_value(member) {
-            Some((key, old)) => {
-                let key = key.clone();
-                self.order.remove(&(Score(*old), key.clone()));
-                self.order.insert((Score(stored), key.clone()));
-                self.scores.insert(key, stored);
-            }
-            None => {
-                let key = Bytes::copy_from_slice(member);
-                self.order.insert((Score(stored), key.clone()));
-                self.scores.insert(key, stored);
-            }
-        }
-    }
-
-    pub(crate) fn remove(&mut self, member: &[u8]) -> bool {
-        match self.scores.remove_entry(member) {
-            Some((key, score)) => {
-                self.order.remove(&(Score(score), key));
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Members in ascending (score, member) order.
-    pub(crate) fn iter(&self) -> impl DoubleEndedIterator<Item = (&Bytes, f64)> {
-        self.order.iter().map(|(s, m)| (m, s.0))
-    }
-
-    /// Members scoring at least `min`, ascending: a range query on the ordered set, O(log n)
-    /// to find the start, as Redis's skiplist does, instead of a scan from the lowest.
-    pub(crate) fn iter_from(&self, min: f64) -> impl Iterator<Item = (&Bytes, f64)> {
-        use std::ops::Bound;
-        self.order.range((Bound::Included((Score(min), Bytes::new())), Bound::Unbounded)).map(|(s, m)| (m, s.0))
-    }
-}
-
-/// A key's value and its deadline in Unix milliseconds.
+/// A key's value, its deadline in Unix milliseconds, and when it was last read or written.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) value: Value,
     pub(crate) expire_at_ms: Option<i64>,
+    /// Redis's `lru` field: when a command last looked the key up or stored its value (OBJECT
+    /// IDLETIME). Commands that only inspect a key (TTL, TYPE, EXISTS, OBJECT) leave it alone.
+    accessed_ms: i64,
 }
 
 /// The single database (db 0).
@@ -241,9 +98,20 @@ pub(crate) struct Keyspace {
     /// `BTreeSet`, so their effects are replicated in one order whatever the hash map does),
     /// and whether the whole keyspace was cleared.
     touched: Option<(BTreeSet<Bytes>, bool)>,
+    /// When each shared integer object (0..10000) was last read, through any key holding it:
+    /// Redis keeps one object per such integer, and OBJECT IDLETIME of a key holding one reports
+    /// that object's idle time. Never read: since `started_ms`. Survives FLUSHALL, as the
+    /// shared objects do.
+    shared_access: HashMap<i64, i64>,
+    started_ms: i64,
 }
 
 impl Keyspace {
+    /// An empty keyspace of a server started at `now_ms`.
+    pub(crate) fn started_at(now_ms: i64) -> Self {
+        Keyspace { started_ms: now_ms, ..Keyspace::default() }
+    }
+
     /// Starts (or stops) noting which keys each write touches, for replication.
     pub(crate) fn track_writes(&mut self, on: bool) {
         self.touched = on.then(Default::default);
@@ -305,16 +173,50 @@ impl Keyspace {
         }
     }
 
-    /// The live entry under `key`, expiring it first if due.
+    /// Redis's `lookupKey` without `LOOKUP_NOTOUCH`: the key (or its shared integer) was used now.
+    fn note_access(&mut self, key: &[u8], now_ms: i64) {
+        if let Some(entry) = self.dict.get_mut(key) {
+            entry.accessed_ms = now_ms;
+            if let Value::Str(s, StrEnc::SharedInt) = &entry.value {
+                if let Some(n) = parse_i64(s) {
+                    self.shared_access.insert(n, now_ms);
+                }
+            }
+        }
+    }
+
+    /// The live entry under `key`, expiring it first if due; the key counts as used now.
     pub(crate) fn get(&mut self, key: &[u8], now_ms: i64) -> Option<&Entry> {
         self.expire_if_due(key, now_ms);
+        self.note_access(key, now_ms);
         self.dict.get(key)
+    }
+
+    /// As [`Keyspace::get`], but without counting as a use (`LOOKUP_NOTOUCH`: TTL, TYPE,
+    /// EXISTS, OBJECT).
+    pub(crate) fn get_notouch(&mut self, key: &[u8], now_ms: i64) -> Option<&Entry> {
+        self.expire_if_due(key, now_ms);
+        self.dict.get(key)
+    }
+
+    /// OBJECT IDLETIME: whole seconds of Redis's LRU clock since the value under `key` was last
+    /// used (for a shared integer, since any key holding it was).
+    pub(crate) fn idle_seconds(&self, key: &[u8], now_ms: i64) -> Option<i64> {
+        let entry = self.dict.get(key)?;
+        let last = match &entry.value {
+            Value::Str(s, StrEnc::SharedInt) => {
+                parse_i64(s).and_then(|n| self.shared_access.get(&n).copied()).unwrap_or(self.started_ms)
+            }
+            _ => entry.accessed_ms,
+        };
+        Some((now_ms.div_euclid(1000) - last.div_euclid(1000)).max(0))
     }
 
     /// The live entry under `key`, mutable. The caller must not touch `expire_at_ms` directly
     /// (use [`Keyspace::set_expire`], which keeps the index in step).
     pub(crate) fn get_mut(&mut self, key: &[u8], now_ms: i64) -> Option<&mut Entry> {
         self.expire_if_due(key, now_ms);
+        self.note_access(key, now_ms);
         // Whoever asks for a key mutably may change it: replicate its state afterwards.
         if self.dict.contains_key(key) {
             self.touch(key);
@@ -331,19 +233,22 @@ impl Keyspace {
         self.get(key, now_ms).is_some()
     }
 
-    /// Stores `value` under `key`. `keep_ttl` keeps an existing deadline (SET KEEPTTL, or any
-    /// in-place update such as INCR); otherwise the key loses its deadline as SET does.
-    pub(crate) fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
+    /// Stores `value` under `key` at `now_ms`. `keep_ttl` keeps an existing deadline (SET
+    /// KEEPTTL, or any in-place update such as INCR); otherwise the key loses its deadline as
+    /// SET does.
+    pub(crate) fn set(&mut self, key: &[u8], value: Value, keep_ttl: bool, now_ms: i64) {
         self.touch(key);
         match self.dict.get_mut(key) {
             Some(entry) => {
                 entry.value = value;
+                entry.accessed_ms = now_ms;
                 if !keep_ttl && entry.expire_at_ms.is_some() {
                     self.set_expire(key, None);
                 }
             }
             None => {
-                self.dict.insert(Bytes::copy_from_slice(key), Entry { value, expire_at_ms: None });
+                let entry = Entry { value, expire_at_ms: None, accessed_ms: now_ms };
+                self.dict.insert(Bytes::copy_from_slice(key), entry);
             }
         }
     }
@@ -405,15 +310,16 @@ impl Keyspace {
         removed
     }
 
-    /// Every key alive at `now_ms` whose name `matches`, in byte order. Keys past their
-    /// deadline are skipped but not removed, as Redis's KEYS does (`keyIsExpired`, no delete).
-    /// Redis lists keys in its hash table's seeded order; the model sorts them, so its output
-    /// never depends on `HashMap` order.
-    pub(crate) fn matching_keys(&self, now_ms: i64, matches: impl Fn(&[u8]) -> bool) -> Vec<Bytes> {
+    /// Every key whose name `matches`, in byte order: those alive at `now_ms`, or with `None`
+    /// also those past their deadline (SCAN meets them and expires them itself). Nothing is
+    /// removed, as Redis's KEYS does (`keyIsExpired`, no delete). Redis lists keys in its hash
+    /// table's seeded order; the model sorts them, so its output never depends on `HashMap`
+    /// order.
+    pub(crate) fn matching_keys(&self, now_ms: Option<i64>, matches: impl Fn(&[u8]) -> bool) -> Vec<Bytes> {
         let mut keys: Vec<Bytes> = self
             .dict
             .iter()
-            .filter(|(k, e)| !Self::is_expired(e, now_ms) && matches(k))
+            .filter(|(k, e)| now_ms.is_none_or(|now| !Self::is_expired(e, now)) && matches(k))
             .map(|(k, _)| k.clone())
             .collect();
         keys.sort();
@@ -439,7 +345,7 @@ mod tests {
     #[test]
     fn keys_expire_lazily_after_their_deadline_not_at_it() {
         let mut ks = Keyspace::default();
-        ks.set(b"k", Value::Str(Bytes::from_static(b"v")), false);
+        ks.set(b"k", Value::string(b"v"), false, 0);
         assert!(ks.set_expire(b"k", Some(1_000)));
         assert!(ks.exists(b"k", 1_000), "alive at the deadline");
         assert!(!ks.exists(b"k", 1_001), "gone after it");
@@ -451,7 +357,7 @@ mod tests {
     fn sweep_removes_due_keys_in_deadline_order() {
         let mut ks = Keyspace::default();
         for (k, at) in [(&b"a"[..], 30), (b"b", 10), (b"c", 20), (b"d", 99)] {
-            ks.set(k, Value::Str(Bytes::new()), false);
+            ks.set(k, Value::string(b""), false, 0);
             ks.set_expire(k, Some(at));
         }
         assert_eq!(ks.expire_due(25), 2);
@@ -462,38 +368,12 @@ mod tests {
     #[test]
     fn set_without_keepttl_clears_the_deadline() {
         let mut ks = Keyspace::default();
-        ks.set(b"k", Value::Str(Bytes::new()), false);
+        ks.set(b"k", Value::string(b""), false, 0);
         ks.set_expire(b"k", Some(5));
-        ks.set(b"k", Value::Str(Bytes::new()), true);
+        ks.set(b"k", Value::string(b""), true, 0);
         assert_eq!(ks.expires_len(), 1);
-        ks.set(b"k", Value::Str(Bytes::new()), false);
+        ks.set(b"k", Value::string(b""), false, 0);
         assert_eq!(ks.expires_len(), 0);
         assert!(ks.exists(b"k", 1_000_000));
-    }
-
-    #[test]
-    fn small_sorted_sets_store_negative_zero_as_zero() {
-        let mut z = ZSet::with_hint(1, 1);
-        z.insert(b"m", -0.0);
-        assert!(z.score(b"m").is_some_and(|s| s.is_sign_positive()));
-        let mut big = ZSet::with_hint(1, 100);
-        big.insert(b"m", -0.0);
-        assert!(big.score(b"m").is_some_and(|s| s.is_sign_negative()));
-    }
-
-    #[test]
-    fn a_set_of_integers_lists_them_in_numeric_order_until_it_becomes_a_hash_table() {
-        let mut set = Set::for_first(b"10");
-        for m in [&b"10"[..], b"-3", b"2"] {
-            assert!(set.insert(m));
-        }
-        assert!(!set.insert(b"2"), "already a member");
-        let listed =
-            |set: &Set| set.members().iter().map(|m| String::from_utf8_lossy(m).into_owned()).collect::<Vec<_>>();
-        assert_eq!(listed(&set), ["-3", "2", "10"]);
-        set.insert(b"01");
-        assert_eq!(listed(&set), ["-3", "01", "10", "2"], "a member that is not an integer converts it");
-        set.remove(b"01");
-        assert_eq!(listed(&set), ["-3", "10", "2"], "and the conversion is for good");
     }
 }

@@ -10,8 +10,10 @@
 //!
 //! - [`resp`]: RESP2 request parsing with hard bounds; [`Reply`] and its encoding.
 //! - `num`: Redis's number parsing and printing (`string2ll`, `strtod`, `%.17g`, `long double`).
-//! - `keyspace`: strings, hashes, sorted sets, lists, sets, expiry.
+//! - `keyspace`: strings, hashes, sorted sets, lists, sets (each in Redis's encoding), expiry,
+//!   idle times.
 //! - `commands`: the command table and every keyspace command.
+//! - `session`: per-connection state, CLIENT SETNAME and HELLO.
 //! - `script`: EVAL/EVALSHA with mlua.
 //! - `lua_libs`: Redis's `cjson`, `bit`, `struct` and `cmsgpack` Lua libraries.
 //! - `server`: serving a stream ([`serve_connection`], [`serve_tcp`], [`serve_turmoil`]).
@@ -21,18 +23,27 @@
 //!
 //! # Commands
 //!
-//! Strings: GET SET SETNX SETEX PSETEX GETSET GETDEL GETEX MGET MSET INCR DECR INCRBY DECRBY
-//! INCRBYFLOAT STRLEN. Keys: DEL UNLINK EXISTS TYPE KEYS EXPIRE PEXPIRE EXPIREAT PEXPIREAT TTL
-//! PTTL PERSIST RENAME RENAMENX. Hashes: HGET HSET HMSET HSETNX HMGET HGETALL HKEYS HVALS HDEL HEXISTS HLEN
-//! HINCRBY HINCRBYFLOAT. Sorted sets: ZADD ZINCRBY ZREM ZCARD ZCOUNT ZSCORE ZRANK ZREVRANK ZRANGE
-//! ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZREMRANGEBYSCORE ZREMRANGEBYRANK. Lists: LPUSH RPUSH
-//! LPUSHX RPUSHX LPOP RPOP LLEN LRANGE LTRIM LINDEX. Sets: SADD SREM SCARD SISMEMBER SMEMBERS.
-//! Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING ECHO SELECT TIME DBSIZE FLUSHALL
-//! FLUSHDB INFO MEMORY USAGE HELLO CLIENT SETNAME|GETNAME|ID|SETINFO. Anything else gets Redis's
-//! "unknown command" error, from a client and from `redis.call` alike (where Redis 7.0 answers
-//! "Unknown Redis command called from script", naming no command). To tell which command a
-//! user's script needed, ask [`Model::script_unknown_command`] (or
-//! [`ModelHandle::script_unknown_command`]) after the script ran: the name of the last
+//! Strings: GET SET (NX XX GET KEEPTTL EX PX EXAT PXAT) SETNX SETEX PSETEX GETSET GETDEL GETEX (EX
+//! PX EXAT PXAT PERSIST) MGET MSET MSETNX INCR DECR INCRBY DECRBY INCRBYFLOAT STRLEN APPEND
+//! GETRANGE SUBSTR SETRANGE LCS (LEN IDX MINMATCHLEN WITHMATCHLEN). Keys: DEL UNLINK EXISTS TYPE
+//! KEYS SCAN (MATCH COUNT TYPE) RANDOMKEY TOUCH COPY (DB REPLACE) RENAME RENAMENX OBJECT
+//! ENCODING|REFCOUNT|IDLETIME|FREQ|HELP, and expiry: EXPIRE PEXPIRE EXPIREAT PEXPIREAT (NX XX GT
+//! LT) TTL PTTL EXPIRETIME PEXPIRETIME PERSIST. Hashes: HGET HSET HMSET HSETNX HMGET HGETALL HKEYS
+//! HVALS HDEL HEXISTS HLEN HSTRLEN HINCRBY HINCRBYFLOAT HSCAN HRANDFIELD. Sorted sets: ZADD (NX XX
+//! GT LT CH INCR) ZINCRBY ZREM ZCARD ZCOUNT ZLEXCOUNT ZSCORE ZMSCORE ZRANK ZREVRANK ZRANGE (BYSCORE
+//! BYLEX REV LIMIT WITHSCORES) ZRANGESTORE ZREVRANGE ZRANGEBYSCORE ZREVRANGEBYSCORE ZRANGEBYLEX
+//! ZREVRANGEBYLEX ZREMRANGEBYSCORE ZREMRANGEBYRANK ZREMRANGEBYLEX ZPOPMIN ZPOPMAX ZMPOP ZUNION
+//! ZINTER ZDIFF ZUNIONSTORE ZINTERSTORE ZDIFFSTORE (WEIGHTS AGGREGATE WITHSCORES) ZINTERCARD ZSCAN
+//! ZRANDMEMBER BZMPOP. Lists: LPUSH RPUSH LPUSHX RPUSHX LPOP RPOP (with a count) LMPOP BLMPOP LLEN
+//! LRANGE LTRIM LINDEX LSET LINSERT LREM LPOS (RANK COUNT MAXLEN) LMOVE RPOPLPUSH. Sets: SADD SREM
+//! SCARD SISMEMBER SMISMEMBER SMEMBERS SMOVE SINTER SUNION SDIFF SINTERSTORE SUNIONSTORE SDIFFSTORE
+//! SINTERCARD SSCAN SPOP SRANDMEMBER. Scripts: EVAL EVALSHA SCRIPT LOAD|EXISTS|FLUSH. Server: PING
+//! ECHO SELECT TIME DBSIZE FLUSHALL FLUSHDB INFO MEMORY USAGE HELLO CLIENT
+//! SETNAME|GETNAME|ID|SETINFO. Each value keeps the encoding Redis would give it (OBJECT ENCODING;
+//! see `keyspace`). Anything else gets Redis's "unknown command" error, from a client and from
+//! `redis.call` alike (where Redis 7.0 answers "Unknown Redis command called from script", naming
+//! no command). To tell which command a user's script needed, ask [`Model::script_unknown_command`]
+//! (or [`ModelHandle::script_unknown_command`]) after the script ran: the name of the last
 //! unimplemented command it called. [`ModelStats`] counts every unimplemented command called, by
 //! name.
 //!
@@ -44,13 +55,21 @@
 //! a simulated one moving in whole milliseconds), so two scripts never read the same `TIME`.
 //! A clock stepped back is followed, as Redis follows the wall clock.
 //!
-//! Where it deliberately differs: one database (SELECT of another is refused); RESP2 only
-//! (HELLO 3 is refused, clients stay on RESP2); KEYS lists keys in byte order (Redis's order
-//! is its hash table's, seeded at random); HGETALL always in insertion order; SMEMBERS of a set
-//! Redis keeps as a hash table in byte order (an intset's members in numeric order, as Redis);
-//! MEMORY USAGE and INFO memory figures are estimates; no persistence; a runaway script is killed
-//! after an instruction budget instead of leaving the server BUSY (see `script`); library tables
-//! in scripts are read-only proxies that `pairs` sees empty (see `script`).
+//! Where it deliberately differs: one database (SELECT of another, and COPY ... DB to another, are
+//! refused); RESP2 only (HELLO 3 is refused, clients stay on RESP2); KEYS and SCAN list keys in
+//! byte order (Redis's order is its hash table's, seeded at random); HGETALL always in insertion
+//! order; a set Redis keeps as a hash table lists in byte order (an intset's members in numeric
+//! order, as Redis); every scan (SCAN, HSCAN, SSCAN, ZSCAN) answers in one reply with cursor 0, as
+//! Redis does for a small collection, where Redis walks a big one a few buckets a call (see
+//! `commands::scan`); SPOP, SRANDMEMBER, HRANDFIELD, ZRANDMEMBER and RANDOMKEY pick with the
+//! model's own fixed-seed generator, and refuse to repeat more than 2^20 picks in one reply (see
+//! `commands::random`); BLMPOP and BZMPOP never wait, as in a script, so a client with nothing to
+//! pop gets the null array at once, as if its timeout had passed (the other blocking commands,
+//! which scripts may not call, are not implemented); BYLEX on a sorted set with different scores
+//! walks it as Redis walks a listpack (Redis leaves the result unspecified); MEMORY USAGE and INFO
+//! memory figures are estimates; no persistence; a runaway script is killed after an instruction
+//! budget instead of leaving the server BUSY (see `script`); library tables in scripts are
+//! read-only proxies that `pairs` sees empty (see `script`).
 //!
 //! # Driving it
 //!
@@ -90,18 +109,21 @@ pub mod resp;
 mod script;
 mod server;
 pub mod server_clock;
+mod session;
 
 pub use commands::NetCounters;
 pub use replica::Failover;
 pub use resp::Reply;
 pub use server::{serve_connection, serve_tcp, serve_turmoil};
 pub use server_clock::{FnServerClock, ManualServerClock, ServerClock, SystemServerClock};
+pub use session::Session;
 
 use commands::{arity_error, is, lookup, unknown_command, unknown_subcommand, Ctx, Db, Handler, Lookup, ModelCmd};
 use faults::{lock, Faults};
 use keyspace::Keyspace;
 use replica::Replica;
 use script::ScriptEngine;
+use session::{hello, set_client_name};
 
 /// Limits of the model that Redis expresses differently (see the `script` module docs).
 #[derive(Debug, Clone)]
@@ -116,20 +138,6 @@ pub struct ModelConfig {
 impl Default for ModelConfig {
     fn default() -> Self {
         ModelConfig { script_instruction_budget: 100_000_000, lua_memory_limit: 256 << 20 }
-    }
-}
-
-/// Per-connection state: the client id and the name set with CLIENT SETNAME or HELLO.
-#[derive(Debug, Clone, Default)]
-pub struct Session {
-    id: u64,
-    name: Option<Bytes>,
-}
-
-impl Session {
-    /// The id CLIENT ID reports.
-    pub fn id(&self) -> u64 {
-        self.id
     }
 }
 
@@ -154,8 +162,8 @@ pub struct ModelStats {
     pub total_commands: u64,
     /// Commands clients sent (a script's own calls are not counted): the round trips.
     pub client_commands: u64,
-    /// Calls of commands the model does not implement (by lower-case name, "lset" or
-    /// "object|freq"), from clients and from scripts. Redis would know most of them: they name
+    /// Calls of commands the model does not implement (by lower-case name, "dump" or
+    /// "client|kill"), from clients and from scripts. Redis would know most of them: they name
     /// what a script needs that the model lacks.
     pub unknown_commands: BTreeMap<String, u64>,
     /// Request bytes read and reply bytes written, over all connections.
@@ -375,71 +383,6 @@ impl Model {
             cached_scripts: self.scripts.cached(),
         }
     }
-}
-
-/// CLIENT SETNAME's rule: printable ASCII without spaces; empty clears the name.
-fn set_client_name(session: &mut Session, name: &[u8]) -> Reply {
-    if name.iter().any(|&c| !(b'!'..=b'~').contains(&c)) {
-        return Reply::err("ERR Client names cannot contain spaces, newlines or special characters.");
-    }
-    session.name = if name.is_empty() { None } else { Some(Bytes::copy_from_slice(name)) };
-    Reply::ok()
-}
-
-/// HELLO [protover [AUTH user pass] [SETNAME name]]. The model speaks RESP2 only, so version 3
-/// is refused as Redis refuses versions it does not know (clients then stay on RESP2).
-fn hello(session: &mut Session, args: &[&[u8]]) -> Reply {
-    let mut next = 1;
-    if args.len() >= 2 {
-        let version = match num::parse_i64(args[1]) {
-            Some(v) => v,
-            None => return Reply::err("ERR Protocol version is not an integer or out of range"),
-        };
-        if version != 2 {
-            return Reply::err("NOPROTO unsupported protocol version");
-        }
-        next = 2;
-    }
-    let mut auth = None;
-    let mut name = None;
-    let mut j = next;
-    while j < args.len() {
-        let more = args.len() - 1 - j;
-        if is(args[j], "auth") && more >= 2 {
-            auth = Some((args[j + 1], args[j + 2]));
-            j += 3;
-        } else if is(args[j], "setname") && more >= 1 {
-            name = Some(args[j + 1]);
-            j += 2;
-        } else {
-            let mut text = b"ERR Syntax error in HELLO option '".to_vec();
-            text.extend_from_slice(commands::cstr(args[j]));
-            text.push(b'\'');
-            return Reply::Error(Bytes::from(text));
-        }
-    }
-    // The model has Redis's default user only: no password, so any password is accepted.
-    if let Some((user, _)) = auth {
-        if user != b"default" {
-            return Reply::err("WRONGPASS invalid username-password pair or user is disabled.");
-        }
-    }
-    if let Some(name) = name {
-        let reply = set_client_name(session, name);
-        if reply.is_error() {
-            return reply;
-        }
-    }
-    let s = |t: &'static str| Reply::Bulk(Bytes::from_static(t.as_bytes()));
-    Reply::Map(vec![
-        (s("server"), s("redis")),
-        (s("version"), s(commands::REDIS_VERSION_STR)),
-        (s("proto"), Reply::Integer(2)),
-        (s("id"), Reply::Integer(session.id as i64)),
-        (s("mode"), s("standalone")),
-        (s("role"), s("master")),
-        (s("modules"), Reply::Array(Vec::new())),
-    ])
 }
 
 struct Shared {

@@ -309,33 +309,38 @@ impl LongDouble {
     pub(crate) fn add(self, other: LongDouble) -> LongDouble {
         LongDouble(self.0.add_r(other.0, Round::NearestTiesToEven).value)
     }
+
+    /// `(long long) ceill(self * 1000.0)` as x86-64 computes it (a timeout in seconds made
+    /// milliseconds): "0.001" is a hair below a thousandth there, so `-0.001` gives 0. A result
+    /// outside `long long` (an infinity too) converts to the FPU's "integer indefinite",
+    /// `LLONG_MIN`.
+    pub(crate) fn millis_ceil(self) -> i64 {
+        let thousand = X87DoubleExtended::from_i128(1000).value;
+        let ms = self.0.mul_r(thousand, Round::NearestTiesToEven).value;
+        let ceiled = ms.round_to_integral(Round::TowardPositive).value;
+        let mut exact = false;
+        let converted = ceiled.to_i128_r(64, Round::TowardZero, &mut exact);
+        if converted.status.contains(Status::INVALID_OP) {
+            return i64::MIN;
+        }
+        i64::try_from(converted.value).unwrap_or(i64::MIN)
+    }
 }
 
-/// Redis's `string2ld`: `strtold` over the whole string (an embedded NUL ends it, as in C),
-/// refusing a leading blank, NaN and out-of-range results.
+/// Redis's `string2ld`: `strtold` over the whole string, refusing a leading blank, NaN and
+/// out-of-range results. Redis 7.0.15 also checks that `strtold` read every byte, so a string
+/// with a NUL byte in it (SETRANGE makes them) is no number.
 pub(crate) fn parse_long_double(s: &[u8]) -> Option<LongDouble> {
-    if s.is_empty() || s.len() >= MAX_LONG_DOUBLE_CHARS || is_c_space(s[0]) {
+    if s.is_empty() || s.len() >= MAX_LONG_DOUBLE_CHARS || is_c_space(s[0]) || s.contains(&0) {
         return None;
     }
-    // C sees the string up to the first NUL byte.
-    let visible = match s.iter().position(|&c| c == 0) {
-        Some(nul) => &s[..nul],
-        None => s,
-    };
-    let (scanned, consumed) = scan_c_float(visible);
-    if consumed != visible.len() {
+    let (scanned, consumed) = scan_c_float(s);
+    if consumed != s.len() {
         return None;
     }
     let value = match &scanned {
-        Scanned::Nothing => {
-            // strtold consumed nothing and eptr points at the start: only "" would pass, and
-            // the empty string was refused above; a lone NUL lands here.
-            if visible.is_empty() {
-                X87DoubleExtended::ZERO
-            } else {
-                return None;
-            }
-        }
+        // strtold consumed nothing: only "" would pass, and it was refused above.
+        Scanned::Nothing => return None,
         Scanned::NaN => return None,
         Scanned::Infinity { negative } => {
             let inf = X87DoubleExtended::INFINITY;

@@ -672,15 +672,18 @@ mod tests {
     #[test]
     fn the_model_names_the_unimplemented_command_a_script_called() {
         let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
-        let reply =
-            model.call(&[b"EVAL", b"redis.pcall('LSET', 'k', 0, 'v') return redis.pcall('Object', 'freq')", b"0"]);
+        let reply = model.call(&[
+            b"EVAL",
+            b"redis.pcall('NOSUCHCMD', 'k', 0, 'v') return redis.pcall('Object', 'nosuch')",
+            b"0",
+        ]);
         assert_eq!(reply, Reply::err("ERR Unknown Redis command called from script"));
-        assert_eq!(model.script_unknown_command().as_deref(), Some("object"), "the last one called");
+        assert_eq!(model.script_unknown_command().as_deref(), Some("object|nosuch"), "the last one called");
         assert_eq!(model.call(&[b"EVAL", b"return 1", b"0"]), Reply::Integer(1));
         assert_eq!(model.script_unknown_command(), None, "each script run starts afresh");
         assert!(model.call(&[b"SCRIPT", b"KILL"]).is_error());
         let counted: Vec<(String, u64)> = model.stats().unknown_commands.into_iter().collect();
-        let expected = [("lset", 1), ("object", 1), ("script|kill", 1)].map(|(n, c)| (n.to_string(), c));
+        let expected = [("nosuchcmd", 1), ("object|nosuch", 1), ("script|kill", 1)].map(|(n, c)| (n.to_string(), c));
         assert_eq!(counted, expected);
     }
 

@@ -1,14 +1,16 @@
 //! Hash commands.
+//!
+//! A hash stays a listpack until a field or value longer than 64 bytes or a 129th field
+//! arrives ([`Hash`] tracks it); HSET and HSETNX check their arguments' lengths before writing,
+//! HINCRBY and HINCRBYFLOAT only the field and value they write, as Redis does.
 
 use bytes::Bytes;
-use indexmap::IndexMap;
 
-use super::super::keyspace::Value;
+use super::super::keyspace::{Hash, Value};
 use super::super::num::{format_long_double_human, long_double_from_i64, parse_i64, parse_long_double};
 use super::super::resp::Reply;
-use super::{int_arg, not_a_float, wrong_type, Ctx};
-
-type Hash = IndexMap<Bytes, Bytes>;
+use super::random::{self, Picks};
+use super::{int_arg, is, not_a_float, scan, syntax_error, wrong_type, Ctx};
 
 /// Reads a hash: `Ok(None)` if the key is missing, WRONGTYPE for another type.
 fn read<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Result<Option<&'c Hash>, Reply> {
@@ -26,7 +28,7 @@ fn write_or_create<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Result<&'c mut Hash,
     match ctx.db.keys.get(key, ctx.now_ms) {
         Some(entry) if !matches!(entry.value, Value::Hash(_)) => return Err(wrong_type()),
         Some(_) => {}
-        None => ctx.db.keys.set(key, Value::Hash(Hash::new()), false),
+        None => ctx.store(key, Value::Hash(Hash::default()), false),
     }
     match ctx.db.keys.get_mut(key, ctx.now_ms).map(|e| &mut e.value) {
         Some(Value::Hash(h)) => Ok(h),
@@ -48,7 +50,7 @@ pub(super) fn hmget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         Err(e) => return e,
     };
     let items =
-        args[2..].iter().map(|f| h.and_then(|h| h.get(*f)).map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))).collect();
+        args[2..].iter().map(|f| h.and_then(|h| h.get(f)).map_or(Reply::Nil, |v| Reply::Bulk(v.clone()))).collect();
     Reply::Array(items)
 }
 
@@ -85,10 +87,11 @@ pub(super) fn hset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         Ok(h) => h,
         Err(e) => return e,
     };
+    h.convert_for(&args[2..]);
     let mut created = 0;
     for pair in args[2..].chunks(2) {
         // Updating an existing field keeps its position, as a listpack does.
-        if h.insert(Bytes::copy_from_slice(pair[0]), Bytes::copy_from_slice(pair[1])).is_none() {
+        if h.set(pair[0], Bytes::copy_from_slice(pair[1])) {
             created += 1;
         }
     }
@@ -107,7 +110,8 @@ pub(super) fn hsetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     if h.contains_key(args[2]) {
         return Reply::Integer(0);
     }
-    h.insert(Bytes::copy_from_slice(args[2]), Bytes::copy_from_slice(args[3]));
+    h.convert_for(&args[2..4]);
+    h.set(args[2], Bytes::copy_from_slice(args[3]));
     Reply::Integer(1)
 }
 
@@ -121,8 +125,7 @@ pub(super) fn hdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     };
     let mut deleted = 0;
     for field in &args[2..] {
-        // shift_remove keeps the remaining fields in order, as deleting from a listpack does.
-        if h.shift_remove(*field).is_some() {
+        if h.remove(field) {
             deleted += 1;
         }
     }
@@ -151,7 +154,7 @@ pub(super) fn hincrby(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     let Some(value) = old.checked_add(incr) else {
         return Reply::err("ERR increment or decrement would overflow");
     };
-    h.insert(Bytes::copy_from_slice(args[2]), Bytes::from(value.to_string()));
+    h.set(args[2], Bytes::from(value.to_string()));
     Reply::Integer(value)
 }
 
@@ -178,7 +181,7 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         return Reply::err("ERR increment would produce NaN or Infinity");
     }
     let text = Bytes::from(format_long_double_human(sum));
-    h.insert(Bytes::copy_from_slice(args[2]), text.clone());
+    h.set(args[2], text.clone());
     Reply::Bulk(text)
 }
 
@@ -199,4 +202,96 @@ pub(super) fn hkeys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 
 pub(super) fn hvals(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     one_side(ctx, args[1], false)
+}
+
+/// HSTRLEN key field: the value's length, 0 for a missing field or key.
+pub(super) fn hstrlen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match read(ctx, args[1]) {
+        Ok(h) => Reply::Integer(h.and_then(|h| h.get(args[2])).map_or(0, |v| v.len() as i64)),
+        Err(e) => e,
+    }
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT n]: the cursor is checked first, then the key, then
+/// the options; fields and values come in the hash's order (see `scan`).
+pub(super) fn hscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    if let Err(e) = scan::parse_cursor(args[2]) {
+        return e;
+    }
+    // Parsed now, but a parse error only counts once the key has been found.
+    let options = scan::ScanOptions::parse(&args[3..], false);
+    let h = match read(ctx, args[1]) {
+        Ok(Some(h)) => h,
+        Ok(None) => return scan::empty(),
+        Err(e) => return e,
+    };
+    match options {
+        Ok(options) => scan::reply(options.pairs(h.iter().map(|(f, v)| (f.clone(), v.clone())))),
+        Err(e) => e,
+    }
+}
+
+/// HRANDFIELD and ZRANDMEMBER's arguments: `key [count [WITH...]]`, the count parsed first, then
+/// the option; with the option the count must stay within ±2^62 (Redis doubles it).
+pub(super) fn random_args(args: &[&[u8]], option: &str) -> Result<(Option<i64>, bool), Reply> {
+    let Some(count) = args.get(2) else { return Ok((None, false)) };
+    let count = random::count_arg(count)?;
+    if args.len() > 4 || (args.len() == 4 && !is(args[3], option)) {
+        return Err(syntax_error());
+    }
+    let with = args.len() == 4;
+    if with && !(-(i64::MAX / 2)..=i64::MAX / 2).contains(&count) {
+        return Err(Reply::err("ERR value is out of range"));
+    }
+    Ok((Some(count), with))
+}
+
+/// The reply of HRANDFIELD and ZRANDMEMBER with a count: the picks from `all`, each a member
+/// and (`with`) its value, flat for RESP2 and in pairs for RESP3. The whole collection comes in
+/// its order, or (`backwards`: a sorted set, which Redis walks from its tail there) reversed.
+pub(super) fn random_reply(
+    ctx: &mut Ctx<'_>,
+    all: Vec<(Bytes, Reply)>,
+    count: i64,
+    with: bool,
+    backwards: bool,
+) -> Reply {
+    if count == 0 {
+        return Reply::Array(Vec::new());
+    }
+    let picked: Vec<usize> = match random::picks(ctx.db, count, all.len()) {
+        Err(e) => return e,
+        Ok(Picks::All) if backwards => (0..all.len()).rev().collect(),
+        Ok(Picks::All) => (0..all.len()).collect(),
+        Ok(Picks::Repeated(picked) | Picks::Distinct(picked)) => picked,
+    };
+    let resp3 = ctx.resp >= 3;
+    let mut out = Vec::new();
+    for i in picked {
+        let (member, value) = all[i].clone();
+        match (with, resp3) {
+            (false, _) => out.push(Reply::Bulk(member)),
+            (true, false) => out.extend([Reply::Bulk(member), value]),
+            (true, true) => out.push(Reply::Array(vec![Reply::Bulk(member), value])),
+        }
+    }
+    Reply::Array(out)
+}
+
+/// HRANDFIELD key [count [WITHVALUES]]: one field (nil for a missing key), or with a count an
+/// array as SRANDMEMBER's (see `random`).
+pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (count, with) = match random_args(args, "withvalues") {
+        Ok(parsed) => parsed,
+        Err(e) => return e,
+    };
+    let all: Vec<(Bytes, Reply)> = match read(ctx, args[1]) {
+        Err(e) => return e,
+        Ok(None) => return if count.is_some() { Reply::Array(Vec::new()) } else { Reply::Nil },
+        Ok(Some(h)) => h.iter().map(|(f, v)| (f.clone(), Reply::Bulk(v.clone()))).collect(),
+    };
+    match count {
+        None => Reply::Bulk(all[ctx.db.random_below(all.len())].0.clone()),
+        Some(count) => random_reply(ctx, all, count, with, false),
+    }
 }

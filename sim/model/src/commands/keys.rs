@@ -1,7 +1,15 @@
-//! Generic key commands: DEL, EXISTS, TYPE, KEYS and the expiry family.
+//! Generic key commands: DEL, EXISTS, TYPE, KEYS, SCAN, RANDOMKEY, TOUCH, COPY, RENAME, OBJECT
+//! and the expiry family.
+//!
+//! Commands that only inspect a key (EXISTS, TYPE, TTL and its family, OBJECT) look it up
+//! without counting as a use, as Redis's `LOOKUP_NOTOUCH` does, so OBJECT IDLETIME is not reset
+//! by them.
 
+use super::super::keyspace::{Entry, StrEnc, Value};
 use super::super::resp::Reply;
-use super::{int_arg, Ctx};
+use super::glob::string_match;
+use super::scan::{parse_cursor, ScanOptions};
+use super::{int_arg, is, syntax_error, Ctx};
 use bytes::Bytes;
 
 pub(super) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
@@ -17,12 +25,12 @@ pub(super) fn del(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 
 pub(super) fn exists(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     // Repeated keys count each time: EXISTS k k -> 2.
-    let count = args[1..].iter().filter(|key| ctx.db.keys.exists(key, ctx.now_ms)).count();
+    let count = args[1..].iter().filter(|key| ctx.db.keys.get_notouch(key, ctx.now_ms).is_some()).count();
     Reply::Integer(count as i64)
 }
 
 pub(super) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    let name = ctx.db.keys.get(args[1], ctx.now_ms).map_or("none", |e| e.value.type_name());
+    let name = ctx.db.keys.get_notouch(args[1], ctx.now_ms).map_or("none", |e| e.value.type_name());
     Reply::Status(Bytes::from_static(name.as_bytes()))
 }
 
@@ -31,134 +39,8 @@ pub(super) fn type_(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 pub(super) fn keys(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     let pattern = args[1];
     let all = pattern == b"*";
-    let found = ctx.db.keys.matching_keys(ctx.now_ms, |key| all || string_match(pattern, key));
+    let found = ctx.db.keys.matching_keys(Some(ctx.now_ms), |key| all || string_match(pattern, key));
     Reply::Array(found.into_iter().map(Reply::Bulk).collect())
-}
-
-/// Redis's `stringmatchlen` (util.c), case-sensitive: `*`, `?`, `[abc]`, `[^a-z]`, `\x`.
-///
-/// Translated step by step, quirks included, because KEYS must select exactly the keys Redis
-/// selects: an unclosed `[` takes the rest of the pattern as its set; a range may be written
-/// backwards (`[z-a]`); range ends compare as C's signed `char`, so bytes from 0x80 sort below
-/// ASCII; a pattern nested deeper than 1000 `*`s matches nothing; and once `*` found no match
-/// for the rest of the pattern anywhere, earlier `*`s give up instead of trying longer spans.
-pub(crate) fn string_match(pattern: &[u8], string: &[u8]) -> bool {
-    let mut skip_longer = false;
-    match_from(pattern, 0, pattern.len() as isize, string, &mut skip_longer, 0)
-}
-
-/// `stringmatchlen_impl` on `pattern[p..p + plen]`. C reads one byte past the end (the NUL
-/// terminator) in places; `at` answers 0 there.
-fn match_from(
-    pattern: &[u8],
-    mut p: usize,
-    mut plen: isize,
-    mut s: &[u8],
-    skip_longer: &mut bool,
-    nesting: u32,
-) -> bool {
-    if nesting > 1000 {
-        return false;
-    }
-    let at = |i: usize| pattern.get(i).copied().unwrap_or(0);
-    // C's `char` is signed on the platforms Redis ships for.
-    let signed = |b: u8| i32::from(b as i8);
-    while plen > 0 && !s.is_empty() {
-        match at(p) {
-            b'*' => {
-                while plen > 0 && at(p + 1) == b'*' {
-                    p += 1;
-                    plen -= 1;
-                }
-                if plen == 1 {
-                    return true;
-                }
-                while !s.is_empty() {
-                    if match_from(pattern, p + 1, plen - 1, s, skip_longer, nesting + 1) {
-                        return true;
-                    }
-                    if *skip_longer {
-                        return false;
-                    }
-                    s = &s[1..];
-                }
-                *skip_longer = true;
-                return false;
-            }
-            b'?' => s = &s[1..],
-            b'[' => {
-                p += 1;
-                plen -= 1;
-                let not = at(p) == b'^';
-                if not {
-                    p += 1;
-                    plen -= 1;
-                }
-                let mut matched = false;
-                loop {
-                    if at(p) == b'\\' && plen >= 2 {
-                        p += 1;
-                        plen -= 1;
-                        if at(p) == s[0] {
-                            matched = true;
-                        }
-                    } else if at(p) == b']' {
-                        break;
-                    } else if plen == 0 {
-                        // Unclosed: step back so the advance below ends the pattern.
-                        p -= 1;
-                        plen += 1;
-                        break;
-                    } else if plen >= 3 && at(p + 1) == b'-' {
-                        let (mut start, mut end) = (signed(at(p)), signed(at(p + 2)));
-                        if start > end {
-                            std::mem::swap(&mut start, &mut end);
-                        }
-                        let c = signed(s[0]);
-                        p += 2;
-                        plen -= 2;
-                        if (start..=end).contains(&c) {
-                            matched = true;
-                        }
-                    } else if at(p) == s[0] {
-                        matched = true;
-                    }
-                    p += 1;
-                    plen -= 1;
-                }
-                if not {
-                    matched = !matched;
-                }
-                if !matched {
-                    return false;
-                }
-                s = &s[1..];
-            }
-            c => {
-                let literal = if c == b'\\' && plen >= 2 {
-                    p += 1;
-                    plen -= 1;
-                    at(p)
-                } else {
-                    c
-                };
-                if literal != s[0] {
-                    return false;
-                }
-                s = &s[1..];
-            }
-        }
-        p += 1;
-        plen -= 1;
-        if s.is_empty() {
-            while at(p) == b'*' {
-                p += 1;
-                plen -= 1;
-            }
-            break;
-        }
-    }
-    plen == 0 && s.is_empty()
 }
 
 #[derive(Clone, Copy)]
@@ -251,9 +133,10 @@ pub(super) fn pexpireat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     expire_generic(ctx, args, "pexpireat", true, Unit::Millis)
 }
 
-/// `ttlGenericCommand`: -2 no key, -1 no deadline, else the remaining time, seconds rounded.
-fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], millis: bool) -> Reply {
-    let Some(entry) = ctx.db.keys.get(key, ctx.now_ms) else {
+/// `ttlGenericCommand`: -2 no key, -1 no deadline, else the remaining time (TTL, PTTL) or the
+/// deadline itself (EXPIRETIME, PEXPIRETIME), seconds rounded to the nearest.
+fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], millis: bool, absolute: bool) -> Reply {
+    let Some(entry) = ctx.db.keys.get_notouch(key, ctx.now_ms) else {
         return Reply::Integer(-2);
     };
     match entry.expire_at_ms {
@@ -261,18 +144,114 @@ fn ttl_generic(ctx: &mut Ctx<'_>, key: &[u8], millis: bool) -> Reply {
         Some(at) => {
             // Counted down to the clock read now: inside a script a key past its deadline but
             // alive (by the script's frozen time) reports 0.
-            let ttl = (at - ctx.clock_ms()).max(0);
+            let ttl = if absolute { at } else { at - ctx.clock_ms() }.max(0);
             Reply::Integer(if millis { ttl } else { (ttl + 500) / 1000 })
         }
     }
 }
 
 pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    ttl_generic(ctx, args[1], false)
+    ttl_generic(ctx, args[1], false, false)
 }
 
 pub(super) fn pttl(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    ttl_generic(ctx, args[1], true)
+    ttl_generic(ctx, args[1], true, false)
+}
+
+/// EXPIRETIME key: the deadline in Unix seconds.
+pub(super) fn expiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    ttl_generic(ctx, args[1], false, true)
+}
+
+/// PEXPIRETIME key: the deadline in Unix milliseconds.
+pub(super) fn pexpiretime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    ttl_generic(ctx, args[1], true, true)
+}
+
+/// TOUCH key [key ...]: how many of the keys exist; each counts as used (OBJECT IDLETIME).
+pub(super) fn touch(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let count = args[1..].iter().filter(|key| ctx.db.keys.get(key, ctx.now_ms).is_some()).count();
+    Reply::Integer(count as i64)
+}
+
+/// `selectDb`'s check for a database index. The model has only database 0: any other index
+/// gets the error Redis gives for an index past its last database (as SELECT does).
+fn db_index(arg: &[u8]) -> Result<(), Reply> {
+    match int_arg(arg) {
+        Ok(id) if i32::try_from(id).is_err() => {
+            Err(Reply::err("ERR value is out of range, value must between -2147483648 and 2147483647"))
+        }
+        Ok(0) => Ok(()),
+        Ok(_) => Err(Reply::err("ERR DB index is out of range")),
+        Err(e) => Err(e),
+    }
+}
+
+/// COPY source destination [DB index] [REPLACE]: options first, then the same-key check, then
+/// the source (missing: 0), then the destination (present without REPLACE: 0). The copy keeps
+/// the source's deadline and encoding, except that a shared integer becomes a private one.
+pub(super) fn copy(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let mut replace = false;
+    let mut j = 3;
+    while j < args.len() {
+        if is(args[j], "replace") {
+            replace = true;
+        } else if is(args[j], "db") && j + 1 < args.len() {
+            if let Err(e) = db_index(args[j + 1]) {
+                return e;
+            }
+            j += 1;
+        } else {
+            return syntax_error();
+        }
+        j += 1;
+    }
+    let (from, to) = (args[1], args[2]);
+    if from == to {
+        return Reply::err("ERR source and destination objects are the same");
+    }
+    let Some(entry) = ctx.db.keys.get(from, ctx.now_ms) else { return Reply::Integer(0) };
+    let deadline = entry.expire_at_ms;
+    let value = match &entry.value {
+        Value::Str(s, enc) => Value::Str(s.clone(), enc.duplicate()),
+        other => other.clone(),
+    };
+    if ctx.db.keys.exists(to, ctx.now_ms) && !replace {
+        return Reply::Integer(0);
+    }
+    ctx.store(to, value, false);
+    if deadline.is_some() {
+        ctx.db.keys.set_expire(to, deadline);
+    }
+    Reply::Integer(1)
+}
+
+/// SCAN cursor [MATCH pattern] [COUNT n] [TYPE type]: every live key in byte order, in one reply
+/// with cursor 0, whatever the cursor and COUNT (Redis walks its hash table, seeded at random,
+/// a few buckets a call; a small keyspace also comes back whole). Keys past their deadline are
+/// removed as the scan meets them, after the TYPE filter, as in Redis.
+pub(super) fn scan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    if let Err(e) = parse_cursor(args[1]) {
+        return e;
+    }
+    let options = match ScanOptions::parse(&args[2..], true) {
+        Ok(options) => options,
+        Err(e) => return e,
+    };
+    let candidates = ctx.db.keys.matching_keys(None, |key| options.matches(key));
+    let mut found = Vec::new();
+    for key in candidates {
+        if let Some(wanted) = options.type_name {
+            let actual = ctx.db.keys.get_notouch(&key, ctx.now_ms).map_or("none", |e| e.value.type_name());
+            if !actual.as_bytes().eq_ignore_ascii_case(super::cstr(wanted)) {
+                continue;
+            }
+        } else if ctx.db.keys.get_notouch(&key, ctx.now_ms).is_none() {
+            continue;
+        }
+        found.push(Reply::Bulk(key));
+    }
+    super::scan::reply(found)
 }
 
 /// RENAME key newkey: the value moves with its deadline; whatever was under `newkey` is gone.
@@ -299,7 +278,7 @@ fn rename_to(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], nx: bool) -> Reply {
     }
     ctx.db.keys.remove(from);
     ctx.db.keys.remove(to);
-    ctx.db.keys.set(to, value, false);
+    ctx.store(to, value, false);
     if deadline.is_some() {
         ctx.db.keys.set_expire(to, deadline);
     }
@@ -318,12 +297,84 @@ pub(super) fn persist(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     Reply::Integer(i64::from(had_deadline))
 }
 
+/// RANDOMKEY: a random key (nil for an empty keyspace), picked with the model's generator (see
+/// `random`). A key past its deadline that comes up is removed and another picked, as
+/// `dbRandomKey` does.
+pub(super) fn randomkey(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Reply {
+    loop {
+        let all = ctx.db.keys.matching_keys(None, |_| true);
+        if all.is_empty() {
+            return Reply::Nil;
+        }
+        let key = all[ctx.db.random_below(all.len())].clone();
+        if ctx.db.keys.get_notouch(&key, ctx.now_ms).is_some() {
+            return Reply::Bulk(key);
+        }
+    }
+}
+
+/// OBJECT ENCODING|REFCOUNT|IDLETIME|FREQ key (and HELP): the key is looked up without
+/// counting as a use; a missing key is nil.
+fn object_lookup<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Option<&'c Entry> {
+    ctx.db.keys.get_notouch(key, ctx.now_ms)
+}
+
+pub(super) fn object_encoding(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    object_lookup(ctx, args[2]).map_or(Reply::Nil, |e| Reply::Bulk(Bytes::from_static(e.value.encoding().as_bytes())))
+}
+
+/// The shared integers 0..10000 have Redis's `OBJ_SHARED_REFCOUNT` (`INT_MAX`); every other
+/// value belongs to its key alone.
+pub(super) fn object_refcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    object_lookup(ctx, args[2]).map_or(Reply::Nil, |e| {
+        Reply::Integer(if matches!(e.value, Value::Str(_, StrEnc::SharedInt)) { i64::from(i32::MAX) } else { 1 })
+    })
+}
+
+/// Seconds since the value was last used, by Redis's one-second LRU clock. The model's eviction
+/// policy is Redis's default, `noeviction`, so idle time is tracked and frequency is not.
+pub(super) fn object_idletime(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    if object_lookup(ctx, args[2]).is_none() {
+        return Reply::Nil;
+    }
+    ctx.db.keys.idle_seconds(args[2], ctx.now_ms).map_or(Reply::Nil, Reply::Integer)
+}
+
+pub(super) fn object_freq(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match object_lookup(ctx, args[2]) {
+        None => Reply::Nil,
+        Some(_) => Reply::err(
+            "ERR An LFU maxmemory policy is not selected, access frequency not tracked. Please note that when \
+             switching between policies at runtime LRU and LFU data will take some time to adjust.",
+        ),
+    }
+}
+
+pub(super) fn object_help(_ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    const LINES: [&str; 14] = [
+        "ENCODING <key>",
+        "    Return the kind of internal representation used in order to store the value",
+        "    associated with a <key>.",
+        "FREQ <key>",
+        "    Return the access frequency index of the <key>. The returned integer is",
+        "    proportional to the logarithm of the recent access frequency of the key.",
+        "IDLETIME <key>",
+        "    Return the idle time of the <key>, that is the approximated number of",
+        "    seconds elapsed since the last access to the key.",
+        "REFCOUNT <key>",
+        "    Return the number of references of the value associated with the specified",
+        "    <key>.",
+        "HELP",
+        "    Prints this help.",
+    ];
+    super::help_reply(args[0], &LINES)
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
 
-    use super::string_match;
     use crate::{FnServerClock, ManualServerClock, ModelHandle, Reply};
 
     const T0_MS: u64 = 1_700_000_000_000;
@@ -354,51 +405,6 @@ mod tests {
     }
 
     #[test]
-    fn glob_patterns_follow_redis_stringmatchlen() {
-        let cases: &[(&str, &str, bool)] = &[
-            // Only KEYS's `*` shortcut lists the empty key: the matcher itself needs a byte.
-            ("*", "", false),
-            ("**", "", false),
-            ("*", "anything", true),
-            ("", "", true),
-            ("", "a", false),
-            ("a*", "a", true),
-            ("a*b", "ab", true),
-            ("a*b", "acb", true),
-            ("a*b", "acbd", false),
-            ("h?llo", "hello", true),
-            ("h?llo", "hllo", false),
-            ("h[ae]llo", "hallo", true),
-            ("h[ae]llo", "hillo", false),
-            ("h[^e]llo", "hallo", true),
-            ("h[^e]llo", "hello", false),
-            ("h[a-b]llo", "hbllo", true),
-            ("h[b-a]llo", "hbllo", true),
-            ("h[a-b]llo", "hcllo", false),
-            ("h\\*llo", "h*llo", true),
-            ("h\\*llo", "hello", false),
-            ("[abc", "a", true),
-            ("[abc", "ab", false),
-            ("a[", "a", false),
-            ("ratelimiter:{*}:*", "ratelimiter:{a}:tb", true),
-            ("ratelimiter:\\{a\\}*", "ratelimiter:{a}:tb", true),
-            ("*:tb", "ratelimiter:{a}:gcra", false),
-            ("**a", "ba", true),
-            ("a**", "a", true),
-            ("a\\", "a\\", true),
-        ];
-        for &(pattern, string, expected) in cases {
-            assert_eq!(string_match(pattern.as_bytes(), string.as_bytes()), expected, "{pattern:?} vs {string:?}");
-        }
-        // Range ends compare as signed chars: 0xff is -1, below 'a'.
-        assert!(string_match(b"[\xff-a]", b"A"));
-        assert!(!string_match(b"[a-z]", b"\xe9"));
-        // A star more than 1000 stars deep matches nothing.
-        assert!(string_match("a*".repeat(1001).as_bytes(), "a".repeat(1001).as_bytes()));
-        assert!(!string_match("a*".repeat(1002).as_bytes(), "a".repeat(1002).as_bytes()));
-    }
-
-    #[test]
     fn keys_lists_live_matching_keys_in_byte_order_without_expiring_any() {
         let clock = ManualServerClock::from_millis(T0_MS);
         let model = ModelHandle::new(clock.clone());
@@ -413,5 +419,51 @@ mod tests {
         assert_eq!(model.call(&[b"KEYS", b"b:*"]), bulk(&["b:2"]));
         assert_eq!(model.call(&[b"DBSIZE"]), Reply::Integer(5), "KEYS skips an expired key but does not delete it");
         assert_eq!(model.call(&[b"KEYS", b"?"]), bulk(&["c"]));
+    }
+
+    #[test]
+    fn idle_time_counts_from_the_last_use_and_small_integers_share_theirs() {
+        let clock = ManualServerClock::from_millis(T0_MS);
+        let model = ModelHandle::new(clock.clone());
+        let idle = |key: &[u8]| model.call(&[b"OBJECT", b"IDLETIME", key]);
+        model.call(&[b"SET", b"text", b"v"]);
+        model.call(&[b"SET", b"five", b"5"]);
+        clock.advance_millis(3_000);
+        assert_eq!(idle(b"text"), Reply::Integer(3));
+        assert_eq!(idle(b"five"), Reply::Integer(3), "the shared 5 was made when the server started");
+        model.call(&[b"TTL", b"text"]);
+        model.call(&[b"TYPE", b"text"]);
+        assert_eq!(idle(b"text"), Reply::Integer(3), "inspecting a key is no use of it");
+        model.call(&[b"GET", b"text"]);
+        model.call(&[b"SET", b"other", b"5"]);
+        model.call(&[b"GET", b"other"]);
+        assert_eq!(idle(b"text"), Reply::Integer(0));
+        assert_eq!(idle(b"five"), Reply::Integer(0), "reading another key holding 5 used the shared 5");
+        assert_eq!(model.call(&[b"OBJECT", b"REFCOUNT", b"five"]), Reply::Integer(i64::from(i32::MAX)));
+        model.call(&[b"COPY", b"five", b"copy"]);
+        assert_eq!(model.call(&[b"OBJECT", b"REFCOUNT", b"copy"]), Reply::Integer(1), "a copy is private");
+        assert_eq!(idle(b"missing"), Reply::Nil);
+    }
+
+    #[test]
+    fn scan_lists_every_live_key_at_once_and_expires_the_dead_it_meets() {
+        let clock = ManualServerClock::from_millis(T0_MS);
+        let model = ModelHandle::new(clock.clone());
+        for key in ["b", "a", "c"] {
+            model.call(&[b"SET", key.as_bytes(), b"v"]);
+        }
+        model.call(&[b"HSET", b"h", b"f", b"v"]);
+        model.call(&[b"PEXPIRE", b"c", b"10"]);
+        clock.advance_millis(11);
+        let scan = |keys: &[&str]| {
+            Reply::Array(vec![
+                Reply::bulk(b"0"),
+                Reply::Array(keys.iter().map(|k| Reply::bulk(k.as_bytes())).collect()),
+            ])
+        };
+        assert_eq!(model.call(&[b"SCAN", b"0", b"COUNT", b"1"]), scan(&["a", "b", "h"]));
+        assert_eq!(model.call(&[b"DBSIZE"]), Reply::Integer(3), "the scan removed the expired key");
+        assert_eq!(model.call(&[b"SCAN", b"0", b"TYPE", b"hash", b"MATCH", b"*"]), scan(&["h"]));
+        assert_eq!(model.call(&[b"SCAN", b"x"]), Reply::err("ERR invalid cursor"));
     }
 }

@@ -1,4 +1,6 @@
-//! Command table, argument helpers, and the commands that touch only the keyspace.
+//! Command lookup, argument helpers, and the commands that touch only the keyspace, one file
+//! per family (strings, keys, hashes, lists, sets, zsets, server); the table itself is in
+//! `table`.
 //!
 //! Each command is a plain function `fn(&mut Ctx, &[&[u8]]) -> Reply`, the same whether a client
 //! sent it or a Lua script called it through `redis.call`. The order in which a command checks
@@ -6,25 +8,29 @@
 //! error a client sees when several things are wrong at once (the conformance suite compares
 //! exactly that).
 //!
-//! Commands that need more than the keyspace (EVAL, SCRIPT, HELLO, CLIENT) are listed here with
-//! [`Handler::Model`] and carried out by [`crate::Model`].
+//! Commands that need more than the keyspace (EVAL, SCRIPT, HELLO, CLIENT) are listed in the
+//! table with [`Handler::Model`] and carried out by [`crate::Model`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::keyspace::Keyspace;
+use super::keyspace::{Keyspace, Value};
 use super::resp::Reply;
 use super::server_clock::ServerClock;
 
+mod glob;
 mod hashes;
 mod keys;
 mod lists;
+mod random;
+mod scan;
 mod server;
 mod sets;
 mod strings;
+mod table;
 mod zsets;
 
 pub(crate) use server::REDIS_VERSION as REDIS_VERSION_STR;
@@ -60,7 +66,7 @@ pub(crate) struct Db {
     /// Calls per command full name ("get", "script|load"), top-level and from scripts.
     pub(crate) calls: BTreeMap<&'static str, u64>,
     pub(crate) total_commands: u64,
-    /// Commands the model does not know, by lower-case name ("lset", "object|freq"), called by
+    /// Commands the model does not know, by lower-case name ("dump", "client|kill"), called by
     /// clients or by scripts: what a harness reports when a user's script needs more of Redis.
     pub(crate) unknown_commands: BTreeMap<String, u64>,
     /// The last command the running (or last run) script called that the model does not know.
@@ -70,6 +76,9 @@ pub(crate) struct Db {
     pub(crate) lua_memory: usize,
     /// The server's time, as commands see it (see [`Db::start_command`]).
     time: CommandTime,
+    /// The state of the random source of SPOP, SRANDMEMBER, HRANDFIELD, ZRANDMEMBER and
+    /// RANDOMKEY (see `random`).
+    random: u64,
 }
 
 /// Redis's time as its commands see it: the clock, but never the same microsecond for two
@@ -92,7 +101,7 @@ struct CommandTime {
 impl Db {
     pub(crate) fn new(clock: Arc<dyn ServerClock>, net: Arc<NetCounters>) -> Self {
         Db {
-            keys: Keyspace::default(),
+            keys: Keyspace::started_at((clock.now_micros() / 1000) as i64),
             clock,
             net,
             calls: BTreeMap::new(),
@@ -102,6 +111,7 @@ impl Db {
             scripts_cached: 0,
             lua_memory: 0,
             time: CommandTime::default(),
+            random: random::SEED,
         }
     }
 
@@ -182,6 +192,11 @@ impl Ctx<'_> {
     pub(crate) fn clock_ms(&self) -> i64 {
         (self.db.command_micros() / 1000) as i64
     }
+
+    /// Stores `value` under `key` (see [`Keyspace::set`]), as of this command.
+    pub(crate) fn store(&mut self, key: &[u8], value: Value, keep_ttl: bool) {
+        self.db.keys.set(key, value, keep_ttl, self.now_ms);
+    }
 }
 
 pub(crate) type DataFn = fn(&mut Ctx<'_>, &[&[u8]]) -> Reply;
@@ -234,128 +249,6 @@ impl CommandSpec {
     }
 }
 
-const fn data(name: &'static str, arity: i32, f: DataFn) -> CommandSpec {
-    CommandSpec { name, word: name, arity, noscript: false, handler: Handler::Data(f) }
-}
-
-const fn model(name: &'static str, word: &'static str, arity: i32, cmd: ModelCmd) -> CommandSpec {
-    CommandSpec { name, word, arity, noscript: true, handler: Handler::Model(cmd) }
-}
-
-static SCRIPT_SUBCOMMANDS: [CommandSpec; 3] = [
-    model("script|load", "load", 3, ModelCmd::ScriptLoad),
-    model("script|exists", "exists", -3, ModelCmd::ScriptExists),
-    model("script|flush", "flush", -2, ModelCmd::ScriptFlush),
-];
-
-static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
-    model("client|setname", "setname", 3, ModelCmd::ClientSetName),
-    model("client|getname", "getname", 2, ModelCmd::ClientGetName),
-    model("client|id", "id", 2, ModelCmd::ClientId),
-    // Redis 7.2 added SETINFO; 7.0 does not know it. Clients send it on connect and ignore a
-    // failure, and the model answers OK so their logs stay quiet.
-    model("client|setinfo", "setinfo", -4, ModelCmd::ClientSetInfo),
-];
-
-static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
-    [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
-
-static COMMANDS: [CommandSpec; 84] = [
-    data("ping", -1, server::ping),
-    data("echo", 2, server::echo),
-    data("select", 2, server::select),
-    data("time", 1, server::time),
-    data("dbsize", 1, server::dbsize),
-    data("flushall", -1, server::flushall),
-    data("flushdb", -1, server::flushdb),
-    data("info", -1, server::info),
-    data("get", 2, strings::get),
-    data("set", -3, strings::set),
-    data("setnx", 3, strings::setnx),
-    data("setex", 4, strings::setex),
-    data("psetex", 4, strings::psetex),
-    data("getset", 3, strings::getset),
-    data("getdel", 2, strings::getdel),
-    data("getex", -2, strings::getex),
-    data("mget", -2, strings::mget),
-    data("mset", -3, strings::mset),
-    data("incr", 2, strings::incr),
-    data("decr", 2, strings::decr),
-    data("incrby", 3, strings::incrby),
-    data("decrby", 3, strings::decrby),
-    data("incrbyfloat", 3, strings::incrbyfloat),
-    data("strlen", 2, strings::strlen),
-    data("del", -2, keys::del),
-    data("unlink", -2, keys::del),
-    data("exists", -2, keys::exists),
-    data("type", 2, keys::type_),
-    data("keys", 2, keys::keys),
-    data("expire", -3, keys::expire),
-    data("pexpire", -3, keys::pexpire),
-    data("expireat", -3, keys::expireat),
-    data("pexpireat", -3, keys::pexpireat),
-    data("ttl", 2, keys::ttl),
-    data("pttl", 2, keys::pttl),
-    data("persist", 2, keys::persist),
-    data("rename", 3, keys::rename),
-    data("renamenx", 3, keys::renamenx),
-    data("hget", 3, hashes::hget),
-    data("hset", -4, hashes::hset),
-    data("hmset", -4, hashes::hset),
-    data("hsetnx", 4, hashes::hsetnx),
-    data("hmget", -3, hashes::hmget),
-    data("hgetall", 2, hashes::hgetall),
-    data("hdel", -3, hashes::hdel),
-    data("hexists", 3, hashes::hexists),
-    data("hlen", 2, hashes::hlen),
-    data("hincrby", 4, hashes::hincrby),
-    data("hincrbyfloat", 4, hashes::hincrbyfloat),
-    data("hkeys", 2, hashes::hkeys),
-    data("hvals", 2, hashes::hvals),
-    data("zadd", -4, zsets::zadd),
-    data("zincrby", 4, zsets::zincrby),
-    data("zrem", -3, zsets::zrem),
-    data("zcard", 2, zsets::zcard),
-    data("zcount", 4, zsets::zcount),
-    data("zscore", 3, zsets::zscore),
-    data("zrange", -4, zsets::zrange),
-    data("zrangebyscore", -4, zsets::zrangebyscore),
-    data("zrevrangebyscore", -4, zsets::zrevrangebyscore),
-    data("zremrangebyscore", 4, zsets::zremrangebyscore),
-    data("zrevrange", -4, zsets::zrevrange),
-    data("zrank", 3, zsets::zrank),
-    data("zrevrank", 3, zsets::zrevrank),
-    data("zremrangebyrank", 4, zsets::zremrangebyrank),
-    data("lpush", -3, lists::lpush),
-    data("rpush", -3, lists::rpush),
-    data("lpushx", -3, lists::lpushx),
-    data("rpushx", -3, lists::rpushx),
-    data("lpop", -2, lists::lpop),
-    data("rpop", -2, lists::rpop),
-    data("llen", 2, lists::llen),
-    data("lrange", 4, lists::lrange),
-    data("ltrim", 4, lists::ltrim),
-    data("lindex", 3, lists::lindex),
-    data("sadd", -3, sets::sadd),
-    data("srem", -3, sets::srem),
-    data("scard", 2, sets::scard),
-    data("sismember", 3, sets::sismember),
-    data("smembers", 2, sets::smembers),
-    CommandSpec { arity: -2, ..model("script", "script", -2, ModelCmd::Eval) }.container(&SCRIPT_SUBCOMMANDS),
-    CommandSpec { arity: -2, ..model("client", "client", -2, ModelCmd::Eval) }.container(&CLIENT_SUBCOMMANDS),
-    CommandSpec { noscript: false, ..model("memory", "memory", -2, ModelCmd::Eval) }.container(&MEMORY_SUBCOMMANDS),
-    model("hello", "hello", -1, ModelCmd::Hello),
-];
-
-static EVAL_COMMANDS: [CommandSpec; 2] =
-    [model("eval", "eval", -3, ModelCmd::Eval), model("evalsha", "evalsha", -3, ModelCmd::EvalSha)];
-
-impl CommandSpec {
-    const fn container(self, subs: &'static [CommandSpec]) -> CommandSpec {
-        CommandSpec { handler: Handler::Container(subs), ..self }
-    }
-}
-
 /// The result of looking a command up.
 pub(crate) enum Lookup {
     Found(&'static CommandSpec),
@@ -363,36 +256,6 @@ pub(crate) enum Lookup {
     Unknown,
     /// A known container with an unknown subcommand.
     UnknownSubcommand,
-}
-
-/// FNV-1a, for the command table: its keys are a few short words the model chose itself, so
-/// SipHash's defence against chosen collisions buys nothing there, and every command (each
-/// `redis.call` too) pays for the hash.
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
-type CommandTable = HashMap<&'static [u8], &'static CommandSpec, std::hash::BuildHasherDefault<Fnv>>;
-
-fn table() -> &'static CommandTable {
-    static TABLE: OnceLock<CommandTable> = OnceLock::new();
-    TABLE.get_or_init(|| COMMANDS.iter().chain(EVAL_COMMANDS.iter()).map(|spec| (spec.name.as_bytes(), spec)).collect())
 }
 
 /// Lower-cases a command word into `buf`; `None` if it is too long to be any command.
@@ -410,7 +273,7 @@ fn lowercase<'b>(word: &[u8], buf: &'b mut [u8; 24]) -> Option<&'b [u8]> {
 pub(crate) fn lookup(args: &[&[u8]]) -> Lookup {
     let Some(first) = args.first() else { return Lookup::Unknown };
     let mut buf = [0u8; 24];
-    let Some(spec) = lowercase(first, &mut buf).and_then(|name| table().get(name).copied()) else {
+    let Some(spec) = lowercase(first, &mut buf).and_then(table::find) else {
         return Lookup::Unknown;
     };
     match (spec.handler, args.get(1)) {
@@ -488,7 +351,12 @@ pub(crate) fn unknown_subcommand(args: &[&[u8]]) -> Reply {
 }
 
 pub(crate) fn arity_error(spec: &CommandSpec) -> Reply {
-    Reply::error(format!("ERR wrong number of arguments for '{}' command", spec.name))
+    arity_error_named(spec.name)
+}
+
+/// `addReplyErrorArity`, for commands that check their argument count themselves.
+pub(crate) fn arity_error_named(name: &str) -> Reply {
+    Reply::error(format!("ERR wrong number of arguments for '{name}' command"))
 }
 
 pub(crate) fn wrong_type() -> Reply {
@@ -505,6 +373,15 @@ pub(crate) fn not_a_float() -> Reply {
 
 pub(crate) fn syntax_error() -> Reply {
     Reply::err("ERR syntax error")
+}
+
+/// `addReplyHelp`: "<COMMAND> <subcommand> ..." and the help lines, each a status reply.
+pub(crate) fn help_reply(command: &[u8], lines: &[&'static str]) -> Reply {
+    let mut header: Vec<u8> = cstr(command).to_ascii_uppercase();
+    header.extend_from_slice(b" <subcommand> [<arg> [value] [opt] ...]. Subcommands are:");
+    let mut items = vec![Reply::Status(Bytes::from(header))];
+    items.extend(lines.iter().map(|l| Reply::Status(Bytes::from_static(l.as_bytes()))));
+    Reply::Array(items)
 }
 
 /// `getLongLongFromObjectOrReply`.

@@ -1,18 +1,27 @@
-//! String commands: GET, SET and its variants, GETEX/GETDEL/GETSET, and the counters.
+//! String commands: GET, SET and its variants, GETEX/GETDEL/GETSET, MSET/MSETNX, the counters,
+//! and the byte-range commands APPEND, GETRANGE (SUBSTR), SETRANGE and LCS.
+//!
+//! A string remembers the encoding Redis would give it ([`StrEnc`]), which depends on the
+//! command that made it: SET's argument may become an integer, APPEND and SETRANGE leave a
+//! `raw` string, INCRBYFLOAT an `embstr` or `raw` one.
 
 use bytes::Bytes;
 
-use super::super::keyspace::Value;
+use super::super::keyspace::{StrEnc, Value};
 use super::super::num::{format_long_double_human, long_double_from_i64, parse_i64, parse_long_double};
-use super::super::resp::Reply;
-use super::{int_arg, is, not_a_float, not_an_integer, syntax_error, wrong_type, Ctx};
+use super::super::resp::{Reply, MAX_BULK_LEN};
+use super::{arity_error_named, int_arg, is, not_a_float, not_an_integer, syntax_error, wrong_type, Ctx};
+
+mod lcs;
+
+pub(super) use lcs::lcs;
 
 /// Reads a string key: `Ok(None)` if missing, `Err(WRONGTYPE)` if another type.
 fn get_string(ctx: &mut Ctx<'_>, key: &[u8]) -> Result<Option<Bytes>, Reply> {
     match ctx.db.keys.get(key, ctx.now_ms) {
         None => Ok(None),
         Some(entry) => match &entry.value {
-            Value::Str(s) => Ok(Some(s.clone())),
+            Value::Str(s, _) => Ok(Some(s.clone())),
             _ => Err(wrong_type()),
         },
     }
@@ -45,14 +54,30 @@ pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     Reply::Array(items)
 }
 
-pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+/// `msetGenericCommand`: MSETNX sets nothing (0) if any key exists, checking them in order.
+fn mset_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], nx: bool) -> Reply {
     if args.len() % 2 == 0 {
-        return Reply::err("ERR wrong number of arguments for 'mset' command");
+        return arity_error_named(if nx { "msetnx" } else { "mset" });
+    }
+    if nx && args[1..].chunks(2).any(|pair| ctx.db.keys.exists(pair[0], ctx.now_ms)) {
+        return Reply::Integer(0);
     }
     for pair in args[1..].chunks(2) {
-        ctx.db.keys.set(pair[0], Value::Str(Bytes::copy_from_slice(pair[1])), false);
+        ctx.store(pair[0], Value::string(pair[1]), false);
     }
-    Reply::ok()
+    if nx {
+        Reply::Integer(1)
+    } else {
+        Reply::ok()
+    }
+}
+
+pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    mset_generic(ctx, args, false)
+}
+
+pub(super) fn msetnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    mset_generic(ctx, args, true)
 }
 
 #[derive(Default)]
@@ -178,7 +203,7 @@ fn set_generic(
     if (flags.nx && found) || (flags.xx && !found) {
         return if flags.get { reply } else { Reply::Nil };
     }
-    ctx.db.keys.set(key, Value::Str(Bytes::copy_from_slice(value)), flags.keepttl);
+    ctx.store(key, Value::string(value), flags.keepttl);
     if deadline.is_some() {
         ctx.db.keys.set_expire(key, deadline);
     }
@@ -210,7 +235,7 @@ pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         Ok(v) => v,
         Err(e) => return e,
     };
-    ctx.db.keys.set(args[1], Value::Str(Bytes::copy_from_slice(args[2])), false);
+    ctx.store(args[1], Value::string(args[2]), false);
     old.map_or(Reply::Nil, Reply::Bulk)
 }
 
@@ -262,7 +287,7 @@ pub(super) fn setnx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     if ctx.db.keys.exists(args[1], ctx.now_ms) {
         return Reply::Integer(0);
     }
-    ctx.db.keys.set(args[1], Value::Str(Bytes::copy_from_slice(args[2])), false);
+    ctx.store(args[1], Value::string(args[2]), false);
     Reply::Integer(1)
 }
 
@@ -283,7 +308,7 @@ fn incr_decr(ctx: &mut Ctx<'_>, key: &[u8], incr: i64) -> Reply {
     let Some(value) = old.checked_add(incr) else {
         return Reply::err("ERR increment or decrement would overflow");
     };
-    ctx.db.keys.set(key, Value::Str(Bytes::from(value.to_string())), true);
+    ctx.store(key, Value::Str(Bytes::from(value.to_string()), StrEnc::of_int(value)), true);
     Reply::Integer(value)
 }
 
@@ -331,6 +356,93 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         return Reply::err("ERR increment would produce NaN or Infinity");
     }
     let text = Bytes::from(format_long_double_human(sum));
-    ctx.db.keys.set(key, Value::Str(text.clone()), true);
+    ctx.store(key, Value::Str(text.clone(), StrEnc::of_created(text.len())), true);
     Reply::Bulk(text)
+}
+
+/// `checkStringLength`: a string may not grow past `proto-max-bulk-len` (512 MB).
+fn check_length(size: u64, append: usize) -> Result<(), Reply> {
+    if u128::from(size) + append as u128 > MAX_BULK_LEN as u128 {
+        return Err(Reply::err("ERR string exceeds maximum allowed size (proto-max-bulk-len)"));
+    }
+    Ok(())
+}
+
+/// APPEND key value: a new key is stored as SET would store it; an existing string grows in
+/// place (keeping its deadline) and becomes `raw`, whatever it was.
+pub(super) fn append(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (key, tail) = (args[1], args[2]);
+    match get_string(ctx, key) {
+        Err(e) => e,
+        Ok(None) => {
+            ctx.store(key, Value::string(tail), false);
+            Reply::Integer(tail.len() as i64)
+        }
+        Ok(Some(s)) => {
+            if let Err(e) = check_length(s.len() as u64, tail.len()) {
+                return e;
+            }
+            let grown = [&s[..], tail].concat();
+            let len = grown.len() as i64;
+            ctx.store(key, Value::Str(Bytes::from(grown), StrEnc::Raw), true);
+            Reply::Integer(len)
+        }
+    }
+}
+
+/// GETRANGE key start end (and its old name SUBSTR): both ends inclusive, negative ones count
+/// from the end, as `getrangeCommand` clamps them (so `GETRANGE k 0 -100` of "hello" is "h").
+/// The indexes are parsed before the key is read; a missing key is "".
+pub(super) fn getrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (start, end) = match (int_arg(args[2]), int_arg(args[3])) {
+        (Ok(start), Ok(end)) => (start, end),
+        (Err(e), _) | (_, Err(e)) => return e,
+    };
+    let s = match get_string(ctx, args[1]) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Reply::Bulk(Bytes::new()),
+        Err(e) => return e,
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        return Reply::Bulk(Bytes::new());
+    }
+    let start = if start < 0 { len + start } else { start }.max(0);
+    let end = if end < 0 { len + end } else { end }.max(0).min(len - 1);
+    if start > end || len == 0 {
+        return Reply::Bulk(Bytes::new());
+    }
+    Reply::Bulk(s.slice(start as usize..=end as usize))
+}
+
+/// SETRANGE key offset value: overwrites from `offset`, padding with zero bytes. An empty value
+/// changes nothing (and creates no key) but still answers the length; otherwise the string
+/// becomes `raw` and keeps its deadline.
+pub(super) fn setrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let offset = match int_arg(args[2]) {
+        Ok(v) if v < 0 => return Reply::err("ERR offset is out of range"),
+        Ok(v) => v as u64,
+        Err(e) => return e,
+    };
+    let (key, value) = (args[1], args[3]);
+    let current = match get_string(ctx, key) {
+        Ok(current) => current,
+        Err(e) => return e,
+    };
+    if value.is_empty() {
+        return Reply::Integer(current.map_or(0, |s| s.len() as i64));
+    }
+    if let Err(e) = check_length(offset, value.len()) {
+        return e;
+    }
+    let existed = current.is_some();
+    let mut bytes = current.map(|s| s.to_vec()).unwrap_or_default();
+    let (from, to) = (offset as usize, offset as usize + value.len());
+    if bytes.len() < to {
+        bytes.resize(to, 0);
+    }
+    bytes[from..to].copy_from_slice(value);
+    let len = bytes.len() as i64;
+    ctx.store(key, Value::Str(Bytes::from(bytes), StrEnc::Raw), existed);
+    Reply::Integer(len)
 }

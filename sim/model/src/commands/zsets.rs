@@ -1,11 +1,24 @@
-//! Sorted-set commands.
+//! Sorted-set commands: adding, scoring, counting, ranking, popping and removing here; ranges
+//! (ZRANGE and its family, ZRANGESTORE) in `range`; unions, intersections and differences
+//! (ZUNION, ZINTER, ZDIFF, their STORE variants, ZINTERCARD) in `algebra`.
+//!
+//! A sorted set is a listpack until a member longer than 64 bytes or a 129th member arrives
+//! ([`ZSet`] tracks it): a listpack stores a score of -0 as 0, and ZSCAN prints its scores as
+//! the listpack holds them.
 
 use bytes::Bytes;
 
 use super::super::keyspace::{Value, ZSet};
-use super::super::num::{parse_f64_lenient, parse_f64_strict};
+use super::super::num::{format_g, format_g17, parse_f64_strict, parse_i64};
 use super::super::resp::Reply;
-use super::{is, not_a_float, not_an_integer, syntax_error, wrong_type, Ctx};
+use super::{is, not_a_float, not_an_integer, scan, syntax_error, wrong_type, Ctx};
+
+mod algebra;
+mod range;
+
+pub(super) use algebra::{zdiff, zdiffstore, zinter, zintercard, zinterstore, zunion, zunionstore};
+use range::{emit, lex_range, parse_lex_range, ScoreRange};
+pub(super) use range::{zrange, zrangebylex, zrangebyscore, zrangestore, zrevrange, zrevrangebylex, zrevrangebyscore};
 
 fn read<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Result<Option<&'c ZSet>, Reply> {
     match ctx.db.keys.get(key, ctx.now_ms) {
@@ -80,7 +93,7 @@ fn zadd_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut flags: AddFlags) -> Reply
                 return if flags.incr { Reply::Nil } else { Reply::Integer(0) };
             }
             let zset = ZSet::with_hint(pairs.len(), pairs[0].1.len());
-            ctx.db.keys.set(key, Value::ZSet(zset), false);
+            ctx.store(key, Value::ZSet(zset), false);
         }
     }
     let Some(Value::ZSet(z)) = ctx.db.keys.get_mut(key, ctx.now_ms).map(|e| &mut e.value) else {
@@ -176,328 +189,6 @@ pub(super) fn zscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     }
 }
 
-/// A score interval (`zrangespec`).
-#[derive(Clone, Copy)]
-struct ScoreRange {
-    min: f64,
-    max: f64,
-    min_ex: bool,
-    max_ex: bool,
-}
-
-impl ScoreRange {
-    /// `zslParseRange`: "(" makes a bound exclusive; the rest is plain `strtod`.
-    fn parse(min: &[u8], max: &[u8]) -> Option<ScoreRange> {
-        let bound = |s: &[u8]| -> Option<(f64, bool)> {
-            match s.split_first() {
-                Some((b'(', rest)) => parse_f64_lenient(rest).map(|v| (v, true)),
-                _ => parse_f64_lenient(s).map(|v| (v, false)),
-            }
-        };
-        let (min, min_ex) = bound(min)?;
-        let (max, max_ex) = bound(max)?;
-        Some(ScoreRange { min, max, min_ex, max_ex })
-    }
-
-    /// The members in range, ascending, found by a range query from `min`.
-    fn members<'z>(&self, z: &'z ZSet) -> impl Iterator<Item = (&'z Bytes, f64)> + 'z {
-        let (min_ex, min) = (self.min_ex, self.min);
-        let (max_ex, max) = (self.max_ex, self.max);
-        z.iter_from(min).skip_while(move |(_, s)| min_ex && *s <= min).take_while(move |(_, s)| {
-            if max_ex {
-                *s < max
-            } else {
-                *s <= max
-            }
-        })
-    }
-
-    /// Ranges that can hold nothing (`zslIsInRange`'s first test).
-    fn is_empty(&self) -> bool {
-        self.min > self.max || (self.min == self.max && (self.min_ex || self.max_ex))
-    }
-}
-
-/// A lexicographic bound (`zslParseLexRangeItem`).
-#[derive(Clone)]
-enum LexBound {
-    Min,
-    Max,
-    Inclusive(Bytes),
-    Exclusive(Bytes),
-}
-
-impl LexBound {
-    fn parse(s: &[u8]) -> Option<LexBound> {
-        match s.split_first() {
-            Some((b'+', rest)) if super::cstr(rest).is_empty() => Some(LexBound::Max),
-            Some((b'-', rest)) if super::cstr(rest).is_empty() => Some(LexBound::Min),
-            Some((b'(', rest)) => Some(LexBound::Exclusive(Bytes::copy_from_slice(rest))),
-            Some((b'[', rest)) => Some(LexBound::Inclusive(Bytes::copy_from_slice(rest))),
-            _ => None,
-        }
-    }
-
-    fn allows_above(&self, v: &[u8]) -> bool {
-        match self {
-            LexBound::Min => true,
-            LexBound::Max => false,
-            LexBound::Inclusive(b) => v >= &b[..],
-            LexBound::Exclusive(b) => v > &b[..],
-        }
-    }
-
-    fn allows_below(&self, v: &[u8]) -> bool {
-        match self {
-            LexBound::Min => false,
-            LexBound::Max => true,
-            LexBound::Inclusive(b) => v <= &b[..],
-            LexBound::Exclusive(b) => v < &b[..],
-        }
-    }
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum RangeType {
-    Auto,
-    Rank,
-    Score,
-    Lex,
-}
-
-#[derive(Clone, Copy, PartialEq)]
-enum Direction {
-    Auto,
-    Forward,
-    Reverse,
-}
-
-/// Builds the reply: members, or members with scores (flat for RESP2, pairs for RESP3).
-fn emit(ctx: &Ctx<'_>, items: Vec<(Bytes, f64)>, with_scores: bool) -> Reply {
-    if !with_scores {
-        return Reply::Array(items.into_iter().map(|(m, _)| Reply::Bulk(m)).collect());
-    }
-    if ctx.resp >= 3 {
-        return Reply::Array(
-            items.into_iter().map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)])).collect(),
-        );
-    }
-    let mut flat = Vec::with_capacity(items.len() * 2);
-    for (m, s) in items {
-        flat.push(Reply::Bulk(m));
-        flat.push(Reply::Double(s));
-    }
-    Reply::Array(flat)
-}
-
-/// Applies LIMIT as Redis does: a negative offset yields nothing, a negative count means all.
-fn limit<I: Iterator<Item = (Bytes, f64)>>(iter: I, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
-    if offset < 0 {
-        return Vec::new();
-    }
-    let iter = iter.skip(offset as usize);
-    if count < 0 {
-        iter.collect()
-    } else {
-        iter.take(count as usize).collect()
-    }
-}
-
-/// Orders two lex bounds as `sdscmplex` does ("-" below everything, "+" above).
-fn lex_bound_cmp(a: &LexBound, b: &LexBound) -> std::cmp::Ordering {
-    use std::cmp::Ordering::*;
-    let rank = |x: &LexBound| match x {
-        LexBound::Min => 0,
-        LexBound::Max => 2,
-        _ => 1,
-    };
-    match (a, b) {
-        (LexBound::Inclusive(x) | LexBound::Exclusive(x), LexBound::Inclusive(y) | LexBound::Exclusive(y)) => x.cmp(y),
-        _ => match rank(a).cmp(&rank(b)) {
-            Equal => Equal,
-            other => other,
-        },
-    }
-}
-
-/// BYLEX as Redis's listpack code walks it. Redis only promises sensible results when all
-/// scores are equal; with mixed scores the answer depends on the walk, so the walk is copied:
-/// check the ends, find the first element past `min` (from the tail: the last before `max`),
-/// skip `offset` elements unchecked, then take elements while they stay within the far bound.
-fn lex_range(z: &ZSet, min: &LexBound, max: &LexBound, reverse: bool, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
-    let exclusive = |b: &LexBound| matches!(b, LexBound::Exclusive(_) | LexBound::Min | LexBound::Max);
-    let cmp = lex_bound_cmp(min, max);
-    if cmp == std::cmp::Ordering::Greater || (cmp == std::cmp::Ordering::Equal && (exclusive(min) || exclusive(max))) {
-        return Vec::new();
-    }
-    let all: Vec<(Bytes, f64)> = z.iter().map(|(m, s)| (m.clone(), s)).collect();
-    let (Some(first), Some(last)) = (all.first(), all.last()) else {
-        return Vec::new();
-    };
-    if !min.allows_above(&last.0) || !max.allows_below(&first.0) {
-        return Vec::new();
-    }
-    let ordered: Vec<&(Bytes, f64)> = if reverse { all.iter().rev().collect() } else { all.iter().collect() };
-    type Check<'a> = &'a dyn Fn(&[u8]) -> bool;
-    let (near_ok, far_ok): (Check<'_>, Check<'_>) = if reverse {
-        (&|v| max.allows_below(v), &|v| min.allows_above(v))
-    } else {
-        (&|v| min.allows_above(v), &|v| max.allows_below(v))
-    };
-    let Some(start) = ordered.iter().position(|(m, _)| near_ok(m)) else {
-        return Vec::new();
-    };
-    if !far_ok(&ordered[start].0) || offset < 0 {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for (m, s) in ordered.iter().skip(start + offset as usize) {
-        if count >= 0 && out.len() as i64 >= count {
-            break;
-        }
-        if !far_ok(m) {
-            break;
-        }
-        out.push((m.clone(), *s));
-    }
-    out
-}
-
-/// `zrangeGenericCommand`: ZRANGE and its older spellings.
-fn zrange_generic(ctx: &mut Ctx<'_>, args: &[&[u8]], mut range_type: RangeType, mut direction: Direction) -> Reply {
-    let key = args[1];
-    let (mut min_idx, mut max_idx) = (2, 3);
-    let mut with_scores = false;
-    let (mut offset, mut count) = (0i64, -1i64);
-    let mut j = 4;
-    while j < args.len() {
-        let left = args.len() - j - 1;
-        let opt = args[j];
-        if is(opt, "withscores") {
-            with_scores = true;
-        } else if is(opt, "limit") && left >= 2 {
-            match (super::super::num::parse_i64(args[j + 1]), super::super::num::parse_i64(args[j + 2])) {
-                (Some(o), Some(c)) => {
-                    offset = o;
-                    count = c;
-                }
-                _ => return not_an_integer(),
-            }
-            j += 2;
-        } else if direction == Direction::Auto && is(opt, "rev") {
-            direction = Direction::Reverse;
-        } else if range_type == RangeType::Auto && is(opt, "bylex") {
-            range_type = RangeType::Lex;
-        } else if range_type == RangeType::Auto && is(opt, "byscore") {
-            range_type = RangeType::Score;
-        } else {
-            return syntax_error();
-        }
-        j += 1;
-    }
-    if direction == Direction::Auto {
-        direction = Direction::Forward;
-    }
-    if range_type == RangeType::Auto {
-        range_type = RangeType::Rank;
-    }
-    if count != -1 && range_type == RangeType::Rank {
-        return Reply::err("ERR syntax error, LIMIT is only supported in combination with either BYSCORE or BYLEX");
-    }
-    if with_scores && range_type == RangeType::Lex {
-        return Reply::err("ERR syntax error, WITHSCORES not supported in combination with BYLEX");
-    }
-    let reverse = direction == Direction::Reverse;
-    if reverse && range_type != RangeType::Rank {
-        std::mem::swap(&mut min_idx, &mut max_idx);
-    }
-    enum Parsed {
-        Rank(i64, i64),
-        Score(ScoreRange),
-        Lex(LexBound, LexBound),
-    }
-    let parsed = match range_type {
-        RangeType::Score => match ScoreRange::parse(args[min_idx], args[max_idx]) {
-            Some(r) => Parsed::Score(r),
-            None => return Reply::err("ERR min or max is not a float"),
-        },
-        RangeType::Lex => match (LexBound::parse(args[min_idx]), LexBound::parse(args[max_idx])) {
-            (Some(a), Some(b)) => Parsed::Lex(a, b),
-            _ => return Reply::err("ERR min or max not valid string range item"),
-        },
-        _ => match (super::super::num::parse_i64(args[min_idx]), super::super::num::parse_i64(args[max_idx])) {
-            (Some(a), Some(b)) => Parsed::Rank(a, b),
-            _ => return not_an_integer(),
-        },
-    };
-    let z = match read(ctx, key) {
-        Ok(Some(z)) => z,
-        Ok(None) => return Reply::Array(Vec::new()),
-        Err(e) => return e,
-    };
-    let items: Vec<(Bytes, f64)> = match parsed {
-        Parsed::Rank(start, end) => {
-            let len = z.len() as i64;
-            let mut start = if start < 0 { len + start } else { start };
-            let end = if end < 0 { len + end } else { end };
-            if start < 0 {
-                start = 0;
-            }
-            if start > end || start >= len {
-                Vec::new()
-            } else {
-                let end = end.min(len - 1);
-                let n = (end - start + 1) as usize;
-                let all = z.iter().map(|(m, s)| (m.clone(), s));
-                // Walk from the nearer end: `ZRANGE key -1 -1` must not visit every member.
-                let from_far_end = (len - 1 - end) as usize;
-                let near_back = from_far_end < start as usize;
-                match (reverse, near_back) {
-                    (false, false) => all.skip(start as usize).take(n).collect(),
-                    (true, false) => all.rev().skip(start as usize).take(n).collect(),
-                    (false, true) => {
-                        let mut v: Vec<_> = all.rev().skip(from_far_end).take(n).collect();
-                        v.reverse();
-                        v
-                    }
-                    (true, true) => {
-                        let mut v: Vec<_> = all.skip(from_far_end).take(n).collect();
-                        v.reverse();
-                        v
-                    }
-                }
-            }
-        }
-        Parsed::Score(range) => {
-            if range.is_empty() {
-                Vec::new()
-            } else {
-                let all = range.members(z).map(|(m, s)| (m.clone(), s));
-                if reverse {
-                    let ascending: Vec<_> = all.collect();
-                    limit(ascending.into_iter().rev(), offset, count)
-                } else {
-                    limit(all, offset, count)
-                }
-            }
-        }
-        Parsed::Lex(min, max) => lex_range(z, &min, &max, reverse, offset, count),
-    };
-    emit(ctx, items, with_scores)
-}
-
-pub(super) fn zrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zrange_generic(ctx, args, RangeType::Auto, Direction::Auto)
-}
-
-pub(super) fn zrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zrange_generic(ctx, args, RangeType::Score, Direction::Forward)
-}
-
-pub(super) fn zrevrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zrange_generic(ctx, args, RangeType::Score, Direction::Reverse)
-}
-
 pub(super) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     let Some(range) = ScoreRange::parse(args[2], args[3]) else {
         return Reply::err("ERR min or max is not a float");
@@ -512,19 +203,29 @@ pub(super) fn zcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     }
 }
 
-pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    let Some(range) = ScoreRange::parse(args[2], args[3]) else {
-        return Reply::err("ERR min or max is not a float");
+/// ZLEXCOUNT key min max: the members a forward BYLEX walk takes (see `range::lex_range`).
+pub(super) fn zlexcount(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (min, max) = match parse_lex_range(args[2], args[3]) {
+        Ok(bounds) => bounds,
+        Err(e) => return e,
     };
-    let key = args[1];
+    match read(ctx, args[1]) {
+        Ok(Some(z)) => Reply::Integer(lex_range(z, &min, &max, false, 0, -1).len() as i64),
+        Ok(None) => Reply::Integer(0),
+        Err(e) => e,
+    }
+}
+
+/// `zremrangeGenericCommand` once the range is parsed: removes what `select` picks from the
+/// set under `key` (0 for a missing key), deleting the key if it is left empty.
+fn remove_range(ctx: &mut Ctx<'_>, key: &[u8], select: impl FnOnce(&ZSet) -> Vec<Bytes>) -> Reply {
     let Some(entry) = ctx.db.keys.get_mut(key, ctx.now_ms) else {
         return Reply::Integer(0);
     };
     let Value::ZSet(z) = &mut entry.value else {
         return wrong_type();
     };
-    let doomed: Vec<Bytes> =
-        if range.is_empty() { Vec::new() } else { range.members(z).map(|(m, _)| m.clone()).collect() };
+    let doomed = select(z);
     for m in &doomed {
         z.remove(m);
     }
@@ -534,8 +235,25 @@ pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     Reply::Integer(doomed.len() as i64)
 }
 
-pub(super) fn zrevrange(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zrange_generic(ctx, args, RangeType::Rank, Direction::Reverse)
+pub(super) fn zremrangebyscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let Some(range) = ScoreRange::parse(args[2], args[3]) else {
+        return Reply::err("ERR min or max is not a float");
+    };
+    remove_range(ctx, args[1], |z| {
+        if range.is_empty() {
+            Vec::new()
+        } else {
+            range.members(z).map(|(m, _)| m.clone()).collect()
+        }
+    })
+}
+
+pub(super) fn zremrangebylex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (min, max) = match parse_lex_range(args[2], args[3]) {
+        Ok(bounds) => bounds,
+        Err(e) => return e,
+    };
+    remove_range(ctx, args[1], |z| lex_range(z, &min, &max, false, 0, -1).into_iter().map(|(m, _)| m).collect())
 }
 
 /// ZRANK and ZREVRANK: the member's 0-based position, or nil.
@@ -562,34 +280,186 @@ pub(super) fn zrevrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 
 /// ZREMRANGEBYRANK key start stop: the indexes are parsed before the key is read.
 pub(super) fn zremrangebyrank(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    let (Some(start), Some(end)) = (super::super::num::parse_i64(args[2]), super::super::num::parse_i64(args[3]))
-    else {
+    let (Some(start), Some(end)) = (parse_i64(args[2]), parse_i64(args[3])) else {
         return not_an_integer();
     };
-    let key = args[1];
-    let Some(entry) = ctx.db.keys.get_mut(key, ctx.now_ms) else {
-        return Reply::Integer(0);
+    remove_range(ctx, args[1], |z| {
+        let len = z.len() as i64;
+        let start = if start < 0 { len + start } else { start }.max(0);
+        let end = if end < 0 { len + end } else { end };
+        if start > end || start >= len {
+            return Vec::new();
+        }
+        let n = (end.min(len - 1) - start + 1) as usize;
+        z.iter().skip(start as usize).take(n).map(|(m, _)| m.clone()).collect()
+    })
+}
+
+/// ZMSCORE key member [member ...]: each score or nil; a missing key is all nil.
+pub(super) fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match read(ctx, args[1]) {
+        Ok(z) => Reply::Array(
+            args[2..].iter().map(|m| z.and_then(|z| z.score(m)).map_or(Reply::Nil, Reply::Double)).collect(),
+        ),
+        Err(e) => e,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum End {
+    Min,
+    Max,
+}
+
+/// The key popped from and its members with their scores, in the order popped.
+type Popped = (Bytes, Vec<(Bytes, f64)>);
+
+/// `genericZpopCommand`: pops up to `count` members from the low or high end of the first of
+/// `keys` that exists (WRONGTYPE if that key is another type), deleting it if emptied. `None`
+/// if no key exists.
+fn pop(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Result<Option<Popped>, Reply> {
+    for key in keys {
+        let Some(entry) = ctx.db.keys.get_mut(key, ctx.now_ms) else { continue };
+        let Value::ZSet(z) = &mut entry.value else { return Err(wrong_type()) };
+        let picked: Vec<(Bytes, f64)> = match end {
+            End::Min => z.iter().take(count).map(|(m, s)| (m.clone(), s)).collect(),
+            End::Max => z.iter().rev().take(count).map(|(m, s)| (m.clone(), s)).collect(),
+        };
+        for (m, _) in &picked {
+            z.remove(m);
+        }
+        if z.is_empty() {
+            ctx.db.keys.remove(key);
+        }
+        return Ok(Some((Bytes::copy_from_slice(key), picked)));
+    }
+    Ok(None)
+}
+
+/// ZPOPMIN/ZPOPMAX key [count]: a flat array of member, score, ... (for a RESP3 script with a
+/// count, pairs). The count is checked first; a missing key or a count of 0 is an empty array.
+fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> Reply {
+    if args.len() > 3 {
+        return syntax_error();
+    }
+    let count = match args.get(2).map(|arg| parse_i64(arg)) {
+        None => None,
+        Some(Some(n)) if n >= 0 => Some(n),
+        Some(_) => return Reply::err("ERR value is out of range, must be positive"),
     };
-    let Value::ZSet(z) = &mut entry.value else {
-        return wrong_type();
+    if count == Some(0) {
+        // Still looks the key up, for its type.
+        return match read(ctx, args[1]) {
+            Err(e) => e,
+            Ok(_) => Reply::Array(Vec::new()),
+        };
+    }
+    let n = count.map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    match pop(ctx, &args[1..2], end, n) {
+        Err(e) => e,
+        Ok(None) => Reply::Array(Vec::new()),
+        Ok(Some((_, popped))) if ctx.resp >= 3 && count.is_some() => emit(ctx, popped, true),
+        Ok(Some((_, popped))) => {
+            Reply::Array(popped.into_iter().flat_map(|(m, s)| [Reply::Bulk(m), Reply::Double(s)]).collect())
+        }
+    }
+}
+
+pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    zpop(ctx, args, End::Min)
+}
+
+pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    zpop(ctx, args, End::Max)
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: `[key, [[member, score], ...]]` (nested
+/// in RESP2 too) from the first sorted set that exists, or a null array.
+pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    match super::lists::mpop_args(args, end_arg) {
+        Ok((keys, end, count)) => mpop_reply(ctx, &keys, end, count),
+        Err(e) => e,
+    }
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP that never waits, as in
+/// a script (see BLMPOP in `lists`).
+pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (keys, end, count) = match super::lists::mpop_args(&args[1..], end_arg) {
+        Ok(parsed) => parsed,
+        Err(e) => return e,
     };
-    let len = z.len() as i64;
-    let mut start = if start < 0 { len + start } else { start };
-    let end = if end < 0 { len + end } else { end };
-    if start < 0 {
-        start = 0;
+    match super::lists::timeout_arg(args[1]) {
+        Ok(()) => mpop_reply(ctx, &keys, end, count),
+        Err(e) => e,
     }
-    if start > end || start >= len {
-        return Reply::Integer(0);
+}
+
+fn end_arg(arg: &[u8]) -> Result<End, Reply> {
+    if is(arg, "min") {
+        Ok(End::Min)
+    } else if is(arg, "max") {
+        Ok(End::Max)
+    } else {
+        Err(syntax_error())
     }
-    let end = end.min(len - 1);
-    let doomed: Vec<Bytes> =
-        z.iter().skip(start as usize).take((end - start + 1) as usize).map(|(m, _)| m.clone()).collect();
-    for m in &doomed {
-        z.remove(m);
+}
+
+/// ZMPOP's reply: `[key, [[member, score], ...]]` from the first sorted set, or a null array.
+fn mpop_reply(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Reply {
+    match pop(ctx, keys, end, count) {
+        Err(e) => e,
+        Ok(None) => Reply::NilArray,
+        Ok(Some((key, popped))) => {
+            let pairs = popped.into_iter().map(|(m, s)| Reply::Array(vec![Reply::Bulk(m), Reply::Double(s)]));
+            Reply::Array(vec![Reply::Bulk(key), Reply::Array(pairs.collect())])
+        }
     }
-    if z.is_empty() {
-        ctx.db.keys.remove(key);
+}
+
+/// A score as a listpack holds it and ZSCAN prints it: an integer if it is one (within about
+/// ±2^62, `double2ll`), else `%.17g`.
+fn listpack_score(score: f64) -> String {
+    let bound = (i64::MAX / 2) as f64;
+    if (-bound..=bound).contains(&score) && score.fract() == 0.0 {
+        return (score as i64).to_string();
     }
-    Reply::Integer(doomed.len() as i64)
+    format_g(score, 17)
+}
+
+/// ZSCAN key cursor [MATCH pattern] [COUNT n] (see `scan`): members and scores in order; a
+/// skiplist's scores print as `%.17Lg`, a listpack's as it stores them.
+pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    if let Err(e) = scan::parse_cursor(args[2]) {
+        return e;
+    }
+    let options = scan::ScanOptions::parse(&args[3..], false);
+    let z = match read(ctx, args[1]) {
+        Ok(Some(z)) => z,
+        Ok(None) => return scan::empty(),
+        Err(e) => return e,
+    };
+    let text = |s: f64| if z.is_listpack() { listpack_score(s) } else { format_g17(s) };
+    match options {
+        Ok(options) => scan::reply(options.pairs(z.iter().map(|(m, s)| (m.clone(), Bytes::from(text(s)))))),
+        Err(e) => e,
+    }
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]: as HRANDFIELD, with scores for values; the whole set
+/// comes highest score first.
+pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let (count, with) = match super::hashes::random_args(args, "withscores") {
+        Ok(parsed) => parsed,
+        Err(e) => return e,
+    };
+    let all: Vec<(Bytes, Reply)> = match read(ctx, args[1]) {
+        Err(e) => return e,
+        Ok(None) => return if count.is_some() { Reply::Array(Vec::new()) } else { Reply::Nil },
+        Ok(Some(z)) => z.iter().map(|(m, s)| (m.clone(), Reply::Double(s))).collect(),
+    };
+    match count {
+        None => Reply::Bulk(all[ctx.db.random_below(all.len())].0.clone()),
+        Some(count) => super::hashes::random_reply(ctx, all, count, with, true),
+    }
 }
