@@ -1,6 +1,8 @@
 //! Turning a user's key (a user id, an IP, an API key, an endpoint) into Redis keys.
 //!
-//! Layout: `prefix:{escaped user key}:algorithm-suffix`. The braces are a Redis Cluster hash
+//! Layout: `prefix:{escaped user key}:STATE:algorithm-suffix`, where STATE names the limiter's
+//! state: its name, or its quota (`scripts::quota_state`), so limiters of different quotas never
+//! share keys unless they share a name. The braces are a Redis Cluster hash
 //! tag, so all keys of one user key land in one slot and multi-key scripts never fail with
 //! CROSSSLOT. The user's text is escaped so it can never close the tag early or collide with
 //! another user's keys: `%`, `{` and `}` become `%25`, `%7B` and `%7D`. Escaping is
@@ -13,6 +15,21 @@ use crate::error::Error;
 pub(crate) const DEFAULT_PREFIX: &str = "ratelimiter";
 /// Default bound on a user key's length in bytes; hostile clients send megabyte keys.
 pub(crate) const DEFAULT_MAX_KEY_LEN: usize = 512;
+
+/// The longest name a limiter's state (or a rule) may have.
+pub(crate) const MAX_NAME: usize = 64;
+
+/// Refuses a name that could not sit in a key as it is: 1 to [`MAX_NAME`] letters, digits,
+/// `.`, `_` or `-` (no separator, no brace, nothing to escape); the message gives the value.
+pub(crate) fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!("must be 1 to {MAX_NAME} letters, digits, '.', '_' or '-', got {name:?}"));
+    }
+    Ok(())
+}
 
 /// How user keys become Redis keys.
 #[derive(Debug, Clone, PartialEq, Eq)]

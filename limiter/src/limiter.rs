@@ -56,6 +56,8 @@ pub(crate) struct Inner {
     budget: LocalStore,
     pub(crate) breaker: CircuitBreaker,
     pub(crate) keys: KeySpace,
+    /// What the keys carry after the user key: the limiter's name, or its quota.
+    state: String,
     modes: modes::Runtime,
 }
 
@@ -69,6 +71,7 @@ impl std::fmt::Debug for Limiter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Limiter")
             .field("algorithm", &self.inner.algorithm)
+            .field("state", &self.inner.state)
             .field("quota", &self.inner.quota)
             .field("time_source", &self.inner.time_source)
             .field("policy", &self.inner.policy)
@@ -87,6 +90,7 @@ pub struct LimiterBuilder {
     policy: FailurePolicy,
     breaker: BreakerConfig,
     prefix: String,
+    name: Option<String>,
     max_key_len: usize,
     max_local_keys: usize,
     modes: ModeConfig,
@@ -107,6 +111,7 @@ impl Limiter {
             policy: FailurePolicy::FailOpen,
             breaker: BreakerConfig::default(),
             prefix: crate::key::DEFAULT_PREFIX.into(),
+            name: None,
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
             modes: ModeConfig::default(),
@@ -133,6 +138,13 @@ impl Limiter {
     /// The time source.
     pub fn time_source(&self) -> TimeSource {
         self.inner.time_source
+    }
+
+    /// What this limiter's Redis keys carry after the user key, `prefix:{key}:STATE:suffix`:
+    /// its name ([`LimiterBuilder::name`]), or else its quota (`q=100/60000ms`, see the
+    /// README on keys and on migrating keys written without it).
+    pub fn state_name(&self) -> &str {
+        &self.inner.state
     }
 
     /// A snapshot of the circuit breaker's state, for metrics and tests.
@@ -176,7 +188,7 @@ impl Limiter {
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
-        let stem = inner.keys.stem(key);
+        let stem = inner.stem(key);
         let client_now = (inner.time_source == TimeSource::Client).then_some(now);
         let result = match &inner.modes.batcher {
             Some(batcher) => batcher.evaluate(redis, inner.algorithm, inner.quota, stem, client_now, cost).await,
@@ -215,6 +227,14 @@ impl Limiter {
 }
 
 impl Inner {
+    /// `prefix:{escaped key}:STATE:`, the stem of every Redis key of `key`.
+    pub(crate) fn stem(&self, key: &str) -> String {
+        let mut stem = self.keys.stem(key);
+        stem.push_str(&self.state);
+        stem.push(':');
+        stem
+    }
+
     /// The most one request may cost: the algorithm's capacity, less what leases leave unused.
     fn capacity(&self) -> u64 {
         match &self.modes.leases {
@@ -360,6 +380,17 @@ impl LimiterBuilder {
         self
     }
 
+    /// Names the limiter's state in Redis (letters, digits, `.`, `_`, `-`; at most 64): its
+    /// keys become `prefix:{key}:NAME:suffix` instead of carrying the quota. Limiters of one
+    /// prefix and algorithm share state exactly when they have the same name, so a name is how
+    /// instances keep their counters across a change of quota (a larger limit applies to what
+    /// was already counted). Without a name, a limiter's keys carry its quota and no limiter of
+    /// another quota ever reads them.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
     /// Longest user key accepted, in bytes (default 512).
     pub fn max_key_len(mut self, bytes: usize) -> Self {
         self.max_key_len = bytes;
@@ -381,6 +412,13 @@ impl LimiterBuilder {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let state = match &self.name {
+            Some(name) => {
+                crate::key::check_name(name).map_err(|m| Error::config("name", m))?;
+                name.clone()
+            }
+            None => crate::scripts::quota_state(self.algorithm, &self.quota),
+        };
         let on_redis = matches!(self.backend, Some(Backend::Redis(_)));
         self.modes.validate(self.algorithm, &self.quota, on_redis)?;
         let backend = self.backend.unwrap_or_else(|| Backend::Local(LocalStore::new(self.max_local_keys)));
@@ -401,6 +439,7 @@ impl LimiterBuilder {
                 budget: LocalStore::new(self.max_local_keys),
                 breaker: CircuitBreaker::new(self.breaker),
                 keys,
+                state,
                 modes,
             }),
         })

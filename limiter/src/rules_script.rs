@@ -145,7 +145,8 @@ impl RulesRequest<'_> {
         let mut keys = Vec::new();
         let mut args = vec![self.items.len().to_string(), if self.commit { "1" } else { "0" }.to_owned()];
         for item in &self.items {
-            let one = item.request.invocation();
+            // A rule's stem names its state (the rule's name), so its keys carry no quota.
+            let one = item.request.invocation_of_stem();
             args.push(key_suffix(item.request.algorithm).to_owned());
             args.push(if item.shadow { "1" } else { "0" }.to_owned());
             args.push(one.keys.len().to_string());

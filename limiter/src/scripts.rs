@@ -61,6 +61,20 @@ pub const fn key_suffix(algorithm: Algorithm) -> &'static str {
     }
 }
 
+/// The name a limiter without a name of its own gives its state in Redis: its quota as the
+/// algorithm reads it (`q=100/60000ms`, and `/bN` for the bucket algorithms, whose burst is part
+/// of their state's meaning). Keys are `prefix:{user key}:STATE:suffix`, so two limiters of one
+/// prefix and algorithm but different quotas never read each other's state. The `=` keeps it
+/// apart from every name a limiter can be given (letters, digits, `.`, `_`, `-`).
+pub fn quota_state(algorithm: Algorithm, quota: &Quota) -> String {
+    match algorithm {
+        Algorithm::TokenBucket | Algorithm::Gcra => {
+            format!("q={}/{}ms/b{}", quota.limit(), quota.period_ms(), quota.burst())
+        }
+        _ => format!("q={}/{}ms", quota.limit(), quota.period_ms()),
+    }
+}
+
 /// One rate-limit request as its script sees it: the one description both the Redis store
 /// and the harness turn into a script call, so they cannot drift apart.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +83,8 @@ pub struct Request<'a> {
     pub algorithm: Algorithm,
     /// Its quota.
     pub quota: &'a Quota,
-    /// `prefix:{escaped key}:`, the stem every key of this user key starts with.
+    /// `prefix:{escaped key}:`, the stem every key of this user key starts with (see
+    /// [`Request::invocation`] and [`Request::invocation_of_stem`] for what follows it).
     pub stem: &'a str,
     /// Client time in ms, or `None` for Redis's `TIME` (server time).
     pub now_ms: Option<u64>,
@@ -88,8 +103,18 @@ pub struct Invocation {
 }
 
 impl Request<'_> {
-    /// The script call for this request.
+    /// The script call as a limiter without a name of its own sends it: `stem` is
+    /// `prefix:{key}:`, and the keys add the quota's state name ([`quota_state`]):
+    /// `prefix:{key}:q=5/1000ms/b5:gcra`.
     pub fn invocation(&self) -> Invocation {
+        let stem = format!("{}{}:", self.stem, quota_state(self.algorithm, self.quota));
+        Request { stem: &stem, ..*self }.invocation_of_stem()
+    }
+
+    /// The script call for keys that are `stem` and the algorithm's suffix, for a stem that
+    /// already names the state: a limiter's whole stem (`prefix:{key}:STATE:`, what the library
+    /// sends), or a rule's (`prefix:{tag}:rest:rule:`).
+    pub fn invocation_of_stem(&self) -> Invocation {
         let q = self.quota;
         let key = format!("{}{}", self.stem, key_suffix(self.algorithm));
         let now = self.now_ms.map_or(String::new(), |n| n.to_string());
@@ -133,6 +158,22 @@ impl Request<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_name_the_quota_unless_the_stem_names_the_state() {
+        let q = Quota::per_minute(100).with_burst(20);
+        let req = |algorithm, stem| Request { algorithm, quota: &q, stem, now_ms: None, cost: 1 };
+        assert_eq!(req(Algorithm::Gcra, "p:{k}:").invocation().keys, ["p:{k}:q=100/60000ms/b20:gcra"]);
+        assert_eq!(
+            req(Algorithm::SlidingLog, "p:{k}:").invocation().keys,
+            ["p:{k}:q=100/60000ms:sl", "p:{k}:q=100/60000ms:sl:seq"]
+        );
+        assert_eq!(req(Algorithm::Gcra, "p:{k}:api:").invocation_of_stem().keys, ["p:{k}:api:gcra"]);
+        // Another quota, other keys.
+        let other = Quota::per_minute(101).with_burst(20);
+        let keys = Request { quota: &other, ..req(Algorithm::Gcra, "p:{k}:") }.invocation().keys;
+        assert_ne!(keys, req(Algorithm::Gcra, "p:{k}:").invocation().keys);
+    }
 
     #[test]
     fn every_algorithm_has_its_script() {

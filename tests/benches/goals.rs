@@ -292,10 +292,13 @@ fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<Goal> {
             }
         });
         let ours = (used_memory(&mut conn) - before) / n as f64;
+        // The very names the limiter wrote (its state named by its quota).
         let names: Vec<String> = keys
             .iter()
             .map(|k| {
-                format!("{}{}", redis_ratelimit::harness::KeySpace::default().stem(k), scripts::key_suffix(algorithm))
+                let stem = redis_ratelimit::harness::KeySpace::default().stem(k);
+                let request = scripts::Request { algorithm, quota: &quota, stem: &stem, now_ms: None, cost: 1 };
+                request.invocation().keys.remove(0)
             })
             .collect();
         flush(&mut conn);

@@ -91,12 +91,14 @@ async fn hostile_keys_stay_inside_their_own_hash_tag_and_state() {
 async fn a_key_holding_the_wrong_type_is_a_clear_error() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
-    let _: () = conn.set("ratelimiter:{victim}:tb", "x").expect("SET");
-    let _: () = conn.hset("ratelimiter:{victim}:gcra", "f", "v").expect("HSET");
     let tb = limiter_on(&server, Algorithm::TokenBucket, Quota::per_second(5));
+    let gcra = limiter_on(&server, Algorithm::Gcra, Quota::per_second(5));
+    // The keys name the limiter's state after the user key (its quota, here).
+    assert_eq!(tb.state_name(), "q=5/1000ms/b5");
+    let _: () = conn.set(format!("ratelimiter:{{victim}}:{}:tb", tb.state_name()), "x").expect("SET");
+    let _: () = conn.hset(format!("ratelimiter:{{victim}}:{}:gcra", gcra.state_name()), "f", "v").expect("HSET");
     let err = tb.check("victim", 1).await.expect_err("WRONGTYPE");
     assert!(matches!(err, Error::WrongType { algorithm: "token-bucket", .. }), "{err}");
-    let gcra = limiter_on(&server, Algorithm::Gcra, Quota::per_second(5));
     let err = gcra.check("victim", 1).await.expect_err("WRONGTYPE");
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
     // The breaker does not count these: Redis answered.
@@ -107,18 +109,19 @@ async fn a_key_holding_the_wrong_type_is_a_clear_error() {
 async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
-    let _: () = conn.hset("ratelimiter:{g}:tb", "u", "not-a-number").expect("HSET");
-    let _: () = conn.set("ratelimiter:{g}:gcra", "NaN").expect("SET");
+    let state = "q=5/1000ms/b5";
+    let _: () = conn.hset(format!("ratelimiter:{{g}}:{state}:tb"), "u", "not-a-number").expect("HSET");
+    let _: () = conn.set(format!("ratelimiter:{{g}}:{state}:gcra"), "NaN").expect("SET");
     for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
         let d = limiter_on(&server, algorithm, Quota::per_second(5)).check("g", 1).await.expect("decides");
         assert!(d.allowed, "{algorithm}: {d:?}");
     }
     // INCRBY refuses to count on top of text: a clear error, not a wrong count.
-    let _: () = conn.set("ratelimiter:{g}:fw:0", "inf").expect("SET");
     let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, 1_000_000_000_000_000))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
+    let _: () = conn.set(format!("ratelimiter:{{g}}:{}:fw:0", fixed.state_name()), "inf").expect("SET");
     let err = fixed.check("g", 1).await.expect_err("text counter");
     assert!(
         matches!(err, Error::Server { algorithm: "fixed-window", .. }) && err.to_string().contains("not an integer"),
@@ -126,12 +129,52 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
     );
     // A sliding log's member sequence past 2^53 would make the admission loop count forever
     // (a double cannot add 1 there); the script treats foreign state as absent instead.
-    let _: () = conn.set("ratelimiter:{g}:sl:seq", "9007199254740993").expect("SET");
     let log = Limiter::builder(Algorithm::SlidingLog, Quota::per_second(5))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
+    let seq_key = format!("ratelimiter:{{g}}:{}:sl:seq", log.state_name());
+    let _: () = conn.set(&seq_key, "9007199254740993").expect("SET");
     assert!(log.check("g", 2).await.expect("decides, and promptly").allowed);
-    let seq: i64 = conn.get("ratelimiter:{g}:sl:seq").expect("GET");
+    let seq: i64 = conn.get(&seq_key).expect("GET");
     assert_eq!(seq, 2, "the sequence started over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limiters_of_different_quotas_never_share_state_unless_they_share_a_name() {
+    let server = RedisServer::start().expect("redis-server");
+    // 5 a minute and 1,000 a day, one prefix, one algorithm, one user key.
+    let minute = limiter_on(&server, Algorithm::TokenBucket, Quota::per_minute(5));
+    let day = limiter_on(&server, Algorithm::TokenBucket, Quota::new(1_000, 86_400_000));
+    for i in 0..5 {
+        assert!(minute.check("user-1", 1).await.expect("decides").allowed, "request {i}");
+    }
+    assert!(!minute.check("user-1", 1).await.expect("decides").allowed);
+    // The daily limiter has admitted nothing for this key: its state is its own.
+    let first = day.check("user-1", 1).await.expect("decides");
+    assert_eq!((first.allowed, first.remaining), (true, 999), "{first:?}");
+    assert!(!minute.check("user-1", 1).await.expect("decides").allowed, "nor did the daily one refill the minute");
+    let mut conn = server.client().expect("client");
+    let mut keys: Vec<String> = conn.keys("*").expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, ["ratelimiter:{user-1}:q=1000/86400000ms/b1000:tb", "ratelimiter:{user-1}:q=5/60000ms/b5:tb"]);
+
+    // Limiters that say they share state, by one name, do: a larger limit applies to what the
+    // smaller one counted, as instances rolling out a new quota need.
+    let named = |limit| {
+        Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(limit))
+            .redis(RedisStore::from_url(&server.url()).expect("url"))
+            .name("login")
+            .build()
+            .expect("valid")
+    };
+    let (old, new) = (named(3), named(4));
+    assert_eq!(new.state_name(), "login");
+    for _ in 0..3 {
+        assert!(old.check("user-2", 1).await.expect("decides").allowed);
+    }
+    assert!(new.check("user-2", 1).await.expect("decides").allowed, "the fourth fits the new limit");
+    assert!(!new.check("user-2", 1).await.expect("decides").allowed, "and only the fourth");
+    let bad = Limiter::builder(Algorithm::Gcra, Quota::per_minute(1)).name("a:b").build().unwrap_err();
+    assert!(bad.to_string().contains("name") && bad.to_string().contains("\"a:b\""), "{bad}");
 }

@@ -286,7 +286,7 @@ impl LeaseBook {
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
-        let stem = inner.keys.stem(key);
+        let stem = inner.stem(key);
         let request = LeaseRequest {
             algorithm: inner.algorithm,
             quota: &inner.quota,

@@ -49,7 +49,7 @@ pub struct LeaseRequest<'a> {
     pub algorithm: Algorithm,
     /// Its quota.
     pub quota: &'a Quota,
-    /// `prefix:{escaped key}:`.
+    /// The whole stem, `prefix:{escaped key}:STATE:` (the key is the stem and the suffix).
     pub stem: &'a str,
     /// Client time in ms, or `None` for Redis's `TIME`.
     pub now_ms: Option<u64>,
@@ -119,7 +119,9 @@ pub struct BatchRequest<'a> {
     pub algorithm: Algorithm,
     /// Its quota.
     pub quota: &'a Quota,
-    /// Each request: its stem, client time (None: Redis's `TIME`) and cost.
+    /// Each request: its whole stem (`prefix:{key}:STATE:`, as
+    /// [`scripts::Request::invocation_of_stem`] takes it), client time (None: Redis's `TIME`)
+    /// and cost.
     pub requests: Vec<(&'a str, Option<u64>, u64)>,
 }
 
@@ -134,8 +136,8 @@ impl BatchRequest<'_> {
         let mut args = Vec::new();
         let (mut per_keys, mut per_args) = (0, 0);
         for &(stem, now_ms, cost) in &self.requests {
-            let one =
-                scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost }.invocation();
+            let one = scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost }
+                .invocation_of_stem();
             per_keys = one.keys.len();
             per_args = one.args.len();
             keys.extend(one.keys);

@@ -117,7 +117,7 @@ impl OnMissingKey {
 }
 
 /// The longest rule name accepted.
-pub const MAX_RULE_NAME: usize = 64;
+pub const MAX_RULE_NAME: usize = crate::key::MAX_NAME;
 
 /// One rate limit: see the module docs. Built with [`Rule::new`] and its setters; checked
 /// when a [`RuleSet`] is built.
@@ -256,16 +256,7 @@ impl Rule {
     /// Refuses anything the enforcement point could not enforce exactly, naming the field.
     fn validate(&self) -> Result<(), RuleError> {
         let name = self.name.as_str();
-        if name.is_empty()
-            || name.len() > MAX_RULE_NAME
-            || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-        {
-            return Err(RuleError::in_rule(
-                name,
-                "name",
-                format!("must be 1 to {MAX_RULE_NAME} letters, digits, '.', '_' or '-', got {name:?}"),
-            ));
-        }
+        crate::key::check_name(name).map_err(|message| RuleError::in_rule(name, "name", message))?;
         let from_library = |e: Error| match e {
             Error::Config { field, message } => {
                 let field = match field {

@@ -459,7 +459,8 @@ async fn run_script(
     let Some(script) = script(algorithm) else {
         return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
     };
-    let call = req.invocation();
+    // The limiter's stem names its state whole (`prefix:{key}:STATE:`).
+    let call = req.invocation_of_stem();
     let reply = script.run(conn, &call.keys, &call.args).await?;
     integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
 }
