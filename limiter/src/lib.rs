@@ -86,6 +86,7 @@ mod rules_script;
 mod scripts;
 pub mod store;
 mod sync;
+mod table;
 
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -346,7 +346,8 @@ impl LimiterBuilder {
 
     /// Keeps state in this process (the default).
     pub fn local(mut self) -> Self {
-        self.backend = Some(Backend::Local(LocalStore::new(self.max_local_keys)));
+        // Built in `build`, so a `max_local_keys` set after this still applies.
+        self.backend = None;
         self
     }
 
@@ -397,7 +398,9 @@ impl LimiterBuilder {
         self
     }
 
-    /// Most keys kept in process by the local store and the local budget (default 100,000).
+    /// Most keys kept in process by the local store, the local budget and the leases, each
+    /// (default 100,000; the denial cache has its own, `DenialCache::with_max_keys`): memory stays bounded whatever keys clients send, and
+    /// a full table makes room in O(1) by dropping the key used least recently.
     pub fn max_local_keys(mut self, keys: usize) -> Self {
         self.max_local_keys = keys;
         self

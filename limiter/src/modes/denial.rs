@@ -2,10 +2,8 @@
 //! least some cost is denied without asking Redis. Why that changes no decision is in the
 //! module docs of [`super`].
 
-use std::collections::HashMap;
-
 use super::DenialCache;
-use crate::sync::{lock, Mutex};
+use crate::table::Table;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -15,19 +13,19 @@ struct Entry {
 
 /// See the module docs.
 pub(crate) struct Denials {
-    entries: Mutex<HashMap<String, Entry>>,
+    entries: Table<Entry>,
     config: DenialCache,
 }
 
 impl Denials {
     pub(crate) fn new(config: DenialCache) -> Self {
-        Denials { entries: Mutex::new(HashMap::new()), config }
+        Denials { entries: Table::new(config.max_keys), config }
     }
 
     /// Ms until `key` may be asked again for `cost`, if a cached denial covers it at `now_ms`.
     pub(crate) fn check(&self, key: &str, cost: u64, now_ms: u64) -> Option<u64> {
-        let entries = lock(&self.entries);
-        let e = entries.get(key)?;
+        let mut entries = self.entries.lock(key);
+        let e = entries.get_mut(key)?;
         (cost >= e.min_cost && now_ms < e.until_ms).then(|| e.until_ms - now_ms)
     }
 
@@ -40,16 +38,9 @@ impl Denials {
         if cost == 0 || until_ms <= sent_at_ms {
             return;
         }
-        let mut entries = lock(&self.entries);
-        if entries.len() >= self.config.max_keys && !entries.contains_key(key) {
-            // Ended denials go first; if every one is still running, the whole cache goes
-            // (each key then costs one round trip more, and no decision changes).
-            entries.retain(|_, e| e.until_ms > sent_at_ms);
-            if entries.len() >= self.config.max_keys {
-                entries.clear();
-            }
-        }
-        entries.insert(key.to_owned(), Entry { until_ms, min_cost: cost });
+        // A full cache drops the denial used least recently, in O(1) (`crate::table`): that key
+        // then costs one round trip more, and no decision changes.
+        self.entries.lock(key).insert(key, Entry { until_ms, min_cost: cost });
     }
 }
 
@@ -75,7 +66,7 @@ mod tests {
         for i in 0..100 {
             d.record(&format!("k{i}"), 1, 0, 1_000);
         }
-        assert!(lock(&d.entries).len() <= 3);
+        assert!(d.entries.len() <= 3);
         d.record("peek", 0, 0, 1_000);
         assert_eq!(d.check("peek", 0, 10), None);
     }

@@ -13,7 +13,7 @@
 //! call, whatever becomes of it (a call that timed out may still have run, so its units are
 //! never spent again).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::wire::LeaseRequest;
@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::limiter::{Inner, TimeSource};
 use crate::quota::{Algorithm, Quota};
 use crate::store::{RedisStore, StoreError};
-use crate::sync::{lock, Mutex};
+use crate::table::Table;
 
 /// What the leases of one limiter did, per user key: for the harness, which holds the cluster
 /// to the leases' cost (units leased and never spent) and survives a crashed instance.
@@ -127,8 +127,7 @@ pub(crate) struct LeaseBook {
     capacity: u64,
     max_units: u64,
     horizon_ms: u64,
-    keys: Mutex<HashMap<String, Arc<tokio::sync::Mutex<KeyLease>>>>,
-    max_keys: usize,
+    keys: Table<Arc<tokio::sync::Mutex<KeyLease>>>,
     ledger: Option<Arc<LeaseLedger>>,
 }
 
@@ -140,8 +139,7 @@ impl LeaseBook {
             capacity,
             max_units: config.max_units.unwrap_or(capacity / 4).clamp(1, capacity.max(1)),
             horizon_ms: config.horizon_ms.unwrap_or(4 * config.lifetime_ms),
-            keys: Mutex::new(HashMap::new()),
-            max_keys,
+            keys: Table::new(max_keys),
             ledger: None,
         }
     }
@@ -161,23 +159,18 @@ impl LeaseBook {
         }
     }
 
-    fn entry(&self, key: &str, now: u64) -> Arc<tokio::sync::Mutex<KeyLease>> {
-        let mut keys = lock(&self.keys);
-        if let Some(e) = keys.get(key) {
+    /// The key's lease. A full book drops the lease of the key used least recently, in O(1)
+    /// (`crate::table`): its units are never spent and its give-back is lost, which only admits
+    /// less; if a call of that key was in flight, the key's next check leases beside it, and
+    /// both leases left Redis's shared budget, so the bound holds.
+    fn entry(&self, key: &str) -> Arc<tokio::sync::Mutex<KeyLease>> {
+        let mut keys = self.keys.lock(key);
+        if let Some(e) = keys.get_mut(key) {
             return e.clone();
         }
-        if keys.len() >= self.max_keys {
-            // Keys at rest go first: no lease running, no denial pending, no call in flight.
-            // A lease dropped here loses its give-back, which only admits less.
-            keys.retain(|_, e| match e.try_lock() {
-                Ok(k) => k.held.is_some_and(|h| h.end_ms >= now) || k.ask_after_ms > now,
-                Err(_) => true,
-            });
-            if keys.len() >= self.max_keys {
-                keys.retain(|_, e| e.try_lock().is_err());
-            }
-        }
-        keys.entry(key.to_owned()).or_default().clone()
+        let e = Arc::new(tokio::sync::Mutex::new(KeyLease::default()));
+        keys.insert(key, e.clone());
+        e
     }
 
     fn local(&self, k: &mut KeyLease, now: u64, cost: u64) -> Step {
@@ -268,7 +261,7 @@ impl LeaseBook {
         cost: u64,
         now: u64,
     ) -> Result<Decision, Error> {
-        let entry = self.entry(key, now);
+        let entry = self.entry(key);
         let mut k = entry.lock().await;
         // Another check of this key may have held the lock through a whole call.
         let now = inner.clock.now_ms().max(now);

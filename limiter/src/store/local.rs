@@ -1,13 +1,9 @@
 //! The algorithms in process: for a single instance, for tests, and as the local budget.
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
-
 use crate::algo::all_or_nothing::{self, RulesOutcome};
 use crate::algo::{self, Outcome, State};
 use crate::quota::{Algorithm, Quota};
-use crate::sync::{lock, Mutex};
+use crate::table::Table;
 
 /// One rule of [`LocalStore::apply_rules`].
 #[derive(Debug, Clone, Copy)]
@@ -29,26 +25,17 @@ pub struct RuleItem<'a> {
 /// Default bound on the number of keys kept in process.
 pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 
-/// The map's hasher: SipHash with fixed keys, so the map's order (which key goes when every key
-/// is live) is the same on every run, as the simulator needs; a user key never picks its slot.
-type Hasher = BuildHasherDefault<DefaultHasher>;
-
-/// Each state with the quota it was written under: one store may serve several rules, and
-/// whether a state is at rest depends on its own quota.
-type States = HashMap<String, (Option<State>, Quota), Hasher>;
-
-/// Key states in a hash map behind a mutex. The lock is held only for one pure `decide`, no
-/// I/O, so a `std` mutex is right (as mini-redis argues for its `Db`). A known key is decided in
-/// place: one lookup, no allocation.
+/// Key states in a bounded table (`crate::table`): sharded maps behind mutexes, each lock held
+/// for one pure `decide`, no I/O. A known key is decided in place: one lookup, no allocation.
 ///
-/// Memory is bounded: when `max_keys` is reached, states at rest are dropped first (that
-/// changes no decision); if every key is still live, the first key in the map's order is
-/// dropped, which can let that one key through early. A flood of hostile keys thus costs bounded
-/// memory and degrades only the keys dropped.
+/// Memory is bounded: a full table drops its least recently used key in O(1), the one that has
+/// gone longest without a request and so the likeliest to be at rest (a state at rest changes no
+/// decision when it goes). If it was still live, that one key starts afresh, which can let it
+/// through early. A flood of hostile keys thus costs bounded memory and constant time per
+/// request, and degrades only the keys it pushes out.
 #[derive(Debug)]
 pub struct LocalStore {
-    states: Mutex<States>,
-    max_keys: usize,
+    states: Table<Option<State>>,
 }
 
 impl Default for LocalStore {
@@ -60,35 +47,42 @@ impl Default for LocalStore {
 impl LocalStore {
     /// A store keeping at most `max_keys` keys (at least 1).
     pub fn new(max_keys: usize) -> Self {
-        LocalStore { states: Mutex::new(HashMap::default()), max_keys: max_keys.max(1) }
+        LocalStore { states: Table::new(max_keys) }
     }
 
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
-        let mut states = lock(&self.states);
-        if let Some((state, written_under)) = states.get_mut(key) {
+        let mut shard = self.states.lock(key);
+        if let Some(state) = shard.get_mut(key) {
             let outcome = algo::step(algorithm, quota, state, now_ms, cost);
-            *written_under = *quota;
             if state.is_none() {
-                states.remove(key);
+                shard.remove(key);
             }
             return outcome;
         }
         let mut state = None;
         let outcome = algo::step(algorithm, quota, &mut state, now_ms, cost);
-        if let Some(state) = state {
-            self.insert(&mut states, key, state, *quota, now_ms);
+        if state.is_some() {
+            shard.insert(key, state);
         }
         outcome
     }
 
-    /// Decides several rules of one request all-or-nothing (`algo::all_or_nothing`), under one lock.
-    /// Each item is a rule's algorithm, quota, key, clock reading, cost and shadow flag; the
-    /// keys must differ (each rule keys its own state). With `commit` false nothing is
-    /// consumed.
+    /// Decides several rules of one request all-or-nothing (`algo::all_or_nothing`), under the
+    /// locks of every shard their keys live in (taken in shard order, so two requests never wait
+    /// for each other in a cycle). Each item is a rule's algorithm, quota, key, clock reading,
+    /// cost and shadow flag; the keys must differ (each rule keys its own state). With `commit`
+    /// false nothing is consumed.
     pub fn apply_rules(&self, items: &[RuleItem<'_>], commit: bool) -> RulesOutcome {
-        let mut states = lock(&self.states);
-        let mut taken: Vec<Option<State>> = items.iter().map(|i| states.remove(i.key).and_then(|(s, _)| s)).collect();
+        let shard_of: Vec<usize> = items.iter().map(|i| self.states.shard_of(i.key)).collect();
+        let mut order = shard_of.clone();
+        order.sort_unstable();
+        order.dedup();
+        let mut shards: Vec<_> = order.iter().map(|&i| self.states.lock_shard(i)).collect();
+        // Every index is in `order`, so the search always finds it.
+        let slot = |shard: usize| order.binary_search(&shard).unwrap_or(0);
+        let mut taken: Vec<Option<State>> =
+            items.iter().zip(&shard_of).map(|(i, &shard)| shards[slot(shard)].remove(i.key).flatten()).collect();
         let outcome = {
             let mut twins: Vec<all_or_nothing::Item<'_>> = items
                 .iter()
@@ -104,31 +98,17 @@ impl LocalStore {
                 .collect();
             all_or_nothing::decide(&mut twins, commit)
         };
-        for (item, state) in items.iter().zip(taken) {
-            if let Some(state) = state {
-                self.insert(&mut states, item.key, state, *item.quota, item.now_ms);
+        for ((item, state), &shard) in items.iter().zip(taken).zip(&shard_of) {
+            if state.is_some() {
+                shards[slot(shard)].insert(item.key, state);
             }
         }
         outcome
     }
 
-    /// Keeps `state` for `key`, first making room if the store is full: states at rest go
-    /// first (that changes no decision), then the first key in the map's order.
-    fn insert(&self, states: &mut States, key: &str, state: State, quota: Quota, now_ms: u64) {
-        if states.len() >= self.max_keys {
-            states.retain(|_, (s, q)| s.as_ref().is_some_and(|s| !algo::is_idle(q, s, now_ms)));
-            if states.len() >= self.max_keys {
-                if let Some(first) = states.keys().next().cloned() {
-                    states.remove(&first);
-                }
-            }
-        }
-        states.insert(key.to_owned(), (Some(state), quota));
-    }
-
     /// Number of keys held.
     pub fn len(&self) -> usize {
-        lock(&self.states).len()
+        self.states.len()
     }
 
     /// Whether no key is held.
@@ -152,13 +132,29 @@ mod tests {
     }
 
     #[test]
-    fn idle_keys_are_dropped_before_live_ones() {
+    fn the_least_recently_used_key_goes_first() {
         let store = LocalStore::new(2);
         let q = Quota::per_second(1);
         store.apply(Algorithm::FixedWindow, &q, "old", 0, 1);
         store.apply(Algorithm::FixedWindow, &q, "live", 5_000, 1);
         store.apply(Algorithm::FixedWindow, &q, "new", 5_001, 1);
-        // "old" was idle (its window ended) and went; "live" still blocks its window.
+        // "old" had gone longest without a request (and was idle: its window ended) and went;
+        // "live" still blocks its window.
         assert!(!store.apply(Algorithm::FixedWindow, &q, "live", 5_002, 1).allowed);
+        assert_eq!(store.len(), 2);
+    }
+
+    #[test]
+    fn rules_in_many_shards_are_decided_together() {
+        let store = LocalStore::new(200_000);
+        let q = Quota::new(1, 60_000);
+        let keys: Vec<String> = (0..40).map(|i| format!("rule-{i}")).collect();
+        let items: Vec<RuleItem<'_>> = keys
+            .iter()
+            .map(|key| RuleItem { algorithm: Algorithm::SlidingLog, quota: &q, key, now_ms: 0, cost: 1, shadow: false })
+            .collect();
+        assert!(store.apply_rules(&items, true).allowed);
+        assert_eq!(store.len(), 40);
+        assert!(!store.apply_rules(&items, true).allowed);
     }
 }
