@@ -54,6 +54,11 @@ struct Args {
     /// Prefix of every Redis key.
     #[arg(long, default_value = "gateway")]
     key_prefix: String,
+    /// A file holding the secret the RateLimit fields' partition keys (`pk`) are keyed with,
+    /// the same for every gateway of the deployment (at least 16 bytes; surrounding whitespace
+    /// is ignored). Without it the fields carry no `pk`.
+    #[arg(long)]
+    pk_secret_file: Option<PathBuf>,
     /// Serve the limiter's metrics as a Prometheus exposition on this address (built with
     /// `--features metrics`).
     #[cfg(feature = "metrics")]
@@ -90,12 +95,14 @@ async fn run(args: Args) -> Result<(), String> {
     let store = RedisStore::from_url(&args.redis_url)
         .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout_ms)))
         .map_err(|e| e.to_string())?;
-    let enforcer = Enforcer::builder(rules)
-        .redis(store)
-        .key_prefix(&args.key_prefix)
-        .breaker(BreakerConfig::new(3, 500))
-        .build()
-        .map_err(|e| e.to_string())?;
+    let mut builder =
+        Enforcer::builder(rules).redis(store).key_prefix(&args.key_prefix).breaker(BreakerConfig::new(3, 500));
+    if let Some(path) = &args.pk_secret_file {
+        let secret = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the partition-key secret {}: {e}", path.display()))?;
+        builder = builder.partition_key_secret(secret.trim());
+    }
+    let enforcer = builder.build().map_err(|e| e.to_string())?;
     let config = args.config.display().to_string();
     let _watch =
         enforcer.watch(&args.config, Duration::from_millis(args.reload_interval_ms), move |outcome| match outcome {

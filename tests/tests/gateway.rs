@@ -9,7 +9,7 @@ mod gateway_support;
 
 use std::time::Duration;
 
-use gateway_support::{pk, request, start_failure, ConfigFile, Gateway};
+use gateway_support::{pk, pk_with, request, start_failure, ConfigFile, Gateway};
 use redis_tests::RedisServer;
 
 const PER_KEY: &str = r#"
@@ -331,4 +331,48 @@ async fn with_redis_killed_each_rule_answers_by_its_failure_policy() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(back, "Redis decided nothing after it came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_keys_are_keyed_by_the_deployment_s_secret() {
+    let redis = RedisServer::start().expect("redis-server");
+    let config = ConfigFile::new(
+        r#"
+        [[rule]]
+        name = "per-ip"
+        match = { path = "/api/hello" }
+        key = ["ip"]
+        algorithm = "gcra"
+        limit = 100
+        period = "1h"
+        "#,
+    );
+    let other = ConfigFile::new("another-deployment-secret-value\n");
+    let other_path = other.path.to_string_lossy().into_owned();
+    // Two gateways with the test secret, one with another, one with none.
+    let one = Gateway::start(&config.path, &redis.url());
+    let two = Gateway::start(&config.path, &redis.url());
+    let three =
+        Gateway::try_start_exactly(&config.path, &redis.url(), &["--pk-secret-file", &other_path]).expect("starts");
+    let none = Gateway::try_start_exactly(&config.path, &redis.url(), &[]).expect("starts");
+    let pk_of = |reply: &gateway_support::Reply| {
+        let field = reply.header("ratelimit-policy").expect("fields").to_owned();
+        field.split(";pk=").nth(1).map(str::to_owned)
+    };
+    let (a, b, c, d) = (
+        pk_of(&one.get("/api/hello", &[]).await),
+        pk_of(&two.get("/api/hello", &[]).await),
+        pk_of(&three.get("/api/hello", &[]).await),
+        pk_of(&none.get("/api/hello", &[]).await),
+    );
+    // The same client: one partition key under one secret, another under another, none without.
+    assert_eq!(a.as_deref(), Some(pk("ip=127.0.0.1").as_str()));
+    assert_eq!(a, b);
+    assert_eq!(c.as_deref(), Some(pk_with("another-deployment-secret-value", "ip=127.0.0.1").as_str()));
+    assert_ne!(a, c);
+    assert_eq!(d, None, "no secret, no pk");
+    // The unkeyed digest an attacker could compute for any address is nowhere.
+    println!(
+        "gateway: pk of ip=127.0.0.1 is {a:?} under one secret on two gateways, {c:?} under another, {d:?} without"
+    );
 }

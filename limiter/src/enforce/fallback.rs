@@ -88,7 +88,7 @@ pub(super) fn decide(
         .zip(answers)
         .map(|(p, (item, source))| {
             let reply = ItemReply { item, now_ms: now };
-            rule_decision(p, reply.item, reply.now_ms, source, Some(why))
+            rule_decision(shared, p, reply.item, reply.now_ms, source, Some(why))
         })
         .collect();
     RulesDecision { allowed, rules }

@@ -57,6 +57,7 @@
 
 mod fallback;
 mod metrics;
+mod partition;
 #[cfg(feature = "config")]
 mod reload;
 mod verdict;
@@ -68,6 +69,7 @@ use std::sync::{Arc, RwLock};
 use http::Request;
 
 pub use metrics::{Metrics, RuleCounts};
+pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
 pub use verdict::{RuleDecision, RulesDecision, Verdict};
@@ -101,6 +103,7 @@ struct Shared {
     keys: KeySpace,
     counters: metrics::Counters,
     per_tag: bool,
+    pk_secret: Option<PartitionSecret>,
 }
 
 /// Decides requests against a reloadable [`RuleSet`]; see the module docs. Cheap to clone:
@@ -126,9 +129,19 @@ pub struct EnforcerBuilder {
     max_key_len: usize,
     max_local_keys: usize,
     per_tag: bool,
+    pk_secret: Option<Vec<u8>>,
 }
 
 impl EnforcerBuilder {
+    /// The secret the RateLimit fields' partition keys (`pk`) are keyed with: the same on every
+    /// gateway of a deployment, at least 16 bytes, from its configuration (not from the rules
+    /// file, which is often shared). Without it the fields carry no `pk` (see
+    /// [`PartitionSecret`] for why an unkeyed digest would give the key away).
+    pub fn partition_key_secret(mut self, secret: impl AsRef<[u8]>) -> Self {
+        self.pk_secret = Some(secret.as_ref().to_vec());
+        self
+    }
+
     /// Keeps state in Redis (default: in this process).
     pub fn redis(mut self, store: RedisStore) -> Self {
         self.redis = Some(store);
@@ -184,6 +197,7 @@ impl EnforcerBuilder {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
+        let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
         let per_tag = self.per_tag || self.redis.as_ref().is_some_and(RedisStore::is_cluster);
         let backend = match self.redis {
             Some(redis) => Backend::Redis(redis),
@@ -202,6 +216,7 @@ impl EnforcerBuilder {
                 keys,
                 counters,
                 per_tag,
+                pk_secret,
             }),
         })
     }
@@ -232,6 +247,7 @@ impl Enforcer {
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
             per_tag: false,
+            pk_secret: None,
         }
     }
 
@@ -421,13 +437,14 @@ impl Shared {
         let rules = planned
             .into_iter()
             .zip(replies)
-            .map(|(p, reply)| rule_decision(p, reply.item, reply.now_ms, source, degraded))
+            .map(|(p, reply)| rule_decision(self, p, reply.item, reply.now_ms, source, degraded))
             .collect();
         RulesDecision { allowed, rules }
     }
 }
 
 fn rule_decision(
+    shared: &Shared,
     p: Planned,
     item: ItemOutcome,
     now_ms: u64,
@@ -452,6 +469,7 @@ fn rule_decision(
         quota: p.rule.quota(),
         shadow: p.rule.is_shadow(),
         cost: p.rule.request_cost(),
+        partition_key: shared.pk_secret.as_ref().and_then(|s| s.partition_key(&p.identity)),
         identity: p.identity,
     }
 }

@@ -68,6 +68,9 @@ pub struct RuleDecision {
     pub rule: String,
     /// The key the request was counted under.
     pub identity: Identity,
+    /// The `pk` of the RateLimit fields: the identity's keyed digest (`crate::http::headers`),
+    /// None for a constant key or when the enforcer has no partition-key secret.
+    pub partition_key: Option<[u8; 8]>,
     /// The rule's algorithm.
     pub algorithm: Algorithm,
     /// The rule's quota.

@@ -11,9 +11,13 @@
 //! - `RateLimit-Shadow` (not part of the draft): the shadow rules, as `RateLimit` items, with
 //!   a `denied` flag when the rule would have rejected the request.
 //!
-//! `pk` is the first 8 bytes of the SHA-1 of the request's identity under the rule (a Byte
-//! Sequence): clients can tell partitions apart, and no header echoes an API key. A constant
-//! key (a global cap) has no partition and no `pk`.
+//! `pk` is the first 8 bytes of the HMAC-SHA-256 of the request's identity under the rule
+//! (`ip=198.51.100.7`, `api-key=alice`), keyed with the deployment's secret
+//! (`EnforcerBuilder::partition_key_secret`), as a Byte Sequence: clients can tell partitions
+//! apart, every gateway sharing the secret names a partition alike, and without the secret no
+//! one can test a guess (an unkeyed digest of `ip=ADDRESS` gives every IPv4 address away in
+//! seconds). Without a secret there is no `pk`; a constant key (a global cap) has no partition
+//! and no `pk` either.
 //!
 //! A denial adds `Retry-After` in whole seconds, rounded up, the longest wait of the violated
 //! rules; it is never earlier than the real end of the wait.
@@ -43,16 +47,10 @@ fn key(name: &'static str) -> &'static KeyRef {
     KeyRef::constant(name)
 }
 
-/// The partition key of a rule decision: 8 bytes of SHA-1 of its identity, None for a
-/// constant key.
+/// The partition key of a rule decision (see the module docs), None for a constant key or
+/// without a secret.
 pub fn partition_key(r: &RuleDecision) -> Option<[u8; 8]> {
-    if r.identity.is_constant() {
-        return None;
-    }
-    let digest = sha1_smol::Sha1::from(r.identity.text().as_bytes()).digest().bytes();
-    let mut pk = [0u8; 8];
-    pk.copy_from_slice(&digest[..8]);
-    Some(pk)
+    r.partition_key
 }
 
 /// Rule names are validated to letters, digits, `.`, `_` and `-`, all valid in a String.
@@ -139,9 +137,12 @@ mod tests {
         key: KeyPart,
     ) -> RuleDecision {
         let req = http::Request::builder().header("x-api-key", "abc").body(()).unwrap();
+        let identity = Identity::of(&[key], &req, None).unwrap();
+        let secret = crate::enforce::PartitionSecret::new(b"sixteen-byte-key").unwrap();
         RuleDecision {
             rule: name.into(),
-            identity: Identity::of(&[key], &req, None).unwrap(),
+            partition_key: secret.partition_key(&identity),
+            identity,
             algorithm: Algorithm::SlidingLog,
             quota: Quota::new(5, 60_000),
             shadow,
@@ -162,12 +163,10 @@ mod tests {
             ],
         };
         let pk = partition_key(&d.rules[0]).unwrap();
-        // The identity is "x-api-key=abc"; its digest's first 8 bytes, in base64.
-        let expected_pk = {
-            let digest = sha1_smol::Sha1::from("x-api-key=abc").digest().bytes();
-            digest[..8].to_vec()
-        };
-        assert_eq!(pk.to_vec(), expected_pk);
+        // The identity is "x-api-key=abc"; its HMAC's first 8 bytes, in base64.
+        let tag =
+            ring::hmac::sign(&ring::hmac::Key::new(ring::hmac::HMAC_SHA256, b"sixteen-byte-key"), b"x-api-key=abc");
+        assert_eq!(pk, tag.as_ref()[..8]);
         let b64 = policy_field(&d).unwrap();
         assert!(b64.starts_with("\"per-key\";q=5;w=60;pk=:"), "{b64}");
         assert!(b64.ends_with(":, \"global\";q=5;w=60"), "{b64}");

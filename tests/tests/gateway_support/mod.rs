@@ -71,7 +71,17 @@ impl Gateway {
     }
 
     /// As [`Gateway::start_with`]; Err with its stderr when the gateway exits before listening.
+    /// The gateway keys its partition keys with the tests' [`PK_SECRET`].
     pub fn try_start(config: &Path, redis_url: &str, extra: &[&str]) -> Result<Gateway, Vec<String>> {
+        let secret = pk_secret_file().to_string_lossy().into_owned();
+        let mut args = vec!["--pk-secret-file", secret.as_str()];
+        args.extend_from_slice(extra);
+        Self::try_start_exactly(config, redis_url, &args)
+    }
+
+    /// As [`Gateway::try_start`], with only `extra` besides the config, the Redis URL and the
+    /// listening address (no partition-key secret unless `extra` gives one).
+    pub fn try_start_exactly(config: &Path, redis_url: &str, extra: &[&str]) -> Result<Gateway, Vec<String>> {
         let mut child = Command::new(gateway_binary())
             .args(["--config"])
             .arg(config)
@@ -199,11 +209,33 @@ fn parse(raw: &str) -> Reply {
     Reply { status, headers, body: body.to_owned() }
 }
 
-/// The `pk` parameter the RateLimit fields carry for `identity`: the first 8 bytes of its
-/// SHA-1, as a structured-field Byte Sequence.
+/// The partition-key secret the test gateways share.
+pub const PK_SECRET: &str = "test-deployment-partition-secret";
+
+/// A file holding [`PK_SECRET`] (written once per test binary).
+pub fn pk_secret_file() -> &'static Path {
+    static FILE: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &FILE
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let path = dir.path().join("pk-secret");
+            std::fs::write(&path, format!("{PK_SECRET}\n")).expect("write the secret");
+            (dir, path)
+        })
+        .1
+}
+
+/// The `pk` parameter the RateLimit fields carry for `identity` under [`PK_SECRET`].
 pub fn pk(identity: &str) -> String {
-    let digest = sha1_smol::Sha1::from(identity).digest().bytes();
-    format!(":{}:", base64::engine::general_purpose::STANDARD.encode(&digest[..8]))
+    pk_with(PK_SECRET, identity)
+}
+
+/// The `pk` parameter for `identity` under `secret`: the first 8 bytes of its HMAC-SHA-256, as
+/// a structured-field Byte Sequence.
+pub fn pk_with(secret: &str, identity: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    let tag = ring::hmac::sign(&key, identity.as_bytes());
+    format!(":{}:", base64::engine::general_purpose::STANDARD.encode(&tag.as_ref()[..8]))
 }
 
 /// A rules file in a fresh temporary directory.
