@@ -13,23 +13,32 @@
 //! Built with `--features metrics`, `--metrics-listen 127.0.0.1:9898` serves the limiter's
 //! metrics (`redis_ratelimit::metrics`) as a Prometheus exposition.
 //!
-//! `x-user: NAME` stands in for an authentication layer: it becomes the request's
-//! `redis_ratelimit::rules::User`, which `user` key parts count by.
+//! It authenticates before it limits. With `--api-keys FILE` (one `SECRET NAME` per line, `#`
+//! comments; `gateway-keys.txt` beside this file is a demo), a request's `x-api-key` is looked
+//! up there: a known key becomes the request's verified `redis_ratelimit::rules::ApiKey` and
+//! `User` (its holder's name), which `api-key` and `user` key parts count by and the allow
+//! list trusts; an unknown key is refused with 401, and a key header sent twice with 400. A
+//! request without the header goes on anonymous. Why it matters: the allow list lets a request
+//! skip every rule, so it must only ever see identities this layer checked, never a value the
+//! client merely sent.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{ConnectInfo, Path, Request};
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use clap::Parser;
 use redis_ratelimit::enforce::Enforcer;
-use redis_ratelimit::http::RulesLayer;
-use redis_ratelimit::rules::{PeerAddr, RuleSet, User};
+use redis_ratelimit::http::{problem, RulesLayer};
+use redis_ratelimit::rules::{ApiKey, PeerAddr, RuleSet, User};
 use redis_ratelimit::{BreakerConfig, RedisStore};
 
 /// A gateway limiting its routes by the rules of a file, state in Redis.
@@ -59,6 +68,10 @@ struct Args {
     /// is ignored). Without it the fields carry no `pk`.
     #[arg(long)]
     pk_secret_file: Option<PathBuf>,
+    /// The API keys the gateway accepts: one `SECRET NAME` per line (`#` starts a comment).
+    /// Without it nothing is authenticated: no request has an API key or a user.
+    #[arg(long)]
+    api_keys: Option<PathBuf>,
     /// Serve the limiter's metrics as a Prometheus exposition on this address (built with
     /// `--features metrics`).
     #[cfg(feature = "metrics")]
@@ -88,6 +101,10 @@ async fn run(args: Args) -> Result<(), String> {
         redis_ratelimit::metrics::describe();
         eprintln!("metrics on http://{addr}/metrics");
     }
+    let keys = match &args.api_keys {
+        Some(path) => Some(ApiKeys::load(path)?),
+        None => None,
+    };
     let text = std::fs::read_to_string(&args.config)
         .map_err(|e| format!("cannot read the rules file {}: {e}", args.config.display()))?;
     let rules = RuleSet::from_toml(&text).map_err(|e| format!("rules file {}: {e}", args.config.display()))?;
@@ -117,7 +134,7 @@ async fn run(args: Args) -> Result<(), String> {
         .route("/health", get(|| async { "ok\n" }))
         .layer(RulesLayer::new(enforcer))
         // Outermost, so it runs first: the rules read what it puts in the extensions.
-        .layer(middleware::from_fn(identify));
+        .layer(middleware::from_fn_with_state(Arc::new(keys), identify));
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -126,12 +143,77 @@ async fn run(args: Args) -> Result<(), String> {
     axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await.map_err(|e| e.to_string())
 }
 
-/// The peer address for the client-IP logic, and `x-user` as the authenticated user.
-async fn identify(ConnectInfo(peer): ConnectInfo<SocketAddr>, mut req: Request, next: Next) -> Response {
+/// The API keys of `--api-keys`: each secret and its holder's name.
+struct ApiKeys(HashMap<String, String>);
+
+impl ApiKeys {
+    fn load(path: &std::path::Path) -> Result<ApiKeys, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the API keys file {}: {e}", path.display()))?;
+        let mut keys = HashMap::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [secret, name] => {
+                    keys.insert(secret.to_owned(), name.to_owned());
+                }
+                _ => {
+                    return Err(format!(
+                        "API keys file {}, line {}: expected `SECRET NAME`, got {} words",
+                        path.display(),
+                        i + 1,
+                        line.split_whitespace().count()
+                    ))
+                }
+            }
+        }
+        Ok(ApiKeys(keys))
+    }
+}
+
+/// A problem response (RFC 9457) from the authentication layer.
+fn refused(status: StatusCode, title: &str, detail: &str) -> Response {
+    let body = problem::body("about:blank", title, status.as_u16(), detail, &[]);
+    (status, [(header::CONTENT_TYPE, problem::CONTENT_TYPE)], body).into_response()
+}
+
+/// The peer address for the client-IP logic, and the verified API key and its holder.
+async fn identify(
+    State(keys): State<Arc<Option<ApiKeys>>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    mut req: Request,
+    next: Next,
+) -> Response {
     req.extensions_mut().insert(PeerAddr(peer.ip()));
-    let user = req.headers().get("x-user").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    if let Some(user) = user {
-        req.extensions_mut().insert(User(user));
+    if let Some(keys) = keys.as_ref() {
+        let mut sent = req.headers().get_all("x-api-key").iter();
+        let holder =
+            match (sent.next(), sent.next()) {
+                (None, _) => None,
+                (Some(_), Some(_)) => return refused(
+                    StatusCode::BAD_REQUEST,
+                    "Repeated identifying header",
+                    "The header x-api-key arrives more than once; it says who the client is, so it must arrive once.",
+                ),
+                (Some(value), None) => match value.to_str().ok().and_then(|k| keys.0.get(k)) {
+                    Some(holder) => Some(holder.clone()),
+                    None => {
+                        return refused(
+                            StatusCode::UNAUTHORIZED,
+                            "Unauthorized",
+                            "The API key is not one this gateway knows.",
+                        )
+                    }
+                },
+            };
+        if let Some(holder) = holder {
+            // The holder's name, never the secret: it goes into Redis keys and partition keys.
+            req.extensions_mut().insert(ApiKey(holder.clone()));
+            req.extensions_mut().insert(User(holder));
+        }
     }
     next.run(req).await
 }

@@ -100,23 +100,27 @@ async fn allow_and_deny_lists_decide_first_and_shadow_rules_never_reject() {
     let config = ConfigFile::new(&format!(
         r#"
         [access]
-        key_headers = ["x-api-key"]
         allow_keys = ["vip"]
         deny_keys = ["revoked"]
         deny_ips = ["127.0.0.3"]
-        {PER_KEY}
+        {}
         [[rule]]
         name = "dark"
         match = {{ path = "/api/hello" }}
-        key = ["header:x-api-key"]
+        key = ["api-key"]
         algorithm = "sliding-log"
         limit = 1
         period = "1h"
         shadow = true
-        "#
+        "#,
+        PER_KEY.replace("header:x-api-key", "api-key")
     ));
+    // The lists compare verified keys: the gateway authenticates each (here a key's secret is
+    // its name).
+    let keys = ConfigFile::new("vip vip\nrevoked revoked\nfine fine\nk k\n");
+    let keys = keys.path.to_string_lossy().into_owned();
     let metrics = format!("127.0.0.1:{}", redis_tests::free_port().expect("a free port"));
-    let gateway = Gateway::start_with(&config.path, &redis.url(), &["--metrics-listen", &metrics]);
+    let gateway = Gateway::start_with(&config.path, &redis.url(), &["--metrics-listen", &metrics, "--api-keys", &keys]);
     for _ in 0..8 {
         let vip = gateway.get("/api/hello", &[("x-api-key", "vip")]).await;
         assert_eq!((vip.status, vip.header("ratelimit")), (200, None), "allow-listed: no rule applies");
@@ -124,7 +128,7 @@ async fn allow_and_deny_lists_decide_first_and_shadow_rules_never_reject() {
         let from_denied_ip = request(gateway.addr, "127.0.0.3", "GET", "/api/hello", &[("x-api-key", "fine")]).await;
         assert_eq!(from_denied_ip.status, 403);
     }
-    let pk = pk("x-api-key=k");
+    let pk = pk("api-key=k");
     let first = gateway.get("/api/hello", &[("x-api-key", "k")]).await;
     assert_eq!(first.header("ratelimit-shadow"), Some(format!("\"dark\";r=0;t=3600;pk={pk}").as_str()));
     for i in 1..5 {
@@ -375,4 +379,20 @@ async fn partition_keys_are_keyed_by_the_deployment_s_secret() {
     println!(
         "gateway: pk of ip=127.0.0.1 is {a:?} under one secret on two gateways, {c:?} under another, {d:?} without"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_s_own_files_load_and_authenticate_before_limiting() {
+    let redis = RedisServer::start().expect("redis-server");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../limiter/examples");
+    let keys = root.join("gateway-keys.txt").to_string_lossy().into_owned();
+    let gateway = Gateway::start_with(&root.join("gateway.toml"), &redis.url(), &["--api-keys", &keys]);
+    let alice = gateway.get("/api/hello", &[("x-api-key", "sk-demo-alice-3Fp9")]).await;
+    assert_eq!(alice.status, 200, "{alice:?}");
+    let fields = alice.header("ratelimit").expect("fields");
+    assert!(fields.contains(&format!("\"hello-per-key\";r=4;t=1;pk={}", pk("api-key=alice"))), "{fields}");
+    assert_eq!(gateway.get("/api/hello", &[("x-api-key", "sk-demo-nobody")]).await.status, 401);
+    assert_eq!(gateway.get("/api/hello", &[("x-api-key", "sk-demo-revoked-1Zc6")]).await.status, 403);
+    let batch = gateway.get("/api/hello", &[("x-api-key", "sk-demo-internal-batch-7Qx2")]).await;
+    assert_eq!((batch.status, batch.header("ratelimit")), (200, None), "allow-listed: {batch:?}");
 }

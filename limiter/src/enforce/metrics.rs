@@ -32,7 +32,7 @@ pub struct Metrics {
     pub allowlisted: u64,
     /// Requests the deny list refused.
     pub denylisted: u64,
-    /// Requests refused for a missing key.
+    /// Requests refused for a missing key, or a header saying who the client is sent twice.
     pub missing_key: u64,
     /// Requests admitted.
     pub allowed: u64,
@@ -52,7 +52,7 @@ impl Counters {
         match verdict {
             Verdict::Allowlisted => m.allowlisted += 1,
             Verdict::Denylisted => m.denylisted += 1,
-            Verdict::MissingKey { .. } => m.missing_key += 1,
+            Verdict::MissingKey { .. } | Verdict::RepeatedHeader { .. } => m.missing_key += 1,
             Verdict::Decided(d) => record_decision(&mut m, d),
             Verdict::Unmatched => {}
         }

@@ -3,8 +3,11 @@
 //! For each request, in order:
 //!
 //! 1. The client IP is found ([`crate::rules::ClientIp`]: forwarding headers only from
-//!    trusted proxies). The deny list refuses and the allow list admits before anything else,
-//!    without asking Redis.
+//!    trusted proxies), and the request is read once: every header that says who the client is
+//!    must arrive once (or the request is refused naming it), and the lists and every rule read
+//!    that one value. The deny list refuses and the allow list admits before anything else,
+//!    without asking Redis; the allow list trusts only the client IP and the identities an
+//!    authentication layer verified ([`crate::rules::User`], [`crate::rules::ApiKey`]).
 //! 2. Every rule whose matcher accepts the request applies. Each gives the request an
 //!    identity from its key parts; a request with no usable key gets the rule's
 //!    [`crate::rules::OnMissingKey`] treatment.
@@ -83,7 +86,7 @@ use crate::key::KeySpace;
 use crate::limiter::TimeSource;
 use crate::policy::FailurePolicy;
 use crate::quota::Algorithm;
-use crate::rules::{Access, Identity, OnMissingKey, Rule, RuleSet};
+use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};
 use crate::scripts;
 use crate::store::local::{LocalStore, RuleItem};
@@ -293,14 +296,20 @@ impl Enforcer {
     fn plan<B>(&self, req: &Request<B>) -> Result<Plan, Error> {
         let rules = self.rules();
         let ip: Option<IpAddr> = rules.client_ip().resolve(req);
-        match rules.access().check(req, ip) {
+        let reading = match Reading::of(req, ip, rules.identifying_headers()) {
+            Ok(reading) => reading,
+            Err(repeated) => {
+                return Ok(Plan::Done(Verdict::RepeatedHeader { header: repeated.header, count: repeated.count }))
+            }
+        };
+        match rules.access().check(&reading) {
             Access::Denied => return Ok(Plan::Done(Verdict::Denylisted)),
             Access::Allowed => return Ok(Plan::Done(Verdict::Allowlisted)),
             Access::Unlisted => {}
         }
         let mut planned = Vec::new();
         for rule in rules.rules().iter().filter(|r| r.matcher().matches(req)) {
-            let identity = match Identity::of(rule.key_parts(), req, ip) {
+            let identity = match Identity::of(rule.key_parts(), &reading) {
                 Ok(identity) => identity,
                 Err(part) => match (rule.missing_key(), ip) {
                     (OnMissingKey::Skip, _) => continue,

@@ -6,7 +6,7 @@ use http::Request;
 
 use super::*;
 use crate::clock::ManualClock;
-use crate::rules::{AccessList, AccessLists, ClientIp, KeyPart, Match, PeerAddr, Rule, User};
+use crate::rules::{AccessList, AccessLists, ApiKey, ClientIp, KeyPart, Match, PeerAddr, Rule, User};
 use crate::Quota;
 
 fn enforcer(rules: RuleSet, clock: &ManualClock) -> Enforcer {
@@ -63,7 +63,6 @@ async fn shadow_rules_count_and_report_but_never_deny() {
 async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
     let clock = ManualClock::new(0);
     let lists = AccessLists::new()
-        .key_header("x-api-key")
         .allow(AccessList::new().key("vip"))
         .deny(AccessList::new().net("203.0.113.0/24".parse().unwrap()));
     let rules = RuleSet::builder()
@@ -78,9 +77,15 @@ async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
         .build()
         .unwrap();
     let e = enforcer(rules, &clock);
+    // The allow list trusts the API key an authentication layer verified, not the header.
+    let verified = |peer: &str| {
+        let mut r = req(Some("vip"), peer);
+        r.extensions_mut().insert(ApiKey("vip".into()));
+        r
+    };
     for _ in 0..3 {
-        assert_eq!(e.check(&req(Some("vip"), "192.0.2.1")).await.unwrap(), Verdict::Allowlisted);
-        assert_eq!(e.check(&req(Some("vip"), "203.0.113.9")).await.unwrap(), Verdict::Denylisted);
+        assert_eq!(e.check(&verified("192.0.2.1")).await.unwrap(), Verdict::Allowlisted);
+        assert_eq!(e.check(&verified("203.0.113.9")).await.unwrap(), Verdict::Denylisted);
     }
     let missing = e.check(&req(None, "192.0.2.1")).await.unwrap();
     assert_eq!(missing, Verdict::MissingKey { rule: "per-key".into(), part: "header:x-api-key".into() });
@@ -97,6 +102,13 @@ async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
     assert_eq!(d.rules[1].identity.text(), "ip=192.0.2.7");
     let m = e.metrics();
     assert_eq!((m.allowlisted, m.denylisted, m.missing_key), (3, 3, 1));
+    // Claiming the allow-listed key in the header is no key: counted like anyone.
+    assert!(decided(&e, &req(Some("vip"), "192.0.2.2")).await.allowed);
+    assert!(!decided(&e, &req(Some("vip"), "192.0.2.2")).await.allowed);
+    // Two values of the header the rules count by: refused, naming it.
+    let mut twice = req(Some("k"), "192.0.2.3");
+    twice.headers_mut().append("x-api-key", "vip".parse().unwrap());
+    assert_eq!(e.check(&twice).await.unwrap(), Verdict::RepeatedHeader { header: "x-api-key".into(), count: 2 });
     let mut with_user = flagged;
     with_user.extensions_mut().insert(User("ann".into()));
     with_user.headers_mut().insert("x-api-key", "k3".parse().unwrap());

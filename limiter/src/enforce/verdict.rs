@@ -23,6 +23,14 @@ pub enum Verdict {
         /// The key part missing (`header:x-api-key`, `user`, `ip`).
         part: String,
     },
+    /// A header that says who the client is (a rule's key header, a header the lists compare)
+    /// arrived more than once: which one would count is ambiguous, so the request is refused.
+    RepeatedHeader {
+        /// The header's name.
+        header: String,
+        /// How many times it arrived.
+        count: usize,
+    },
     /// The matched rules decided, all-or-nothing.
     Decided(RulesDecision),
 }

@@ -125,7 +125,7 @@ mod tests {
     use crate::decision::Decision;
     use crate::enforce::RuleDecision;
     use crate::quota::{Algorithm, Quota};
-    use crate::rules::{Identity, KeyPart};
+    use crate::rules::KeyPart;
 
     fn rule(
         name: &str,
@@ -137,7 +137,7 @@ mod tests {
         key: KeyPart,
     ) -> RuleDecision {
         let req = http::Request::builder().header("x-api-key", "abc").body(()).unwrap();
-        let identity = Identity::of(&[key], &req, None).unwrap();
+        let identity = crate::rules::identity_of(&[key], &req, None).unwrap();
         let secret = crate::enforce::PartitionSecret::new(b"sixteen-byte-key").unwrap();
         RuleDecision {
             rule: name.into(),

@@ -8,6 +8,7 @@
 //! | over quota | `429`, `Retry-After`, the RateLimit fields, a `quota-exceeded` problem |
 //! | deny-listed | `403` problem |
 //! | no usable key, or a key the limiter refuses | `400` problem naming the rule and part |
+//! | a header saying who the client is, sent twice | `400` problem naming the header |
 //! | a Redis reply the limiter cannot use | `500` problem |
 //!
 //! Problem bodies are `application/problem+json` ([`super::problem`]). The response body type
@@ -113,6 +114,13 @@ where
                     StatusCode::BAD_REQUEST,
                     "Missing rate-limit key",
                     format!("Rule {rule:?} counts requests by {part}, which this request does not carry."),
+                )),
+                Ok(Verdict::RepeatedHeader { header, count }) => Ok(refusal(
+                    StatusCode::BAD_REQUEST,
+                    "Repeated identifying header",
+                    format!(
+                        "The header {header} arrives {count} times; it says who the client is, so it must arrive once."
+                    ),
                 )),
                 Err(e) => Ok(error_response(&e)),
             }

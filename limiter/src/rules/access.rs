@@ -1,13 +1,23 @@
 //! Allow and deny lists: keys, IPs and CIDR ranges that skip or block every rule before Redis
 //! is asked. The deny list wins over the allow list.
+//!
+//! An allow list grants a request every rule's worth, so it trusts only what the client cannot
+//! make up: the client IP (the peer, or what trusted proxies say) and the identities an
+//! authentication layer put in the request's extensions ([`User`], [`ApiKey`]). A header is
+//! only what the client says: an allow list on one would let anyone who learns (or guesses) an
+//! allow-listed name skip every limit, so a rule set that compares allow-listed keys with a
+//! header is refused when it is built. The deny list may read headers too ([`AccessLists::key_header`]):
+//! a client can only refuse itself with one.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use http::Request;
 use ipnet::IpNet;
 
-use super::key::User;
+use super::reading::Reading;
+use super::RuleError;
+#[cfg(doc)]
+use super::{ApiKey, User};
 
 /// Keys (API keys, user ids) and IP ranges (a single address is a /32 or /128 range).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -22,7 +32,8 @@ impl AccessList {
         AccessList::default()
     }
 
-    /// Adds a key (compared exactly with the user and the key headers' values).
+    /// Adds a key (compared exactly with the request's [`User`] and [`ApiKey`], and for the deny
+    /// list with the key headers' values too).
     pub fn key(mut self, key: &str) -> Self {
         self.keys.insert(key.to_owned());
         self
@@ -42,6 +53,10 @@ impl AccessList {
     fn holds_ip(&self, ip: Option<IpAddr>) -> bool {
         ip.is_some_and(|ip| self.nets.iter().any(|n| n.contains(&ip)))
     }
+
+    fn holds_key(&self, key: Option<&str>) -> bool {
+        key.is_some_and(|k| self.keys.contains(k))
+    }
 }
 
 /// What the lists say about one request.
@@ -55,16 +70,20 @@ pub enum Access {
     Unlisted,
 }
 
-/// The allow and deny lists, and the request headers whose values their keys are compared
-/// with (besides the [`User`]).
+/// The allow and deny lists, and the request headers whose values the deny list's keys are
+/// compared with (besides the [`User`] and the [`ApiKey`]).
 ///
 /// ```
-/// use redis_ratelimit::rules::{AccessList, AccessLists};
+/// use redis_ratelimit::rules::{AccessList, AccessLists, RuleSet};
 /// let lists = AccessLists::new()
-///     .key_header("x-api-key")
-///     .allow(AccessList::new().key("internal-batch"))
+///     .allow(AccessList::new().key("internal-batch")) // a User or ApiKey an auth layer set
 ///     .deny(AccessList::new().net("203.0.113.0/24".parse().unwrap()));
-/// assert_eq!(lists.key_headers(), ["x-api-key"]);
+/// assert!(RuleSet::builder().access(lists.clone()).build().is_ok());
+///
+/// // Compared with a header, the allow list would trust what any client sends: refused.
+/// let e = RuleSet::builder().access(lists.key_header("x-api-key")).build().unwrap_err();
+/// assert_eq!(e.field, "access.allow_keys");
+/// assert!(e.message.contains("any client can send"), "{e}");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct AccessLists {
@@ -91,30 +110,47 @@ impl AccessLists {
         self
     }
 
-    /// A header whose value the lists' keys are compared with (repeatable).
+    /// A header whose value the deny list's keys are compared with (repeatable). Refused beside
+    /// allow-listed keys (see the module docs).
     pub fn key_header(mut self, name: &str) -> Self {
         self.key_headers.push(name.to_ascii_lowercase());
         self
     }
 
-    /// The headers compared with the lists' keys.
+    /// The headers compared with the deny list's keys.
     pub fn key_headers(&self) -> &[String] {
         &self.key_headers
     }
 
-    /// What the lists say about `req`, whose client IP is `ip`.
-    pub fn check<B>(&self, req: &Request<B>, ip: Option<IpAddr>) -> Access {
+    /// Refuses an allow list whose keys would be compared with a header.
+    pub(crate) fn validate(&self) -> Result<(), RuleError> {
+        if let (false, Some(header)) = (self.allow.keys.is_empty(), self.key_headers.first()) {
+            return Err(RuleError::new(
+                None,
+                "access.allow_keys",
+                format!(
+                    "cannot be compared with the header {header:?} (access.key_headers): any client can send a header, \
+                     so an allow list on one lets anyone who names an allow-listed key skip every rule; allow lists \
+                     match only the user and API key an authentication layer verified (rules::User, rules::ApiKey) \
+                     and the client IP. Keep key_headers for a deny list alone, or authenticate the header first"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// What the lists say about the request `reading` read.
+    pub(crate) fn check(&self, reading: &Reading<'_>) -> Access {
         if self.allow.is_empty() && self.deny.is_empty() {
             return Access::Unlisted;
         }
-        let user = req.extensions().get::<User>().map(|u| u.0.as_str());
-        let headers =
-            self.key_headers.iter().flat_map(|h| req.headers().get_all(h.as_str())).filter_map(|v| v.to_str().ok());
-        let keys: Vec<&str> = user.into_iter().chain(headers).collect();
-        let listed = |list: &AccessList| list.holds_ip(ip) || keys.iter().any(|k| list.keys.contains(*k));
-        if listed(&self.deny) {
+        let verified = |list: &AccessList| {
+            list.holds_ip(reading.ip) || list.holds_key(reading.user) || list.holds_key(reading.api_key)
+        };
+        let claimed = || self.key_headers.iter().any(|h| self.deny.holds_key(reading.header(h)));
+        if verified(&self.deny) || claimed() {
             Access::Denied
-        } else if listed(&self.allow) {
+        } else if verified(&self.allow) {
             Access::Allowed
         } else {
             Access::Unlisted
@@ -124,22 +160,44 @@ impl AccessLists {
 
 #[cfg(test)]
 mod tests {
+    use http::Request;
+
     use super::*;
+    use crate::rules::{ApiKey, User};
+
+    fn check(lists: &AccessLists, req: &Request<()>, ip: Option<IpAddr>) -> Access {
+        let reading = Reading::of(req, ip, lists.key_headers()).expect("no repeated header");
+        lists.check(&reading)
+    }
 
     #[test]
-    fn deny_wins_and_keys_match_headers_and_users() {
+    fn deny_wins_and_keys_match_verified_identities() {
         let lists = AccessLists::new()
-            .key_header("x-api-key")
             .allow(AccessList::new().key("good").net("10.0.0.0/8".parse().unwrap()))
             .deny(AccessList::new().key("stolen").net("10.6.6.6/32".parse().unwrap()));
-        let req = |key: &str| Request::builder().header("x-api-key", key).body(()).unwrap();
+        let key = |k: &str| Request::builder().extension(ApiKey(k.into())).body(()).unwrap();
         let ip = |s: &str| Some(s.parse().unwrap());
-        assert_eq!(lists.check(&req("good"), None), Access::Allowed);
-        assert_eq!(lists.check(&req("stolen"), ip("10.1.1.1")), Access::Denied);
-        assert_eq!(lists.check(&req("other"), ip("10.1.1.1")), Access::Allowed);
-        assert_eq!(lists.check(&req("good"), ip("10.6.6.6")), Access::Denied);
-        assert_eq!(lists.check(&req("other"), ip("192.0.2.1")), Access::Unlisted);
+        assert_eq!(check(&lists, &key("good"), None), Access::Allowed);
+        assert_eq!(check(&lists, &key("stolen"), ip("10.1.1.1")), Access::Denied);
+        assert_eq!(check(&lists, &key("other"), ip("10.1.1.1")), Access::Allowed);
+        assert_eq!(check(&lists, &key("good"), ip("10.6.6.6")), Access::Denied);
+        assert_eq!(check(&lists, &key("other"), ip("192.0.2.1")), Access::Unlisted);
         let user = Request::builder().extension(User("stolen".into())).body(()).unwrap();
-        assert_eq!(lists.check(&user, None), Access::Denied);
+        assert_eq!(check(&lists, &user, None), Access::Denied);
+        // What the client merely sends is no key.
+        let claimed = Request::builder().header("x-api-key", "good").body(()).unwrap();
+        assert_eq!(check(&lists, &claimed, None), Access::Unlisted);
+    }
+
+    #[test]
+    fn a_deny_list_may_read_a_header_and_an_allow_list_may_not() {
+        let lists = AccessLists::new().key_header("x-client").deny(AccessList::new().key("banned"));
+        let req = |v: &str| Request::builder().header("x-client", v).body(()).unwrap();
+        assert_eq!(check(&lists, &req("banned"), None), Access::Denied);
+        assert_eq!(check(&lists, &req("fine"), None), Access::Unlisted);
+        assert!(lists.validate().is_ok());
+        let e = lists.allow(AccessList::new().key("vip")).validate().unwrap_err();
+        assert_eq!((e.rule.as_deref(), e.field.as_str()), (None, "access.allow_keys"));
+        assert!(e.message.contains("\"x-client\"") && e.message.contains("any client can send"), "{e}");
     }
 }

@@ -7,14 +7,15 @@
 //! header = "x-forwarded-for"           # or "forwarded" (RFC 7239)
 //!
 //! [access]
-//! key_headers = ["x-api-key"]          # the lists' keys are compared with these and the user
-//! allow_keys = ["internal-batch"]
-//! deny_ips = ["203.0.113.0/24"]        # also allow_ips, deny_keys
+//! allow_keys = ["internal-batch"]      # compared with the verified user and API key
+//! deny_keys = ["revoked"]              # the same, and with the values of key_headers
+//! deny_ips = ["203.0.113.0/24"]        # also allow_ips
+//! # key_headers = ["x-client-id"]      # raw headers for the deny list; refused with allow_keys
 //!
 //! [[rule]]
 //! name = "hello-per-key"
 //! match = { method = ["GET"], path = "/api/hello" }   # also host, headers (present)
-//! key = ["header:x-api-key"]          # user, ip, route, method, header:NAME, const:TEXT
+//! key = ["api-key"]                   # user, api-key, ip, route, method, header:NAME, const:TEXT
 //! algorithm = "token-bucket"
 //! limit = 5
 //! period = "1s"                       # whole seconds: 30, "30s", "5m", "1h", "1d"
@@ -366,8 +367,8 @@ mod tests {
         trusted_proxies = ["10.0.0.0/8", "192.0.2.1"]
 
         [access]
-        key_headers = ["x-api-key"]
-        allow_keys = ["internal"]
+        key_headers = ["x-client-id"]
+        deny_keys = ["revoked"]
         deny_ips = ["203.0.113.0/24"]
 
         [[rule]]
@@ -404,7 +405,8 @@ mod tests {
         assert_eq!(daily.missing_key(), OnMissingKey::FallbackToIp);
         assert_eq!(daily.key_parts(), [KeyPart::header("x-api-key"), KeyPart::Route]);
         assert_eq!(set.client_ip().trusted().len(), 2);
-        assert_eq!(set.access().key_headers(), ["x-api-key"]);
+        assert_eq!(set.access().key_headers(), ["x-client-id"]);
+        assert_eq!(set.identifying_headers(), ["x-api-key", "x-client-id"]);
     }
 
     #[test]
@@ -431,6 +433,7 @@ mod tests {
             (rule("").replace("name = \"r1\"\n", ""), Some("#1"), "name"),
             ("[client_ip]\ntrusted_proxies = [\"10.0.0.0/33\"]".into(), None, "client_ip.trusted_proxies[0]"),
             ("[access]\ndeny_ips = [\"x\"]".into(), None, "access.deny_ips[0]"),
+            ("[access]\nkey_headers = [\"x-k\"]\nallow_keys = [\"vip\"]".into(), None, "access.allow_keys"),
             ("[acess]\n".into(), None, "acess"),
             ("[[rule]\nname = ".into(), None, "(file)"),
         ];

@@ -10,12 +10,23 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use http::{HeaderName, Request};
+use http::HeaderName;
+
+use super::reading::Reading;
 
 /// The authenticated user of a request, put in its extensions by the application's
-/// authentication layer; the [`KeyPart::User`] part reads it.
+/// authentication layer (one that checked a password, a session or a signed token); the
+/// [`KeyPart::User`] part and the allow and deny lists read it. Never set it from a value the
+/// client merely sent: the allow list trusts it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct User(pub String);
+
+/// The API key of a request, verified by the application's authentication layer (a tower layer
+/// that looked the key up, say) and put in its extensions: the key's name or id, or the key
+/// itself. The [`KeyPart::ApiKey`] part and the allow and deny lists read it. A header carrying
+/// an API key is only what the client says until such a layer checked it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ApiKey(pub String);
 
 /// One part of a rule's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +34,11 @@ pub struct User(pub String);
 pub enum KeyPart {
     /// The [`User`] in the request's extensions.
     User,
-    /// The value of a request header, such as an API key (lower-case name).
+    /// The [`ApiKey`] in the request's extensions.
+    ApiKey,
+    /// The value of a request header (lower-case name), as the client sent it, unverified. Fine
+    /// to count by (a client who changes it only spreads its own requests over more keys, so
+    /// limit by IP too), never a privilege: allow lists refuse headers.
     Header(String),
     /// The client IP, as [`super::ClientIp`] finds it.
     ClientIp,
@@ -41,11 +56,12 @@ impl KeyPart {
         KeyPart::Header(name.to_ascii_lowercase())
     }
 
-    /// The part as the rules file writes it: `user`, `header:x-api-key`, `ip`, `route`,
-    /// `method`, `const:global`.
+    /// The part as the rules file writes it: `user`, `api-key`, `header:x-client-id`, `ip`,
+    /// `route`, `method`, `const:global`.
     pub fn spec(&self) -> String {
         match self {
             KeyPart::User => "user".into(),
+            KeyPart::ApiKey => "api-key".into(),
             KeyPart::Header(h) => format!("header:{h}"),
             KeyPart::ClientIp => "ip".into(),
             KeyPart::Route => "route".into(),
@@ -58,6 +74,7 @@ impl KeyPart {
     pub fn parse(spec: &str) -> Result<Self, String> {
         let part = match spec {
             "user" => KeyPart::User,
+            "api-key" => KeyPart::ApiKey,
             "ip" => KeyPart::ClientIp,
             "route" => KeyPart::Route,
             "method" => KeyPart::Method,
@@ -66,8 +83,8 @@ impl KeyPart {
                 Some(("const", c)) => KeyPart::Const(c.to_owned()),
                 _ => {
                     return Err(format!(
-                        "{spec:?} is not a key part; expected user, ip, route, method, header:NAME or const:TEXT"
-                    ))
+                    "{spec:?} is not a key part; expected user, api-key, ip, route, method, header:NAME or const:TEXT"
+                ))
                 }
             },
         };
@@ -89,6 +106,7 @@ impl KeyPart {
     fn label(&self) -> &str {
         match self {
             KeyPart::User => "user",
+            KeyPart::ApiKey => "api-key",
             KeyPart::Header(h) => h,
             KeyPart::ClientIp => "ip",
             KeyPart::Route => "route",
@@ -97,18 +115,27 @@ impl KeyPart {
         }
     }
 
-    /// This part's value for `req`; None when the request has none usable (no header, a
-    /// header that is not text or is empty, no user, no client IP).
-    pub(crate) fn value<B>(&self, req: &Request<B>, client_ip: Option<IpAddr>) -> Option<String> {
+    /// This part's value in `reading`; None when the request has none usable (no header, a
+    /// header that is not text or is empty, no user or API key, no client IP).
+    pub(crate) fn value(&self, reading: &Reading<'_>) -> Option<String> {
         let v = match self {
-            KeyPart::User => req.extensions().get::<User>().map(|u| u.0.clone()),
-            KeyPart::Header(h) => req.headers().get(h.as_str()).and_then(|v| v.to_str().ok()).map(str::to_owned),
-            KeyPart::ClientIp => client_ip.map(|ip| ip.to_string()),
-            KeyPart::Route => Some(req.uri().path().to_owned()),
-            KeyPart::Method => Some(req.method().as_str().to_owned()),
+            KeyPart::User => reading.user.map(str::to_owned),
+            KeyPart::ApiKey => reading.api_key.map(str::to_owned),
+            KeyPart::Header(h) => reading.header(h).map(str::to_owned),
+            KeyPart::ClientIp => reading.ip.map(|ip| ip.to_string()),
+            KeyPart::Route => Some(reading.route.to_owned()),
+            KeyPart::Method => Some(reading.method.to_owned()),
             KeyPart::Const(c) => Some(c.clone()),
         };
         v.filter(|v| !v.is_empty())
+    }
+
+    /// The header this part reads, if it reads one.
+    pub(crate) fn header_name(&self) -> Option<&str> {
+        match self {
+            KeyPart::Header(h) => Some(h),
+            _ => None,
+        }
     }
 }
 
@@ -121,16 +148,13 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The identity of `req` under `parts`, or the first part it has no value for.
-    pub(crate) fn of<'p, B>(
-        parts: &'p [KeyPart],
-        req: &Request<B>,
-        client_ip: Option<IpAddr>,
-    ) -> Result<Identity, &'p KeyPart> {
+    /// The identity of the request `reading` read under `parts`, or the first part it has no
+    /// value for.
+    pub(crate) fn of<'p>(parts: &'p [KeyPart], reading: &Reading<'_>) -> Result<Identity, &'p KeyPart> {
         let mut tag = String::new();
         let mut rest = String::new();
         for (i, part) in parts.iter().enumerate() {
-            let value = part.value(req, client_ip).ok_or(part)?;
+            let value = part.value(reading).ok_or(part)?;
             let out = if i == 0 { &mut tag } else { &mut rest };
             if !out.is_empty() {
                 out.push('&');
@@ -185,9 +209,22 @@ fn escape_into(out: &mut String, value: &str) {
     }
 }
 
+/// For tests: the identity of `req` under `parts`, its headers read as the enforcer reads them.
+#[cfg(test)]
+pub(crate) fn identity_of<'p, B>(
+    parts: &'p [KeyPart],
+    req: &http::Request<B>,
+    ip: Option<IpAddr>,
+) -> Result<Identity, &'p KeyPart> {
+    let names: Vec<String> = parts.iter().filter_map(KeyPart::header_name).map(str::to_owned).collect();
+    let reading = Reading::of(req, ip, &names).expect("no repeated header");
+    Identity::of(parts, &reading)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use http::Request;
 
     #[test]
     fn the_first_part_is_the_tag_and_values_cannot_forge_separators() {
@@ -198,28 +235,34 @@ mod tests {
             .body(())
             .unwrap();
         let parts = [KeyPart::header("X-Api-Key"), KeyPart::Route];
-        let id = Identity::of(&parts, &req, None).unwrap();
+        let id = identity_of(&parts, &req, None).unwrap();
         assert_eq!(id.tag(), "x-api-key=a%26route%3D/b");
         assert_eq!(id.rest(), "route=/api/x");
-        let user = Identity::of(&[KeyPart::User], &req, None).unwrap();
+        let user = identity_of(&[KeyPart::User], &req, None).unwrap();
         assert_eq!(user.tag(), "user=%C3%BCn%C3%AF%20%7Bx%7D");
         assert!(!user.is_constant());
-        assert!(Identity::of(&[KeyPart::Const("g".into())], &req, None).unwrap().is_constant());
+        assert!(identity_of(&[KeyPart::Const("g".into())], &req, None).unwrap().is_constant());
     }
 
     #[test]
     fn a_missing_or_empty_value_names_its_part() {
         let req = Request::builder().header("x-api-key", "").body(()).unwrap();
         let parts = [KeyPart::Route, KeyPart::header("x-api-key")];
-        assert_eq!(Identity::of(&parts, &req, None), Err(&parts[1]));
-        assert_eq!(Identity::of(&[KeyPart::ClientIp], &req, None), Err(&KeyPart::ClientIp));
-        assert_eq!(Identity::of(&[KeyPart::User], &req, None), Err(&KeyPart::User));
+        assert_eq!(identity_of(&parts, &req, None), Err(&parts[1]));
+        assert_eq!(identity_of(&[KeyPart::ClientIp], &req, None), Err(&KeyPart::ClientIp));
+        assert_eq!(identity_of(&[KeyPart::User], &req, None), Err(&KeyPart::User));
     }
 
     #[test]
     fn parts_parse_back_from_their_spec() {
-        for p in [KeyPart::User, KeyPart::header("x-k"), KeyPart::ClientIp, KeyPart::Route, KeyPart::Const("g".into())]
-        {
+        for p in [
+            KeyPart::User,
+            KeyPart::ApiKey,
+            KeyPart::header("x-k"),
+            KeyPart::ClientIp,
+            KeyPart::Route,
+            KeyPart::Const("g".into()),
+        ] {
             assert_eq!(KeyPart::parse(&p.spec()), Ok(p));
         }
         assert!(KeyPart::parse("cookie").unwrap_err().contains("not a key part"));

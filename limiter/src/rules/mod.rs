@@ -45,14 +45,18 @@ mod client_ip;
 mod config;
 mod key;
 mod matcher;
+mod reading;
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 pub use access::{Access, AccessList, AccessLists};
 pub use client_ip::{ClientIp, ForwardedHeader, PeerAddr};
-pub use key::{Identity, KeyPart, User};
+#[cfg(test)]
+pub(crate) use key::identity_of;
+pub use key::{ApiKey, Identity, KeyPart, User};
 pub use matcher::{Match, PathPattern};
+pub(crate) use reading::Reading;
 
 use crate::error::Error;
 use crate::limiter::TimeSource;
@@ -310,6 +314,9 @@ pub struct RuleSet {
     rules: Vec<Rule>,
     access: AccessLists,
     client_ip: ClientIp,
+    /// The headers that say who the client is (the lists' and the rules' key headers), sorted:
+    /// each must arrive once (`reading`).
+    identifying: Vec<String>,
 }
 
 /// Builds a [`RuleSet`].
@@ -348,7 +355,8 @@ impl RuleSetBuilder {
                 return Err(RuleError::in_rule(&rule.name, "name", "is used by an earlier rule; names must be unique"));
             }
         }
-        let rules = self
+        self.access.validate()?;
+        let rules: Vec<Rule> = self
             .rules
             .into_iter()
             .map(|mut r| {
@@ -356,7 +364,11 @@ impl RuleSetBuilder {
                 r
             })
             .collect();
-        Ok(RuleSet { rules, access: self.access, client_ip: self.client_ip })
+        let mut identifying: Vec<String> = self.access.key_headers().to_vec();
+        identifying.extend(rules.iter().flat_map(|r| r.key.iter().filter_map(KeyPart::header_name).map(str::to_owned)));
+        identifying.sort();
+        identifying.dedup();
+        Ok(RuleSet { rules, access: self.access, client_ip: self.client_ip, identifying })
     }
 }
 
@@ -384,6 +396,12 @@ impl RuleSet {
     /// How the client IP is found.
     pub fn client_ip(&self) -> &ClientIp {
         &self.client_ip
+    }
+
+    /// The headers that say who the client is: the lists' key headers and every header a
+    /// rule's key reads. A request carrying one of them more than once is refused (400).
+    pub fn identifying_headers(&self) -> &[String] {
+        &self.identifying
     }
 }
 

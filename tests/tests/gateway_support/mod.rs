@@ -5,6 +5,8 @@
 
 // Waiting on real processes takes real time.
 #![allow(clippy::disallowed_methods)]
+// Each test binary that includes this module uses a part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
