@@ -400,7 +400,7 @@ impl LimiterBuilder {
 
     /// Most keys kept in process by the local store, the local budget and the leases, each
     /// (default 100,000; the denial cache has its own, `DenialCache::with_max_keys`): memory stays bounded whatever keys clients send, and
-    /// a full table makes room in O(1) by dropping the key used least recently.
+    /// a full table makes room in O(1) amortized by giving up a key not asked for lately.
     pub fn max_local_keys(mut self, keys: usize) -> Self {
         self.max_local_keys = keys;
         self

@@ -178,7 +178,7 @@ impl EnforcerBuilder {
 
     /// Most keys kept in process by the in-process store and the local budgets (default
     /// 100,000): memory stays bounded whatever keys clients send, and a full table makes room
-    /// in O(1) by dropping the key used least recently.
+    /// in O(1) amortized by giving up a key not asked for lately.
     pub fn max_local_keys(mut self, keys: usize) -> Self {
         self.max_local_keys = keys;
         self

@@ -24,6 +24,7 @@ impl Denials {
 
     /// Ms until `key` may be asked again for `cost`, if a cached denial covers it at `now_ms`.
     pub(crate) fn check(&self, key: &str, cost: u64, now_ms: u64) -> Option<u64> {
+        let key = self.entries.key(key);
         let mut entries = self.entries.lock(key);
         let e = entries.get_mut(key)?;
         (cost >= e.min_cost && now_ms < e.until_ms).then(|| e.until_ms - now_ms)
@@ -38,8 +39,9 @@ impl Denials {
         if cost == 0 || until_ms <= sent_at_ms {
             return;
         }
-        // A full cache drops the denial used least recently, in O(1) (`crate::table`): that key
-        // then costs one round trip more, and no decision changes.
+        // A full cache gives up a denial not asked about lately, in O(1) amortized
+        // (`crate::table`): that key then costs one round trip more, and no decision changes.
+        let key = self.entries.key(key);
         self.entries.lock(key).insert(key, Entry { until_ms, min_cost: cost });
     }
 }

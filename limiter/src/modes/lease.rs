@@ -159,11 +159,12 @@ impl LeaseBook {
         }
     }
 
-    /// The key's lease. A full book drops the lease of the key used least recently, in O(1)
-    /// (`crate::table`): its units are never spent and its give-back is lost, which only admits
-    /// less; if a call of that key was in flight, the key's next check leases beside it, and
-    /// both leases left Redis's shared budget, so the bound holds.
+    /// The key's lease. A full book gives up the lease of a key not checked lately, in O(1)
+    /// amortized (`crate::table`): its units are never spent and its give-back is lost, which
+    /// only admits less; if a call of that key was in flight, the key's next check leases beside
+    /// it, and both leases left Redis's shared budget, so the bound holds.
     fn entry(&self, key: &str) -> Arc<tokio::sync::Mutex<KeyLease>> {
+        let key = self.keys.key(key);
         let mut keys = self.keys.lock(key);
         if let Some(e) = keys.get_mut(key) {
             return e.clone();

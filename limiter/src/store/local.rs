@@ -28,8 +28,8 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 /// Key states in a bounded table (`crate::table`): sharded maps behind mutexes, each lock held
 /// for one pure `decide`, no I/O. A known key is decided in place: one lookup, no allocation.
 ///
-/// Memory is bounded: a full table drops its least recently used key in O(1), the one that has
-/// gone longest without a request and so the likeliest to be at rest (a state at rest changes no
+/// Memory is bounded: a full table gives up, in O(1) amortized, a key not asked for since the
+/// table's clock hand last passed it, the likeliest to be at rest (a state at rest changes no
 /// decision when it goes). If it was still live, that one key starts afresh, which can let it
 /// through early. A flood of hostile keys thus costs bounded memory and constant time per
 /// request, and degrades only the keys it pushes out.
@@ -52,6 +52,7 @@ impl LocalStore {
 
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
+        let key = self.states.key(key);
         let mut shard = self.states.lock(key);
         if let Some(state) = shard.get_mut(key) {
             let outcome = algo::step(algorithm, quota, state, now_ms, cost);
@@ -74,7 +75,8 @@ impl LocalStore {
     /// cost and shadow flag; the keys must differ (each rule keys its own state). With `commit`
     /// false nothing is consumed.
     pub fn apply_rules(&self, items: &[RuleItem<'_>], commit: bool) -> RulesOutcome {
-        let shard_of: Vec<usize> = items.iter().map(|i| self.states.shard_of(i.key)).collect();
+        let keys: Vec<_> = items.iter().map(|i| self.states.key(i.key)).collect();
+        let shard_of: Vec<usize> = keys.iter().map(|&k| self.states.shard_of(k)).collect();
         let mut order = shard_of.clone();
         order.sort_unstable();
         order.dedup();
@@ -82,7 +84,7 @@ impl LocalStore {
         // Every index is in `order`, so the search always finds it.
         let slot = |shard: usize| order.binary_search(&shard).unwrap_or(0);
         let mut taken: Vec<Option<State>> =
-            items.iter().zip(&shard_of).map(|(i, &shard)| shards[slot(shard)].remove(i.key).flatten()).collect();
+            keys.iter().zip(&shard_of).map(|(&key, &shard)| shards[slot(shard)].remove(key).flatten()).collect();
         let outcome = {
             let mut twins: Vec<all_or_nothing::Item<'_>> = items
                 .iter()
@@ -98,9 +100,9 @@ impl LocalStore {
                 .collect();
             all_or_nothing::decide(&mut twins, commit)
         };
-        for ((item, state), &shard) in items.iter().zip(taken).zip(&shard_of) {
+        for ((&key, state), &shard) in keys.iter().zip(taken).zip(&shard_of) {
             if state.is_some() {
-                shards[slot(shard)].insert(item.key, state);
+                shards[slot(shard)].insert(key, state);
             }
         }
         outcome
@@ -132,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn the_least_recently_used_key_goes_first() {
+    fn a_key_not_asked_for_since_the_hand_passed_goes_first() {
         let store = LocalStore::new(2);
         let q = Quota::per_second(1);
         store.apply(Algorithm::FixedWindow, &q, "old", 0, 1);
