@@ -311,16 +311,27 @@ async fn with_redis_killed_each_rule_answers_by_its_failure_policy() {
         assert_eq!(gateway.get(&format!("/api/items/{id}"), &key).await.status, 200, "{id} with Redis up");
     }
     redis.kill();
+    let pk = pk("x-api-key=k");
     for i in 0..6 {
         let open = gateway.get("/api/items/open", &key).await;
         assert_eq!(open.status, 200, "fail-open admits, request {i}");
-        // Fail-open knows nothing of the quota: the policy is named, no status is claimed.
-        assert_eq!(open.header("ratelimit"), None, "{open:?}");
+        // Fail-open enforces no quota, so the fields describe none.
+        assert_eq!((open.header("ratelimit-policy"), open.header("ratelimit")), (None, None), "{open:?}");
+        // Fail-closed refuses for want of Redis, not for a quota: 503, a problem type of its
+        // own, and Retry-After the breaker's next probe (its open period is 500 ms).
         let closed = gateway.get("/api/items/closed", &key).await;
-        assert_eq!(closed.status, 429, "fail-closed denies, request {i}");
-        assert!(closed.header("retry-after").is_some());
+        assert_eq!(closed.status, 503, "fail-closed refuses, request {i}: {closed:?}");
+        assert_eq!(closed.header("retry-after"), Some("1"));
+        let body: serde_json::Value = serde_json::from_str(&closed.body).expect("a JSON problem");
+        assert_eq!(body["type"], "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity");
+        assert_eq!((body["status"].as_u64(), body["policies"].clone()), (Some(503), serde_json::json!(["closed"])));
+        assert_eq!((closed.header("ratelimit-policy"), closed.header("ratelimit")), (None, None));
+        // The local budget answers, and the fields describe it: 2 per hour on this gateway.
         let budget = gateway.get("/api/items/budget", &key).await;
         assert_eq!(budget.status, if i < 2 { 200 } else { 429 }, "the local budget admits 2, request {i}");
+        assert_eq!(budget.header("ratelimit-policy"), Some(format!("\"budget\";q=2;w=3600;pk={pk}").as_str()));
+        let r = budget.header("ratelimit").expect("the budget's state");
+        assert!(r.starts_with(&format!("\"budget\";r={};t=", 1u64.saturating_sub(i))), "{r}");
     }
     redis.restart().expect("redis-server restarts");
     // Once the breaker lets a probe through, Redis decides again.

@@ -476,6 +476,7 @@ fn rule_decision(
         rule: p.rule.name().to_owned(),
         algorithm: p.rule.algorithm(),
         quota: p.rule.quota(),
+        policy: p.rule.policy(),
         shadow: p.rule.is_shadow(),
         cost: p.rule.request_cost(),
         partition_key: shared.pk_secret.as_ref().and_then(|s| s.partition_key(&p.identity)),

@@ -1,6 +1,7 @@
 //! What the enforcement point answers about one request.
 
-use crate::decision::Decision;
+use crate::decision::{Decision, Source};
+use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 use crate::rules::Identity;
 
@@ -66,6 +67,12 @@ impl RulesDecision {
     pub fn retry_after_secs(&self) -> u64 {
         self.retry_after_ms().div_ceil(1000)
     }
+
+    /// Whether the request is refused because Redis could not be asked and a fail-closed rule
+    /// refuses everything until it can: reduced capacity, not a quota the client exceeded.
+    pub fn refused_without_redis(&self) -> bool {
+        !self.allowed && self.violated().any(|r| r.decision.source == Source::FailClosed)
+    }
 }
 
 /// One rule's part of a decision.
@@ -83,6 +90,8 @@ pub struct RuleDecision {
     pub algorithm: Algorithm,
     /// The rule's quota.
     pub quota: Quota,
+    /// The rule's failure policy.
+    pub policy: FailurePolicy,
     /// Whether the rule only observes.
     pub shadow: bool,
     /// What the request cost under this rule.
@@ -93,4 +102,21 @@ pub struct RuleDecision {
     pub decision: Decision,
     /// Whether the request's cost was taken from this rule.
     pub consumed: bool,
+}
+
+impl RuleDecision {
+    /// The policy this decision actually enforced, as the RateLimit fields describe it: the
+    /// rule's quota when Redis (or a lease of it, or the denial cache) decided; the local budget
+    /// (its limit per its period) when that answered; None when fail-open or fail-closed
+    /// answered, which enforce no quota at all.
+    pub fn enforced_quota(&self) -> Option<Quota> {
+        match (self.decision.source, self.policy) {
+            (Source::FailOpen | Source::FailClosed, _) => None,
+            (Source::LocalBudget, FailurePolicy::LocalBudget { limit, period_ms }) => {
+                Some(Quota::new(limit, period_ms))
+            }
+            (Source::LocalBudget, _) => None,
+            _ => Some(self.quota),
+        }
+    }
 }

@@ -6,8 +6,13 @@
 //!   seconds) and `pk` (the partition key, below).
 //! - `RateLimit`: one item per enforced rule with `r` (what the rule still admits after this
 //!   request: a request of cost `r` under this rule alone would be admitted now), `t` (whole
-//!   seconds, rounded up, until the rule's quota for this key is whole again) and `pk`. A rule
-//!   decided by fail-open knows nothing about its quota and gets no item.
+//!   seconds, rounded up, until the rule's quota for this key is whole again) and `pk`.
+//!
+//! Both describe the policy actually enforced ([`RuleDecision::enforced_quota`]): while Redis
+//! cannot be asked and a rule's local budget answers, its items are the budget's (`q` its limit
+//! per instance, `w` its period, `r` and `t` its state), not the Redis quota nobody is counting;
+//! a rule answered by fail-open or fail-closed enforces no quota and gets no item at all, so a
+//! client never reads a quota that is not being applied.
 //! - `RateLimit-Shadow` (not part of the draft): the shadow rules, as `RateLimit` items, with
 //!   a `denied` flag when the rule would have rejected the request.
 //!
@@ -25,7 +30,6 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sfv::{Integer, KeyRef, ListSerializer, RefBareItem, StringRef};
 
-use crate::decision::Source;
 use crate::enforce::{RuleDecision, RulesDecision};
 
 /// `RateLimit-Policy`.
@@ -62,11 +66,12 @@ fn name(r: &RuleDecision) -> Option<&StringRef> {
 pub fn policy_field(d: &RulesDecision) -> Option<String> {
     let mut list = ListSerializer::new();
     for r in d.rules.iter().filter(|r| !r.shadow) {
+        let Some(quota) = r.enforced_quota() else { continue };
         let pk = partition_key(r);
         let mut item = list
             .bare_item(name(r)?)
-            .parameter(key("q"), int(r.quota.limit()))
-            .parameter(key("w"), int(r.quota.period_ms() / 1000));
+            .parameter(key("q"), int(quota.limit()))
+            .parameter(key("w"), int(quota.period_ms() / 1000));
         if let Some(pk) = &pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
@@ -77,7 +82,7 @@ pub fn policy_field(d: &RulesDecision) -> Option<String> {
 
 fn status_items(d: &RulesDecision, shadow: bool) -> Option<String> {
     let mut list = ListSerializer::new();
-    for r in d.rules.iter().filter(|r| r.shadow == shadow && r.decision.source != Source::FailOpen) {
+    for r in d.rules.iter().filter(|r| r.shadow == shadow && r.enforced_quota().is_some()) {
         let pk = partition_key(r);
         let mut item = list
             .bare_item(name(r)?)
@@ -145,6 +150,7 @@ mod tests {
             identity,
             algorithm: Algorithm::SlidingLog,
             quota: Quota::new(5, 60_000),
+            policy: crate::FailurePolicy::FailOpen,
             shadow,
             cost: 1,
             decision: Decision::store(allowed, 5, remaining, retry, reset, 0),

@@ -35,7 +35,7 @@ pub mod headers;
 pub mod problem;
 pub mod rules;
 
-pub use rules::{EnforceRules, RulesLayer};
+pub use rules::{EnforceRules, Rejection, RulesLayer};
 
 use std::future::Future;
 use std::pin::Pin;
@@ -144,10 +144,16 @@ where
     }
 }
 
-/// 429 with `Retry-After` in whole seconds, rounded up so an obedient client is admitted.
+/// 429 with `Retry-After` in whole seconds, rounded up so an obedient client is admitted; 503
+/// when the limiter refused because Redis cannot be asked and it fails closed (no quota was
+/// exceeded; `Retry-After` is when the breaker next tries Redis, at the earliest).
 fn too_many_requests<RB: Default>(d: &Decision) -> Response<RB> {
     let mut response = Response::new(RB::default());
-    *response.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    *response.status_mut() = if d.source == crate::decision::Source::FailClosed {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::TOO_MANY_REQUESTS
+    };
     response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(d.retry_after_secs().max(1)));
     set_rate_headers(&mut response, d);
     response

@@ -1,6 +1,9 @@
 //! Problem details (RFC 9457) for the enforcement point's refusals, as
 //! `application/problem+json`. A request over quota gets the draft's `quota-exceeded` type
-//! with `violated-policies`, the names of the rules that denied it.
+//! with `violated-policies`, the names of the rules that denied it. A request refused because
+//! Redis cannot be asked and a fail-closed rule refuses everything until it can gets a type of
+//! its own, `temporary-reduced-capacity` (with status 503): the client exceeded nothing, and
+//! should come back when the limiter next tries Redis, not slow down.
 
 use std::fmt::Write;
 
@@ -10,6 +13,10 @@ use crate::enforce::RulesDecision;
 pub const CONTENT_TYPE: &str = "application/problem+json";
 /// The problem type of draft-ietf-httpapi-ratelimit-headers-11 for a request over quota.
 pub const QUOTA_EXCEEDED: &str = "https://iana.org/assignments/http-problem-types#quota-exceeded";
+/// The draft's problem type for a request the server refuses because its capacity is reduced
+/// for a while: here, Redis cannot be asked and a fail-closed rule admits nothing meanwhile.
+pub const TEMPORARY_REDUCED_CAPACITY: &str =
+    "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity";
 
 /// `text` as a JSON string, quotes included.
 fn json_string(text: &str) -> String {
@@ -60,6 +67,29 @@ pub fn quota_exceeded(d: &RulesDecision) -> String {
         429,
         &detail,
         &[("violated-policies", format!("[{}]", names.join(",")))],
+    )
+}
+
+/// The body of a 503 while Redis cannot be asked: the fail-closed policies refusing and when
+/// the limiter next tries Redis (the earliest moment the answer can change).
+pub fn reduced_capacity(d: &RulesDecision) -> String {
+    let names: Vec<String> = d
+        .violated()
+        .filter(|r| r.decision.source == crate::decision::Source::FailClosed)
+        .map(|r| json_string(&r.rule))
+        .collect();
+    let detail = format!(
+        "The rate limiter cannot reach its shared state, and {} of the request's policies refuse every request \
+         until it can; it tries again in {} s at the earliest.",
+        names.len(),
+        d.retry_after_secs().max(1)
+    );
+    body(
+        TEMPORARY_REDUCED_CAPACITY,
+        "Temporary reduced capacity",
+        503,
+        &detail,
+        &[("policies", format!("[{}]", names.join(",")))],
     )
 }
 

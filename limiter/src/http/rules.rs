@@ -6,6 +6,7 @@
 //! | no rule matches, or allow-listed | the handler's, untouched |
 //! | admitted | the handler's, with `RateLimit-Policy` and `RateLimit` ([`super::headers`]) |
 //! | over quota | `429`, `Retry-After`, the RateLimit fields, a `quota-exceeded` problem |
+//! | Redis unreachable and a fail-closed rule refuses | `503`, `Retry-After` (when the breaker next tries Redis, at the earliest), a `temporary-reduced-capacity` problem |
 //! | deny-listed | `403` problem |
 //! | no usable key, or a key the limiter refuses | `400` problem naming the rule and part |
 //! | a header saying who the client is, sent twice | `400` problem naming the header |
@@ -13,6 +14,10 @@
 //!
 //! Problem bodies are `application/problem+json` ([`super::problem`]). The response body type
 //! only needs `From<String>` (axum's `Body`, `String`, `http_body_util::Full<Bytes>`).
+//!
+//! Every refusal can be answered differently through one hook, [`RulesLayer::on_rejection`]: it
+//! hears the [`Rejection`] and returns the whole response (status, headers, body), and may start
+//! from [`Rejection::default_response`] to keep the fields and `Retry-After`.
 //!
 //! ```
 //! use redis_ratelimit::enforce::Enforcer;
@@ -40,6 +45,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, Response, StatusCode};
@@ -49,31 +55,161 @@ use super::{headers, problem};
 use crate::enforce::{Enforcer, RulesDecision, Verdict};
 use crate::error::Error;
 
+/// Why the layer refuses a request, for [`RulesLayer::on_rejection`].
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub enum Rejection<'a> {
+    /// The rules deny it: over quota (429), or refused while Redis cannot be asked because a
+    /// fail-closed rule refuses everything until it can (503,
+    /// [`RulesDecision::refused_without_redis`]).
+    Limited(&'a RulesDecision),
+    /// The deny list names it (403).
+    Denylisted,
+    /// A rule counts by a part the request does not carry (400).
+    MissingKey {
+        /// The rule.
+        rule: &'a str,
+        /// The missing part.
+        part: &'a str,
+    },
+    /// A header that says who the client is arrived more than once (400).
+    RepeatedHeader {
+        /// The header.
+        header: &'a str,
+        /// How many times it arrived.
+        count: usize,
+    },
+    /// The limiter refused the key (too long: 400) or could not decide (500).
+    Error(&'a Error),
+}
+
+impl Rejection<'_> {
+    /// The status the layer answers with by default.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Rejection::Limited(d) if d.refused_without_redis() => StatusCode::SERVICE_UNAVAILABLE,
+            Rejection::Limited(_) => StatusCode::TOO_MANY_REQUESTS,
+            Rejection::Denylisted => StatusCode::FORBIDDEN,
+            Rejection::MissingKey { .. } | Rejection::RepeatedHeader { .. } => StatusCode::BAD_REQUEST,
+            Rejection::Error(Error::InvalidKey(_)) => StatusCode::BAD_REQUEST,
+            Rejection::Error(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The layer's own response: a problem body, and for [`Rejection::Limited`] the RateLimit
+    /// fields and `Retry-After`.
+    pub fn default_response(&self) -> Response<String> {
+        let status = self.status();
+        match self {
+            Rejection::Limited(d) => {
+                let text =
+                    if d.refused_without_redis() { problem::reduced_capacity(d) } else { problem::quota_exceeded(d) };
+                let mut response = with_problem(status, text);
+                headers::apply(response.headers_mut(), d);
+                response
+            }
+            Rejection::Denylisted => refusal(status, "Forbidden", "The client or key is on the deny list.".into()),
+            Rejection::MissingKey { rule, part } => refusal(
+                status,
+                "Missing rate-limit key",
+                format!("Rule {rule:?} counts requests by {part}, which this request does not carry."),
+            ),
+            Rejection::RepeatedHeader { header, count } => refusal(
+                status,
+                "Repeated identifying header",
+                format!(
+                    "The header {header} arrives {count} times; it says who the client is, so it must arrive once."
+                ),
+            ),
+            // A key the limiter refuses (too long) is the client's fault; anything else (a
+            // wrong-type key in Redis, a garbled reply) is ours, told without Redis's words.
+            Rejection::Error(Error::InvalidKey(why)) => refusal(status, "Unusable rate-limit key", format!("{why}.")),
+            Rejection::Error(_) => {
+                refusal(status, "Rate limiter error", "The rate limiter could not decide this request.".into())
+            }
+        }
+    }
+}
+
+/// A user's answer to a refusal.
+type OnRejection = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>;
+
 /// Wraps services in [`EnforceRules`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RulesLayer {
     enforcer: Enforcer,
+    on_rejection: Option<OnRejection>,
+}
+
+impl std::fmt::Debug for RulesLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RulesLayer").field("enforcer", &self.enforcer).finish_non_exhaustive()
+    }
 }
 
 impl RulesLayer {
     /// Enforces `enforcer`'s rules (which it may reload while serving).
     pub fn new(enforcer: Enforcer) -> Self {
-        RulesLayer { enforcer }
+        RulesLayer { enforcer, on_rejection: None }
+    }
+
+    /// Answers every refusal with `respond`'s response instead of the layer's own (status,
+    /// headers and body alike); `respond` may build on [`Rejection::default_response`].
+    ///
+    /// ```
+    /// use redis_ratelimit::enforce::Enforcer;
+    /// use redis_ratelimit::http::{Rejection, RulesLayer};
+    /// use redis_ratelimit::rules::{Rule, RuleSet};
+    /// use redis_ratelimit::{Algorithm, Quota};
+    /// use tower::{Layer, ServiceExt};
+    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// let rules = RuleSet::builder().rule(Rule::new("all", Algorithm::SlidingLog, Quota::per_minute(1))).build().unwrap();
+    /// let layer = RulesLayer::new(Enforcer::builder(rules).build().unwrap()).on_rejection(|r: &Rejection<'_>| {
+    ///     let mut response = r.default_response();
+    ///     *response.body_mut() = format!("{{\"error\":\"slow down\",\"status\":{}}}", r.status().as_u16());
+    ///     response.headers_mut().insert("content-type", http::HeaderValue::from_static("application/json"));
+    ///     response
+    /// });
+    /// let svc = layer.layer(tower::service_fn(|_req: http::Request<()>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("hello")))
+    /// }));
+    /// assert_eq!(svc.clone().oneshot(http::Request::new(())).await.unwrap().status(), 200);
+    /// let denied = svc.oneshot(http::Request::new(())).await.unwrap();
+    /// assert_eq!((denied.status().as_u16(), denied.body().as_str()), (429, r#"{"error":"slow down","status":429}"#));
+    /// assert!(denied.headers().contains_key("retry-after"));
+    /// # });
+    /// ```
+    pub fn on_rejection(
+        mut self,
+        respond: impl Fn(&Rejection<'_>) -> Response<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.on_rejection = Some(Arc::new(respond));
+        self
     }
 }
 
 impl<S> Layer<S> for RulesLayer {
     type Service = EnforceRules<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        EnforceRules { inner, enforcer: self.enforcer.clone() }
+        EnforceRules { inner, enforcer: self.enforcer.clone(), on_rejection: self.on_rejection.clone() }
     }
 }
 
 /// The middleware service; see the module docs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EnforceRules<S> {
     inner: S,
     enforcer: Enforcer,
+    on_rejection: Option<OnRejection>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for EnforceRules<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnforceRules")
+            .field("inner", &self.inner)
+            .field("enforcer", &self.enforcer)
+            .finish_non_exhaustive()
+    }
 }
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -98,65 +234,123 @@ where
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let check = self.enforcer.check(&req);
+        let on_rejection = self.on_rejection.clone();
         Box::pin(async move {
-            match check.await {
-                Ok(Verdict::Unmatched | Verdict::Allowlisted) => inner.call(req).await,
+            let verdict = check.await;
+            let rejection = match &verdict {
+                Ok(Verdict::Unmatched | Verdict::Allowlisted) => return inner.call(req).await,
                 Ok(Verdict::Decided(d)) if d.allowed => {
                     let mut response = inner.call(req).await?;
-                    headers::apply(response.headers_mut(), &d);
-                    Ok(response)
+                    headers::apply(response.headers_mut(), d);
+                    return Ok(response);
                 }
-                Ok(Verdict::Decided(d)) => Ok(too_many_requests(&d)),
-                Ok(Verdict::Denylisted) => {
-                    Ok(refusal(StatusCode::FORBIDDEN, "Forbidden", "The client or key is on the deny list.".into()))
-                }
-                Ok(Verdict::MissingKey { rule, part }) => Ok(refusal(
-                    StatusCode::BAD_REQUEST,
-                    "Missing rate-limit key",
-                    format!("Rule {rule:?} counts requests by {part}, which this request does not carry."),
-                )),
-                Ok(Verdict::RepeatedHeader { header, count }) => Ok(refusal(
-                    StatusCode::BAD_REQUEST,
-                    "Repeated identifying header",
-                    format!(
-                        "The header {header} arrives {count} times; it says who the client is, so it must arrive once."
-                    ),
-                )),
-                Err(e) => Ok(error_response(&e)),
-            }
+                Ok(Verdict::Decided(d)) => Rejection::Limited(d),
+                Ok(Verdict::Denylisted) => Rejection::Denylisted,
+                Ok(Verdict::MissingKey { rule, part }) => Rejection::MissingKey { rule, part },
+                Ok(Verdict::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
+                Err(e) => Rejection::Error(e),
+            };
+            let response = match &on_rejection {
+                Some(respond) => respond(&rejection),
+                None => rejection.default_response(),
+            };
+            Ok(response.map(RB::from))
         })
     }
 }
 
 /// A problem response.
-fn refusal<RB: From<String>>(status: StatusCode, title: &str, detail: String) -> Response<RB> {
+fn refusal(status: StatusCode, title: &str, detail: String) -> Response<String> {
     let text = problem::body("about:blank", title, status.as_u16(), &detail, &[]);
     with_problem(status, text)
 }
 
-fn with_problem<RB: From<String>>(status: StatusCode, text: String) -> Response<RB> {
-    let mut response = Response::new(RB::from(text));
+fn with_problem(status: StatusCode, text: String) -> Response<String> {
+    let mut response = Response::new(text);
     *response.status_mut() = status;
     response.headers_mut().insert(http::header::CONTENT_TYPE, HeaderValue::from_static(problem::CONTENT_TYPE));
     response
 }
 
-/// 429 with Retry-After, the RateLimit fields and the quota-exceeded problem.
-fn too_many_requests<RB: From<String>>(d: &RulesDecision) -> Response<RB> {
-    let mut response = with_problem(StatusCode::TOO_MANY_REQUESTS, problem::quota_exceeded(d));
-    headers::apply(response.headers_mut(), d);
-    response
-}
+#[cfg(all(test, not(limiter_loom)))]
+mod tests {
+    use std::convert::Infallible;
+    use std::time::Duration;
 
-/// A key the limiter refuses (too long) is the client's fault: 400. Anything else (a
-/// wrong-type key in Redis, a garbled reply) is ours: 500, without Redis's words.
-fn error_response<RB: From<String>>(e: &Error) -> Response<RB> {
-    match e {
-        Error::InvalidKey(why) => refusal(StatusCode::BAD_REQUEST, "Unusable rate-limit key", format!("{why}.")),
-        _ => refusal(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "Rate limiter error",
-            "The rate limiter could not decide this request.".into(),
-        ),
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::rules::{Match, Rule, RuleSet};
+    use crate::{Algorithm, BreakerConfig, FailurePolicy, Quota, RedisStore};
+
+    fn rule(name: &str, policy: FailurePolicy) -> Rule {
+        Rule::new(name, Algorithm::TokenBucket, Quota::per_second(100))
+            .matching(Match::any().path(&format!("/{name}")))
+            .failure_policy(policy)
+    }
+
+    async fn call(layer: &RulesLayer, path: &str) -> Response<String> {
+        let svc = layer.layer(tower::service_fn(|_req: Request<()>| async {
+            Ok::<_, Infallible>(Response::new(String::from("ok")))
+        }));
+        svc.oneshot(Request::builder().uri(path).body(()).unwrap()).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn without_redis_each_answer_describes_the_policy_actually_enforced() {
+        let rules = RuleSet::builder()
+            .rule(rule("closed", FailurePolicy::FailClosed))
+            .rule(rule("budget", FailurePolicy::LocalBudget { limit: 2, period_ms: 3_600_000 }))
+            .rule(rule("open", FailurePolicy::FailOpen))
+            .build()
+            .unwrap();
+        // Nothing listens on port 1: every call fails at once, and the breaker opens for 5 s.
+        let store = RedisStore::from_url("redis://127.0.0.1:1/").unwrap().with_timeout(Duration::from_secs(1)).unwrap();
+        // At the start of an hour: the budget's window is whole.
+        let clock = std::sync::Arc::new(crate::ManualClock::new(1_767_225_600_000));
+        let enforcer =
+            Enforcer::builder(rules).redis(store).clock(clock).breaker(BreakerConfig::new(1, 5_000)).build().unwrap();
+        let layer = RulesLayer::new(enforcer);
+        for _ in 0..2 {
+            let closed = call(&layer, "/closed").await;
+            assert_eq!(closed.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert!(closed.body().contains(problem::TEMPORARY_REDUCED_CAPACITY), "{}", closed.body());
+            assert!(closed.body().contains("\"policies\":[\"closed\"]"), "{}", closed.body());
+            // The breaker's next probe, at the earliest: the rest of its 5 s open period.
+            assert_eq!(closed.headers()["retry-after"], "5");
+            // No quota is enforced, so none is described.
+            assert!(!closed.headers().contains_key("ratelimit-policy") && !closed.headers().contains_key("ratelimit"));
+        }
+        for r in [1, 0] {
+            let budget = call(&layer, "/budget").await;
+            assert_eq!(budget.status(), StatusCode::OK);
+            // The local budget answers, and the fields say so: 2 per hour, not 100 per second.
+            assert_eq!(budget.headers()["ratelimit-policy"], "\"budget\";q=2;w=3600");
+            assert_eq!(budget.headers()["ratelimit"], format!("\"budget\";r={r};t=3600").as_str());
+        }
+        let over = call(&layer, "/budget").await;
+        assert_eq!(over.status(), StatusCode::TOO_MANY_REQUESTS, "the budget is a quota, and it is spent");
+        assert!(over.body().contains(problem::QUOTA_EXCEEDED));
+        let open = call(&layer, "/open").await;
+        assert_eq!(open.status(), StatusCode::OK);
+        assert!(!open.headers().contains_key("ratelimit-policy"), "fail-open enforces nothing");
+    }
+
+    #[tokio::test]
+    async fn one_hook_replaces_every_refusal() {
+        let rules = RuleSet::builder()
+            .rule(Rule::new("once", Algorithm::SlidingLog, Quota::per_minute(1)))
+            .access(crate::rules::AccessLists::new().deny(crate::rules::AccessList::new().key("banned")))
+            .build()
+            .unwrap();
+        let layer = RulesLayer::new(Enforcer::builder(rules).build().unwrap()).on_rejection(|r| {
+            let mut response = Response::new(format!("no ({})", r.status().as_u16()));
+            *response.status_mut() = StatusCode::IM_A_TEAPOT;
+            response
+        });
+        assert_eq!(call(&layer, "/").await.status(), StatusCode::OK);
+        let denied = call(&layer, "/").await;
+        assert_eq!((denied.status(), denied.body().as_str()), (StatusCode::IM_A_TEAPOT, "no (429)"));
+        assert!(!denied.headers().contains_key("retry-after"), "the hook's response is the whole response");
     }
 }

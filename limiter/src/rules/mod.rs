@@ -285,6 +285,18 @@ impl Rule {
                 ),
             ));
         }
+        if let FailurePolicy::LocalBudget { period_ms, .. } = self.policy {
+            if period_ms % 1000 != 0 {
+                return Err(RuleError::in_rule(
+                    name,
+                    "failure_policy.period",
+                    format!(
+                        "must be a whole number of seconds (while it answers, the RateLimit-Policy field names the \
+                         local budget's window in seconds), got {period_ms} ms"
+                    ),
+                ));
+            }
+        }
         let capacity = self.quota.capacity(self.algorithm);
         if self.cost > capacity {
             return Err(RuleError::in_rule(
@@ -426,6 +438,7 @@ mod tests {
             (ok().key([]), "key"),
             (ok().key([KeyPart::header("bad header")]), "key"),
             (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "failure_policy.limit"),
+            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 500 }), "failure_policy.period"),
             (ok().matching(Match::any().path("no-slash")), "match.path"),
         ];
         for (rule, field) in cases {
