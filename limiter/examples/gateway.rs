@@ -11,7 +11,9 @@
 //! when it changes; a bad file is reported on stderr and the rules in force stay.
 //!
 //! Built with `--features metrics`, `--metrics-listen 127.0.0.1:9898` serves the limiter's
-//! metrics (`redis_ratelimit::metrics`) as a Prometheus exposition.
+//! metrics (`redis_ratelimit::metrics`) as a Prometheus exposition. Each change of Redis's
+//! health (the breaker opening, with why: down, slow, a refused password or certificate; and
+//! closing again) is one line on stderr, `redis: ...`.
 //!
 //! It authenticates before it limits. With `--api-keys FILE` (one `SECRET NAME` per line, `#`
 //! comments; `gateway-keys.txt` beside this file is a demo), a request's `x-api-key` is looked
@@ -112,8 +114,12 @@ async fn run(args: Args) -> Result<(), String> {
     let store = RedisStore::from_url(&args.redis_url)
         .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout_ms)))
         .map_err(|e| e.to_string())?;
-    let mut builder =
-        Enforcer::builder(rules).redis(store).key_prefix(&args.key_prefix).breaker(BreakerConfig::new(3, 500));
+    let mut builder = Enforcer::builder(rules)
+        .redis(store)
+        .key_prefix(&args.key_prefix)
+        .breaker(BreakerConfig::new(3, 500))
+        // One line per change of Redis's health (never one per request), with the cause.
+        .on_store_event(|event| eprintln!("redis: {event}"));
     if let Some(path) = &args.pk_secret_file {
         let secret = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the partition-key secret {}: {e}", path.display()))?;

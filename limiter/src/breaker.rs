@@ -133,20 +133,22 @@ impl CircuitBreaker {
         }
     }
 
-    /// Reports that a permitted call reached Redis.
-    pub fn on_success(&self, permit: Permit) {
+    /// Reports that a permitted call reached Redis. Returns the state entered when the breaker
+    /// changed from one kind of state to another (here: closed again).
+    pub fn on_success(&self, permit: Permit) -> Option<BreakerState> {
         let mut state = lock(&self.state);
         match (*state, permit) {
             (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Permit::Probe) => {
-                enter(&mut state, BreakerState::Closed { failures: 0 });
+                enter(&mut state, BreakerState::Closed { failures: 0 })
             }
             // A call let through before the breaker opened proves little about now.
-            _ => {}
+            _ => None,
         }
     }
 
-    /// Reports that a permitted call failed at `now_ms`.
-    pub fn on_failure(&self, permit: Permit, now_ms: u64) {
+    /// Reports that a permitted call failed at `now_ms`. Returns the state entered when the
+    /// breaker changed from one kind of state to another (here: open).
+    pub fn on_failure(&self, permit: Permit, now_ms: u64) -> Option<BreakerState> {
         let mut state = lock(&self.state);
         let open = BreakerState::Open { until_ms: now_ms.saturating_add(self.config.open_ms) };
         match (*state, permit) {
@@ -154,20 +156,23 @@ impl CircuitBreaker {
                 let failures = failures + 1;
                 let next =
                     if failures >= self.config.failure_threshold { open } else { BreakerState::Closed { failures } };
-                enter(&mut state, next);
+                enter(&mut state, next)
             }
             (BreakerState::HalfOpen { .. }, Permit::Probe) => enter(&mut state, open),
-            _ => {}
+            _ => None,
         }
     }
 }
 
-/// Sets the state, counting a change of state (closed, open, half-open) for the metrics.
-fn enter(state: &mut BreakerState, next: BreakerState) {
-    if std::mem::discriminant(state) != std::mem::discriminant(&next) {
+/// Sets the state, counting a change of state (closed, open, half-open) for the metrics; the
+/// state entered when it is one.
+fn enter(state: &mut BreakerState, next: BreakerState) -> Option<BreakerState> {
+    let changed = std::mem::discriminant(state) != std::mem::discriminant(&next);
+    if changed {
         crate::metrics::breaker_entered(next);
     }
     *state = next;
+    changed.then_some(next)
 }
 
 #[cfg(all(test, not(limiter_loom)))]

@@ -47,6 +47,10 @@ pub enum Degraded {
     Unavailable,
     /// The circuit breaker is open: recent calls failed, so this one did not try.
     BreakerOpen,
+    /// Redis, or the TLS handshake with it, refused this client: a wrong user or password, a
+    /// missing ACL permission, a certificate the client does not trust. An outage like any
+    /// other until the setting is fixed (the store's events say which, once per change).
+    Refused,
 }
 
 /// The outcome of one rate-limit check.

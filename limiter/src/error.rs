@@ -41,8 +41,10 @@ pub enum Error {
         detail: String,
     },
     /// Redis, or the TLS handshake with it, refused this client: a wrong user or password, a
-    /// missing ACL permission, a certificate the client does not trust. A setting to fix, so
-    /// it is an error and not a failure policy's case. Never carries a password.
+    /// missing ACL permission, a certificate the client does not trust. A limiter treats it as
+    /// an outage (the failure policy answers, `Degraded::Refused`, and the store backs off before
+    /// dialing again); this error is the cause its `StoreEvent` reports, once per change, for
+    /// the setting to be fixed. Never carries a password.
     #[error("Redis at {redis} refused this client: {detail}")]
     Refused {
         /// Where (host and port, no credentials).

@@ -70,6 +70,7 @@ pub mod enforce;
 mod error;
 #[cfg(feature = "harness")]
 pub mod harness;
+mod health;
 pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 mod key;
@@ -92,6 +93,7 @@ pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
+pub use health::StoreEvent;
 pub use limiter::{Limiter, LimiterBuilder, TimeSource};
 pub use modes::{Batching, DenialCache, Leases};
 pub use policy::FailurePolicy;

@@ -4,10 +4,11 @@
 use std::sync::Arc;
 
 use crate::algo::Outcome;
-use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
+use crate::breaker::{BreakerConfig, BreakerState, Permit};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
+use crate::health::{Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::FailurePolicy;
@@ -54,7 +55,7 @@ pub(crate) struct Inner {
     pub(crate) time_source: TimeSource,
     policy: FailurePolicy,
     budget: LocalStore,
-    pub(crate) breaker: CircuitBreaker,
+    pub(crate) health: Health,
     pub(crate) keys: KeySpace,
     /// What the keys carry after the user key: the limiter's name, or its quota.
     state: String,
@@ -89,6 +90,7 @@ pub struct LimiterBuilder {
     time_source: TimeSource,
     policy: FailurePolicy,
     breaker: BreakerConfig,
+    on_store_event: Option<OnStoreEvent>,
     prefix: String,
     name: Option<String>,
     max_key_len: usize,
@@ -110,6 +112,7 @@ impl Limiter {
             time_source: TimeSource::Server,
             policy: FailurePolicy::FailOpen,
             breaker: BreakerConfig::default(),
+            on_store_event: None,
             prefix: crate::key::DEFAULT_PREFIX.into(),
             name: None,
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
@@ -149,7 +152,7 @@ impl Limiter {
 
     /// A snapshot of the circuit breaker's state, for metrics and tests.
     pub fn breaker_state(&self) -> BreakerState {
-        self.inner.breaker.state()
+        self.inner.health.state()
     }
 
     /// Checks one request of `cost` units (0 = peek: report without consuming) against
@@ -184,7 +187,7 @@ impl Limiter {
         if let Some(retry) = inner.modes.denials.as_ref().and_then(|d| d.check(key, cost, now)) {
             return Ok(inner.cached_denial(now, retry));
         }
-        let permit = inner.breaker.acquire(now);
+        let permit = inner.health.acquire(now);
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
@@ -205,7 +208,7 @@ impl Limiter {
         };
         match result {
             Ok((outcome, decided_at_ms)) => {
-                inner.breaker.on_success(permit);
+                inner.health.succeeded(permit, inner.clock.now_ms());
                 if let (Some(denials), false) = (&inner.modes.denials, outcome.allowed) {
                     denials.record(key, cost, now, outcome.retry_after_ms);
                 }
@@ -213,13 +216,13 @@ impl Limiter {
             }
             Err(StoreError::Fatal(error)) => {
                 // Redis answered, so it is up; the problem is the data or the reply.
-                inner.breaker.on_success(permit);
+                inner.health.succeeded(permit, inner.clock.now_ms());
                 Err(error)
             }
-            Err(StoreError::Unavailable(why)) => {
+            // Down, slow or refusing this client: an outage, the failure policy answers.
+            Err(error) => {
                 let failed_at = inner.clock.now_ms();
-                inner.breaker.on_failure(permit, failed_at);
-                let retry = inner.breaker.next_attempt_in_ms(failed_at);
+                let (why, retry) = inner.health.failed(permit, failed_at, &error, redis);
                 Ok(inner.fallback(key, failed_at, cost, why, retry))
             }
         }
@@ -375,6 +378,14 @@ impl LimiterBuilder {
         self
     }
 
+    /// Hears each change of the store's health: the breaker opening (with the cause: the
+    /// server and what it said, a timeout, a refused password or certificate), its cause
+    /// changing, and its closing again. One call per change, never one per request; log it.
+    pub fn on_store_event(mut self, report: impl Fn(&StoreEvent) + Send + Sync + 'static) -> Self {
+        self.on_store_event = Some(Arc::new(report));
+        self
+    }
+
     /// Key prefix (default `ratelimiter`).
     pub fn key_prefix(mut self, prefix: &str) -> Self {
         self.prefix = prefix.into();
@@ -440,7 +451,7 @@ impl LimiterBuilder {
                 time_source: self.time_source,
                 policy: self.policy,
                 budget: LocalStore::new(self.max_local_keys),
-                breaker: CircuitBreaker::new(self.breaker),
+                health: Health::new(self.breaker, self.on_store_event),
                 keys,
                 state,
                 modes,

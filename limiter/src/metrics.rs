@@ -9,8 +9,8 @@
 //!
 //! | name | kind | labels |
 //! |---|---|---|
-//! | `limiter_decisions_total` | counter | one per limiter check and per enforced rule of an enforcer check: `outcome` (allowed, denied), `source` (store, fail-open, fail-closed, local-budget), `degraded` (none, timeout, unavailable, breaker-open) |
-//! | `limiter_store_call_seconds` | histogram | `algorithm`, `result` (ok, timeout, unavailable, error) |
+//! | `limiter_decisions_total` | counter | one per limiter check and per enforced rule of an enforcer check: `outcome` (allowed, denied), `source` (store, fail-open, fail-closed, local-budget), `degraded` (none, timeout, unavailable, refused, breaker-open) |
+//! | `limiter_store_call_seconds` | histogram | `algorithm` (the script's: an algorithm, or `rules` for the enforcer's), `result` (ok, timeout, unavailable, refused, error) |
 //! | `limiter_store_errors_total` | counter | `kind` (timeout, unavailable, refused, wrong-type, reply, server) |
 //! | `limiter_breaker_state` | gauge | 0 closed, 1 half-open, 2 open |
 //! | `limiter_breaker_transitions_total` | counter | `to` (closed, half-open, open) |
@@ -77,6 +77,7 @@ fn degraded_name(d: Option<Degraded>) -> &'static str {
         Some(Degraded::Timeout) => "timeout",
         Some(Degraded::Unavailable) => "unavailable",
         Some(Degraded::BreakerOpen) => "breaker-open",
+        Some(Degraded::Refused) => "refused",
     }
 }
 
@@ -136,7 +137,7 @@ fn error_kind(e: &StoreError) -> &'static str {
     match e {
         StoreError::Unavailable(Degraded::Timeout) => "timeout",
         StoreError::Unavailable(_) => "unavailable",
-        StoreError::Fatal(Error::Refused { .. }) => "refused",
+        StoreError::Refused(_) | StoreError::Fatal(Error::Refused { .. }) => "refused",
         StoreError::Fatal(Error::WrongType { .. }) => "wrong-type",
         StoreError::Fatal(Error::UnexpectedReply { .. }) => "reply",
         StoreError::Fatal(_) => "server",
@@ -146,7 +147,7 @@ fn error_kind(e: &StoreError) -> &'static str {
 /// One store call being measured: its latency (tokio's clock, which the simulator drives)
 /// and, with the feature, a span around it.
 pub(crate) struct StoreCall {
-    algorithm: Algorithm,
+    script: &'static str,
     #[cfg(feature = "metrics")]
     started: tokio::time::Instant,
     #[cfg(feature = "metrics")]
@@ -156,14 +157,20 @@ pub(crate) struct StoreCall {
 impl StoreCall {
     /// Starts measuring a call of `algorithm`'s script to the store `describe` names.
     pub(crate) fn start(algorithm: Algorithm, describe: impl FnOnce() -> String) -> Self {
+        Self::of_script(algorithm.name(), describe)
+    }
+
+    /// Starts measuring a call of the script named `script` (an algorithm's, or `rules` for the
+    /// all-or-nothing script of several rules).
+    pub(crate) fn of_script(script: &'static str, describe: impl FnOnce() -> String) -> Self {
         #[cfg(not(feature = "metrics"))]
         let _ = describe;
         StoreCall {
-            algorithm,
+            script,
             #[cfg(feature = "metrics")]
             started: tokio::time::Instant::now(),
             #[cfg(feature = "metrics")]
-            span: tracing::debug_span!("limiter.store", algorithm = algorithm.name(), redis = %describe()),
+            span: tracing::debug_span!("limiter.store", algorithm = script, redis = %describe()),
         }
     }
 
@@ -185,19 +192,19 @@ impl StoreCall {
             Ok(_) => "ok",
             Err(StoreError::Unavailable(Degraded::Timeout)) => "timeout",
             Err(StoreError::Unavailable(_)) => "unavailable",
+            Err(StoreError::Refused(_)) => "refused",
             Err(StoreError::Fatal(_)) => "error",
         };
         #[cfg(feature = "metrics")]
         {
             let seconds = self.started.elapsed().as_secs_f64();
-            metrics::histogram!(STORE_CALL_SECONDS, "algorithm" => self.algorithm.name(), "result" => outcome)
-                .record(seconds);
+            metrics::histogram!(STORE_CALL_SECONDS, "algorithm" => self.script, "result" => outcome).record(seconds);
             if let Err(e) = result {
                 metrics::counter!(STORE_ERRORS, "kind" => error_kind(e)).increment(1);
                 tracing::debug!(parent: &self.span, kind = error_kind(e), "store call failed");
             }
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = (outcome, self.algorithm, error_kind);
+        let _ = (outcome, self.script, error_kind);
     }
 }

@@ -78,10 +78,11 @@ pub use reload::{ReloadError, Watch};
 pub use verdict::{RuleDecision, RulesDecision, Verdict};
 
 use crate::algo::all_or_nothing::ItemOutcome;
-use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
+use crate::breaker::{BreakerConfig, BreakerState, Permit};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
+use crate::health::{Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::limiter::TimeSource;
 use crate::policy::FailurePolicy;
@@ -101,7 +102,7 @@ struct Shared {
     rules: RwLock<Arc<RuleSet>>,
     backend: Backend,
     clock: Arc<dyn Clock>,
-    breaker: CircuitBreaker,
+    health: Health,
     budget: LocalStore,
     keys: KeySpace,
     counters: metrics::Counters,
@@ -128,6 +129,7 @@ pub struct EnforcerBuilder {
     redis: Option<RedisStore>,
     clock: Arc<dyn Clock>,
     breaker: BreakerConfig,
+    on_store_event: Option<OnStoreEvent>,
     prefix: String,
     max_key_len: usize,
     max_local_keys: usize,
@@ -160,6 +162,13 @@ impl EnforcerBuilder {
     /// Circuit breaker thresholds (one breaker for the store, shared by every rule).
     pub fn breaker(mut self, config: BreakerConfig) -> Self {
         self.breaker = config;
+        self
+    }
+
+    /// Hears each change of the store's health (the breaker opening with its cause, the cause
+    /// changing, the breaker closing): one call per change, never one per request; log it.
+    pub fn on_store_event(mut self, report: impl Fn(&StoreEvent) + Send + Sync + 'static) -> Self {
+        self.on_store_event = Some(Arc::new(report));
         self
     }
 
@@ -214,7 +223,7 @@ impl EnforcerBuilder {
                 rules: RwLock::new(Arc::new(self.rules)),
                 backend,
                 clock: self.clock,
-                breaker: CircuitBreaker::new(self.breaker),
+                health: Health::new(self.breaker, self.on_store_event),
                 budget: LocalStore::new(self.max_local_keys),
                 keys,
                 counters,
@@ -246,6 +255,7 @@ impl Enforcer {
             redis: None,
             clock: Arc::new(SystemClock),
             breaker: BreakerConfig::default(),
+            on_store_event: None,
             prefix: crate::key::DEFAULT_PREFIX.into(),
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
@@ -275,7 +285,7 @@ impl Enforcer {
 
     /// The circuit breaker's state.
     pub fn breaker_state(&self) -> BreakerState {
-        self.shared.breaker.state()
+        self.shared.health.state()
     }
 
     /// Decides `req`. Everything read from the request is read now; the future owns what it
@@ -358,23 +368,23 @@ impl Shared {
             }
             Backend::Redis(redis) => redis,
         };
-        let permit = self.breaker.acquire(now);
+        let permit = self.health.acquire(now);
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(fallback::decide(self, planned, now, Degraded::BreakerOpen, retry_after_ms));
         }
         match self.ask_redis(redis, &planned, now).await {
             Ok((allowed, replies)) => {
-                self.breaker.on_success(permit);
+                self.health.succeeded(permit, self.clock.now_ms());
                 Ok(self.decision(planned, allowed, replies, Source::Store, None))
             }
             Err(StoreError::Fatal(error)) => {
-                self.breaker.on_success(permit);
+                self.health.succeeded(permit, self.clock.now_ms());
                 Err(error)
             }
-            Err(StoreError::Unavailable(why)) => {
+            // Down, slow or refusing this client: an outage, each rule's policy answers.
+            Err(error) => {
                 let failed_at = self.clock.now_ms();
-                self.breaker.on_failure(permit, failed_at);
-                let retry = self.breaker.next_attempt_in_ms(failed_at);
+                let (why, retry) = self.health.failed(permit, failed_at, &error, redis);
                 Ok(fallback::decide(self, planned, failed_at, why, retry))
             }
         }

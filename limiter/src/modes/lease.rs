@@ -276,7 +276,7 @@ impl LeaseBook {
                 return Ok(self.decision(&step, now));
             }
         };
-        let permit = inner.breaker.acquire(now);
+        let permit = inner.health.acquire(now);
         if let Permit::Reject { retry_after_ms } = permit {
             return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
         }
@@ -291,7 +291,7 @@ impl LeaseBook {
         self.note(key, |e| e.calls += 1);
         match redis.lease(request).await {
             Ok((outcome, _decided_at_ms)) => {
-                inner.breaker.on_success(permit);
+                inner.health.succeeded(permit, inner.clock.now_ms());
                 let received = inner.clock.now_ms().max(now);
                 self.note(key, |e| {
                     e.leased += outcome.granted;
@@ -304,13 +304,12 @@ impl LeaseBook {
                 Ok(self.decision(&step, received))
             }
             Err(StoreError::Fatal(error)) => {
-                inner.breaker.on_success(permit);
+                inner.health.succeeded(permit, inner.clock.now_ms());
                 Err(error)
             }
-            Err(StoreError::Unavailable(why)) => {
+            Err(error) => {
                 let failed_at = inner.clock.now_ms();
-                inner.breaker.on_failure(permit, failed_at);
-                let retry = inner.breaker.next_attempt_in_ms(failed_at);
+                let (why, retry) = inner.health.failed(permit, failed_at, &error, redis);
                 Ok(inner.fallback(key, failed_at, cost, why, retry))
             }
         }

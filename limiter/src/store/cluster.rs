@@ -35,6 +35,8 @@ pub(crate) struct ClusterLink {
     conn: tokio::sync::OnceCell<ClusterConnection>,
     /// Set by a call that found no primary; the next success counts a failover seen.
     troubled: std::sync::atomic::AtomicBool,
+    /// After a refused handshake, how long not to dial again (`super::refusal`).
+    refused: super::refusal::Backoff,
 }
 
 impl ClusterLink {
@@ -96,6 +98,7 @@ impl ClusterLink {
             client,
             conn: tokio::sync::OnceCell::new(),
             troubled: std::sync::atomic::AtomicBool::new(false),
+            refused: super::refusal::Backoff::default(),
         })
     }
 
@@ -122,12 +125,19 @@ impl ClusterLink {
         let conn = self
             .conn
             .get_or_try_init(|| async {
+                if let Some(refused) = self.refused.pending() {
+                    return Err(StoreError::Refused(refused));
+                }
                 let conn = self.client.get_async_connection().await.map_err(|e| {
                     match super::dial::refusal(&self.describe(), &e) {
-                        Some(refused) => StoreError::Fatal(refused),
+                        Some(refused) => {
+                            self.refused.refused(refused.clone());
+                            StoreError::Refused(refused)
+                        }
                         None => StoreError::Unavailable(Degraded::Unavailable),
                     }
                 })?;
+                self.refused.connected();
                 metrics::connected(false, false);
                 Ok(conn)
             })

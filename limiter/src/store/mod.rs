@@ -13,6 +13,7 @@ pub(crate) mod eval;
 pub(crate) mod local;
 mod modes;
 pub(crate) mod redis;
+mod refusal;
 mod tls;
 
 pub use atomic::AtomicLimiter;
@@ -28,6 +29,20 @@ use crate::error::Error;
 pub(crate) enum StoreError {
     /// Redis could not be asked (down, slow, partitioned): the failure policy answers.
     Unavailable(Degraded),
+    /// Redis or its TLS handshake refused this client (an `Error::Refused`): an outage too, the
+    /// failure policy answers, and the error says why for the store's events.
+    Refused(Error),
     /// Redis answered with something the caller must know about (wrong type, bad reply).
     Fatal(Error),
+}
+
+impl StoreError {
+    /// Why the failure policy answers instead of Redis, or None when Redis answered.
+    pub(crate) fn degraded(&self) -> Option<Degraded> {
+        match self {
+            StoreError::Unavailable(why) => Some(*why),
+            StoreError::Refused(_) => Some(Degraded::Refused),
+            StoreError::Fatal(_) => None,
+        }
+    }
 }

@@ -24,6 +24,7 @@ use super::cluster::ClusterLink;
 use super::connector::{Connector, TcpConnector};
 use super::dial::{self, Dial};
 use super::eval::EvalScript;
+use super::refusal::Backoff;
 use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
@@ -68,7 +69,7 @@ pub struct RedisStore {
 
 /// One server (directly or through Sentinel) or a cluster.
 enum Link {
-    Node(NodeLink),
+    Node(Box<NodeLink>),
     Cluster(Box<ClusterLink>),
 }
 
@@ -88,12 +89,13 @@ impl RedisStore {
 
     fn node(dial: Dial) -> Self {
         RedisStore {
-            link: Link::Node(NodeLink {
+            link: Link::Node(Box::new(NodeLink {
                 dial,
                 current: Mutex::new(None),
                 generation: AtomicU64::new(0),
                 connecting: tokio::sync::Mutex::new(()),
-            }),
+                refused: Backoff::default(),
+            })),
             timeout: DEFAULT_TIMEOUT,
         }
     }
@@ -160,7 +162,7 @@ impl RedisStore {
     /// one is an error here, not on the first call.
     pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
         let link = match self.link {
-            Link::Node(node) => Link::Node(NodeLink { dial: node.dial.with_tls(tls)?, ..node }),
+            Link::Node(node) => Link::Node(Box::new(NodeLink { dial: node.dial.with_tls(tls)?, ..*node })),
             Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
         };
         Ok(RedisStore { link, ..self })
@@ -213,9 +215,9 @@ impl RedisStore {
         matches!(self.link, Link::Cluster(_))
     }
 
-    /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] for the
-    /// failure policy; a wrong-type key, a garbled reply or a refused client as
-    /// [`StoreError::Fatal`]. With the outcome comes the clock reading the store decided by (ms).
+    /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] and a
+    /// refused client as [`StoreError::Refused`], both for the failure policy; a wrong-type key
+    /// or a garbled reply as [`StoreError::Fatal`]. With the outcome comes the clock reading the store decided by (ms).
     pub(crate) async fn evaluate(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
         let algorithm = req.algorithm;
         let call = metrics::StoreCall::start(algorithm, || self.describe());
@@ -301,13 +303,16 @@ impl RedisStore {
             self.note_success(&result);
             result
         };
-        match tokio::time::timeout(self.timeout, untimed).await {
+        let call = metrics::StoreCall::of_script(RULES_NAME, || self.describe());
+        let result = match call.instrument(tokio::time::timeout(self.timeout, untimed)).await {
             Ok(result) => result,
             Err(_elapsed) => {
                 self.invalidate();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
-        }
+        };
+        call.finish(&result);
+        result
     }
 
     /// For the harness's own callers (subjects that are not one of the library's scripts):
@@ -393,6 +398,8 @@ struct NodeLink {
     current: Mutex<Option<(u64, MultiplexedConnection)>>,
     generation: AtomicU64,
     connecting: tokio::sync::Mutex<()>,
+    /// After a refused handshake, how long not to dial again (`super::refusal`).
+    refused: Backoff,
 }
 
 impl NodeLink {
@@ -404,11 +411,18 @@ impl NodeLink {
         if let Some(found) = self.cached() {
             return Ok(found);
         }
+        if let Some(refused) = self.refused.pending() {
+            return Err(StoreError::Refused(refused));
+        }
         let (conn, new_primary) =
             self.dial.connect().await.map_err(|e| match dial::refusal(&self.dial.describe(), &e) {
-                Some(refused) => StoreError::Fatal(refused),
+                Some(refused) => {
+                    self.refused.refused(refused.clone());
+                    StoreError::Refused(refused)
+                }
                 None => StoreError::Unavailable(Degraded::Unavailable),
             })?;
+        self.refused.connected();
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         metrics::connected(generation > 1, new_primary);
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn.clone()));
@@ -516,7 +530,7 @@ fn unavailable(e: &RedisError) -> bool {
 /// policy" and "tell the caller".
 pub(super) fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreError {
     if let Some(refused) = dial::refusal(redis, &e) {
-        return StoreError::Fatal(refused);
+        return StoreError::Refused(refused);
     }
     if unavailable(&e) {
         return StoreError::Unavailable(Degraded::Unavailable);

@@ -133,6 +133,20 @@ impl Gateway {
         }
     }
 
+    /// Reads the stderr lines that arrive until none has for `quiet` (or [`PATIENCE`] passed);
+    /// false if the process ended.
+    pub fn wait_for_quiet(&mut self, quiet: Duration) -> bool {
+        let deadline = Instant::now() + PATIENCE;
+        while Instant::now() < deadline {
+            match self.lines.recv_timeout(quiet) {
+                Ok(line) => self.seen.push(line),
+                Err(mpsc::RecvTimeoutError::Timeout) => return true,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return false,
+            }
+        }
+        true
+    }
+
     /// A GET of `path` with `headers`, from 127.0.0.1.
     pub async fn get(&self, path: &str, headers: &[(&str, &str)]) -> Reply {
         request(self.addr, "127.0.0.1", "GET", path, headers).await
