@@ -2,9 +2,16 @@
 
 use crate::error::Error;
 
-/// The failure policy: what a limiter answers when Redis errors, times out, or the breaker
-/// is open. Whatever it answers carries its [`crate::Source`], so it is never mistaken for
-/// a real decision.
+/// The failure policy: what a limiter answers when Redis errors, times out, refuses this
+/// client, or the breaker is open. Whatever it answers carries its [`crate::Source`], so it is
+/// never mistaken for a real decision.
+///
+/// A call that timed out may still run on Redis later (a sent command cannot be withdrawn):
+/// that request is then decided by the policy and charged by Redis too. Only calls that timed
+/// out can count twice, each at most once more and only as a charge, so the key admits less
+/// afterwards, never more; per instance and stall they are the calls sent before the breaker
+/// opens (`failure_threshold`, or all those sent within one timeout of the stall if more) and
+/// one probe per open period. The README's failure-policy section states it with figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum FailurePolicy {

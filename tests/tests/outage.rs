@@ -130,3 +130,49 @@ async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
     assert!(total.get(&Source::LocalBudget).copied().unwrap_or(0) > 0, "{total:?}");
     assert_eq!(total.values().sum::<u32>(), 8 * 150);
 }
+
+/// A call that times out may still run: Redis reads it when it resumes, and a sent command
+/// cannot be withdrawn. Such a request is decided twice, by the failure policy and later by
+/// Redis, and the bound is what the README states: only calls that timed out can count twice,
+/// each at most once, and only as a charge (the key admits less afterwards, never more).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
+    let server = RedisServer::start().expect("redis-server");
+    // A counter of 1,000 per ten days, like a daily quota, and a budget that admits everything.
+    let quota = Quota::new(1_000, 864_000_000);
+    let build = || {
+        Limiter::builder(Algorithm::FixedWindow, quota)
+            .redis(
+                RedisStore::from_url(&server.url())
+                    .expect("url")
+                    .with_timeout(Duration::from_millis(200))
+                    .expect("timeout"),
+            )
+            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period_ms: 60_000 })
+            .breaker(BreakerConfig::new(2, OPEN_MS))
+            .build()
+            .expect("valid")
+    };
+    let l = build();
+    for _ in 0..3 {
+        assert_eq!(l.check("daily", 1).await.expect("decides").source, Source::Store);
+    }
+    server.pause().expect("SIGSTOP");
+    let mut timed_out = 0;
+    let deadline = Instant::now() + Duration::from_millis(3 * OPEN_MS);
+    while Instant::now() < deadline {
+        let d = l.check("daily", 1).await.expect("decides");
+        assert!(d.allowed && d.source == Source::LocalBudget, "{d:?}");
+        timed_out += (d.degraded == Some(Degraded::Timeout)) as u64;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.resume().expect("SIGCONT");
+    // Whatever of the timed-out calls Redis read runs now; a fresh limiter peeks at the count.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let peek = build().check("daily", 0).await.expect("decides");
+    assert_eq!(peek.source, Source::Store, "{peek:?}");
+    let late = 1_000 - 3 - peek.remaining;
+    assert!(timed_out >= 2, "the breaker opened after two timeouts: {timed_out}");
+    assert!(late <= timed_out, "{late} late executions, but only {timed_out} calls timed out");
+    println!("outage: {timed_out} calls timed out while Redis was stopped; {late} of them ran when it resumed");
+}
