@@ -46,17 +46,17 @@ fn authenticating(config: &ConfigFile, keys: &ConfigFile, redis: &RedisServer) -
     Gateway::start_with(&config.path, &redis.url(), &["--api-keys", &keys])
 }
 
-/// How many of `n` requests got each status.
+/// How many of `n` requests, sent to the gateways in turn, got each status.
 async fn statuses(
-    gateway: &Gateway,
+    gateways: &[&Gateway],
     n: usize,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
 ) -> Vec<(u16, usize)> {
     let mut counts: Vec<(u16, usize)> = Vec::new();
-    for _ in 0..n {
-        let status = request(gateway.addr, "127.0.0.1", method, path, headers).await.status;
+    for i in 0..n {
+        let status = request(gateways[i % gateways.len()].addr, "127.0.0.1", method, path, headers).await.status;
         match counts.iter_mut().find(|(s, _)| *s == status) {
             Some((_, c)) => *c += 1,
             None => counts.push((status, 1)),
@@ -71,11 +71,15 @@ async fn statuses(
 async fn allow_lists_match_only_identities_the_gateway_authenticated() {
     let redis = RedisServer::start().expect("redis-server");
     let (config, keys) = (ConfigFile::new(RULES), ConfigFile::new(KEYS));
-    let gateway = authenticating(&config, &keys, &redis);
+    // Two gateways on one Redis, as a deployment runs them.
+    let (one, two) = (authenticating(&config, &keys, &redis), authenticating(&config, &keys, &redis));
+    let gateway = [&one, &two];
     // Claiming the allow-listed name, as a header the gateway once read as the user: counted
     // by the client's address like anyone, 10 of 30 logins and 10 of 30 calls of the API.
     let claimed = [("x-user", "internal-batch")];
+    let started = std::time::Instant::now();
     let logins = statuses(&gateway, 30, "POST", "/login", &claimed).await;
+    let took = started.elapsed();
     assert_eq!(logins, [(200, 10), (429, 20)], "logins claiming the allow-listed name");
     let api = statuses(&gateway, 30, "GET", "/api/hello", &claimed).await;
     assert_eq!(api, [(200, 10), (429, 20)], "API calls claiming the allow-listed name");
@@ -86,7 +90,8 @@ async fn allow_lists_match_only_identities_the_gateway_authenticated() {
     let real = statuses(&gateway, 30, "POST", "/login", &[("x-api-key", "sk-test-batch-0001")]).await;
     assert_eq!(real, [(200, 30)], "the allow-listed holder's own key");
     println!(
-        "attacks: claimed allow-listed name: logins {logins:?}, API {api:?}; name as key {named:?}; real key {real:?}"
+        "attacks: claimed allow-listed name: logins {logins:?} in {took:?}, API {api:?}; name as key {named:?}; \
+         real key {real:?}"
     );
 
     // An allow list compared with a header any client can send is refused when the file loads.
