@@ -27,8 +27,9 @@
 //! # What a user sees
 //! - [`Limiter`] and its [`LimiterBuilder`]: one [`Algorithm`] and [`Quota`] over a store,
 //!   a [`Clock`], a [`FailurePolicy`] and a circuit breaker ([`BreakerConfig`], observed as a
-//!   [`BreakerState`]). [`Limiter::check`] answers a [`Decision`]; [`Error`] is for what the
-//!   caller must fix.
+//!   [`BreakerState`], each change of it reported once as a [`StoreEvent`]). [`Limiter::check`]
+//!   answers a [`Decision`]; [`Error`] is for what the caller must fix. A limiter's Redis keys
+//!   carry its name or its quota ([`Limiter::state_name`]).
 //! - [`store`]: [`RedisStore`] (one server by `redis://` or `rediss://` with [`store::Tls`], a
 //!   primary found through Sentinel, or a Redis Cluster) and the [`store::Connector`] it can dial
 //!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one

@@ -1,8 +1,9 @@
 //! Rules: which requests a limit applies to, what it counts by, and how much.
 //!
 //! A [`Rule`] matches requests by method, path pattern, host and header presence ([`Match`]),
-//! names the key it counts by ([`KeyPart`]s: the user, a header such as an API key, the client
-//! IP, the route, a constant, or several of these), and says which [`Algorithm`] and [`Quota`]
+//! names the key it counts by ([`KeyPart`]s: the verified [`User`] or [`ApiKey`] an
+//! authentication layer put in the request, a raw header, the client IP, the route, a constant,
+//! or several of these), and says which [`Algorithm`] and [`Quota`]
 //! it enforces, what one request costs, what to do when Redis cannot be asked
 //! ([`FailurePolicy`]), whose clock decides ([`TimeSource`]), whether it only observes
 //! (`shadow`), and what to do with a request that carries no usable key ([`OnMissingKey`]).
