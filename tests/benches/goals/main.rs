@@ -1,0 +1,128 @@
+//! `cargo xtask bench`: every speed goal of the project, each as a ratio against a reference
+//! measured in the same run on the same machine (these machines are shared and noisy: only
+//! ratios mean much), on a `redis-server` this bench starts. It prints one table, says met or
+//! not met for each goal and by how much, and for a goal not met where the time (or the memory)
+//! goes, from Redis's own accounting.
+//!
+//! 1. `Limiter::check` throughput through `RedisStore` (GCRA, 50 tasks, 100,000 keys) against
+//!    `redis-benchmark -c 50` sending EVALSHA of the same script with the same arguments.
+//! 2. Redis CPU per decision with batching on (`INFO cpu` around the decisions) against the
+//!    CPU per INCR of 1,000,000 pipelined INCRs (`redis-benchmark -P 16`).
+//! 3. Decisions per Redis call on a busy key with leases (the `busy-key` scenario, 8 instances
+//!    at twice the limit, on the real-Redis lane) against the plain library's, with the oracle's
+//!    verdict: wrongly allowed (beyond the bound) 0, wrongly limited (net under-admission) at
+//!    most 1%.
+//! 4. Memory per key in Redis (`INFO memory` over 100,000 keys), token bucket and GCRA, against
+//!    ADR-002's hash on the same key names.
+//! 5. An in-process decision (`Limiter` with its local store, GCRA, 100,000 keys) against
+//!    `governor`'s keyed limiter.
+//! 6. A simulated decision (one core) against a bare script call on the Redis model; and the
+//!    simulation's cost linear in requests.
+//! 7. A decision with 1,000,000 distinct live keys in process, and under a fallback (Redis
+//!    unreachable, the local budget deciding), against the same decision with one key: the
+//!    in-process tables make room in O(1), so a key flood does not make each decision a scan.
+//!
+//! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
+//! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
+
+#![allow(clippy::disallowed_methods)] // a benchmark measures real time
+
+mod in_process;
+mod redis_side;
+mod simulation;
+mod support;
+
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use redis_ratelimit::harness::scripts;
+use redis_ratelimit::{Algorithm, Batching, Limiter, Quota, RedisStore};
+use redis_tests::RedisServer;
+
+/// The quota of the throughput goals: every check admitted, as redis-benchmark's calls are.
+const OPEN: Quota = Quota::new(1_000_000, 1_000).with_burst(1_000_000);
+const KEYS: usize = 100_000;
+
+fn scale() -> f64 {
+    std::env::var("GOALS_SCALE").ok().and_then(|v| v.parse().ok()).filter(|&s: &f64| s > 0.0).unwrap_or(1.0)
+}
+
+fn scaled(n: usize) -> usize {
+    ((n as f64 * scale()) as usize).max(1_000)
+}
+
+/// One goal's row.
+struct Goal {
+    what: &'static str,
+    measured: String,
+    reference: String,
+    ratio: f64,
+    goal: &'static str,
+    met: bool,
+    /// By how much it is missed, and where the time or memory goes (empty when met).
+    note: String,
+}
+
+use in_process::{in_process, key_flood};
+use redis_side::{cpu_per_decision, leases, memory, throughput};
+use simulation::simulation;
+
+fn main() {
+    for program in ["redis-server", "redis-benchmark"] {
+        sim_real::process::require_for_tests(
+            program,
+            if program == "redis-server" { "redis-server" } else { "redis-tools" },
+        );
+    }
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    println!("goals: measuring (GOALS_SCALE={})...", scale());
+    let mut goals = Vec::new();
+    let only: Option<Vec<String>> =
+        std::env::var("GOALS_ONLY").ok().map(|v| v.split(',').map(|s| s.trim().to_owned()).collect());
+    let mut step = |name: &str, f: &mut dyn FnMut() -> Vec<Goal>| {
+        if only.as_ref().is_some_and(|only| !only.iter().any(|o| o == name)) {
+            return;
+        }
+        let started = Instant::now();
+        let got = f();
+        println!("  {name}: {:.1} s", started.elapsed().as_secs_f64());
+        goals.extend(got);
+    };
+    step("throughput", &mut || vec![throughput(&server, &rt)]);
+    step("cpu", &mut || vec![cpu_per_decision(&server, &rt)]);
+    step("leases", &mut || vec![leases()]);
+    step("memory", &mut || memory(&server, &rt));
+    step("in-process", &mut || vec![in_process()]);
+    step("simulation", &mut || vec![simulation()]);
+    step("key-flood", &mut || key_flood(&rt));
+    drop(server);
+    std::thread::sleep(Duration::from_millis(10));
+
+    println!();
+    println!("{:<76} {:<42} {:>7} {:<32} result", "goal", "reference (same run)", "ratio", "target");
+    for g in &goals {
+        println!(
+            "{:<76} {:<42} {:>6.2}x {:<32} {}",
+            g.what,
+            g.reference,
+            g.ratio,
+            g.goal,
+            if g.met { "met" } else { "NOT MET" }
+        );
+        println!("{:<76} measured: {}", "", g.measured);
+    }
+    let missed: Vec<&Goal> = goals.iter().filter(|g| !g.met).collect();
+    println!();
+    if missed.is_empty() {
+        println!("every goal met");
+    } else {
+        println!("{} of {} goals not met:", missed.len(), goals.len());
+        for g in missed {
+            println!("- {}: {}", g.what, g.note);
+        }
+    }
+}
