@@ -260,3 +260,29 @@ fn a_failover_costs_extra_admissions_within_the_stated_bound_and_replays_identic
     let first = one(&results, "gcra", |r| r.seed == 1 && r.policy == again[0].policy);
     assert_eq!(first.trace_hash, again[0].trace_hash, "a failover run replays byte for byte");
 }
+
+/// The race sweep's far end: 8 instances 20 ms from Redis (40 ms a round trip, against a
+/// 100 ms call timeout). A handshake takes longer than one call may wait, so a store that
+/// cancelled its dial on every timeout never connected and every decision went to the failure
+/// policy (fail-open: 3.5-4x the limit). Redis decides them, and the atomic scripts hold: what
+/// they admit beyond the oracle (which decides each request when it was sent) is what 20 ms of
+/// travel moves across a window's edge, within the bound the checker allows.
+#[test]
+fn at_twenty_ms_to_redis_the_store_decides_and_atomic_scripts_hold() {
+    let subjects: Vec<Subject> =
+        ["fixed-window", "token-bucket"].iter().map(|s| Subject::named(s).expect("a catalogue subject")).collect();
+    let specs: Vec<RunSpec> = run::race_sweep_specs(&subjects, 1, 4_000)
+        .into_iter()
+        .filter(|(s, latency)| *latency == 40.0 && s.instances == 8)
+        .map(|(s, _)| s)
+        .collect();
+    assert_eq!(specs.len(), 2, "the sweep reaches 20 ms at 8 instances for each subject");
+    for r in run_all(&specs) {
+        let decided = r.sources.store + r.sources.fail_open + r.sources.fail_closed + r.sources.local_budget;
+        // The first calls wait for the connection; after that Redis answers every one.
+        assert!(r.sources.store * 100 >= decided * 97, "{}: {:?} of {} decisions", r.algorithm, r.sources, decided);
+        assert_eq!(r.bound, "held", "{}: {}", r.algorithm, r.bound_detail);
+        assert!(r.admitted * 10 <= r.oracle_admitted * 11, "{}: {} vs {}", r.algorithm, r.admitted, r.oracle_admitted);
+        println!("{}: {} admitted, the oracle {}, {:?}", r.algorithm, r.admitted, r.oracle_admitted, r.sources);
+    }
+}

@@ -12,6 +12,7 @@ pub(crate) mod eval;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
 mod modes;
+mod node;
 pub(crate) mod redis;
 mod refusal;
 mod tls;

@@ -105,7 +105,7 @@ impl RedisStore {
         let result = match timing.instrument(tokio::time::timeout(self.timeout(), untimed)).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                self.invalidate();
+                self.timed_out();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
         };

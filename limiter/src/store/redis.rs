@@ -9,12 +9,12 @@
 //!
 //! One server: one multiplexed connection per store, every concurrent call pipelined onto it,
 //! which measured faster than a pool (see the bench). When it breaks, the next call
-//! reconnects; reconnection is single-flight, so an outage does not turn into a connection
-//! storm. Every call is bounded by `timeout` (ADR-002's 1000 ms by default), connection
-//! included.
+//! reconnects; the dial is single-flight and outlives the call that started it, and a timeout
+//! drops the connection only when Redis has been silent for that long ([`super::node`]).
+//! Every call is bounded by `timeout` (ADR-002's 1000 ms by default), its wait for a
+//! connection included.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -24,7 +24,7 @@ use super::cluster::ClusterLink;
 use super::connector::{Connector, TcpConnector};
 use super::dial::{self, Dial};
 use super::eval::EvalScript;
-use super::refusal::Backoff;
+use super::node::{self, NodeLink};
 use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
@@ -88,16 +88,7 @@ impl RedisStore {
     }
 
     fn node(dial: Dial) -> Self {
-        RedisStore {
-            link: Link::Node(Box::new(NodeLink {
-                dial,
-                current: Mutex::new(None),
-                generation: AtomicU64::new(0),
-                connecting: tokio::sync::Mutex::new(()),
-                refused: Backoff::default(),
-            })),
-            timeout: DEFAULT_TIMEOUT,
-        }
+        RedisStore { link: Link::Node(Box::new(NodeLink::new(dial))), timeout: DEFAULT_TIMEOUT }
     }
 
     /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
@@ -162,7 +153,7 @@ impl RedisStore {
     /// one is an error here, not on the first call.
     pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
         let link = match self.link {
-            Link::Node(node) => Link::Node(Box::new(NodeLink { dial: node.dial.with_tls(tls)?, ..*node })),
+            Link::Node(node) => Link::Node(Box::new(node.with_tls(tls)?)),
             Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
         };
         Ok(RedisStore { link, ..self })
@@ -182,7 +173,7 @@ impl RedisStore {
             }),
             Link::Node(node) => Err(Error::config(
                 "node_addresses",
-                format!("{} is one server, not a cluster: there are no nodes to map", node.dial.describe()),
+                format!("{} is one server, not a cluster: there are no nodes to map", node.dial().describe()),
             )),
         }
     }
@@ -190,7 +181,7 @@ impl RedisStore {
     /// Where the store connects (no credentials), for messages.
     pub fn describe(&self) -> String {
         match &self.link {
-            Link::Node(node) => node.dial.describe(),
+            Link::Node(node) => node.dial().describe(),
             Link::Cluster(cluster) => cluster.describe(),
         }
     }
@@ -224,9 +215,7 @@ impl RedisStore {
         let result = match call.instrument(tokio::time::timeout(self.timeout, self.evaluate_untimed(req))).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                // A connection whose reply never came may be dead without knowing it (a
-                // partition drops packets silently); start afresh next time.
-                self.invalidate();
+                self.timed_out();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
         };
@@ -234,9 +223,12 @@ impl RedisStore {
         result
     }
 
-    pub(super) fn invalidate(&self) {
+    /// A call waited the whole timeout: a connection whose replies stopped may be dead without
+    /// knowing it (a partition drops packets silently), so a one-server store starts afresh if
+    /// nothing has arrived for that long (`super::node`); a cluster store is told.
+    pub(super) fn timed_out(&self) {
         match &self.link {
-            Link::Node(node) => node.invalidate(None),
+            Link::Node(node) => node.timed_out(self.timeout),
             Link::Cluster(cluster) => cluster.note_unavailable(),
         }
     }
@@ -256,15 +248,17 @@ impl RedisStore {
 
     /// After a call: a cluster store that had lost a primary learns it is through again.
     pub(super) fn note_success<T>(&self, result: &Result<T, StoreError>) {
-        if let (Ok(_), Link::Cluster(cluster)) = (result, &self.link) {
-            cluster.note_ok();
+        match (result, &self.link) {
+            (Ok(_), Link::Cluster(cluster)) => cluster.note_ok(),
+            (Ok(_), Link::Node(node)) => node.heard(),
+            (Err(_), _) => {}
         }
     }
 
     pub(super) async fn connection(&self) -> Result<Leased, StoreError> {
         match &self.link {
             Link::Node(node) => {
-                let (generation, conn) = node.connection().await?;
+                let (generation, conn) = node.connection(node::dial_bound(self.timeout)).await?;
                 Ok(Leased { conn: StoreConnection::Node(conn), generation })
             }
             Link::Cluster(cluster) => {
@@ -307,7 +301,7 @@ impl RedisStore {
         let result = match call.instrument(tokio::time::timeout(self.timeout, untimed)).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                self.invalidate();
+                self.timed_out();
                 Err(StoreError::Unavailable(Degraded::Timeout))
             }
         };
@@ -329,19 +323,24 @@ impl RedisStore {
     {
         let untimed = async {
             let leased = self.connection().await.map_err(|_| RawCallError::Unavailable(Degraded::Unavailable))?;
-            call(leased.conn.clone()).await.map_err(|e| {
+            let result = call(leased.conn.clone()).await.map_err(|e| {
                 if unavailable(&e) {
                     self.drop_connection(&leased);
                     RawCallError::Unavailable(Degraded::Unavailable)
                 } else {
                     RawCallError::Refused(e)
                 }
-            })
+            });
+            // Redis's own error is an answer too: the connection is alive.
+            if !matches!(result, Err(RawCallError::Unavailable(_))) {
+                self.note_success(&Ok::<(), StoreError>(()));
+            }
+            result
         };
         match tokio::time::timeout(self.timeout, untimed).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                self.invalidate();
+                self.timed_out();
                 Err(RawCallError::Unavailable(Degraded::Timeout))
             }
         }
@@ -388,57 +387,6 @@ impl ConnectionLike for StoreConnection {
         match self {
             StoreConnection::Node(c) => c.get_db(),
             StoreConnection::Cluster(c) => c.get_db(),
-        }
-    }
-}
-
-/// One server's connection, reconnected on demand (see the module docs).
-struct NodeLink {
-    dial: Dial,
-    current: Mutex<Option<(u64, MultiplexedConnection)>>,
-    generation: AtomicU64,
-    connecting: tokio::sync::Mutex<()>,
-    /// After a refused handshake, how long not to dial again (`super::refusal`).
-    refused: Backoff,
-}
-
-impl NodeLink {
-    async fn connection(&self) -> Result<(u64, MultiplexedConnection), StoreError> {
-        if let Some(found) = self.cached() {
-            return Ok(found);
-        }
-        let _single_flight = self.connecting.lock().await;
-        if let Some(found) = self.cached() {
-            return Ok(found);
-        }
-        if let Some(refused) = self.refused.pending() {
-            return Err(StoreError::Refused(refused));
-        }
-        let (conn, new_primary) =
-            self.dial.connect().await.map_err(|e| match dial::refusal(&self.dial.describe(), &e) {
-                Some(refused) => {
-                    self.refused.refused(refused.clone());
-                    StoreError::Refused(refused)
-                }
-                None => StoreError::Unavailable(Degraded::Unavailable),
-            })?;
-        self.refused.connected();
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        metrics::connected(generation > 1, new_primary);
-        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, conn.clone()));
-        Ok((generation, conn))
-    }
-
-    fn cached(&self) -> Option<(u64, MultiplexedConnection)> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// Drops the cached connection if it is still `generation` (or whatever it is, for None),
-    /// so a failure seen on an old connection never throws away a fresh one.
-    fn invalidate(&self, generation: Option<u64>) {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if generation.is_none() || current.as_ref().map(|(g, _)| *g) == generation {
-            *current = None;
         }
     }
 }
