@@ -301,7 +301,9 @@ pub struct FaultWindow {
 pub struct RacePoint {
     pub algorithm: String,
     pub instances: u64,
+    /// Redis's round trip (ms): twice the one-way latency of each message.
     pub latency_ms: f64,
+    /// What the exact oracle admits of the same requests (the chart's 1).
     pub limit: u64,
     pub admitted: u64,
     pub requests: u64,

@@ -97,7 +97,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     header(
         &top,
         title,
-        &format!("admitted ÷ limit over one period, mean of {seeds} seed(s); 1 means exactly the limit"),
+        &format!("admitted ÷ what the exact oracle admits of the same requests, mean of {seeds} seed(s); 1 means exactly the limit"),
         &legend,
     )?;
     overlap::draw_note(&top, &legend, &note)?;

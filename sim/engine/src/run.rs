@@ -322,6 +322,7 @@ pub fn race_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Ve
         for instances in [1, 2, 4, 8, 16, 32] {
             let mut s = race.runs(one, &[seed], Some(instances), duration_ms).remove(0);
             s.latency_ms = (2, 4);
+            // The points are plotted against the round trip: twice the mean one-way latency.
             // Each instance brings its own traffic, at the limit: more instances, more
             // overlapping read-modify-writes on the one key.
             s.workload = Workload::Poisson {
@@ -331,12 +332,12 @@ pub fn race_sweep_specs(subjects: &[Subject], seed: u64, duration_ms: u64) -> Ve
                 max_cost: 1,
                 spread: Spread::Random,
             };
-            specs.push((s, 3.0));
+            specs.push((s, 6.0));
         }
         for latency in [1u64, 2, 5, 10, 20] {
             let mut s = race.runs(one, &[seed], Some(8), duration_ms).remove(0);
             s.latency_ms = (latency, latency);
-            specs.push((s, latency as f64));
+            specs.push((s, 2.0 * latency as f64));
         }
     }
     specs
