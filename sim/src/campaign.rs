@@ -74,6 +74,21 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
     if specs.is_empty() {
         bail!("shard {} has no runs: the selection has fewer runs than shards", o.shard_name());
     }
+    let overrides = o.overrides();
+    if let Some(source) = overrides.time_source {
+        // A scenario that runs both time sources keeps the runs of the one named; one that
+        // runs another is given it.
+        specs.retain(|s| {
+            s.time_source == source
+                || !scenario::find(s.scenario).is_some_and(|sc| sc.time_sources.contains(&source))
+                || !s.subject.has_time_source_choice()
+        });
+    }
+    if overrides != scenario::Overrides::default() {
+        for spec in &mut specs {
+            overrides.apply(spec);
+        }
+    }
     if let Some(faults) = &o.faults {
         if let Some(f) = faults.iter().find(|f| f.kind.instance().is_some_and(|i| i >= specs[0].instances)) {
             bail!("--faults: {f} names an instance the run does not have ({} instances)", specs[0].instances);

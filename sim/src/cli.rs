@@ -111,6 +111,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "SCHEDULE", value_parser = fault_schedule)]
     pub faults: Option<std::vec::Vec<Fault>>,
 
+    /// One-way latency to Redis, in ms: 20 or 2..10 [default: each scenario's own]
+    #[arg(long = "latency", value_name = "MS", value_parser = scenario::parse_latency)]
+    pub latency_ms: Option<(u64, u64)>,
+
+    /// Offered load of a Poisson workload, as a multiple of the limit, e.g. 8 [default: each
+    /// scenario's own]
+    #[arg(long = "load", value_name = "X", value_parser = load_x)]
+    pub load_x: Option<f64>,
+
+    /// The instances' clocks: an offset in ms (and a drift in ppm after a slash) per instance,
+    /// cycled, e.g. 500,-500,250/2000,0 [default: each scenario's own]
+    // `std::vec::Vec`, spelled out, for the same reason as --faults.
+    #[arg(long = "skew", value_name = "OFFSETS", value_parser = scenario::parse_skew, allow_hyphen_values = true)]
+    pub skew: Option<std::vec::Vec<(i64, i64)>>,
+
+    /// The library's time source: server (Redis's TIME) or client (each instance's clock)
+    /// [default: each scenario's own]; subjects keep theirs
+    #[arg(long = "time-source", value_name = "SOURCE", value_parser = time_source)]
+    pub time_source: Option<redis_ratelimit::TimeSource>,
+
     /// Where to write the results JSON [default: OUT/results.json]
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -254,6 +274,16 @@ impl RunArgs {
         self.shard.is_none_or(|(i, n)| index % n as usize == (i - 1) as usize)
     }
 
+    /// What these options change of each scenario (latency, load, clocks, time source).
+    pub fn overrides(&self) -> scenario::Overrides {
+        scenario::Overrides {
+            latency_ms: self.latency_ms,
+            load_x: self.load_x,
+            skew: self.skew.clone(),
+            time_source: self.time_source,
+        }
+    }
+
     /// The options a replay command needs to run on the same backend: nothing for the model
     /// (the default), else `--backend` and any `--redis-url`.
     pub fn backend_args(&self) -> String {
@@ -351,6 +381,23 @@ fn shard(text: &str) -> Result<(u32, u32), String> {
     match results::merge::parse_shard(text) {
         Some((i, n)) if n <= 10_000 => Ok((i, n)),
         _ => Err("expected I/N with 1 <= I <= N <= 10000, e.g. 2/4".to_owned()),
+    }
+}
+
+/// A load multiple: a positive number up to 100.
+fn load_x(text: &str) -> Result<f64, String> {
+    match text.trim().trim_end_matches('x').parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 100.0 => Ok(x),
+        _ => Err("expected a multiple of the limit above 0 and at most 100, e.g. 8 or 0.5".to_owned()),
+    }
+}
+
+/// `server` or `client`.
+fn time_source(text: &str) -> Result<redis_ratelimit::TimeSource, String> {
+    match text {
+        "server" => Ok(redis_ratelimit::TimeSource::Server),
+        "client" => Ok(redis_ratelimit::TimeSource::Client),
+        _ => Err("expected server (Redis's TIME) or client (each instance's clock)".to_owned()),
     }
 }
 

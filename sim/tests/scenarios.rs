@@ -286,3 +286,30 @@ fn at_twenty_ms_to_redis_the_store_decides_and_atomic_scripts_hold() {
         println!("{}: {} admitted, the oracle {}, {:?}", r.algorithm, r.admitted, r.oracle_admitted, r.sources);
     }
 }
+
+/// The runs of the sweeps change their scenario (instances, latency, load, clocks, time
+/// source): the replay command each prints must rerun exactly that run, byte for byte.
+#[test]
+fn every_sweep_run_replays_from_its_printed_command() {
+    let subjects = [Subject::named("adr002").expect("a catalogue subject"), Subject::named("gcra").expect("one")];
+    let race = run::race_sweep_specs(&subjects, 1, 1_500);
+    let skew = run::skew_sweep_specs(&subjects, 1, 1_500);
+    let chosen: Vec<RunSpec> = race
+        .iter()
+        .map(|(s, _)| s.clone())
+        .filter(|s| s.instances == 32 || s.latency_ms == (20, 20))
+        .chain(skew.iter().map(|(s, _)| s.clone()).filter(|s| s.skew.first() == Some(&(1_000, 0))))
+        .collect();
+    assert_eq!(chosen.len(), 2 * 2 + 3, "the runs this test replays: 32 instances, 20 ms, skew 1 s per subject");
+    for spec in &chosen {
+        let command = run::replay_command(spec);
+        let args = command.strip_prefix("cargo xtask simulate ").expect("a simulate command");
+        let o =
+            sim::cli::SimulateArgs::parse_args(args.split_whitespace()).unwrap_or_else(|e| panic!("{command}: {e}"));
+        let replayed = sim::campaign::specs(&o.run, &o.algorithms).expect("the replay selects runs");
+        assert_eq!(replayed.len(), 1, "{command} selects one run, got {}", replayed.len());
+        let (original, again) = (run_all(std::slice::from_ref(spec)), run_all(&replayed));
+        assert_eq!(original[0].trace_hash, again[0].trace_hash, "{command} replays another run");
+        assert_eq!(original[0].replay, again[0].replay, "the replay prints itself");
+    }
+}

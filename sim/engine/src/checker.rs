@@ -1,9 +1,13 @@
 //! Checkers: each algorithm held to its promise (the table in `docs/ARCHITECTURE.md`), each
 //! failure policy to its own, measured on the trace in true simulated time.
 //!
-//! Each decision is judged at the time it was made ([`Record::at_ms`]). `slack_ms` widens
-//! rate checks and shrinks window checks by an uncertainty in that time, keeping them sound:
-//! a reported break is a real break.
+//! Each decision is judged where it was made: at the moment Redis ran it, on the clock it
+//! decided by ([`Record::lo_ms`]..=[`Record::hi_ms`]; one instant when the harness knows it,
+//! an interval when it only knows that it happened between two readings of Redis's clock or
+//! between sending and the answer). As Jepsen's checkers treat operations, a bound counts as
+//! broken only when no placement of each decision inside its interval explains the
+//! admissions, so a reported break is a real one; with exact times nothing is widened: no
+//! slack, no rounding, the promise in integers.
 
 use std::collections::BTreeMap;
 
@@ -48,15 +52,8 @@ pub struct Check {
 /// Checks the store-decided admissions of `records` against `promise`, held with `tolerance`
 /// (exact for the library's algorithms). After each loss of Redis's data one extra burst per
 /// key is allowed.
-pub fn check_bound(
-    promise: Promise,
-    q: &Quota,
-    records: &[Record],
-    slack_ms: u64,
-    data_losses: u64,
-    tolerance: Tolerance,
-) -> Check {
-    check_bound_with(promise, q, records, slack_ms, data_losses * promise.capacity(q), tolerance)
+pub fn check_bound(promise: Promise, q: &Quota, records: &[Record], data_losses: u64, tolerance: Tolerance) -> Check {
+    check_bound_with(promise, q, records, data_losses * promise.capacity(q), tolerance)
 }
 
 /// What one failover may cost a key: the writes of the last `lag_ms` are lost, so a key may
@@ -70,8 +67,8 @@ pub fn failover_allowance(promise: Promise, q: &Quota, lag_ms: u64) -> u64 {
 /// The fewest extra units per key the promise must be granted for `records` to keep it: 0
 /// when it held as it is. Found by bisection over [`check_bound_with`], so it is exactly the
 /// checker's own judgement.
-pub fn extra_admissions(promise: Promise, q: &Quota, records: &[Record], slack_ms: u64, tolerance: Tolerance) -> u64 {
-    let held = |units| check_bound_with(promise, q, records, slack_ms, units, tolerance).verdict != Verdict::Broken;
+pub fn extra_admissions(promise: Promise, q: &Quota, records: &[Record], tolerance: Tolerance) -> u64 {
+    let held = |units| check_bound_with(promise, q, records, units, tolerance).verdict != Verdict::Broken;
     let (mut lo, mut hi) = (0u64, records.iter().filter(|r| r.allowed).map(|r| r.cost).sum::<u64>());
     if held(0) {
         return 0;
@@ -87,103 +84,52 @@ pub fn extra_admissions(promise: Promise, q: &Quota, records: &[Record], slack_m
     hi
 }
 
+/// One admission as the bound checks see it: where it may have been decided, and its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Earliest moment it may have been decided (ms).
+    pub lo: u64,
+    /// Latest moment (ms); equal to `lo` when known exactly.
+    pub hi: u64,
+    /// Units admitted.
+    pub units: u64,
+}
+
+/// A broken bound: the worst excess and its words.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Excess {
+    /// Units admitted where the promise allowed fewer.
+    pub admitted: u64,
+    /// What the promise allowed there (units).
+    pub allowed: f64,
+    /// The span they were admitted in, in words.
+    pub within: String,
+}
+
 /// [`check_bound`] with `allowance` extra units per key (after data losses and failovers).
 pub fn check_bound_with(
     promise: Promise,
     q: &Quota,
     records: &[Record],
-    slack_ms: u64,
     allowance: u64,
     tolerance: Tolerance,
 ) -> Check {
     if promise == Promise::None {
         return Check { verdict: Verdict::None, detail: "no promise to check".into() };
     }
-    let mut by_key: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut by_key: BTreeMap<u32, Vec<Admission>> = BTreeMap::new();
     // A lease's units left the shared budget when Redis leased them: spending one is a store
     // decision, made without a round trip, and held to the same bound.
     for r in records.iter().filter(|r| r.allowed && matches!(r.source, Source::Store | Source::Lease)) {
-        by_key.entry(r.key).or_default().push((r.at_ms, r.cost));
+        by_key.entry(r.key).or_default().push(Admission { lo: r.lo_ms, hi: r.hi_ms, units: r.cost });
     }
-    let (l, w) = (q.limit(), q.period_ms());
     let mut worst: Option<String> = None;
-    let mut note = |msg: String| {
-        if worst.is_none() {
-            worst = Some(msg);
-        }
-    };
     let mut peak = 0u64;
     for (key, admitted) in &mut by_key {
-        // Records arrive in decision-time order; keep it explicit for the window scans.
-        admitted.sort_by_key(|&(t, _)| t);
-        match promise {
-            Promise::FixedWindow { first_hit: false } => {
-                let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
-                for &(t, cost) in admitted.iter() {
-                    if t % w + slack_ms < w && t % w >= slack_ms {
-                        *per_window.entry(t / w).or_default() += cost;
-                    }
-                }
-                for (window, &n) in &per_window {
-                    peak = peak.max(n);
-                    if n > l + allowance {
-                        note(format!("key-{key}: {n} admitted in aligned window {window}, bound {}", l + allowance));
-                    }
-                }
-            }
-            Promise::FixedWindow { first_hit: true } => {
-                // A window opens at the first admission after the previous one closed and
-                // lasts one period; times are known to within `slack_ms`, so only what lies
-                // surely inside counts.
-                let span = w.saturating_sub(2 * slack_ms + tolerance.resolution_ms).max(1);
-                let mut i = 0;
-                while i < admitted.len() {
-                    let start = admitted[i].0;
-                    let n: u64 = admitted[i..].iter().take_while(|&&(t, _)| t < start + span).map(|&(_, c)| c).sum();
-                    peak = peak.max(n);
-                    if n > l + allowance {
-                        note(format!(
-                            "key-{key}: {n} admitted within {span} ms of a window's first request, bound {}",
-                            l + allowance
-                        ));
-                    }
-                    while i < admitted.len() && admitted[i].0 < start + w {
-                        i += 1;
-                    }
-                }
-            }
-            Promise::SlidingLog | Promise::SlidingWindow => {
-                let bound = if promise == Promise::SlidingLog { l } else { 2 * l } + allowance;
-                let span = w.saturating_sub(slack_ms).max(1);
-                let n = max_in_span(admitted, span);
-                peak = peak.max(n);
-                if n > bound {
-                    note(format!("key-{key}: {n} admitted within {span} ms, bound {bound}"));
-                }
-            }
-            Promise::TokenBucket | Promise::Gcra => {
-                // sum(i..=j) <= B + r * (t_j - t_i + slack + 1) for every i <= j, in O(n):
-                // with P the prefix sums, (P_j - r t_j) - (P_{i-1} - r t_i) <= B + r (slack + 1).
-                let r = l as f64 / w as f64;
-                let budget = q.burst() as f64
-                    + r * (slack_ms + tolerance.resolution_ms + 1) as f64
-                    + (allowance + tolerance.extra_units) as f64;
-                let mut prefix = 0.0;
-                let mut best_start = f64::INFINITY;
-                let mut excess: f64 = f64::NEG_INFINITY;
-                for &(t, cost) in admitted.iter() {
-                    best_start = best_start.min(prefix - r * t as f64);
-                    prefix += cost as f64;
-                    excess = excess.max(prefix - r * t as f64 - best_start);
-                }
-                peak = peak.max(excess.max(0.0) as u64);
-                if excess > budget + 1e-9 {
-                    note(format!(
-                        "key-{key}: {excess:.0} admitted beyond the refill over some interval, bound {budget:.1}"
-                    ));
-                }
-            }
-            Promise::None => {}
+        let found = worst_excess(promise, q, admitted, allowance, tolerance);
+        peak = peak.max(found.1);
+        if let (Some(e), None) = (found.0, &worst) {
+            worst = Some(format!("key-{key}: {} admitted {}, bound {:.1}", e.admitted, e.within, e.allowed));
         }
     }
     match worst {
@@ -191,6 +137,184 @@ pub fn check_bound_with(
         None if by_key.is_empty() => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
         None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise.describe(q)) },
     }
+}
+
+/// The promise's bound on one key's admissions: the first excess found, if any, and the
+/// most seen in any window of the promise (for the table's `peak`).
+///
+/// Every admission may lie anywhere in `lo..=hi`; a declared time resolution R widens that to
+/// what the script's coarse clock read (`lo - R`; for aligned windows, the step of R the
+/// moment falls in). An excess is reported only where every placement exceeds the promise:
+/// admissions that surely lie inside one window (or interval) and are more than it allows.
+pub fn worst_excess(
+    promise: Promise,
+    q: &Quota,
+    admitted: &mut [Admission],
+    allowance: u64,
+    tolerance: Tolerance,
+) -> (Option<Excess>, u64) {
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    let r_ms = tolerance.resolution_ms;
+    for a in admitted.iter_mut().filter(|_| r_ms > 0) {
+        if promise == (Promise::FixedWindow { first_hit: false }) {
+            // An aligned window is named by the coarse clock itself: whole steps of R.
+            a.lo -= a.lo % r_ms;
+            a.hi -= a.hi % r_ms;
+        } else {
+            a.lo = a.lo.saturating_sub(r_ms);
+        }
+    }
+    admitted.sort_by_key(|a| (a.lo, a.hi));
+    match promise {
+        Promise::FixedWindow { first_hit: false } => aligned_windows(admitted, w, l + allowance),
+        Promise::FixedWindow { first_hit: true } => first_hit_windows(admitted, w, l + allowance),
+        Promise::SlidingLog => sliding(admitted, w, l + allowance),
+        Promise::SlidingWindow => sliding(admitted, w, 2 * l + allowance),
+        Promise::TokenBucket | Promise::Gcra => bucket(admitted, q, allowance + tolerance.extra_units),
+        Promise::None => (None, 0),
+    }
+}
+
+/// Units surely in one aligned window `[kT, (k+1)T)`: those whose whole interval lies in it.
+fn aligned_windows(admitted: &[Admission], w: u64, bound: u64) -> (Option<Excess>, u64) {
+    let mut per_window: BTreeMap<u64, u64> = BTreeMap::new();
+    for a in admitted.iter().filter(|a| a.lo / w == a.hi / w) {
+        *per_window.entry(a.lo / w).or_default() += a.units;
+    }
+    let peak = per_window.values().copied().max().unwrap_or(0);
+    let excess = per_window.iter().find(|(_, &n)| n > bound).map(|(&k, &n)| Excess {
+        admitted: n,
+        allowed: bound as f64,
+        within: format!("in aligned window {k} ([{}, {}) ms)", k * w, (k + 1) * w),
+    });
+    (excess, peak)
+}
+
+/// At most `bound` in any half-open window `[a, a + w)`: admissions `i..=j` (in order of
+/// their earliest moment) surely fit in one when the latest moment of any of them is less
+/// than `w` after the earliest of the first. Two pointers over a running maximum of the
+/// latest moments: with exact times, exactly the promise.
+fn sliding(admitted: &[Admission], w: u64, bound: u64) -> (Option<Excess>, u64) {
+    let (mut i, mut sum, mut peak, mut hi_max) = (0usize, 0u64, 0u64, 0u64);
+    let mut excess = None;
+    for j in 0..admitted.len() {
+        sum += admitted[j].units;
+        hi_max = hi_max.max(admitted[j].hi);
+        while hi_max >= admitted[i].lo + w {
+            sum -= admitted[i].units;
+            i += 1;
+        }
+        peak = peak.max(sum);
+        if sum > bound && excess.is_none() {
+            excess = Some(Excess {
+                admitted: sum,
+                allowed: bound as f64,
+                within: format!("within {} ms (from {} ms to {} ms)", hi_max - admitted[i].lo, admitted[i].lo, hi_max),
+            });
+        }
+    }
+    (excess, peak)
+}
+
+/// At most B + L·d/T in any interval of length d, in integers (units × T against B × T +
+/// L × d): for admissions `i..=j` in order of their earliest moment, d runs from the first's
+/// earliest moment to the latest moment of any of them (a running maximum, so one pass finds
+/// the worst: with P the prefix sums and H the running maximum, (P_j·T − L·H_j) −
+/// min_i (P_{i−1}·T − L·lo_i) > (B + allowance)·T).
+fn bucket(admitted: &[Admission], q: &Quota, allowance: u64) -> (Option<Excess>, u64) {
+    let (l, w) = (i128::from(q.limit()), i128::from(q.period_ms().max(1)));
+    let budget = i128::from(q.burst() + allowance) * w;
+    let (mut prefix, mut hi_max) = (0i128, 0u64);
+    let mut best: Option<(i128, usize)> = None;
+    let mut excess = None;
+    let mut peak = 0i128;
+    for (j, a) in admitted.iter().enumerate() {
+        let start = prefix * w - l * i128::from(a.lo);
+        if best.is_none_or(|(b, _)| start < b) {
+            best = Some((start, j));
+        }
+        prefix += i128::from(a.units);
+        hi_max = hi_max.max(a.hi);
+        let (from, i) = best.expect("set above");
+        let over = prefix * w - l * i128::from(hi_max) - from;
+        peak = peak.max(over);
+        if over > budget && excess.is_none() {
+            let units = (prefix - (from + l * i128::from(admitted[i].lo)) / w) as u64;
+            let d = hi_max - admitted[i].lo;
+            excess = Some(Excess {
+                admitted: units,
+                allowed: (q.burst() + allowance) as f64 + q.limit() as f64 * d as f64 / q.period_ms().max(1) as f64,
+                within: format!("within {d} ms (from {} ms to {hi_max} ms)", admitted[i].lo),
+            });
+        }
+    }
+    (excess, (peak.max(0) / w) as u64)
+}
+
+/// A window opens at an admission that finds no window open and lasts until its key
+/// expires: Redis keeps a key whose TTL of T was set at X through X + T and drops it after,
+/// so the window holds `[X, X + T]`. At most `bound` admissions per window.
+///
+/// With exact times the windows follow one by one. Where a moment is known only to an
+/// interval, whether an admission near a window's end is still inside it may have gone
+/// either way: both readings are followed (up to a few dozen at once; past that the key is
+/// not judged), and a window counts as broken only if it is broken in every reading.
+fn first_hit_windows(admitted: &[Admission], w: u64, bound: u64) -> (Option<Excess>, u64) {
+    #[derive(Clone)]
+    struct Reading {
+        /// The window's opener: its earliest and latest moment.
+        opened: (u64, u64),
+        /// Units in it.
+        units: u64,
+        /// The first excess this reading saw.
+        excess: Option<Excess>,
+    }
+    const MAX_READINGS: usize = 64;
+    let mut readings: Vec<Reading> = Vec::new();
+    let mut peak = 0;
+    for a in admitted {
+        if readings.is_empty() {
+            readings.push(Reading { opened: (a.lo, a.hi), units: 0, excess: None });
+        }
+        let mut next = Vec::with_capacity(readings.len());
+        for mut r in readings {
+            let (olo, ohi) = r.opened;
+            let surely_after = a.lo > ohi + w;
+            let surely_inside = a.hi <= olo + w;
+            if !surely_inside {
+                // It may open a window of its own.
+                let mut opened = r.clone();
+                opened.opened = (a.lo, a.hi);
+                opened.units = a.units;
+                next.push(opened);
+            }
+            if !surely_after {
+                r.units += a.units;
+                if r.units > bound && r.excess.is_none() {
+                    r.excess = Some(Excess {
+                        admitted: r.units,
+                        allowed: bound as f64,
+                        within: format!("in the window opened at {olo} ms (it lasts through {} ms)", olo + w),
+                    });
+                }
+                next.push(r);
+            }
+        }
+        for r in &next {
+            peak = peak.max(r.units);
+        }
+        if next.len() > MAX_READINGS {
+            return (None, peak);
+        }
+        readings = next;
+    }
+    // Broken only if broken in every reading: report the first reading's excess then.
+    let excess = if readings.iter().all(|r| r.excess.is_some()) {
+        readings.into_iter().next().and_then(|r| r.excess)
+    } else {
+        None
+    };
+    (excess, peak)
 }
 
 /// Most cost admitted in any half-open interval `[t, t + span)`.
@@ -373,23 +497,33 @@ pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, idle_start_cost: u64
     (check, total)
 }
 
-/// No starvation: wherever no fault cuts the key's instances off and the oracle admits at
-/// least two requests of a key within two periods, the system must admit at least one.
-/// This is the check ADR-002's floored refill fails under a steady trickle.
-pub fn check_liveness(records: &[Record], oracle: &[bool], q: &Quota, faults: &[Fault]) -> Check {
+/// No starvation: wherever the oracle admits at least two requests of a key within two
+/// periods, the system must admit at least one. This is the check ADR-002's floored refill
+/// fails under a steady trickle.
+///
+/// Only windows that judge the limiter's capacity count: ones that lie wholly inside the run
+/// (`duration_ms`: a window that begins where the load ends holds only the few requests still
+/// in flight, which says nothing), that no fault cuts the key's instances off in, and in which
+/// Redis decided every request of the key (where a failure policy answered, it is the policy
+/// that is judged, not the limiter's capacity).
+pub fn check_liveness(records: &[Record], oracle: &[bool], q: &Quota, faults: &[Fault], duration_ms: u64) -> Check {
     let span = 2 * q.period_ms();
-    // (key, window) -> (admitted, oracle admitted, touched by a fault)
+    // (key, window) -> (admitted, oracle admitted, not a window that judges capacity)
     let mut windows: BTreeMap<(u32, u64), (u64, u64, bool)> = BTreeMap::new();
     for (r, &ok) in records.iter().zip(oracle) {
         let w = windows.entry((r.key, r.at_ms / span)).or_default();
         w.0 += r.allowed as u64;
         w.1 += ok as u64;
         let start = r.at_ms / span * span;
-        w.2 |= faults
-            .iter()
-            .any(|f| f.kind.cuts_off(r.instance) && f.at_ms < start + span && f.until_ms.max(f.at_ms + 1) > start);
+        w.2 |= start + span > duration_ms
+            || !matches!(r.source, Source::Store | Source::Lease | Source::DenialCache)
+            || r.error
+            || faults
+                .iter()
+                .any(|f| f.kind.cuts_off(r.instance) && f.at_ms < start + span && f.until_ms.max(f.at_ms + 1) > start);
     }
-    let starved: Vec<_> = windows.iter().filter(|(_, &(got, want, fault))| got == 0 && want >= 2 && !fault).collect();
+    let starved: Vec<_> =
+        windows.iter().filter(|(_, &(got, want, excused))| got == 0 && want >= 2 && !excused).collect();
     match starved.first() {
         Some(((key, w), (_, want, _))) => Check {
             verdict: Verdict::Broken,
@@ -410,40 +544,32 @@ mod tests {
     use super::*;
 
     fn rec(t_ms: u64, allowed: bool) -> Record {
-        Record {
-            t_ms,
-            done_ms: t_ms,
-            at_ms: t_ms,
-            instance: 0,
-            seq: 0,
-            key: 0,
-            cost: 1,
-            allowed,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: false,
-            rules: Vec::new(),
-        }
+        Record::exact(t_ms, 0, 1, allowed)
+    }
+
+    /// An admission known only to lie in `lo..=hi`.
+    fn between(lo: u64, hi: u64) -> Record {
+        Record { lo_ms: lo, hi_ms: hi, at_ms: lo + (hi - lo) / 2, ..Record::exact(lo, 0, 1, true) }
     }
 
     #[test]
     fn sliding_log_bound_catches_one_too_many() {
         let q = Quota::new(3, 1000);
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, Tolerance::EXACT).verdict, Verdict::Broken);
         // One extra burst is allowed after a data loss.
-        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 0, 1, Tolerance::EXACT).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::SlidingLog, &q, &bad, 1, Tolerance::EXACT).verdict, Verdict::Held);
     }
 
     #[test]
     fn extra_admissions_is_the_least_allowance_that_holds() {
         let q = Quota::new(3, 1000);
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
-        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &ok, 0, Tolerance::EXACT), 0);
+        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &ok, Tolerance::EXACT), 0);
         let two_more: Vec<_> = [0, 10, 20, 30, 40, 999].map(|t| rec(t, true)).to_vec();
-        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &two_more, 0, Tolerance::EXACT), 3);
+        assert_eq!(extra_admissions(Promise::SlidingLog, &q, &two_more, Tolerance::EXACT), 3);
         // One burst plus the refill of the lag: 3 + 3 x 250 / 1000 rounded up.
         assert_eq!(failover_allowance(Promise::Gcra, &q.with_burst(3), 250), 4);
     }
@@ -452,9 +578,9 @@ mod tests {
     fn bucket_bound_allows_burst_plus_refill_and_no_more() {
         let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
         let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(Promise::Gcra, &q, &bad, 0, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        assert_eq!(check_bound(Promise::Gcra, &q, &bad, 0, Tolerance::EXACT).verdict, Verdict::Broken);
     }
 
     #[test]
@@ -462,13 +588,13 @@ mod tests {
         let q = Quota::new(2, 1000);
         let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
         assert_eq!(
-            check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, 0, Tolerance::EXACT).verdict,
+            check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, Tolerance::EXACT).verdict,
             Verdict::Held
         );
         assert_eq!(peak_per_period(&boundary, &q), 4);
         let within: Vec<_> = [100, 200, 300].map(|t| rec(t, true)).to_vec();
         assert_eq!(
-            check_bound(Promise::FixedWindow { first_hit: false }, &q, &within, 0, 0, Tolerance::EXACT).verdict,
+            check_bound(Promise::FixedWindow { first_hit: false }, &q, &within, 0, Tolerance::EXACT).verdict,
             Verdict::Broken
         );
     }
@@ -478,10 +604,76 @@ mod tests {
         let q = Quota::new(10, 1000);
         let records: Vec<_> = (0..40).map(|i| rec(i * 100, i < 3)).collect();
         let oracle = vec![true; 40];
-        assert_eq!(check_liveness(&records, &oracle, &q, &[]).verdict, Verdict::Broken);
+        assert_eq!(check_liveness(&records, &oracle, &q, &[], 4_000).verdict, Verdict::Broken);
         let outage = Fault { kind: crate::faults::FaultKind::RedisPause, at_ms: 0, until_ms: 5_000 };
-        assert_eq!(check_liveness(&records, &oracle, &q, &[outage]).verdict, Verdict::Held);
+        assert_eq!(check_liveness(&records, &oracle, &q, &[outage], 4_000).verdict, Verdict::Held);
         let served: Vec<_> = (0..40).map(|i| rec(i * 100, i % 3 == 0)).collect();
-        assert_eq!(check_liveness(&served, &oracle, &q, &[]).verdict, Verdict::Held);
+        assert_eq!(check_liveness(&served, &oracle, &q, &[], 4_000).verdict, Verdict::Held);
+    }
+
+    /// Exact times, exact promise: no millisecond of slack hides an edge moved by one.
+    #[test]
+    fn exact_bounds_have_no_slack() {
+        let q = Quota::new(2, 1000);
+        let (aligned, first_hit) =
+            (Promise::FixedWindow { first_hit: false }, Promise::FixedWindow { first_hit: true });
+        // Two in [0, 1000), then one at 999: three in one aligned window.
+        let edge: Vec<_> = [0, 500, 999].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(aligned, &q, &edge, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        // A first-hit window opened at 0 holds through 1000 (Redis keeps the key through its
+        // deadline's millisecond): a third at 1000 is one too many, at 1001 a new window.
+        let at_deadline: Vec<_> = [0, 500, 1000].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(first_hit, &q, &at_deadline, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        let after: Vec<_> = [0, 500, 1001, 1002].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(first_hit, &q, &after, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        // A bucket of burst 2 refilling 2 per second: a third unit needs 500 ms, not 499.
+        let bucket: Vec<_> = [0, 0, 499].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Promise::TokenBucket, &q, &bucket, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        let refilled: Vec<_> = [0, 0, 500].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(Promise::TokenBucket, &q, &refilled, 0, Tolerance::EXACT).verdict, Verdict::Held);
+    }
+
+    /// Decisions known only to an interval break a bound only where every placement does.
+    #[test]
+    fn intervals_break_a_bound_only_when_no_placement_explains_it() {
+        let q = Quota::new(2, 1000);
+        let first_hit = Promise::FixedWindow { first_hit: true };
+        // The third may have been decided at 1001, opening a window of its own: not a break.
+        let maybe_new: Vec<_> = vec![rec(0, true), rec(500, true), between(990, 1001)];
+        assert_eq!(check_bound(first_hit, &q, &maybe_new, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        // However they are placed, three lie within 1000 ms of the first.
+        let surely: Vec<_> = vec![rec(0, true), between(400, 600), between(900, 1000)];
+        assert_eq!(check_bound(first_hit, &q, &surely, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        // A sliding log: three within [0, 1000) only if the last was decided before 1000.
+        let log = Promise::SlidingLog;
+        assert_eq!(
+            check_bound(log, &q, &[rec(0, true), rec(10, true), between(998, 1000)], 0, Tolerance::EXACT).verdict,
+            Verdict::Held
+        );
+        assert_eq!(
+            check_bound(log, &q, &[rec(0, true), rec(10, true), between(997, 999)], 0, Tolerance::EXACT).verdict,
+            Verdict::Broken
+        );
+        // A bucket of burst 2 refilling 2 per second: the third needs 500 ms after the first.
+        let bucket = Promise::TokenBucket;
+        let late: Vec<_> = vec![rec(0, true), rec(0, true), between(490, 500)];
+        assert_eq!(check_bound(bucket, &q, &late, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        let early: Vec<_> = vec![rec(0, true), rec(0, true), between(480, 499)];
+        assert_eq!(check_bound(bucket, &q, &early, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+    }
+
+    /// A window that ends after the run, or in which a failure policy answered, judges
+    /// nothing about the limiter's capacity.
+    #[test]
+    fn liveness_judges_only_windows_inside_the_run_that_redis_decided() {
+        let q = Quota::new(10, 1000);
+        let oracle = vec![true; 10];
+        // Requests still in flight when a 5 s run ended fall in [4 s, 6 s): not judged.
+        let starved_at_the_end: Vec<_> = (0..10).map(|i| rec(4_100 + i * 10, false)).collect();
+        assert_eq!(check_liveness(&starved_at_the_end, &oracle, &q, &[], 5_000).verdict, Verdict::Held);
+        assert_eq!(check_liveness(&starved_at_the_end, &oracle, &q, &[], 6_000).verdict, Verdict::Broken);
+        let by_policy: Vec<_> =
+            (0..10).map(|i| Record { source: Source::FailClosed, ..rec(2_100 + i * 10, false) }).collect();
+        assert_eq!(check_liveness(&by_policy, &oracle, &q, &[], 6_000).verdict, Verdict::Held);
     }
 }

@@ -24,7 +24,7 @@ use crate::mode::Mode;
 use crate::redis_host::RedisHost;
 use crate::scenario::RunSpec;
 use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
-use crate::subject::{Caller, CallerSpec, Subject};
+use crate::subject::{Caller, CallerSpec, RunShared, Subject};
 use crate::trace::{self, Record};
 use crate::workload::Arrival;
 use redis_model::Reply;
@@ -86,6 +86,8 @@ struct Instruments {
     redis: RedisHost,
     ledger: Option<Arc<LeaseLedger>>,
     modes: Arc<Mutex<ModeOutput>>,
+    /// Commands the harness added to the subject's calls (see `CallerSpec`).
+    commands: Arc<AtomicU64>,
 }
 
 fn instance_name(i: u32) -> String {
@@ -117,6 +119,7 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
         redis: redis.clone(),
         ledger: (spec.mode == Mode::Lease).then(|| Arc::new(LeaseLedger::new())),
         modes: Arc::default(),
+        commands: Arc::default(),
     };
 
     let end_ms = spec.duration_ms + GRACE_MS;
@@ -188,8 +191,9 @@ pub fn run(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let mut modes = std::mem::take(&mut *instruments.modes.lock().unwrap_or_else(|p| p.into_inner()));
     modes.ledger = instruments.ledger.map(|l| l.entries()).unwrap_or_default();
     let mut cost = redis.cost();
-    // The harness's own look at the state is no call of the limiter's.
+    // The harness's own look at the state is no call of the limiter's, nor are its clock readings.
     cost.round_trips = cost.round_trips.saturating_sub(modes.probed);
+    cost.commands = cost.commands.saturating_sub(instruments.commands.load(Ordering::Relaxed));
     Ok(RunOutput { records, trace_hash, redis: cost, modes })
 }
 
@@ -286,7 +290,7 @@ async fn instance(
         timeout: Duration::from_millis(spec.timeout_ms),
         breaker: BreakerConfig::new(3, 250),
         key_prefix: None,
-        data_epoch,
+        run: RunShared { data_epoch, instrument_commands: instruments.commands.clone() },
         instance: i,
         mode: spec.mode,
         lease_ledger: instruments.ledger.clone(),

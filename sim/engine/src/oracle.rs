@@ -51,8 +51,9 @@ impl Exact {
                 algo::step(twin, q, state, EPOCH_MS + now_ms, cost).allowed
             }
             Exact::FirstHit(window) => {
+                // Redis keeps the window's key through the millisecond its TTL ends in.
                 let (start, used) = match *window {
-                    Some((start, used)) if now_ms < start + q.period_ms() => (start, used),
+                    Some((start, used)) if now_ms <= start + q.period_ms() => (start, used),
                     _ => (now_ms, 0),
                 };
                 let ok = used + cost <= q.limit();
@@ -106,37 +107,23 @@ pub fn idle_starts(promise: Promise, quota: &Quota, records: &[Record]) -> BTree
 
 #[cfg(test)]
 mod tests {
-    use redis_ratelimit::Source;
-
     use super::*;
 
     fn rec(at_ms: u64, allowed: bool) -> Record {
-        Record {
-            t_ms: at_ms,
-            done_ms: at_ms,
-            at_ms,
-            instance: 0,
-            seq: 0,
-            key: 0,
-            cost: 1,
-            allowed,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: false,
-            rules: Vec::new(),
-        }
+        Record::exact(at_ms, 0, 1, allowed)
     }
 
     #[test]
     fn a_first_hit_window_starts_at_its_first_request_and_lasts_one_period() {
         let q = Quota::new(2, 1_000);
-        let records: Vec<Record> = [500, 600, 700, 1_400, 1_500, 1_600].map(|t| rec(t, true)).to_vec();
+        let records: Vec<Record> = [500, 600, 700, 1_400, 1_500, 1_501, 1_600].map(|t| rec(t, true)).to_vec();
         let (verdicts, acc) = judge(Promise::FixedWindow { first_hit: true }, &q, &records);
-        // [500, 1500) holds two; the window starting at 1500 holds two more.
-        assert_eq!(verdicts, [true, true, false, false, true, true]);
-        assert_eq!((acc.oracle_admitted, acc.wrong_allow), (4, 2));
+        // The window opened at 500 holds two and lasts through 1500, as Redis keeps a key
+        // through the millisecond its TTL ends in; the window opened at 1501 holds two more.
+        assert_eq!(verdicts, [true, true, false, false, false, true, true]);
+        assert_eq!((acc.oracle_admitted, acc.wrong_allow), (4, 3));
         let (aligned, _) = judge(Promise::FixedWindow { first_hit: false }, &q, &records);
-        assert_eq!(aligned, [true, true, false, true, true, false]);
+        assert_eq!(aligned, [true, true, false, true, true, false, false]);
     }
 
     #[test]

@@ -11,7 +11,7 @@ use crate::mode::Mode;
 use crate::oracle;
 use crate::promise::Tolerance;
 use crate::scenario::{self, RunSpec};
-use crate::subject::{ClientSubject, RulesSubject, Subject};
+use crate::subject::{RulesSubject, Subject};
 use crate::trace;
 use crate::workload::{Spread, Workload};
 use results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
@@ -111,6 +111,9 @@ pub fn replay_command(spec: &RunSpec) -> String {
         cmd.push_str(&format!(" --instances {}", spec.instances));
     }
     cmd.push_str(&format!(" --duration {}", spec.duration_ms));
+    if let Some(scenario) = &scenario {
+        cmd.push_str(&scenario::Overrides::of(spec, scenario));
+    }
     let drawn = scenario.map(|s| s.faults_for(spec.seed, spec.instances, spec.duration_ms));
     if drawn.as_deref() != Some(&spec.faults[..]) {
         cmd.push_str(&format!(" --faults {}", crate::faults::format_schedule(&spec.faults)));
@@ -133,16 +136,8 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         None => oracle::judge(promise, &q, records),
     };
     let data_losses = spec.faults.iter().filter(|f| f.kind.loses_data()).count() as u64;
-    // Decisions carry the time they were made (Redis's clock in server time), to the ms.
-    // Decisions carry the time they were made where the subject says (Redis's clock in the
-    // library's server time); otherwise they are known to within half their call.
-    let decided_at_unknown = match &spec.subject {
-        Subject::Algorithm(_) => false,
-        Subject::Script(_) => spec.effective_time_source() == TimeSource::Server,
-        Subject::Client(c) => *c == ClientSubject::IncrThenExpire,
-        Subject::Rules(r) => *r == RulesSubject::PerSlot,
-    };
-    let slack_ms = trace::uncertainty_ms(records, decided_at_unknown);
+    // Each decision is judged where it was made: the records carry the moment, or the
+    // interval it lies in (`trace::Record`), and the checkers place it anywhere inside.
     let tolerance = match &spec.subject {
         Subject::Script(f) => f.tolerance,
         _ => Tolerance::EXACT,
@@ -156,14 +151,14 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         .sum();
     let (bound, rules) = match &multi {
         Some(multi) => {
-            let (check, result) = crate::rules::check::check(multi, records, slack_ms, data_losses);
+            let (check, result) = crate::rules::check::check(multi, records, data_losses);
             (check, Some(result))
         }
         None => {
             let allowance = data_losses * promise.capacity(&q) + failover_units;
-            let mut bound = checker::check_bound_with(promise, &q, records, slack_ms, allowance, tolerance);
+            let mut bound = checker::check_bound_with(promise, &q, records, allowance, tolerance);
             if failover_units > 0 && promise != crate::promise::Promise::None {
-                let extra = checker::extra_admissions(promise, &q, records, slack_ms, tolerance);
+                let extra = checker::extra_admissions(promise, &q, records, tolerance);
                 bound.detail = format!(
                     "{extra} extra admissions over the promise after the failover, bound {failover_units} (one burst + \
                      rate x replication lag per failover); {}",
@@ -174,7 +169,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         }
     };
     let policy = checker::check_policy(spec.policy, records, &spec.faults);
-    let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults);
+    let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults, spec.duration_ms);
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
     let expected_finding = !spec.subject.is_library() || client_time_under_skew;
 

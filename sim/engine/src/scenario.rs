@@ -393,3 +393,115 @@ impl Scenario {
         out
     }
 }
+
+/// What a run may change of its scenario besides the instances, the duration and the faults
+/// (which have options of their own): the one-way latency, the offered load, the instances'
+/// clocks and the library's time source. The sweeps change these; a replay command names every
+/// one that differs from its scenario's, so it reruns exactly the run that showed a finding.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// One-way latency range to Redis (ms).
+    pub latency_ms: Option<(u64, u64)>,
+    /// Offered load of a Poisson workload, as a multiple of the limit.
+    pub load_x: Option<f64>,
+    /// Clock offset (ms) and drift (ppm) per instance, cycled over instances.
+    pub skew: Option<Vec<(i64, i64)>>,
+    /// The library's time source (subjects keep their own).
+    pub time_source: Option<TimeSource>,
+}
+
+impl Overrides {
+    /// Applies the overrides to `spec`.
+    pub fn apply(&self, spec: &mut RunSpec) {
+        if let Some(latency) = self.latency_ms {
+            spec.latency_ms = latency;
+        }
+        if let (Some(x), Workload::Poisson { rate_x, .. }) = (self.load_x, &mut spec.workload) {
+            *rate_x = x;
+        }
+        if let Some(skew) = &self.skew {
+            spec.skew = skew.clone();
+        }
+        if let Some(source) = self.time_source {
+            spec.time_source = source;
+        }
+    }
+
+    /// What `spec` changes of its scenario, as command-line options (empty when nothing).
+    pub fn of(spec: &RunSpec, scenario: &Scenario) -> String {
+        let mut out = String::new();
+        if spec.latency_ms != scenario.latency_ms {
+            out.push_str(&format!(" --latency {}", format_latency(spec.latency_ms)));
+        }
+        if let (Workload::Poisson { rate_x: ran, .. }, Workload::Poisson { rate_x: given, .. }) =
+            (&spec.workload, &scenario.workload)
+        {
+            if ran != given {
+                out.push_str(&format!(" --load {ran}"));
+            }
+        }
+        if spec.skew != scenario.skew {
+            out.push_str(&format!(" --skew {}", format_skew(&spec.skew)));
+        }
+        // A scenario that runs both time sources needs the one this run used named.
+        let several = scenario.time_sources.len() > 1 || scenario.time_sources.first() != Some(&spec.time_source);
+        if spec.subject.has_time_source_choice() && several {
+            out.push_str(&format!(" --time-source {}", spec.time_source.name()));
+        }
+        out
+    }
+}
+
+/// `MIN..MAX`, or one number for a fixed latency.
+pub fn format_latency((lo, hi): (u64, u64)) -> String {
+    if lo == hi {
+        lo.to_string()
+    } else {
+        format!("{lo}..{hi}")
+    }
+}
+
+/// Reads [`format_latency`]'s form: one-way latency in ms, at most 10 s.
+pub fn parse_latency(text: &str) -> Result<(u64, u64), String> {
+    let number = |s: &str| -> Result<u64, String> {
+        let n: u64 = s.trim().parse().map_err(|_| format!("{s:?} is not a whole number of ms"))?;
+        if n > 10_000 {
+            return Err(format!("{n} ms is more than 10 s"));
+        }
+        Ok(n)
+    };
+    let (lo, hi) = match text.split_once("..") {
+        Some((lo, hi)) => (number(lo)?, number(hi)?),
+        None => (number(text)?, number(text)?),
+    };
+    if lo > hi {
+        return Err(format!("the range {lo}..{hi} runs backwards"));
+    }
+    Ok((lo, hi))
+}
+
+/// `OFFSET_MS[/DRIFT_PPM],...`, one entry per instance (cycled).
+pub fn format_skew(skew: &[(i64, i64)]) -> String {
+    let entries: Vec<String> = skew
+        .iter()
+        .map(|&(offset, drift)| if drift == 0 { offset.to_string() } else { format!("{offset}/{drift}") })
+        .collect();
+    entries.join(",")
+}
+
+/// Reads [`format_skew`]'s form: offsets within an hour, drifts within 10%.
+pub fn parse_skew(text: &str) -> Result<Vec<(i64, i64)>, String> {
+    let mut out = Vec::new();
+    for entry in text.split(',') {
+        let (offset, drift) = entry.split_once('/').unwrap_or((entry, "0"));
+        let offset: i64 =
+            offset.trim().parse().map_err(|_| format!("{entry:?}: the offset is not a whole number of ms"))?;
+        let drift: i64 =
+            drift.trim().parse().map_err(|_| format!("{entry:?}: the drift is not a whole number of ppm"))?;
+        if offset.abs() > 3_600_000 || drift.abs() > 100_000 {
+            return Err(format!("{entry:?}: an offset is at most an hour and a drift at most 100000 ppm"));
+        }
+        out.push((offset, drift));
+    }
+    Ok(out)
+}

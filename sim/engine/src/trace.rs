@@ -14,9 +14,16 @@ pub struct Record {
     pub done_ms: u64,
     /// When the decision was made, in true time: Redis's clock for a server-time store
     /// decision, the request's own timestamp for client time (the script decided by it), the
-    /// return for a fallback (the policy decides after the call failed). Oracle and checkers
-    /// judge each decision at this time.
+    /// return for a fallback (the policy decides after the call failed). The oracle replays
+    /// decisions in this order; where the moment is known only to lie in an interval
+    /// ([`Record::lo_ms`]..=[`Record::hi_ms`]), this is its middle.
     pub at_ms: u64,
+    /// The earliest moment the decision can have been made (ms since the run began, on the
+    /// clock it was made by): equal to `at_ms` and `hi_ms` when the moment is known exactly.
+    pub lo_ms: u64,
+    /// The latest moment the decision can have been made. The checkers call a promise broken
+    /// only when no placement of each decision inside its interval explains the admissions.
+    pub hi_ms: u64,
     /// The instance that decided.
     pub instance: u32,
     /// Per-instance sequence number (ties at equal times keep arrival order).
@@ -49,12 +56,13 @@ pub struct RuleMark {
 
 impl Record {
     /// The record of one check of `arrival` on `instance`: started at `t_ms`, returned at
-    /// `done_ms` (ms since the run began, which the wall clock read as `run_epoch_ms`).
-    /// `at_ms` is when the decision was made: Redis's clock for a store decision that says
-    /// so (Redis's clock is the run's), the request's own time for a decision by the client's
-    /// clock, the middle of the call for one by Redis's clock at an unknown moment (see
-    /// [`uncertainty_ms`]), the return for a fallback (the policy decides after the call
-    /// failed).
+    /// `done_ms` (ms since the run began, which the wall clock read as `run_epoch_ms`). The
+    /// decision was made where the answer says: at Redis's reading for a store decision that
+    /// reports it (the library's scripts return the clock they decided by), between two
+    /// readings of Redis's clock for one bracketed by `TIME` (a subject file's script), at the
+    /// request's own time for a decision by the client's clock, anywhere between sending and
+    /// answering for one made at an unknown moment, and at the return for a fallback (the
+    /// policy decides after the call failed).
     pub fn of_answer(
         instance: u32,
         seq: u32,
@@ -64,16 +72,23 @@ impl Record {
         answer: &Answer,
         run_epoch_ms: u64,
     ) -> Record {
-        let at_ms = match (answer.source, answer.decided_by) {
-            (Source::Store, DecidedBy::Server(ms)) => ms.saturating_sub(run_epoch_ms),
-            (Source::Store, DecidedBy::Client) => t_ms,
-            (Source::Store, DecidedBy::Unknown) => t_ms + (done_ms.saturating_sub(t_ms)) / 2,
-            _ => done_ms,
+        let since_start = |ms: u64| ms.saturating_sub(run_epoch_ms);
+        let (lo_ms, hi_ms) = match (answer.source, answer.decided_by) {
+            (Source::Store, DecidedBy::Server(ms)) => (since_start(ms), since_start(ms)),
+            // Whether the script kept Redis's time in µs or in ms, the moment it decided by lies
+            // in whole milliseconds between these.
+            (Source::Store, DecidedBy::Between(lo, hi)) => (since_start(lo / 1000), since_start(hi.div_ceil(1000))),
+            (Source::Store, DecidedBy::Client) => (t_ms, t_ms),
+            (Source::Store, DecidedBy::Unknown) => (t_ms, done_ms.max(t_ms)),
+            _ => (done_ms, done_ms),
         };
+        let hi_ms = hi_ms.max(lo_ms);
         Record {
             t_ms,
             done_ms,
-            at_ms,
+            at_ms: lo_ms + (hi_ms - lo_ms) / 2,
+            lo_ms,
+            hi_ms,
             instance,
             seq,
             key: arrival.key,
@@ -85,17 +100,26 @@ impl Record {
             rules: answer.rules.clone(),
         }
     }
-}
 
-/// How far off a record's `at_ms` may be: the store decisions taken by Redis's clock at an
-/// unknown moment were placed in the middle of their call, so they happened within half the
-/// call's length of it. The checkers widen (or narrow) their windows by this much, so a
-/// reported break is a real one.
-pub fn uncertainty_ms(records: &[Record], decided_by_unknown: bool) -> u64 {
-    if !decided_by_unknown {
-        return 0;
+    /// A decision made at exactly `at_ms` (for tests and models that know the moment).
+    pub fn exact(at_ms: u64, key: u32, cost: u64, allowed: bool) -> Record {
+        Record {
+            t_ms: at_ms,
+            done_ms: at_ms,
+            at_ms,
+            lo_ms: at_ms,
+            hi_ms: at_ms,
+            instance: 0,
+            seq: 0,
+            key,
+            cost,
+            allowed,
+            source: Source::Store,
+            retry_after_ms: 0,
+            error: false,
+            rules: Vec::new(),
+        }
     }
-    records.iter().filter(|r| r.source == Source::Store).map(|r| (r.done_ms - r.t_ms).div_ceil(2)).max().unwrap_or(0)
 }
 
 /// Sorts records into decision-time order (the oracle's order) and hashes them: SHA-1 over one
@@ -123,6 +147,11 @@ pub fn finish(records: &mut [Record]) -> String {
             r.retry_after_ms,
             r.error as u8
         );
+        // A decision known only to an interval says so; an exact one hashes as before.
+        if (r.lo_ms, r.hi_ms) != (r.at_ms, r.at_ms) {
+            line.pop();
+            let _ = writeln!(line, " {}..{}", r.lo_ms, r.hi_ms);
+        }
         // Rule marks only where there are some, so single-limit traces hash as before.
         for m in &r.rules {
             line.pop();

@@ -22,7 +22,7 @@ use results::RedisCost;
 use sim_engine::cluster::RunOutput;
 use sim_engine::faults::{self, FaultKind};
 use sim_engine::scenario::RunSpec;
-use sim_engine::subject::{Caller, CallerSpec};
+use sim_engine::subject::{Caller, CallerSpec, RunShared};
 use sim_engine::trace::{self, Record};
 use sim_engine::workload::Arrival;
 
@@ -182,6 +182,8 @@ struct Ctx {
     records: Mutex<Vec<Record>>,
     /// Bumped each time Redis comes back without its data.
     data_epoch: Arc<AtomicU64>,
+    /// Commands the harness adds to a subject's calls (its clock readings), left out of the cost.
+    instrument_commands: Arc<AtomicU64>,
     /// The leases' accounting, when the run leases.
     ledger: Option<Arc<redis_ratelimit::harness::LeaseLedger>>,
 }
@@ -231,6 +233,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         prefix,
         records: Mutex::new(Vec::new()),
         data_epoch: Arc::new(AtomicU64::new(0)),
+        instrument_commands: Arc::default(),
         ledger: (spec.mode == sim_engine::mode::Mode::Lease)
             .then(|| Arc::new(redis_ratelimit::harness::LeaseLedger::new())),
     });
@@ -340,7 +343,8 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
         }
     }
     let proxies: Vec<Proxy> = proxies.into_iter().map(|(_, p)| p).collect();
-    let redis_cost = redis.cost(&proxies).await?;
+    let mut redis_cost = redis.cost(&proxies).await?;
+    redis_cost.commands = redis_cost.commands.saturating_sub(ctx.instrument_commands.load(Ordering::Relaxed));
     drop(proxies);
     let mut records = std::mem::take(&mut *lock(&ctx.records));
     let trace_hash = trace::finish(&mut records);
@@ -398,7 +402,7 @@ async fn run_instance(ctx: Arc<Ctx>, i: u32) -> anyhow::Result<()> {
         timeout: Duration::from_millis(spec.timeout_ms.max(REAL_TIMEOUT_MS)),
         breaker: BREAKER,
         key_prefix: ctx.prefix.clone(),
-        data_epoch: ctx.data_epoch.clone(),
+        run: RunShared { data_epoch: ctx.data_epoch.clone(), instrument_commands: ctx.instrument_commands.clone() },
         instance: i,
         mode: spec.mode,
         lease_ledger: ctx.ledger.clone(),

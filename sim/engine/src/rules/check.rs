@@ -29,9 +29,9 @@ fn split(r: &Record) -> Option<String> {
     None
 }
 
-/// Checks `records` (in decision-time order) of a run of `rules`. `slack_ms` is how far a
-/// record's decision time may be off; `data_losses` how often Redis lost its data.
-pub fn check(rules: &[SimRule], records: &[Record], slack_ms: u64, data_losses: u64) -> (Check, RulesResult) {
+/// Checks `records` (in decision-time order) of a run of `rules`; `data_losses` is how often
+/// Redis lost its data.
+pub fn check(rules: &[SimRule], records: &[Record], data_losses: u64) -> (Check, RulesResult) {
     let mut split_requests = 0;
     let mut first = None;
     for r in records.iter().filter(|r| r.rules.len() == rules.len()) {
@@ -64,7 +64,7 @@ pub fn check(rules: &[SimRule], records: &[Record], slack_ms: u64, data_losses: 
                 ..r.clone()
             })
             .collect();
-        let c = checker::check_bound(rule.promise(), &rule.quota, &taken, slack_ms, data_losses, Tolerance::EXACT);
+        let c = checker::check_bound(rule.promise(), &rule.quota, &taken, data_losses, Tolerance::EXACT);
         bounds.push(RuleBound {
             name: rule.name.to_owned(),
             algorithm: rule.algorithm.name().to_owned(),
@@ -107,18 +107,8 @@ mod tests {
 
     fn rec(at_ms: u64, key: u32, allowed: bool, marks: &[(bool, bool)]) -> Record {
         Record {
-            t_ms: at_ms,
-            done_ms: at_ms,
-            at_ms,
-            instance: 0,
-            seq: 0,
-            key,
-            cost: 1,
-            allowed,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: false,
             rules: marks.iter().map(|&(allowed, consumed)| RuleMark { allowed, consumed }).collect(),
+            ..Record::exact(at_ms, key, 1, allowed)
         }
     }
 
@@ -133,7 +123,7 @@ mod tests {
     fn a_split_request_breaks_all_or_nothing_and_a_clean_run_holds() {
         let clean =
             [rec(0, 0, true, &[(true, true), (true, true)]), rec(1, 0, false, &[(true, false), (false, false)])];
-        let (c, r) = check(&rules(), &clean, 0, 0);
+        let (c, r) = check(&rules(), &clean, 0);
         assert_eq!(
             (c.verdict, r.split_requests, r.all_or_nothing.as_str()),
             (Verdict::Held, 0, "held"),
@@ -141,11 +131,11 @@ mod tests {
             c.detail
         );
         let split = [rec(0, 0, false, &[(true, true), (false, false)])];
-        let (c, r) = check(&rules(), &split, 0, 0);
+        let (c, r) = check(&rules(), &split, 0);
         assert_eq!((c.verdict, r.split_requests), (Verdict::Broken, 1));
         assert!(c.detail.contains("consumed from rules [0] while rules [1] denied it"), "{}", c.detail);
         let unpaid = [rec(0, 0, true, &[(true, true), (true, false)])];
-        assert_eq!(check(&rules(), &unpaid, 0, 0).1.split_requests, 1);
+        assert_eq!(check(&rules(), &unpaid, 0).1.split_requests, 1);
     }
 
     #[test]
@@ -153,7 +143,7 @@ mod tests {
         // Three users each consume once from the global rule within a period: fine for the
         // per-user rule, one too many for the global rule of 3... plus one: four.
         let recs: Vec<Record> = (0..4).map(|k| rec(k as u64, k, true, &[(true, true), (true, true)])).collect();
-        let (c, r) = check(&rules(), &recs, 0, 0);
+        let (c, r) = check(&rules(), &recs, 0);
         assert_eq!(r.rules[0].bound, "held");
         assert_eq!((r.rules[1].bound.as_str(), r.rules[1].consumed), ("broken", 4));
         assert!(c.detail.starts_with("rule g:"), "{}", c.detail);

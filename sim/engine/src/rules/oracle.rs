@@ -48,26 +48,13 @@ pub fn judge(rules: &[SimRule], records: &[Record]) -> (Vec<bool>, Accuracy) {
 
 #[cfg(test)]
 mod tests {
-    use redis_ratelimit::{Algorithm, Quota, Source};
+    use redis_ratelimit::{Algorithm, Quota};
 
     use super::*;
     use crate::rules::By;
 
     fn rec(at_ms: u64, key: u32) -> Record {
-        Record {
-            t_ms: at_ms,
-            done_ms: at_ms,
-            at_ms,
-            instance: 0,
-            seq: 0,
-            key,
-            cost: 1,
-            allowed: true,
-            source: Source::Store,
-            retry_after_ms: 0,
-            error: false,
-            rules: Vec::new(),
-        }
+        Record::exact(at_ms, key, 1, true)
     }
 
     #[test]

@@ -182,14 +182,18 @@ impl fmt::Display for Subject {
     }
 }
 
-/// By which clock a store decision was made.
+/// By which clock, and when, a store decision was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecidedBy {
     /// Redis's clock, read by the script, at this reading (ms since the Unix epoch).
     Server(u64),
+    /// Redis's clock, between these two readings of its `TIME` (µs since the Unix epoch):
+    /// the script ran after the first and before the second.
+    Between(u64, u64),
     /// The instance's clock, read when the request started.
     Client,
-    /// Redis's clock at an unknown moment between the request's start and its return.
+    /// An unknown moment between the request's start and its return (Redis's clock, or a
+    /// script that mixes the caller's clock with Redis's expiry).
     Unknown,
 }
 
@@ -213,16 +217,26 @@ pub struct Answer {
 }
 
 impl Answer {
-    /// The answer of the library's limiter.
-    pub fn of_limiter(result: &Result<Decision, Error>, cost: u64, time_source: TimeSource) -> Answer {
+    /// The answer of the library's limiter running `algorithm`.
+    pub fn of_limiter(
+        result: &Result<Decision, Error>,
+        cost: u64,
+        algorithm: Algorithm,
+        time_source: TimeSource,
+    ) -> Answer {
         match result {
             Ok(d) => Answer {
                 allowed: d.allowed,
                 cost,
                 source: d.source,
                 retry_after_ms: d.retry_after_ms,
-                decided_by: match time_source {
-                    TimeSource::Server => DecidedBy::Server(d.decided_at_ms),
+                decided_by: match (time_source, algorithm) {
+                    // GCRA keeps Redis's time in µs and reports the millisecond it fell in.
+                    (TimeSource::Server, Algorithm::Gcra) => {
+                        let us = d.decided_at_ms.saturating_mul(1000);
+                        DecidedBy::Between(us, us + 999)
+                    }
+                    (TimeSource::Server, _) => DecidedBy::Server(d.decided_at_ms),
                     _ => DecidedBy::Client,
                 },
                 error: None,
@@ -277,15 +291,25 @@ pub struct CallerSpec<'a> {
     pub breaker: BreakerConfig,
     /// A prefix for every key (runs against a shared Redis clean up their own keys).
     pub key_prefix: Option<String>,
-    /// Bumped by the harness whenever Redis loses its data: subjects with setup commands send
-    /// them again.
-    pub data_epoch: Arc<AtomicU64>,
+    /// What the instance shares with the harness and the run's other instances.
+    pub run: RunShared,
     /// Makes request ids unique across instances.
     pub instance: u32,
     /// The library's round-trip mode (the library's algorithms only).
     pub mode: crate::mode::Mode,
     /// Where the library's leases are recorded, outliving the instance (leases only).
     pub lease_ledger: Option<Arc<redis_ratelimit::harness::LeaseLedger>>,
+}
+
+/// What every instance of a run shares with the harness.
+#[derive(Debug, Clone, Default)]
+pub struct RunShared {
+    /// Bumped by the harness whenever Redis loses its data: subjects with setup commands send
+    /// them again.
+    pub data_epoch: Arc<AtomicU64>,
+    /// Counts the commands the harness adds to a subject's calls (the `TIME`s it brackets a
+    /// script with), so what the run cost Redis leaves them out.
+    pub instrument_commands: Arc<AtomicU64>,
 }
 
 /// An instance's way of asking about a request.
@@ -340,8 +364,8 @@ impl Caller {
                 spec.quota,
                 spec.clock,
                 spec.key_prefix.map(|p| format!("{p}:")).unwrap_or_default(),
-                spec.data_epoch,
                 spec.instance,
+                spec.run,
             )),
             Subject::Client(kind) => Caller::Client(client::ClientCaller::new(
                 *kind,
@@ -365,7 +389,7 @@ impl Caller {
     /// Asks about one request of `cost` on `key`; `seq` numbers the instance's requests.
     pub async fn check(&self, key: &str, cost: u64, seq: u64) -> Answer {
         match self {
-            Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.time_source()),
+            Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.algorithm(), l.time_source()),
             Caller::Script(s) => s.check(key, cost, seq).await,
             Caller::Client(c) => c.check(key, cost).await,
             Caller::Rules(r) => r.check(key, cost).await,

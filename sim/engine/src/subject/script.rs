@@ -2,13 +2,22 @@
 //! request, EVALSHA (EVAL when Redis answers NOSCRIPT), the reply read by the file's rules.
 //! When the call fails, the caller does what the file's `on_error` says and the error is
 //! recorded.
+//!
+//! A script that reads Redis's clock decides at the moment Redis runs it, which the caller
+//! never sees: it only knows when it sent the call and when the answer came. So the harness
+//! sends the script between two `TIME`s in one pipeline: Redis runs the script after the
+//! first and before the second, and the checkers judge the decision there, on Redis's clock,
+//! to the microsecond, whatever the latency (a window that lives on Redis's clock, such as
+//! INCR then PEXPIRE on the first hit, is judged where it opened and closed). The script sees
+//! nothing of it: `TIME` reads no key and writes nothing.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redis::Value;
-use redis_ratelimit::harness::{EvalScript, RawCallError};
+use redis_ratelimit::harness::RawCallError;
+use redis_ratelimit::store::StoreConnection;
 use redis_ratelimit::{Clock, Quota, RedisStore, Source};
 
 use super::file::{OnError, SubjectFile};
@@ -18,7 +27,7 @@ use super::{Answer, DecidedBy};
 /// See the module docs.
 pub struct ScriptCaller {
     file: Arc<SubjectFile>,
-    script: EvalScript,
+    sha1: String,
     store: RedisStore,
     quota: Quota,
     clock: Arc<dyn Clock>,
@@ -28,6 +37,8 @@ pub struct ScriptCaller {
     set_up: Mutex<(u64, BTreeSet<String>)>,
     data_epoch: Arc<AtomicU64>,
     instance: u32,
+    /// The `TIME`s sent around the script (see the module docs), counted apart.
+    instrument_commands: Arc<AtomicU64>,
 }
 
 impl ScriptCaller {
@@ -38,11 +49,11 @@ impl ScriptCaller {
         quota: Quota,
         clock: Arc<dyn Clock>,
         key_prefix: String,
-        data_epoch: Arc<AtomicU64>,
         instance: u32,
+        run: super::RunShared,
     ) -> Self {
         ScriptCaller {
-            script: EvalScript::new(&file.source),
+            sha1: sha1_smol::Sha1::from(file.source.as_bytes()).digest().to_string(),
             client_time: file.client_time(),
             file,
             store,
@@ -50,8 +61,9 @@ impl ScriptCaller {
             clock,
             key_prefix,
             set_up: Mutex::new((0, BTreeSet::new())),
-            data_epoch,
+            data_epoch: run.data_epoch,
             instance,
+            instrument_commands: run.instrument_commands,
         }
     }
 
@@ -71,12 +83,44 @@ impl ScriptCaller {
             return answer;
         }
         let (keys, argv) = self.file.render(&values);
-        let script = &self.script;
-        let result = self.store.call_raw(|mut conn| async move { script.run(&mut conn, &keys, &argv).await }).await;
+        let result = self.store.call_raw(|conn| self.run_between_times(conn, keys, argv)).await;
         match result {
-            Ok(reply) => self.read(&reply, &values, now_ms),
+            Ok((reply, between)) => self.read(&reply, &values, now_ms, between),
             Err(failure) => self.failed(failure, cost),
         }
+    }
+
+    /// `TIME`, the script (EVALSHA, or EVAL when Redis answers NOSCRIPT), `TIME`, in one
+    /// pipeline: the script's reply, and the two readings of Redis's clock (µs) it ran
+    /// between, when both came back as `TIME` replies.
+    async fn run_between_times(
+        &self,
+        mut conn: StoreConnection,
+        keys: Vec<String>,
+        argv: Vec<String>,
+    ) -> redis::RedisResult<(Value, Option<(u64, u64)>)> {
+        let mut reply: Vec<Value> = self.pipeline("EVALSHA", &self.sha1, &keys, &argv).query_async(&mut conn).await?;
+        self.instrument_commands.fetch_add(2, Ordering::Relaxed);
+        if matches!(reply.get(1), Some(Value::ServerError(e)) if e.kind() == Some(redis::ServerErrorKind::NoScript)) {
+            reply = self.pipeline("EVAL", &self.file.source, &keys, &argv).query_async(&mut conn).await?;
+            self.instrument_commands.fetch_add(2, Ordering::Relaxed);
+        }
+        let [before, script, after]: [Value; 3] = reply.try_into().map_err(|got: Vec<Value>| {
+            redis::RedisError::from((redis::ErrorKind::Parse, "a pipeline of three commands", format!("{got:?}")))
+        })?;
+        if let Value::ServerError(e) = script {
+            return Err(e.into());
+        }
+        Ok((script, time_us(&before).zip(time_us(&after))))
+    }
+
+    fn pipeline(&self, verb: &str, body: &str, keys: &[String], argv: &[String]) -> redis::Pipeline {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        pipe.cmd("TIME");
+        pipe.cmd(verb).arg(body).arg(keys.len()).arg(keys).arg(argv);
+        pipe.cmd("TIME");
+        pipe
     }
 
     /// Sends the setup commands for `key` unless they were sent since Redis last lost its
@@ -122,7 +166,7 @@ impl ScriptCaller {
         }
     }
 
-    fn read(&self, reply: &Value, values: &Values<'_>, now_ms: u64) -> Answer {
+    fn read(&self, reply: &Value, values: &Values<'_>, now_ms: u64, between: Option<(u64, u64)>) -> Answer {
         // An epoch time in the reply is read against the clock the script decided by: the
         // caller's in client time, Redis's (the true time, here) in server time.
         let read = self.file.reply.read(reply, values, now_ms);
@@ -131,7 +175,12 @@ impl ScriptCaller {
             cost: read.cost,
             source: Source::Store,
             retry_after_ms: read.retry_after_ms.unwrap_or(0),
-            decided_by: if self.client_time { DecidedBy::Client } else { DecidedBy::Unknown },
+            // A script fed the caller's clock decides by it, but what it keeps expires by
+            // Redis's: somewhere between sending and the answer.
+            decided_by: match between {
+                Some((lo, hi)) if !self.client_time => DecidedBy::Between(lo, hi),
+                _ => DecidedBy::Unknown,
+            },
             error: None,
             rules: Vec::new(),
         }
@@ -143,5 +192,18 @@ impl ScriptCaller {
             RawCallError::Unavailable(_) => Answer::failed(allow, cost, None),
             RawCallError::Refused(e) => Answer::failed(allow, cost, Some(e.to_string())),
         }
+    }
+}
+
+/// A `TIME` reply in microseconds since the epoch.
+fn time_us(reply: &Value) -> Option<u64> {
+    let Value::Array(parts) = reply else { return None };
+    let number = |v: &Value| match v {
+        Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse::<u64>().ok(),
+        _ => None,
+    };
+    match parts.as_slice() {
+        [s, us] => Some(number(s)?.checked_mul(1_000_000)? + number(us)?),
+        _ => None,
     }
 }
