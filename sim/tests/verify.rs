@@ -13,9 +13,9 @@ use sim::campaign::Campaign;
 use sim::cli::RunArgs;
 use sim_engine::subject::SubjectFile;
 use sim_verify as verify;
-use sim_verify::checks::{CheckKind, Held};
+use sim_verify::checks::CheckKind;
 use sim_verify::schedule::Schedule;
-use sim_verify::{calibrate, search};
+use sim_verify::search;
 
 /// Cases per check and quota: enough for every mutant here to be found (each is found within
 /// the first few dozen), few enough for the test profile.
@@ -27,12 +27,12 @@ fn path(relative: &str) -> PathBuf {
 
 fn load(relative: &str) -> Arc<SubjectFile> {
     let file = SubjectFile::load(&path(relative)).and_then(verify::preflight).expect("a valid subject file");
-    verify::calibrated(&file)
+    Arc::new(file)
 }
 
 /// The verdicts of the searches and the profile, without scenario runs.
 fn searched(relative: &str) -> SubjectReport {
-    verify::report(&load(relative), &Campaign::default(), CASES, 1)
+    verify::report(&load(relative), &Campaign::default(), CASES, 1, "model")
 }
 
 fn verdict<'a>(r: &'a SubjectReport, check: &str) -> &'a results::VerdictLine {
@@ -79,7 +79,7 @@ fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_and_its_replay_rep
         let q: Vec<u64> = quota.split('/').map(|n| n.parse().expect("a number")).collect();
         let quota = redis_ratelimit::Quota::new(q[0], q[1]).with_burst(q[2]);
         let file = load(&relative);
-        let held = Held { promise: file.promise, quota, tolerance: calibrate::tolerance(&file, file.promise, quota) };
+        let held = verify::held(&file, quota);
         let kind = CheckKind::ALL.into_iter().find(|k| k.name() == check).expect("a check");
         let replayed = search::judge(&file, &held, kind, &Schedule::parse(schedule).expect("parses"));
         assert!(replayed.is_some(), "{name}: the replay did not break {check} again: {}", v.replay);
@@ -129,7 +129,7 @@ fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() 
     let run = RunArgs::parse_from(["--scenario", "steady-trickle", "--no-sweeps"]).expect("valid options");
     let specs = sim::campaign::specs(&run, &[sim_engine::subject::Subject::Script(file.clone())]).expect("specs");
     let campaign = sim::campaign::run(&run, &[], &specs, &sim_engine::cluster::run).expect("runs");
-    let r = verify::report(&file, &campaign, CASES, 1);
+    let r = verify::report(&file, &campaign, CASES, 1, "model");
     let starved = verdict(&r, "no lost capacity");
     assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
     assert!(starved.replay.starts_with("cargo xtask verify ") && starved.replay.contains("--replay"), "{starved:?}");
@@ -176,16 +176,19 @@ fn the_library_scripts_on_the_callers_clock_pay_the_clock_trust_and_break_nothin
         assert!(client.contains("{now_ms}"), "{name}: {client}");
         let toml = dir.path().join(format!("{name}.toml"));
         std::fs::write(&toml, client).expect("write");
-        let file = verify::calibrated(&verify::preflight(SubjectFile::load(&toml).expect("loads")).expect("runs"));
+        let file = Arc::new(verify::preflight(SubjectFile::load(&toml).expect("loads")).expect("runs"));
         assert!(file.client_time());
-        let r = verify::report(&file, &Campaign::default(), 64, 1);
+        let r = verify::report(&file, &Campaign::default(), 64, 1, "model");
         assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
         assert_eq!(verdict(&r, "clock trust").verdict, "expected", "{name}: {:#?}", r.verdicts);
     }
 }
 
 #[test]
-fn a_script_that_errors_at_run_time_is_a_finding_that_names_the_command() {
+/// A script that calls a command the model does not have cannot be judged on the model: it is
+/// "not judged" (naming the command and the backend that can run it), never broken, since on
+/// Redis it may run without any error.
+fn a_script_that_needs_a_command_the_model_lacks_is_not_judged_and_names_it() {
     let dir = tempfile::tempdir().expect("a temporary directory");
     std::fs::write(
         dir.path().join("s.lua"),
@@ -198,11 +201,13 @@ fn a_script_that_errors_at_run_time_is_a_finding_that_names_the_command() {
          [reply]\nallowed = { equals = 1 }\n[promise]\nkind = \"none\"\n",
     )
     .expect("write");
-    let file = verify::calibrated(&verify::preflight(SubjectFile::load(&dir.path().join("s.toml")).unwrap()).unwrap());
-    let r = verify::report(&file, &Campaign::default(), 16, 1);
+    let file = Arc::new(verify::preflight(SubjectFile::load(&dir.path().join("s.toml")).unwrap()).unwrap());
+    let r = verify::report(&file, &Campaign::default(), 16, 1, "model");
     let errors = verdict(&r, "runs without errors");
-    assert_eq!(errors.verdict, "broken", "{:#?}", r.verdicts);
-    assert!(errors.detail.contains("`cl.throttle`"), "{}", errors.detail);
+    assert_eq!(errors.verdict, "not judged", "{:#?}", r.verdicts);
+    assert!(errors.detail.contains("`cl.throttle`") && errors.detail.contains("--backend redis"), "{}", errors.detail);
+    assert_eq!(results::subject::broken(&r), 0, "{:#?}", r.verdicts);
+    assert_eq!(results::subject::not_judged(&r), 1, "{:#?}", r.verdicts);
 }
 
 /// The whole loop as a user runs it, with the scenarios on real `redis-server` processes the

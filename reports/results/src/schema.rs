@@ -114,6 +114,9 @@ pub struct VerdictLine {
 pub struct Profile {
     /// Delivered against offered load, both as multiples of the limit.
     pub rate_curve: Vec<RatePoint>,
+    /// What an exact limiter of the promise delivers from the same requests (empty for a
+    /// promise without one).
+    pub exact_curve: Vec<RatePoint>,
     /// Admitted from a fresh key by one burst of five times the capacity at one instant.
     pub largest_burst: u64,
     /// What the promise allows at once (the burst or the limit).

@@ -12,6 +12,10 @@ pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
     let mut rows = Vec::new();
     let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
     rows.push(("delivered / offered", curve.join(", ")));
+    if !p.exact_curve.is_empty() {
+        let exact: Vec<String> = p.exact_curve.iter().map(|pt| format!("{:.2}x", pt.delivered)).collect();
+        rows.push(("an exact limiter", format!("delivers {} from the same requests", exact.join(", "))));
+    }
     rows.push(("largest burst at once", format!("{} (the promise allows {})", p.largest_burst, p.burst_bound)));
     let exact = p.exact_longest_gap_ms.map_or(String::new(), |ms| format!("; an exact limiter: {ms} ms"));
     rows.push(("longest starvation", format!("{} ms at 1.5x the rate{exact}", p.longest_starvation_ms)));
@@ -38,14 +42,21 @@ pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
 /// How many of its checks broke ("expected", the price of a design such as trusting the
 /// caller's clock, is shown but is no broken promise).
 pub fn broken(r: &SubjectReport) -> usize {
-    r.verdicts.iter().filter(|v| v.verdict == "broken").count()
+    r.verdicts.iter().filter(|v| v.verdict == crate::verdict::BROKEN).count()
+}
+
+/// How many of its checks could not be judged on the model.
+pub fn not_judged(r: &SubjectReport) -> usize {
+    r.verdicts.iter().filter(|v| v.verdict == crate::verdict::NOT_JUDGED).count()
 }
 
 /// The one-line conclusion.
 pub fn conclusion(r: &SubjectReport) -> String {
-    match broken(r) {
-        0 => "every promise held".to_owned(),
-        n => format!("{n} promise(s) broken"),
+    match (broken(r), not_judged(r)) {
+        (0, 0) => "every promise held".to_owned(),
+        (0, n) => format!("{n} check(s) could not be judged on the Redis model; nothing broke"),
+        (b, 0) => format!("{b} promise(s) broken"),
+        (b, n) => format!("{b} promise(s) broken; {n} check(s) could not be judged on the Redis model"),
     }
 }
 

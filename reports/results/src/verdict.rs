@@ -16,6 +16,14 @@ pub const HELD: &str = "held";
 pub const BROKEN: &str = "broken";
 /// Nothing to check: no promise applies.
 pub const NONE: &str = "none";
+/// A verified subject's check that broke by the subject's design, shown with its evidence but
+/// no broken promise (the price of trusting the callers' clocks).
+pub const EXPECTED: &str = "expected";
+/// A verified subject's check that could not be judged (its script needs a command the Redis
+/// model does not have): neither held nor broken.
+pub const NOT_JUDGED: &str = "not judged";
+/// A verified subject's check that has nothing to judge (no scenario cut it off from Redis).
+pub const NOT_APPLICABLE: &str = "n/a";
 
 /// Whether a result fails the run: a bound-promising algorithm broke its promise where it
 /// applies, a failure policy broke its own, or calls returned errors.

@@ -93,32 +93,41 @@ impl Promise {
     }
 }
 
-/// How coarsely a limiter keeps time, which its promise is held to with: a script fed whole
-/// seconds cannot tell two moments of one second apart, and one that refills a bucket in steps
-/// hands out a step at once. Zero for the library's algorithms, which keep exact time.
+/// How coarsely a limiter keeps time, as its subject file declares it (`resolution_ms`): a
+/// script that reads whole seconds cannot tell two moments of one second apart, and one that
+/// refills a bucket once a period hands out a whole period's refill at once. A promise is
+/// held with exactly what is declared and nothing more; a step the file does not declare is a
+/// break (the verifier measures it and names the line that would declare it). Zero for the
+/// library's algorithms, which keep exact time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tolerance {
     /// The coarsest step of the time it decides by, in ms (1000 for whole seconds).
     pub resolution_ms: u64,
-    /// Units a bucket may hand out at one instant beyond its smooth refill: measured under
-    /// steady pressure (a bucket refilling L at the start of every period hands out L - 1
-    /// more than a smooth one).
-    pub extra_units: u64,
 }
 
 impl Tolerance {
-    /// No tolerance: exact time, smooth refill.
-    pub const EXACT: Tolerance = Tolerance { resolution_ms: 0, extra_units: 0 };
+    /// No tolerance: exact time.
+    pub const EXACT: Tolerance = Tolerance { resolution_ms: 0 };
 
     /// In words, for verdicts; empty when exact.
     pub fn describe(&self) -> String {
-        match (self.resolution_ms, self.extra_units) {
-            (0, 0) => String::new(),
-            (r, 0) => format!("time in steps of {r} ms"),
-            (0, u) => format!("refill in steps ({u} units beyond a smooth bucket at once)"),
-            (r, u) => format!("time in steps of {r} ms, refill in steps ({u} units at once)"),
+        match self.resolution_ms {
+            0 => String::new(),
+            r => format!("its declared time resolution of {r} ms"),
         }
     }
+}
+
+/// What a window or a log counts, as its subject file declares it (`counts`): the units it
+/// admitted (the default), or every unit requested, denied ones too (a counter that INCRs
+/// first and compares after: a design that admits less after a large denied request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Counts {
+    /// Only admitted units count towards the limit.
+    #[default]
+    Admitted,
+    /// Every requested unit counts, admitted or not.
+    Requests,
 }
 
 impl fmt::Display for Promise {

@@ -20,9 +20,9 @@ use sim::campaign;
 use sim::cli::{Backend, RunArgs};
 use sim_engine::subject::{Subject, SubjectFile};
 use sim_verify as verify;
-use sim_verify::checks::{CheckKind, Held};
+use sim_verify::checks::CheckKind;
 use sim_verify::schedule::{Ran, Schedule};
-use sim_verify::{calibrate, search};
+use sim_verify::search;
 
 /// `cargo xtask verify`: rate-limiter scripts described by subject files, each promise
 /// judged under generated schedules at exact times and under the scenario catalogue.
@@ -35,7 +35,9 @@ use sim_verify::{calibrate, search};
              (instances racing, skewed clocks, partitions, outages, restarts) beside the library's algorithms, \
              with a profile of what each script is. Prints one verdict per promise with its replay command, \
              writes the results JSON and the HTML report.",
-    after_help = "Exit status: 0 when every promise held, 1 when one broke, 2 when a file or an option is wrong."
+    after_help = "Exit status: 0 when every promise held, 1 when one broke, 2 when a file or an option is wrong, 3 when \
+                  nothing broke but a check could not be judged on the Redis model (the script needs a command it \
+                  lacks: run with --backend redis)."
 )]
 struct VerifyArgs {
     /// Subject files (TOML, beside their scripts)
@@ -94,13 +96,24 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     match verify_all(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Outcome::Held) => ExitCode::SUCCESS,
+        Ok(Outcome::Broken) => ExitCode::from(1),
+        Ok(Outcome::NotJudged) => ExitCode::from(3),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// What the subjects came to, as the exit status says it.
+enum Outcome {
+    /// Every promise held.
+    Held,
+    /// A promise broke.
+    Broken,
+    /// Nothing broke, but a check could not be judged on the model.
+    NotJudged,
 }
 
 /// Loads every file; every mistake in any of them is reported before anything runs.
@@ -124,13 +137,13 @@ fn load(files: &[PathBuf]) -> Result<Vec<SubjectFile>> {
     Ok(loaded)
 }
 
-fn verify_all(args: &VerifyArgs) -> Result<bool> {
+fn verify_all(args: &VerifyArgs) -> Result<Outcome> {
     let files = load(&args.files)?;
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
         return Ok(replay(file, args.quota, schedule));
     }
-    let subjects: Vec<Arc<SubjectFile>> = files.iter().map(verify::calibrated).collect();
+    let subjects: Vec<Arc<SubjectFile>> = files.into_iter().map(Arc::new).collect();
     let o = &args.run;
     let execute = campaign::executor(o)?;
 
@@ -154,13 +167,20 @@ fn verify_all(args: &VerifyArgs) -> Result<bool> {
     );
     let campaign = campaign::run(o, &everyone, &specs, &*execute)?;
 
-    let reports: Vec<_> = subjects.iter().map(|file| verify::report(file, &campaign, args.cases, o.seed)).collect();
+    let reports: Vec<_> =
+        subjects.iter().map(|file| verify::report(file, &campaign, args.cases, o.seed, o.backend.name())).collect();
 
     print!("{}", results::table::render(&campaign.results));
     for r in &reports {
         print!("{}", results::subject::render(r));
     }
-    let held = reports.iter().all(|r| results::subject::broken(r) == 0);
+    let outcome = if reports.iter().any(|r| results::subject::broken(r) > 0) {
+        Outcome::Broken
+    } else if reports.iter().any(|r| results::subject::not_judged(r) > 0) {
+        Outcome::NotJudged
+    } else {
+        Outcome::Held
+    };
     let out = Results {
         schema: SCHEMA.to_owned(),
         command: format!("cargo xtask verify {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
@@ -174,14 +194,15 @@ fn verify_all(args: &VerifyArgs) -> Result<bool> {
         shard: o.shard_name(),
     };
     campaign::write(o, &out)?;
-    Ok(held)
+    Ok(outcome)
 }
 
-/// Replays one schedule and prints it with every check's result.
-fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> bool {
+/// Replays one schedule and prints it with every check's result, holding the subject exactly
+/// as the search did (what its file declares, whether it decides ties both ways).
+fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> Outcome {
     let file = Arc::new(file.clone());
     let quota = quota.unwrap_or_else(|| verify::catalogue_quota(&file));
-    let held = Held { promise: file.promise, quota, tolerance: calibrate::tolerance(&file, file.promise, quota) };
+    let held = verify::held(&file, quota);
     let ran = Ran::new(&mut sim_verify::direct::Direct::new(file.clone(), quota), schedule);
     println!(
         "{} ({}), quota {}/{}/{}:",
@@ -191,7 +212,15 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> bool
         quota.period_ms(),
         quota.burst()
     );
-    let mut ok = true;
+    if let Some(command) = ran.unknown_command() {
+        println!(
+            "  not judged: the script calls `{command}`, which the Redis model does not implement (run the scenarios \
+             on real Redis with --backend redis)"
+        );
+        print!("{}", ran.table(usize::MAX, ""));
+        return Outcome::NotJudged;
+    }
+    let mut outcome = Outcome::Held;
     let mut mark = (usize::MAX, String::new());
     for check in CheckKind::ALL {
         if !check.applies(&file) {
@@ -206,7 +235,7 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> bool
                 }
             }
             Some((v, _)) => {
-                ok = false;
+                outcome = Outcome::Broken;
                 println!("  {:<24} BROKEN  {}", check.name(), v.message);
                 if mark.0 == usize::MAX {
                     mark = (v.at, check.name().to_owned());
@@ -216,5 +245,5 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> bool
         }
     }
     print!("{}", ran.table(mark.0, &mark.1));
-    ok
+    outcome
 }

@@ -1,54 +1,107 @@
-//! How coarsely a bucket refills, measured before it is judged.
+//! What a script shows about itself before it is judged: whether it admits at exact ties
+//! (then a denial exactly at a tie elsewhere is a tie decided both ways, and forgiven), and
+//! whether it hands out its refill in steps (then a broken bound names the step and the line
+//! that would declare it). Neither widens a check by itself: a step the file does not declare
+//! is a break.
 //!
-//! A token bucket that refills continuously hands out at most one request's worth at a time
-//! once its burst is spent: under steady pressure it admits a request each time one token has
-//! accrued. Real buckets that keep time in whole seconds (Redis `TIME`'s seconds) or refill `L`
-//! at the start of every period hand out a whole step at once: up to `B + step` within a moment
-//! across a step, which a promise of `B + L·d/T` taken to the millisecond would call a break.
-//! They are correct by their own design, so the verifier measures the step and holds them to
-//! `B + step + L·d/T` instead, and says so in the verdict.
-//!
-//! The measurement: one key under a request every millisecond for three periods; whenever a
-//! request is admitted, a burst at the same instant takes everything else available then. The
-//! step is the most admitted at one instant after the first denial. A smooth bucket (at rates
-//! up to one per millisecond) gives 1, which is no step at all: bugs that admit one request too
-//! many (a tolerance off by one interval) are still caught. A constant allowance never hides a
-//! bucket that refills too fast: over a long enough interval the rate shows.
+//! - **Ties.** A bucket drained at once and then asked exactly when each unit is due sits
+//!   exactly at a tie every time: an exact bucket holds exactly the unit asked for. A script
+//!   in integers admits there every time; one in floats admits there too, but may deny at
+//!   another tie (three units accrued over seven steps of 0.7) by rounding alone. Seen both
+//!   ways, a tie decided either way is the arithmetic's, not the design's. A script that never
+//!   admits at a tie has its edge one unit late: a finding.
+//! - **Steps.** One key under a request every millisecond for three periods; whenever a
+//!   request is admitted, a burst at the same instant takes everything else available then.
+//!   A smooth bucket hands out what accrued in a millisecond at most; one that keeps time in
+//!   whole seconds, or refills L at the start of each period, hands out a whole step at once,
+//!   at the step's interval.
 
 use std::sync::Arc;
 
 use redis_ratelimit::Quota;
+use sim_engine::subject::SubjectFile;
 
 use super::direct::Direct;
 use super::schedule::KEY;
-use sim_engine::promise::{Promise, Tolerance};
-use sim_engine::subject::SubjectFile;
 
-/// The subject's tolerance: what its file declares, raised by the measured refill step for
-/// bucket promises.
-pub fn tolerance(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Tolerance {
-    let mut tolerance = file.tolerance;
-    if promise.is_bucket() {
-        tolerance.extra_units = tolerance.extra_units.max(refill_step(file, quota));
+/// Whether the subject admits a request that sits exactly at a tie, over `quotas`.
+pub fn admits_at_ties(file: &Arc<SubjectFile>, quotas: &[Quota]) -> bool {
+    if !file.promise.is_bucket() {
+        return false;
     }
-    tolerance
+    // Arithmetic that rounds rounds differently at different magnitudes: the same probe from
+    // several starting times, for requests of one unit and of several.
+    const STARTS_MS: [u64; 5] = [0, 1_234, 56_789, 987_654, 10_000_003];
+    for &q in quotas {
+        let (l, w) = (q.limit(), q.period_ms());
+        // Only where each unit comes due on a whole millisecond can a request sit on the tie.
+        if l == 0 || w % l != 0 {
+            continue;
+        }
+        let interval = w / l;
+        for start in STARTS_MS {
+            for cost in [1, q.burst().div_ceil(2).max(1)] {
+                if admits_at_a_tie(file, q, start, interval, cost) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
-/// The refill step in units (0 for a smooth bucket).
-pub fn refill_step(file: &Arc<SubjectFile>, quota: Quota) -> u64 {
+/// One probe: a drain at `start`, then requests of `cost` exactly when `cost` units are due.
+fn admits_at_a_tie(file: &Arc<SubjectFile>, q: Quota, start: u64, interval: u64, cost: u64) -> bool {
+    let mut direct = Direct::new(file.clone(), q);
+    // Drain: a burst of twice the capacity. The exact bucket fed the same admissions holds
+    // what is left, in whole units (requests come on whole intervals).
+    let mut level = q.burst() as i64;
+    for _ in 0..2 * q.burst().max(1) {
+        let d = direct.request(start, 0, KEY, 1);
+        if d.error.is_some() {
+            return false;
+        }
+        level -= d.allowed as i64;
+    }
+    // Then one request each time `cost` more units have come due, three capacities' worth:
+    // where the exact bucket holds exactly the units asked for, the request sits on a tie.
+    let cost_i = cost as i64;
+    for k in 1..=3 * q.burst().max(1) {
+        level = (level + cost_i).min(q.burst() as i64);
+        let d = direct.request(start + k * cost * interval, 0, KEY, cost);
+        if level == cost_i && d.allowed {
+            return true;
+        }
+        level -= if d.allowed { cost_i } else { 0 };
+    }
+    false
+}
+
+/// A refill handed out in steps: `units` at once, every `every_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// Units admitted at one instant after the first denial.
+    pub units: u64,
+    /// Time between such instants.
+    pub every_ms: u64,
+}
+
+/// The refill step of a bucket promise, or None for a smooth bucket (or another promise).
+pub fn refill_step(file: &Arc<SubjectFile>, quota: Quota) -> Option<Step> {
+    if !file.promise.is_bucket() {
+        return None;
+    }
     let mut direct = Direct::new(file.clone(), quota);
     let burst = quota.burst().max(quota.limit()) + 1;
     // A smooth bucket accrues at most this many whole tokens in a millisecond.
-    let smooth = (quota.limit() as f64 / quota.period_ms() as f64).ceil() as u64;
-    let mut step = 0;
+    let smooth = quota.limit().div_ceil(quota.period_ms().max(1));
+    let mut steps: Vec<(u64, u64)> = Vec::new();
     let mut denied_once = false;
     for t in 0..3 * quota.period_ms() {
-        // Only instants after the first denial count: the initial burst is the burst.
         let after_a_denial = denied_once;
         let first = direct.request(t, 0, KEY, 1);
         if first.error.is_some() {
-            // A script that errors is judged by its errors, not calibrated.
-            return 0;
+            return None;
         }
         if !first.allowed {
             denied_once = true;
@@ -64,12 +117,43 @@ pub fn refill_step(file: &Arc<SubjectFile>, quota: Quota) -> u64 {
             at_once += more.cost;
         }
         if after_a_denial {
-            step = step.max(at_once);
+            steps.push((t, at_once));
         }
     }
-    if step > smooth + 1 {
-        step
-    } else {
-        0
+    let units = steps.iter().map(|&(_, n)| n).max()?;
+    if units <= smooth + 1 {
+        return None;
     }
+    // The interval between the instants that handed out a whole step.
+    let big: Vec<u64> = steps.iter().filter(|&&(_, n)| n * 2 > units).map(|&(t, _)| t).collect();
+    let every_ms = big.windows(2).map(|w| w[1] - w[0]).min().unwrap_or(quota.period_ms());
+    Some(Step { units, every_ms })
+}
+
+/// The declaration that would accept a design step, in the words of a verdict: for a bucket
+/// that refills in steps, its interval; for a caller that sends whole seconds, 1000 ms.
+pub fn suggested_resolution(file: &Arc<SubjectFile>, quota: Quota) -> Option<(u64, String)> {
+    if file.tolerance.resolution_ms > 0 {
+        return None;
+    }
+    if let Some(step) = refill_step(file, quota) {
+        return Some((
+            step.every_ms,
+            format!(
+                "it hands out its refill in steps ({} units at once, every {} ms); if that is its design, declare it \
+                 with `resolution_ms = {}` under [promise]",
+                step.units, step.every_ms, step.every_ms
+            ),
+        ));
+    }
+    let sent = if file.client_time() { file.client_time_resolution_ms() } else { 1 };
+    (sent > 1).then(|| {
+        (
+            sent,
+            format!(
+                "its caller sends the time in steps of {sent} ms; if the script is meant to decide by them, declare it \
+                 with `resolution_ms = {sent}` under [promise]"
+            ),
+        )
+    })
 }

@@ -1,21 +1,34 @@
-//! A promise checked on one schedule run at exact times (one key, one instance, the model's
-//! clock set to each request's moment), held with the subject's [`Tolerance`].
+//! A promise checked on one schedule run at exact times (one key, the model's clock set to
+//! each request's moment), held with exactly what the subject file declares.
 //!
-//! A script is judged by its promise, not decision by decision against an integer oracle:
-//! scripts that compute in floats decide exact ties one request early or late with equal
-//! totals, so every check leaves a millisecond of room around each decision (and the
-//! subject's time resolution where it keeps coarse time). What is left is what no rounding
-//! explains:
+//! A script is judged by its promise, in integers and at the millisecond Redis ran it: no
+//! slack a subject file did not declare. What may widen a check is only what the file says
+//! (`resolution_ms`: how coarsely it keeps time; `counts = "requests"`: its windows count
+//! denied units too) or what the script shows: a script that admits at exact ties (a bucket
+//! asked exactly when a unit is due) and denies at another decides ties both ways, as one
+//! computing in floats does by rounding alone, so that denial is forgiven, and only there;
+//! one that never admits at a tie has an edge one unit late. The
+//! checks:
 //!
-//! - **bound**: too much admitted over some interval for the promise (one extra burst allowed
-//!   for each loss of Redis's data inside it); where the instances' clocks disagree, over the
-//!   interval as those clocks read it. A script exact on the times it was given keeps this;
-//!   one that mixes clocks or lets a late clock refill twice does not;
+//! Redis's clock has microseconds; a schedule names milliseconds, and requests at one
+//! millisecond run a few microseconds apart (`direct`). A script that keeps time in
+//! milliseconds decided at the millisecond, one that keeps microseconds at the microsecond: the
+//! bound and the lost capacity are judged in both, and broken only where both readings break
+//! them (what a script cannot tell apart does not decide its verdict).
+//!
+//! - **bound**: too much admitted for the promise. With exact clocks, in true time (one extra
+//!   capacity for each loss of Redis's data inside the interval). Where the instances' clocks
+//!   disagree, on the readings the script was given: per life of its state (a life ends when
+//!   the state is found gone: expired on Redis's clock, or lost), each admission at the reading
+//!   it came with (how a window named by the caller's clock counts it) and at the latest
+//!   reading seen so far (how a state whose time only moves forward counts it). A script exact
+//!   on the times it was given keeps one of them; one that mixes clocks, lets a late caller's
+//!   time refill a stretch twice, or lets any caller outside a window reset it keeps neither;
 //! - **clock trust** (scripts fed their caller's clock): the same bound in true time while the
 //!   instances' clocks disagree. Every such script exceeds it by what the skew lends; that is
 //!   the design's price, reported as expected, not as a broken promise;
-//! - **lost capacity**: a request denied that the promise admits, however its time is read
-//!   (the starvation of a floored refill; a window that never ends);
+//! - **lost capacity**: a request denied that an exact limiter of the promise, fed the same
+//!   admissions, admits (a floored refill, a window that never ends, an edge one unit late);
 //! - **estimate** (sliding-window counter): a decision the weighted estimate contradicts under
 //!   every rounding of the previous window's share;
 //! - **retry-after** (where the reply has one): a client that waits as told is denied again;
@@ -24,11 +37,12 @@
 use std::fmt;
 
 use redis_ratelimit::Quota;
+use sim_engine::checker::{self, Admission, Worst};
+use sim_engine::promise::{Counts, Promise, Tolerance};
+use sim_engine::subject::SubjectFile;
 
 use super::direct::Direct;
 use super::schedule::{Event, Ran, Schedule};
-use sim_engine::promise::{Promise, Tolerance};
-use sim_engine::subject::SubjectFile;
 
 /// The checks, in the order verdicts list them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -85,6 +99,8 @@ impl CheckKind {
             CheckKind::Errors => true,
             _ if promise == Promise::None => false,
             CheckKind::Estimate => promise == Promise::SlidingWindow,
+            // The sliding-window counter's capacity is its estimate's.
+            CheckKind::LostCapacity => promise != Promise::SlidingWindow,
             _ => true,
         }
     }
@@ -93,6 +109,11 @@ impl CheckKind {
     /// always, the bound after the exact clocks for a subject fed its caller's clock.
     pub fn skewed_search(self, file: &SubjectFile) -> bool {
         file.client_time() && matches!(self, CheckKind::Bound | CheckKind::ClockTrust)
+    }
+
+    /// Whether it is judged as a bound, whose worst case a search can climb towards.
+    pub fn is_bound(self) -> bool {
+        matches!(self, CheckKind::Bound | CheckKind::ClockTrust)
     }
 }
 
@@ -113,25 +134,31 @@ pub struct Violation {
     pub message: String,
 }
 
-/// What the checks need to know about the subject.
+/// What the checks need to know about the subject: its promise, the quota it is driven
+/// with, and what its file declares or its replies show.
 #[derive(Debug, Clone, Copy)]
 pub struct Held {
     /// Its promise.
     pub promise: Promise,
     /// The quota it is driven with.
     pub quota: Quota,
-    /// How coarsely it keeps time.
+    /// How coarsely it keeps time, as declared.
     pub tolerance: Tolerance,
+    /// What its windows count, as declared.
+    pub counts: Counts,
+    /// Whether the script admits at exact ties (`calibrate`): then a denial exactly at a tie
+    /// means it decides ties both ways (a float computation's rounding) and is forgiven.
+    pub admits_at_ties: bool,
 }
 
 impl Held {
-    /// Room around each decision's time: a millisecond for ties, plus the time resolution.
-    fn slack_ms(&self) -> u64 {
-        1 + self.tolerance.resolution_ms
+    /// How the subject of `file` is held with `quota`, given whether it admits at exact ties.
+    pub fn of(file: &SubjectFile, quota: Quota, admits_at_ties: bool) -> Held {
+        Held { promise: file.promise, quota, tolerance: file.tolerance, counts: file.counts, admits_at_ties }
     }
 
-    fn rate_per_ms(&self) -> f64 {
-        self.quota.limit() as f64 / self.quota.period_ms() as f64
+    fn resolution_ms(&self) -> u64 {
+        self.tolerance.resolution_ms
     }
 }
 
@@ -149,314 +176,490 @@ pub fn only(held: &Held, ran: &Ran, kind: CheckKind) -> Option<Violation> {
     }
     match kind {
         CheckKind::Errors => errors(ran),
-        CheckKind::Bound => bound_on_any_clock(held, ran),
-        CheckKind::ClockTrust => bound(held, ran).map(|v| Violation { check: CheckKind::ClockTrust, ..v }),
+        CheckKind::Bound | CheckKind::ClockTrust => {
+            let (worst, _) = bound(held, ran, kind)?;
+            worst.broken.then(|| violation(held, ran, kind, &worst))
+        }
         CheckKind::LostCapacity => lost_capacity(held, ran),
         CheckKind::Estimate => estimate(held, ran),
         CheckKind::RetryAfter => None,
     }
 }
 
+/// The worst `ran` came to against a bound check (None when nothing was admitted), and
+/// the frame it was judged in.
+pub fn bound(held: &Held, ran: &Ran, kind: CheckKind) -> Option<(Worst, Frame)> {
+    match (kind, ran.skewed()) {
+        (CheckKind::Bound, true) => on_readings(held, ran),
+        (CheckKind::ClockTrust, false) => None,
+        _ => true_time(held, ran).map(|w| (w, Frame::TrueTime)),
+    }
+}
+
+/// How admissions were placed in time for a bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frame {
+    /// At their true time (Redis's clock, the one clock of the schedule).
+    TrueTime,
+    /// At the clock reading each came with.
+    Readings,
+    /// At the latest clock reading the script's state had seen.
+    LatestReading,
+}
+
 fn errors(ran: &Ran) -> Option<Violation> {
     ran.decided.iter().enumerate().find_map(|(i, d)| {
-        let e = d.as_ref()?.error.as_ref()?;
+        let d = d.as_ref()?;
+        let e = d.error.as_ref().filter(|_| d.unknown_command.is_none())?;
         Some(Violation { check: CheckKind::Errors, at: i, message: format!("the script raised an error: {e}") })
     })
 }
 
-/// The bound. With exact clocks, the promise as it stands. Where the instances' clocks
-/// disagree, a script fed its callers' clocks decided each request by a reading somewhere in
-/// the spread of those clocks, so what it admitted in an interval of true time is held to what
-/// the promise allows over that interval as the clocks read it ([`bound_under_skew`]).
-/// Exceeding the promise in true time alone is the clock trust.
-fn bound_on_any_clock(held: &Held, ran: &Ran) -> Option<Violation> {
-    let true_time = bound(held, ran)?;
-    match ran.clock_offsets() {
-        Some(offsets) => bound_under_skew(held, ran, offsets),
-        None => Some(true_time),
+/// The unit a script may keep Redis's time in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Ms,
+    Us,
+}
+
+impl Unit {
+    /// Per millisecond.
+    fn per_ms(self) -> u64 {
+        match self {
+            Unit::Ms => 1,
+            Unit::Us => 1_000,
+        }
+    }
+
+    /// When event `i` of `ran`, at `t_ms`, was decided, in this unit.
+    fn time(self, ran: &Ran, i: usize, t_ms: u64) -> u64 {
+        match self {
+            Unit::Ms => t_ms,
+            Unit::Us => ran.decided[i].as_ref().map_or(t_ms * 1_000, |d| d.at_us),
+        }
+    }
+
+    /// `held` with its quota and resolution in this unit.
+    fn held(self, held: &Held) -> Held {
+        let k = self.per_ms();
+        let q = held.quota;
+        Held {
+            quota: Quota::new(q.limit(), q.period_ms() * k).with_burst(q.burst()),
+            tolerance: Tolerance { resolution_ms: held.tolerance.resolution_ms * k },
+            ..*held
+        }
     }
 }
 
-/// The promise over the span the clocks read: for admissions at true times `ti..=tj` from
-/// instances whose clocks are off by `lo..=hi` ms, the readings lie in `ti + lo ..= tj + hi`.
-/// A bucket may refill for that whole span; windows are counted over it (an aligned window
-/// by the ids the readings fall in, any other as the number of its lengths the span needs).
-/// A window that slides spans less by as much: a faster caller drops what a slower one still
-/// counts (so clocks a whole window apart leave no bound to check).
-/// And each fresh start inside the span (a request that found its state gone and wrote it
-/// again) may add a whole capacity: a key's TTL runs on Redis's clock from a time read off a
-/// faster caller's clock, so a slower caller finds it gone before its own reading says the
-/// state has run out.
+/// The admissions of events `from..to` of `ran`, each at `time(event index, true time)`.
+fn admissions(ran: &Ran, range: std::ops::Range<usize>, time: impl Fn(usize, u64) -> u64) -> Vec<Admission> {
+    ran.admitted()
+        .into_iter()
+        .filter(|&(i, _, _)| range.contains(&i))
+        .map(|(i, t, units)| {
+            let t = time(i, t);
+            Admission { lo: t, hi: t, units, id: i }
+        })
+        .collect()
+}
+
+/// The schedule's stretches between losses of Redis's data, as event ranges.
+fn segments(ran: &Ran) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, e) in ran.schedule.0.iter().enumerate() {
+        if matches!(e, Event::LoseData { .. }) {
+            out.push(start..i);
+            start = i + 1;
+        }
+    }
+    out.push(start..ran.schedule.0.len());
+    out
+}
+
+/// The bound in true time, in milliseconds and in microseconds: broken only if broken in both.
+fn true_time(held: &Held, ran: &Ran) -> Option<Worst> {
+    let ms = true_time_in(held, ran, Unit::Ms)?;
+    if !ms.broken {
+        return Some(ms);
+    }
+    match true_time_in(held, ran, Unit::Us) {
+        Some(us) if !us.broken => Some(us),
+        _ => Some(ms),
+    }
+}
+
+/// The bound in true time, in `unit`: each stretch between losses of Redis's data on its own,
+/// and any run of consecutive stretches with one extra capacity for each loss in between (a
+/// key forgotten by Redis starts afresh).
+fn true_time_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Worst> {
+    let held = &unit.held(held);
+    let segments = segments(ran);
+    let capacity = held.promise.capacity(&held.quota);
+    let mut worst: Option<Worst> = None;
+    for i in 0..segments.len() {
+        for j in i..segments.len() {
+            let mut admitted = admissions(ran, segments[i].start..segments[j].end, |i, t| unit.time(ran, i, t));
+            let allowance = (j - i) as u64 * capacity;
+            if let Some(w) = checker::worst(held.promise, &held.quota, &mut admitted, allowance, held.tolerance) {
+                worst = Some(worse(worst, w));
+            }
+        }
+    }
+    worst
+}
+
+fn worse(seen: Option<Worst>, other: Worst) -> Worst {
+    match seen {
+        None => other,
+        Some(seen) => {
+            let key = |w: &Worst| (w.broken, w.admitted as f64 - w.allowed);
+            if key(&other) > key(&seen) {
+                other
+            } else {
+                seen
+            }
+        }
+    }
+}
+
+/// The bound on the clock readings the script was given, per life of its state (see the
+/// module docs). A script exact on the times it was given is exact under one reading of
+/// them, and which one is its design: a bucket whose time only moves forward counts each
+/// admission at the latest reading it has seen, one that takes every reading as it comes at
+/// that reading; a window named by the time counts a request in the window its reading
+/// names (or the latest reading's); a log drops what the latest reading puts out of reach
+/// and counts what is left (or only what its own reading's window holds); a window that opens
+/// at its first request ends when a reading passes its end (or when its key expires, on
+/// Redis's clock, in true time). Broken only if broken under every reading; the one the
+/// promise's state most often keeps is reported.
+fn on_readings(held: &Held, ran: &Ran) -> Option<(Worst, Frame)> {
+    let lives = lives(ran);
+    // Readings as the script got them (the epoch plus the true time plus the offset), counted
+    // from a whole number of periods an hour before the epoch: never negative, and a window
+    // named by a reading falls where the script put it.
+    let w = held.quota.period_ms().max(1);
+    let origin = (sim_engine::simclock::EPOCH_MS - 3_600_000) / w * w;
+    let reading = |i: usize| match ran.schedule.0[i] {
+        Event::Request { t_ms, skew_ms, .. } => {
+            Some((sim_engine::simclock::EPOCH_MS + t_ms).saturating_add_signed(skew_ms) - origin)
+        }
+        _ => None,
+    };
+    let mut tried: Vec<(Worst, Frame)> = Vec::new();
+    if let Some(w) = true_time(held, ran) {
+        tried.push((w, Frame::TrueTime));
+    }
+    for frame in [Frame::LatestReading, Frame::Readings] {
+        let mut worst: Option<Worst> = None;
+        for life in &lives {
+            let found = if held.promise.is_bucket() {
+                bucket_on_readings(held, ran, life.clone(), &reading, frame)
+            } else {
+                window_on_readings(held, ran, life.clone(), &reading, frame)
+            };
+            if let Some(found) = found {
+                worst = Some(self::worse(worst, found));
+            }
+        }
+        if let Some(w) = worst {
+            tried.push((w, frame));
+        }
+    }
+    // The reading that explains what was admitted, if one does; else the natural one's break.
+    let natural = match held.promise {
+        Promise::TokenBucket | Promise::Gcra | Promise::FixedWindow { first_hit: true } | Promise::SlidingLog => {
+            Frame::LatestReading
+        }
+        _ => Frame::Readings,
+    };
+    if let Some(held_one) = tried.iter().filter(|(w, _)| !w.broken).min_by(|a, b| a.0.ratio().total_cmp(&b.0.ratio())) {
+        return Some(held_one.clone());
+    }
+    tried.iter().find(|(_, f)| *f == natural).or(tried.first()).cloned()
+}
+
+/// A bucket's bound over one life, each admission at its reading or at the latest reading
+/// seen so far.
+fn bucket_on_readings(
+    held: &Held,
+    ran: &Ran,
+    life: std::ops::Range<usize>,
+    reading: &dyn Fn(usize) -> Option<u64>,
+    frame: Frame,
+) -> Option<Worst> {
+    let mut latest = 0u64;
+    let mut times = std::collections::BTreeMap::new();
+    for i in life.clone() {
+        if let Some(r) = reading(i) {
+            latest = latest.max(r);
+            times.insert(i, if frame == Frame::Readings { r } else { latest });
+        }
+    }
+    let mut admitted = admissions(ran, life, |i, _| times[&i]);
+    checker::worst(held.promise, &held.quota, &mut admitted, 0, held.tolerance)
+}
+
+/// A window's or a log's own rule over one life, decision by decision, on the readings: every
+/// admission must fit what the window (or the log) held then.
 ///
-/// A script exact on the times it was given keeps this whatever the skew. One that mixes
-/// clocks so that it loses its state on every call (a window named by the caller's clock that
-/// expires by Redis's, so a late caller's key dies at once) or lets a late clock refill the
-/// same time twice admits more than any reading explains, and breaks it.
-fn bound_under_skew(held: &Held, ran: &Ran, (lo, hi): (i64, i64)) -> Option<Violation> {
+/// - Aligned windows: the window a request's reading names (`Readings`), or the latest
+///   reading's (`LatestReading`), holds at most L.
+/// - A log: what the latest reading has not put out of reach (members older than it by a
+///   period are gone for good) holds at most L with the new units (`LatestReading`); or what
+///   the request's own reading's window holds (`Readings`).
+/// - A first-hit window: a window opens at a request whose reading is past the open one's end
+///   (`LatestReading`: a reading that lags stays in the window; `Readings`: either way, the
+///   end read as exclusive).
+/// - A sliding-window counter: held to twice L in a period of readings, as its bound says.
+fn window_on_readings(
+    held: &Held,
+    ran: &Ran,
+    life: std::ops::Range<usize>,
+    reading: &dyn Fn(usize) -> Option<u64>,
+    frame: Frame,
+) -> Option<Worst> {
     let q = &held.quota;
     let (l, w) = (q.limit(), q.period_ms().max(1));
-    let slack = held.slack_ms();
-    let spread = (hi - lo) as u64 + slack;
-    let sliding = w.saturating_sub(spread);
-    if sliding == 0
-        && !matches!(held.promise, Promise::TokenBucket | Promise::Gcra | Promise::FixedWindow { first_hit: false })
-    {
-        // Clocks a whole window apart: a sliding window promises nothing across them.
-        return None;
-    }
-    let admitted = ran.admitted();
-    let restarts = |from: u64, to: u64| {
-        ran.schedule
-            .requests()
-            .filter(|&(i, t, _)| t > from && t <= to && ran.decided[i].as_ref().is_some_and(|d| d.restarted))
-            .count() as u64
-    };
-    for (j, &(at, tj, _)) in admitted.iter().enumerate() {
-        let mut units = 0;
-        for &(_, ti, u) in admitted[..=j].iter().rev() {
-            units += u;
-            let read = (tj - ti) + spread;
-            let bound = match held.promise {
-                Promise::TokenBucket | Promise::Gcra => {
-                    (q.burst() + held.tolerance.extra_units) as f64 + held.rate_per_ms() * read as f64
-                }
-                Promise::FixedWindow { first_hit: false } => {
-                    let id = |t: u64, off: i64| (t as i64 + off).div_euclid(w as i64);
-                    let slack = slack as i64;
-                    (l * (id(tj, hi + slack) - id(ti, lo - slack) + 1) as u64) as f64
-                }
-                // A log or a window that slides loses what a faster clock already counts as
-                // gone: against the slowest reading it spans `spread` less.
-                Promise::FixedWindow { first_hit: true } | Promise::SlidingWindow => {
-                    (2 * l * (read / sliding + 1)) as f64
-                }
-                Promise::SlidingLog => (l * (read / sliding + 1)) as f64,
-                Promise::None => return None,
-            };
-            let fresh = ran.losses_between(ti.saturating_sub(1), tj) + restarts(ti, tj);
-            let bound = bound + (fresh * held.promise.capacity(q)) as f64;
-            if units as f64 > bound + 1e-9 {
-                return Some(Violation {
-                    check: CheckKind::Bound,
-                    at,
-                    message: format!(
-                        "{units} admitted from {ti} ms to {tj} ms by instances whose clocks were {} off, more than \
-                         any reading of those clocks explains: over the {read} ms they read, with {fresh} fresh \
-                         start(s) in between, the promise allows at most {bound:.1}",
-                        if lo == hi { format!("all {lo:+} ms") } else { format!("{lo:+} to {hi:+} ms") }
-                    ),
-                });
+    let r_ms = held.resolution_ms();
+    // (event, its reading, the latest reading then, units)
+    let mut admitted: Vec<(usize, u64, u64, u64)> = Vec::new();
+    let mut latest = 0u64;
+    let mut window: Option<u64> = None;
+    let mut worst: Option<Worst> = None;
+    for i in life {
+        let Some(r) = reading(i) else { continue };
+        latest = latest.max(r);
+        let counted: Vec<&(usize, u64, u64, u64)> = match (held.promise, frame) {
+            (Promise::FixedWindow { first_hit: false }, Frame::Readings) => {
+                admitted.iter().filter(|a| a.1 / w == r / w).collect()
             }
-        }
-    }
-    None
-}
-
-fn bound(held: &Held, ran: &Ran) -> Option<Violation> {
-    let q = &held.quota;
-    let (l, w) = (q.limit(), q.period_ms());
-    let slack = held.slack_ms();
-    let admitted = ran.admitted();
-    let losses = |from: u64, to: u64| {
-        ran.schedule.0.iter().filter(|e| matches!(e, Event::LoseData { t_ms } if (from..=to).contains(t_ms))).count()
-            as u64
-    };
-    match held.promise {
-        Promise::TokenBucket | Promise::Gcra => {
-            let r = held.rate_per_ms();
-            for (j, &(at, tj, _)) in admitted.iter().enumerate() {
-                let mut units = 0;
-                for &(_, ti, u) in admitted[..=j].iter().rev() {
-                    units += u;
-                    let allowance = losses(ti, tj) * q.burst();
-                    let bound = (q.burst() + allowance + held.tolerance.extra_units) as f64
-                        + r * (tj - ti + held.slack_ms()) as f64;
-                    if units as f64 > bound + 1e-9 {
-                        return Some(Violation {
-                            check: CheckKind::Bound,
-                            at,
-                            message: format!(
-                                "{units} admitted within {} ms (from {ti} ms to {tj} ms); a token bucket of burst {} \
-                                 refilling {l} per {w} ms admits at most {bound:.1}",
-                                tj - ti,
-                                q.burst()
-                            ),
-                        });
-                    }
-                }
+            (Promise::FixedWindow { first_hit: false }, _) => {
+                admitted.iter().filter(|a| a.2 / w == latest / w).collect()
             }
-            None
-        }
-        Promise::FixedWindow { first_hit: false } => {
-            let mut window = (u64::MAX, 0);
-            for &(at, t, u) in &admitted {
-                let k = t / w;
-                window = if window.0 == k { (k, window.1 + u) } else { (k, u) };
-                let bound = l + l * losses(k * w, t);
-                if window.1 > bound {
-                    return Some(Violation {
-                        check: CheckKind::Bound,
-                        at,
-                        message: format!(
-                            "{} admitted in the aligned window [{}, {}) ms; the limit is {bound}",
-                            window.1,
-                            k * w,
-                            (k + 1) * w
-                        ),
-                    });
-                }
+            (Promise::SlidingLog, Frame::Readings) => {
+                admitted.iter().filter(|a| a.1 + w + r_ms > r && a.1 <= r).collect()
             }
-            None
-        }
-        Promise::FixedWindow { first_hit: true } => {
-            // A window opens at an admission and lasts one period (Redis's TTL), give or take the
-            // resolution. Where windows begin is known for sure only when the previous one must
-            // have ended: on a fresh key, after Redis lost its data, or after a quiet spell
-            // longer than a window. From such a start, at most L fit in what surely is the same
-            // window; anywhere, at most 2L fit in one window's length.
-            let span = w.saturating_sub(slack).max(1);
-            let mut last: Option<u64> = None;
-            for (j, &(at, t, _)) in admitted.iter().enumerate() {
-                let certain = match last {
-                    None => true,
-                    Some(prev) => t > prev + w + slack || ran.losses_between(prev, t) > 0,
+            (Promise::SlidingLog, _) => admitted.iter().filter(|a| a.1 + w + r_ms > latest).collect(),
+            (Promise::FixedWindow { first_hit: true }, _) => {
+                let ends = |start: u64| match frame {
+                    Frame::Readings => r >= start + w + r_ms,
+                    _ => r > start + w + r_ms,
                 };
-                last = Some(t);
-                if certain {
-                    let n: u64 = admitted[j..].iter().take_while(|&&(_, s, _)| s < t + span).map(|&(_, _, u)| u).sum();
-                    let bound = l + l * losses(t, t + span);
-                    if n > bound {
-                        return Some(Violation {
-                            check: CheckKind::Bound,
-                            at,
-                            message: format!(
-                                "{n} admitted within {span} ms of a window's first request at {t} ms; the limit is {bound}"
-                            ),
-                        });
-                    }
+                if window.is_none_or(ends) && ran.allowed(i) {
+                    window = Some(r);
+                    admitted.clear();
                 }
+                admitted.iter().collect()
             }
-            sliding_most(&admitted, w, slack, 2 * l, &losses, l)
-        }
-        // A sliding log promises exact windows: coarse time is no excuse (whole seconds make it a
-        // fixed window), only a tie at the window's edge is.
-        Promise::SlidingLog => sliding_most(&admitted, w, 1, l, &losses, l),
-        Promise::SlidingWindow => sliding_most(&admitted, w, slack, 2 * l, &losses, l),
-        Promise::None => None,
-    }
-}
-
-/// At most `most` (plus `per_loss` for each loss of Redis's data inside) admitted in any
-/// window of length `w` (less the slack).
-fn sliding_most(
-    admitted: &[(usize, u64, u64)],
-    w: u64,
-    slack: u64,
-    most: u64,
-    losses: &dyn Fn(u64, u64) -> u64,
-    per_loss: u64,
-) -> Option<Violation> {
-    let span = w.saturating_sub(slack).max(1);
-    for (j, &(at, tj, _)) in admitted.iter().enumerate() {
-        let units: u64 = admitted[..=j].iter().filter(|&&(_, t, _)| t + span > tj).map(|&(_, _, u)| u).sum();
-        let from = (tj + 1).saturating_sub(span);
-        let bound = most + per_loss * losses(from, tj);
-        if units > bound {
-            return Some(Violation {
-                check: CheckKind::Bound,
-                at,
-                message: format!(
-                    "{units} admitted in [{from}, {tj}] ms, within one window of {w} ms; the promise allows {bound}"
-                ),
-            });
+            (Promise::SlidingWindow, _) => {
+                let at = if frame == Frame::Readings { r } else { latest };
+                admitted.iter().filter(|a| a.1 + w + r_ms > at && a.1 <= at + r_ms).collect()
+            }
+            _ => return None,
+        };
+        let units: u64 = counted.iter().map(|a| a.3).sum();
+        let first = counted.first().map_or(i, |a| a.0);
+        let bound = if held.promise == Promise::SlidingWindow { 2 * l } else { l };
+        if ran.allowed(i) {
+            let n = units + ran.units(i);
+            let within = match held.promise {
+                Promise::FixedWindow { first_hit: true } => "in one window of the readings".to_owned(),
+                Promise::FixedWindow { first_hit: false } => {
+                    format!("in the window of readings [{}, {}) ms", r / w * w, r / w * w + w)
+                }
+                _ => format!("within {w} ms of readings"),
+            };
+            let here = Worst { admitted: n, allowed: bound as f64, broken: n > bound, within, first, last: i };
+            worst = Some(self::worse(worst, here));
+            admitted.push((i, r, latest, ran.units(i)));
         }
     }
-    None
+    worst
 }
 
-/// A reference fed the subject's own requests, to tell whether a denial had room. Counters
-/// that count denied requests too (`INCRBY` first, compare after) are correct designs that
-/// admit less after a large denied request, so where a window or a log decides, the room is
-/// measured counting every unit requested: a denial is lost capacity only if even that leaves
-/// room.
-fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
-    let q = &held.quota;
-    let (l, w) = (q.limit(), q.period_ms());
-    let slack = held.slack_ms();
-    // Since Redis last lost its data (the subject starts afresh then, so does the reference):
-    // every request's (time, units) and the admitted ones.
-    let mut requested: Vec<(u64, u64)> = Vec::new();
-    let mut admitted: Vec<(u64, u64)> = Vec::new();
-    let mut bucket = (q.burst() as f64, 0u64);
-    let r = held.rate_per_ms();
+/// The lives of the script's state: stretches of the schedule that end where Redis lost its
+/// data or where a request found its state gone and wrote it afresh (expired on Redis's
+/// clock, which a script fed its callers' clocks cannot see coming).
+fn lives(ran: &Ran) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
     for (i, e) in ran.schedule.0.iter().enumerate() {
-        let (t, cost) = match *e {
-            Event::Request { t_ms, cost, .. } => (t_ms, cost),
-            Event::LoseData { t_ms } => {
-                requested.clear();
-                admitted.clear();
-                bucket = (q.burst() as f64, t_ms);
+        let fresh = ran.decided[i].as_ref().is_some_and(|d| d.restarted);
+        if matches!(e, Event::LoseData { .. }) || fresh {
+            if i > start {
+                out.push(start..i);
+            }
+            start = if fresh { i } else { i + 1 };
+        }
+    }
+    out.push(start..ran.schedule.0.len());
+    out
+}
+
+fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst) -> Violation {
+    let q = &held.quota;
+    let losses =
+        ran.losses_between(ran.schedule.0[worst.first].t_ms().saturating_sub(1), ran.schedule.0[worst.last].t_ms());
+    let what = match held.promise {
+        Promise::TokenBucket | Promise::Gcra => {
+            format!("a token bucket of burst {} refilling {} per {} ms", q.burst(), q.limit(), q.period_ms())
+        }
+        other => other.describe(q),
+    };
+    let losses = match losses {
+        0 => String::new(),
+        n => format!(", with {n} loss(es) of Redis's data in between (one extra capacity each)"),
+    };
+    let message = match (kind, ran.clock_offsets()) {
+        (CheckKind::Bound, Some((lo, hi))) => format!(
+            "{} admitted {} as the clocks the script was given read them, by instances whose clocks were {} off: \
+             more than any reading of those clocks explains ({what} allows at most {:.1})",
+            worst.admitted,
+            worst.within,
+            if lo == hi { format!("all {lo:+} ms") } else { format!("{lo:+} to {hi:+} ms") },
+            worst.allowed
+        ),
+        _ => {
+            format!("{} admitted {}; {what} allows at most {:.1}{losses}", worst.admitted, worst.within, worst.allowed)
+        }
+    };
+    Violation { check: kind, at: worst.last, message }
+}
+
+/// An exact limiter of the promise fed the subject's own admissions (and, where the file
+/// declares that its windows count them, its requests), to tell whether a denial had room:
+/// in milliseconds and in microseconds, lost only where both say so.
+fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
+    let ms = lost_capacity_in(held, ran, Unit::Ms)?;
+    lost_capacity_in(held, ran, Unit::Us)?;
+    Some(ms)
+}
+
+fn lost_capacity_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Violation> {
+    let held = &unit.held(held);
+    let q = &held.quota;
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    let r = held.resolution_ms();
+    let counts_requests = held.counts == Counts::Requests;
+    // Since Redis last lost its data (the subject starts afresh then, so does the reference).
+    let mut counted: Vec<(u64, u64)> = Vec::new();
+    // The bucket in units of 1/T of a token: refills L per ms, holds B·T.
+    let cap = i128::from(q.burst()) * i128::from(w);
+    let mut bucket: (i128, Option<u64>) = (cap, None);
+    // The first-hit window open now: when it opened.
+    let mut window: Option<u64> = None;
+    for (i, e) in ran.schedule.0.iter().enumerate() {
+        let (t_ms, t, cost) = match *e {
+            Event::Request { t_ms, cost, .. } => (t_ms, unit.time(ran, i, t_ms), cost),
+            Event::LoseData { .. } => {
+                counted.clear();
+                bucket = (cap, None);
+                window = None;
                 continue;
             }
             Event::FlushScripts { .. } => continue,
         };
+        let allowed = ran.allowed(i);
+        let units = ran.units(i);
         // The reference bucket brought up to t.
-        let level = (bucket.0 + r * t.saturating_sub(bucket.1) as f64).min(q.burst() as f64);
-        bucket = (level, bucket.1.max(t));
-        let in_last_window =
-            |list: &[(u64, u64)]| -> u64 { list.iter().filter(|&&(s, _)| s + w + slack > t).map(|&(_, u)| u).sum() };
-        let room = if ran.allowed(i) {
+        if let Some(last) = bucket.1 {
+            bucket.0 = (bucket.0 + i128::from(l) * i128::from(t.saturating_sub(last))).min(cap);
+        }
+        bucket.1 = Some(bucket.1.map_or(t, |last| last.max(t)));
+        let in_window = |from: u64| -> u64 { counted.iter().filter(|&&(s, _)| s >= from).map(|&(_, u)| u).sum() };
+        let room = if allowed || ran.decided[i].as_ref().is_some_and(|d| d.error.is_some()) {
             None
         } else {
             match held.promise {
                 Promise::TokenBucket | Promise::Gcra => {
-                    // The level `slack` ago, less what a coarse refill may still owe.
-                    let then = level - r * slack as f64 - held.tolerance.extra_units as f64;
-                    (then >= cost as f64 + 1e-9)
-                        .then(|| format!("an exact token bucket fed the same admissions holds {level:.2} tokens"))
+                    // What the bucket held at the earliest moment a coarse clock may have read.
+                    let level = bucket.0 - i128::from(l) * i128::from(r);
+                    let need = i128::from(cost) * i128::from(w);
+                    let tie = level == need;
+                    (level > need || (tie && !held.admits_at_ties)).then(|| {
+                        let tokens = level as f64 / w as f64;
+                        if tie {
+                            format!(
+                                "an exact token bucket fed the same admissions holds exactly {tokens:.2} tokens, and \
+                                 the script never admits at such a tie (an edge one unit late)"
+                            )
+                        } else {
+                            format!("an exact token bucket fed the same admissions holds {tokens:.2} tokens")
+                        }
+                    })
                 }
                 Promise::FixedWindow { first_hit: false } => {
-                    let k = t / w;
-                    let everything: u64 = requested.iter().filter(|&&(s, _)| s / w == k).map(|&(_, u)| u).sum();
-                    (t % w > slack && everything + cost <= l).then(|| {
+                    let step = |t: u64| if r > 0 { t - t % r } else { t };
+                    let k = step(t) / w;
+                    let n: u64 = counted.iter().filter(|&&(s, _)| step(s) / w == k).map(|&(_, u)| u).sum();
+                    (n + cost <= l).then(|| {
                         format!(
-                            "its aligned window [{}, {}) ms has seen {everything} units requested in all, of {l}",
+                            "its aligned window [{}, {}) ms holds {n} {} units, of {l}",
                             k * w,
-                            (k + 1) * w
+                            (k + 1) * w,
+                            if counts_requests { "requested" } else { "admitted" }
                         )
                     })
                 }
-                Promise::FixedWindow { first_hit: true } => {
-                    // Any window holding t began at an admission within one window's length.
-                    if in_last_window(&admitted) == 0 {
-                        Some(format!("nothing was admitted in the last {} ms, so a new window would open", w + slack))
-                    } else {
-                        let everything = in_last_window(&requested);
-                        (everything + cost <= l).then(|| {
-                            format!("the last {} ms saw {everything} units requested in all, of {l}", w + slack)
+                Promise::FixedWindow { first_hit: true } => match window {
+                    Some(opened) if t <= opened + w + r => {
+                        let n = in_window(opened);
+                        (n + cost <= l).then(|| {
+                            format!(
+                                "the window opened at {opened} ms holds {n} {} units, of {l}",
+                                if counts_requests { "requested" } else { "admitted" }
+                            )
                         })
                     }
-                }
+                    Some(opened) => Some(format!(
+                        "the window opened at {opened} ms ended at {} ms (Redis drops a key after its TTL's last \
+                         millisecond), so a new window would open",
+                        opened + w
+                    )),
+                    None => Some("no window was open, so a new window would open".to_owned()),
+                },
                 Promise::SlidingLog => {
-                    let everything = in_last_window(&requested);
-                    (everything + cost <= l)
-                        .then(|| format!("the last {} ms saw {everything} units requested in all, of {l}", w + slack))
+                    let n = in_window((t + 1).saturating_sub(w + r));
+                    (n + cost <= l).then(|| {
+                        format!(
+                            "the last {} ms hold {n} {} units, of {l}",
+                            w + r,
+                            if counts_requests { "requested" } else { "admitted" }
+                        )
+                    })
                 }
                 Promise::SlidingWindow | Promise::None => None,
             }
         };
         if let Some(why) = room {
+            // A window that counts denied units too would have been full: say how to declare it.
+            let requested: u64 =
+                ran.schedule.requests().filter(|&(j, s, _)| j < i && s + w >= t_ms).map(|(_, _, c)| c).sum();
+            let design = if !counts_requests && !held.promise.is_bucket() && requested + cost > l {
+                "; if its windows count denied units too (INCR first, compare after), declare it with \
+                 `counts = \"requests\"` under [promise]"
+            } else {
+                ""
+            };
             return Some(Violation {
                 check: CheckKind::LostCapacity,
                 at: i,
-                message: format!("denied a request of cost {cost} at {t} ms, yet {why}"),
+                message: format!("denied a request of cost {cost} at {t_ms} ms, yet {why}{design}"),
             });
         }
-        requested.push((t, cost));
-        if ran.allowed(i) {
-            let units = ran.units(i);
-            bucket.0 -= units as f64;
-            admitted.push((t, units));
+        // What the reference takes in: the admitted units (or, declared, every request's).
+        if allowed {
+            bucket.0 -= i128::from(units) * i128::from(w);
+        }
+        let opens =
+            held.promise == (Promise::FixedWindow { first_hit: true }) && window.is_none_or(|opened| t > opened + w);
+        if (allowed || counts_requests) && opens {
+            window = Some(t);
+            counted.clear();
+        }
+        if allowed || counts_requests {
+            counted.push((t, if allowed { units } else { cost }));
         }
     }
     None
@@ -464,17 +667,17 @@ fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
 
 /// The sliding-window counter's own rule, read every way rounding allows: an admission must
 /// fit the smallest reading of the estimate over what was surely counted (the admissions); a
-/// denial must not fit even the largest, over everything that might have been counted (every
-/// unit requested, as counters that count denials do).
+/// denial must not fit even the largest (over every requested unit, where the file declares
+/// that its windows count them).
 ///
 /// Where its windows begin is the script's choice: at multiples of the period (a window named
-/// by the time), or at the key's first request (counters that roll over when their TTL says);
-/// and a request at the very millisecond of a boundary may fall on either side of it (a TTL of
-/// exactly one window reads as "not yet expired"). The schedule breaks the promise only if it
-/// breaks it on every reading.
+/// by the time), or at the key's first request (counters that roll over when their TTL says,
+/// and Redis keeps a key through its TTL's last millisecond, so such a window also holds the
+/// millisecond it ends in). The schedule breaks the promise only if it breaks it on every
+/// reading.
 fn estimate(held: &Held, ran: &Ran) -> Option<Violation> {
     let first = estimate_from(held, ran, false, 0)?;
-    for (anchored, late_ms) in [(false, 1), (true, 0), (true, 1)] {
+    for (anchored, late_ms) in [(true, 0), (true, 1)] {
         estimate_from(held, ran, anchored, late_ms)?;
     }
     Some(first)
@@ -484,8 +687,9 @@ fn estimate(held: &Held, ran: &Ran) -> Option<Violation> {
 /// after where the period puts it.
 fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option<Violation> {
     let q = &held.quota;
-    let (l, w) = (q.limit(), q.period_ms());
-    let slack = held.slack_ms();
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    let slack = held.resolution_ms();
+    let counts_requests = held.counts == Counts::Requests;
     let mut requested: Vec<(u64, u64)> = Vec::new();
     let mut admitted: Vec<(u64, u64)> = Vec::new();
     // Where windows begin: 0, or the first request of the key's current life.
@@ -517,11 +721,12 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
         };
         let previous = |list: &[(u64, u64)]| if k > 0 { sum(list, k - 1) } else { 0 };
         let e_ms = (t - origin).saturating_sub(late_ms) % w;
-        // The previous window's share, as large and as small as the time's slack and any
-        // rounding of it can make it.
+        // The previous window's share, as large and as small as a declared coarse clock and
+        // any rounding of it can make it.
         let share = |prev: u64, into: u64| prev as f64 * (w - into.min(w)) as f64 / w as f64;
+        let counted = if counts_requests { &requested } else { &admitted };
         let least = share(previous(&admitted), e_ms + slack).floor() as u64 + sum(&admitted, k) + cost;
-        let most = share(previous(&requested), e_ms.saturating_sub(slack)).ceil() as u64 + sum(&requested, k) + cost;
+        let most = share(previous(counted), e_ms.saturating_sub(slack)).ceil() as u64 + sum(counted, k) + cost;
         let allowed = ran.allowed(i);
         let why = if allowed && least > l {
             Some(format!(
@@ -530,12 +735,12 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
                 previous(&admitted),
                 sum(&admitted, k)
             ))
-        } else if !allowed && most <= l {
+        } else if !allowed && ran.decided[i].as_ref().is_some_and(|d| d.error.is_none()) && most <= l {
             Some(format!(
-                "denied although even the largest reading of the estimate (previous window {}, this window {}, \
-                 counting every unit requested), {most}, is within the limit {l}",
-                previous(&requested),
-                sum(&requested, k)
+                "denied although even the largest reading of the estimate (previous window {}, this window {}), \
+                 {most}, is within the limit {l}",
+                previous(counted),
+                sum(counted, k)
             ))
         } else {
             None
@@ -556,20 +761,22 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
 }
 
 /// Retry-After: after each of the first denials of a single unit that carry one, a client
-/// that waits exactly that long (plus the slack) must be admitted. (For larger costs many
-/// scripts report when the next unit frees, which is a different promise.) Replays the
-/// schedule up to the denial on a fresh model each time.
+/// that waits exactly that long from the moment it was told must be admitted (a declared
+/// coarse clock may make it wait one step more). (For larger costs many scripts report when
+/// the next unit frees, which is a different promise.) Replays the schedule up to the denial
+/// on a fresh model each time.
 pub fn retry_after(held: &Held, ran: &Ran, fresh: &dyn Fn() -> Direct) -> Option<Violation> {
     let denials = ran.schedule.requests().filter_map(|(i, t, cost)| {
         let d = ran.decided[i].as_ref()?;
-        (cost == 1 && !d.allowed && d.error.is_none()).then_some((i, t, cost, d.retry_after_ms?))
+        (cost == 1 && !d.allowed && d.error.is_none()).then_some((i, t, d.at_us, cost, d.retry_after_ms?))
     });
-    for (i, t, cost, wait) in denials.take(3) {
+    for (i, t, told_us, cost, wait) in denials.take(3) {
         let mut direct = fresh();
         let prefix = Schedule(ran.schedule.0[..=i].to_vec());
         let _ = Ran::new(&mut direct, &prefix);
-        let at = t + wait + held.slack_ms();
-        let again = direct.request(at, 0, super::schedule::KEY, cost);
+        let at_us = told_us + (wait + held.resolution_ms()) * 1_000;
+        let at = at_us / 1_000;
+        let again = direct.request_at_us(at_us, 0, super::schedule::KEY, cost);
         if !again.allowed {
             return Some(Violation {
                 check: CheckKind::RetryAfter,

@@ -2,6 +2,14 @@
 //! instance, the model's clock set to each request's moment. What the search, the calibration
 //! and the profile run, so a decision's time is known to the microsecond and a schedule replays
 //! identically.
+//!
+//! A schedule names milliseconds; Redis's `TIME` has microseconds, and as on a real server no
+//! two commands read the same one, so requests at one millisecond run a few microseconds
+//! apart. Each decision records the microsecond its script ran at ([`Decided::at_us`]): a
+//! script that keeps Redis's time in microseconds decided there, one that keeps milliseconds
+//! at the millisecond; the checks take either reading. The script is loaded before the first
+//! request, so every call runs its script at the same offset from its millisecond (no first
+//! call one command later for meeting NOSCRIPT).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -28,9 +36,14 @@ pub struct Decided {
     pub remaining: Option<f64>,
     /// The script's error, when it raised one.
     pub error: Option<String>,
+    /// The command the script called that the Redis model does not implement, when that was
+    /// the error: the script cannot be judged on the model.
+    pub unknown_command: Option<String>,
     /// Whether it found a key of its state gone that an earlier request had left (expired by
     /// its TTL, or lost with Redis's data) and wrote it again: a fresh start.
     pub restarted: bool,
+    /// The microsecond its script ran at, since the run's start (Redis's clock).
+    pub at_us: u64,
 }
 
 /// See the module docs.
@@ -52,13 +65,22 @@ impl Direct {
         let clock = ManualServerClock::from_millis(EPOCH_MS);
         let model = ModelHandle::new(clock.clone());
         let sha1 = Bytes::from(sha1_smol::Sha1::from(file.source.as_bytes()).digest().to_string());
+        // A script that does not compile is refused before anything runs (`preflight`).
+        model.call(&[b"SCRIPT", b"LOAD", file.source.as_bytes()]);
         Direct { file, quota, clock, model, sha1, set_up: BTreeSet::new(), requests: 0, seen: BTreeSet::new() }
     }
 
     /// The request of `cost` on `key` at `t_ms` after the epoch, the caller's clock reading
     /// `client_offset_ms` off the true time (client-time subjects send it).
     pub fn request(&mut self, t_ms: u64, client_offset_ms: i64, key: &str, cost: u64) -> Decided {
-        self.clock.set_micros((EPOCH_MS + t_ms) * 1000);
+        self.request_at_us(t_ms * 1000, client_offset_ms, key, cost)
+    }
+
+    /// [`Direct::request`] at `t_us` µs after the epoch: a client that waits exactly what it
+    /// was told from the microsecond it was told.
+    pub fn request_at_us(&mut self, t_us: u64, client_offset_ms: i64, key: &str, cost: u64) -> Decided {
+        let t_ms = t_us / 1000;
+        self.clock.set_micros(EPOCH_MS * 1000 + t_us);
         let client_ms = (EPOCH_MS + t_ms).saturating_add_signed(client_offset_ms);
         self.requests += 1;
         let values =
@@ -83,6 +105,7 @@ impl Direct {
             args[1] = self.file.source.as_bytes();
             reply = self.model.call(&args);
         }
+        let at_us = self.model.last_command_started_us().saturating_sub(EPOCH_MS * 1000);
         let after = self.live_keys();
         let restarted = after.iter().any(|k| !before.contains(k) && self.seen.contains(k));
         self.seen.extend(after);
@@ -98,19 +121,22 @@ impl Direct {
                     retry_after_ms: read.retry_after_ms,
                     remaining: read.remaining,
                     error: None,
+                    unknown_command: None,
                     restarted,
+                    at_us,
                 }
             }
-            Err(text) => {
-                let text = match self.model.script_unknown_command() {
-                    Some(command) => format!(
-                        "{text} (the script called `{command}`, which the Redis model does not implement; run on real \
-                         Redis with --backend redis)"
-                    ),
-                    None => text,
-                };
-                self.failed(cost, text)
-            }
+            Err(text) => match self.model.script_unknown_command() {
+                Some(command) => Decided {
+                    unknown_command: Some(command.clone()),
+                    at_us,
+                    ..self.failed(
+                        cost,
+                        format!("{text} (the script called `{command}`, which the Redis model does not implement)"),
+                    )
+                },
+                None => Decided { at_us, ..self.failed(cost, text) },
+            },
         }
     }
 
@@ -133,7 +159,16 @@ impl Direct {
 
     fn failed(&self, cost: u64, error: String) -> Decided {
         let allowed = self.file.on_error == sim_engine::subject::OnError::Allow;
-        Decided { allowed, cost, retry_after_ms: None, remaining: None, error: Some(error), restarted: false }
+        Decided {
+            allowed,
+            cost,
+            retry_after_ms: None,
+            remaining: None,
+            error: Some(error),
+            unknown_command: None,
+            restarted: false,
+            at_us: 0,
+        }
     }
 
     /// Redis loses every key (a restart without persistence): setup is sent again.

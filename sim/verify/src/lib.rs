@@ -2,15 +2,19 @@
 //! judged by its promise.
 //!
 //! For each subject the verifier
-//! 1. measures how coarsely it keeps time and refills ([`calibrate`]), so a correct script
-//!    that decides on whole seconds or refills in steps is held to what its design can keep;
+//! 1. looks at what the script shows of itself ([`calibrate`]): whether it decides exact ties
+//!    both ways (a float computation's rounding, the one thing forgiven without a
+//!    declaration) and whether it hands out its refill in steps (named, with the line that
+//!    would declare it, when the bound breaks);
 //! 2. searches generated schedules on the in-process model at exact times for a schedule that
-//!    breaks a check ([`search`], [`checks`]), shrunk to the shortest that still does;
+//!    breaks a check, then climbs from the closest ones ([`search`], [`checks`]), shrunk to
+//!    the shortest that still does;
 //! 3. runs the scenario catalogue and the race and skew sweeps with it beside the library's
 //!    algorithms (the simulator, on the model or on real Redis), which adds what one key at
 //!    exact times cannot show: concurrent instances, skewed clocks, partitions, outages,
 //!    restarts;
-//! 4. measures its profile ([`profile`]);
+//! 4. measures its profile ([`profile`]), which must agree with the verdicts: a script that
+//!    delivers less than an exact limiter from the same requests loses capacity;
 //!
 //! and prints one verdict per promise with its evidence and replay command ([`verdicts`]).
 
@@ -31,15 +35,19 @@ use redis_ratelimit::Quota;
 use results::{RunResult, SubjectReport};
 
 use redis_model::{ManualServerClock, ModelHandle, Reply};
-use sim_engine::promise::Promise;
+use sim_engine::promise::{Counts, Promise};
 use sim_engine::run::Campaign;
 use sim_engine::scenario;
 use sim_engine::subject::reply::Scalar;
 use sim_engine::subject::{FileError, SubjectFile};
 
+use checks::{CheckKind, Held};
+use schedule::{Ran, Schedule};
+
 /// The quotas the search drives a subject with: the one its file names, or three that differ
 /// in what a bug could confuse (burst equal to, above and below the limit; a period of one and
-/// of two seconds). Whole seconds and whole units per second, as many scripts' callers require.
+/// of two seconds). Whole seconds and whole units per second, as many scripts' callers require,
+/// and each unit due on a whole millisecond, so a request can sit exactly on its edge.
 pub fn search_quotas(file: &SubjectFile) -> Vec<Quota> {
     match file.quota {
         Some(q) => vec![q],
@@ -48,19 +56,20 @@ pub fn search_quotas(file: &SubjectFile) -> Vec<Quota> {
 }
 
 /// The quota the catalogue runs the subject with (the scenarios' own, unless its file names
-/// one): what the calibration measures it at.
+/// one): what the profile measures it at.
 pub fn catalogue_quota(file: &SubjectFile) -> Quota {
     file.quota.unwrap_or(scenario::QUOTA)
 }
 
-/// A subject file calibrated for the catalogue's quota: its tolerance raised to what its
-/// refill measured.
-pub fn calibrated(file: &SubjectFile) -> Arc<SubjectFile> {
-    let file = Arc::new(file.clone());
-    let tolerance = calibrate::tolerance(&file, file.promise, catalogue_quota(&file));
-    let mut out = (*file).clone();
-    out.tolerance = tolerance;
-    Arc::new(out)
+/// How the subject is held with `quota`: what its file declares, and whether it admits at
+/// exact ties over the search's quotas (the same for every check, so a replay holds it
+/// exactly as the search did).
+pub fn held(file: &Arc<SubjectFile>, quota: Quota) -> Held {
+    let mut quotas = search_quotas(file);
+    if !quotas.contains(&catalogue_quota(file)) {
+        quotas.push(catalogue_quota(file));
+    }
+    Held::of(file, quota, calibrate::admits_at_ties(file, &quotas))
 }
 
 /// Every applicable check searched on every quota of [`search_quotas`]: exact clocks first;
@@ -68,26 +77,31 @@ pub fn calibrated(file: &SubjectFile) -> Arc<SubjectFile> {
 /// is at stake (on each request's own clock, and in true time for the clock trust).
 pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts::Searched> {
     let quotas = search_quotas(file);
+    let helds: Vec<Held> = quotas.iter().map(|&q| held(file, q)).collect();
     let mut out = Vec::new();
-    for check in checks::CheckKind::ALL {
+    for check in CheckKind::ALL {
         if !check.applies(file) {
             continue;
         }
         // Exact clocks cannot break the clock trust that the bound does not already show.
-        let exact_too = check != checks::CheckKind::ClockTrust;
+        let exact_too = check != CheckKind::ClockTrust;
         let skew_too = check.skewed_search(file);
-        let found = quotas
+        let found = helds
             .iter()
-            .map(|&quota| {
-                let held = checks::Held {
-                    promise: file.promise,
-                    quota,
-                    tolerance: calibrate::tolerance(file, file.promise, quota),
-                };
-                let exact = exact_too.then(|| search::search(file, &held, check, cases, seed, false)).flatten();
-                let found =
-                    exact.or_else(|| skew_too.then(|| search::search(file, &held, check, cases, seed, true)).flatten());
-                (quota, found)
+            .map(|held| {
+                let mut outcome = search::Outcome::default();
+                if exact_too {
+                    outcome = search::search(file, held, check, cases, seed, false);
+                }
+                if outcome.found.is_none() && outcome.unknown_command.is_none() && skew_too {
+                    let skewed = search::search(file, held, check, cases, seed, true);
+                    let worst = match (outcome.worst_ratio, skewed.worst_ratio) {
+                        (Some(a), Some(b)) => Some(a.max(b)),
+                        (a, b) => a.or(b),
+                    };
+                    outcome = search::Outcome { worst_ratio: worst, ..skewed };
+                }
+                (held.quota, outcome)
             })
             .collect();
         out.push(verdicts::Searched { check, cases, found });
@@ -95,14 +109,50 @@ pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts:
     out
 }
 
-/// Everything `cargo xtask verify` says about one (calibrated) subject: the searches, its
-/// profile, and what `campaign` ran with it, as one verdict per promise. A counterexample
-/// the search found replays at exact times on the model whatever backend the scenarios ran
-/// on, so its replay command names no backend; a scenario run's names its own.
-pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u64) -> SubjectReport {
+/// The profile's shortfall (the subject delivered less than an exact limiter from the same
+/// requests) as a lost-capacity counterexample: the denial in that schedule an exact limiter
+/// fed the same admissions would have admitted, on the shortest stretch before it that still
+/// shows it.
+fn shortfall_evidence(file: &Arc<SubjectFile>, measured: &profile::Measured) -> Option<search::Found> {
+    let (_, schedule) = measured.shortfall.as_ref()?;
+    if file.counts == Counts::Requests || file.promise == Promise::SlidingWindow {
+        // Its windows count what the exact limiter's do not: the design explains a shortfall.
+        return None;
+    }
+    let quota = catalogue_quota(file);
+    let held = held(file, quota);
+    let ran = Ran::new(&mut direct::Direct::new(file.clone(), quota), schedule);
+    let violation = checks::only(&held, &ran, CheckKind::LostCapacity)?;
+    // Only what led up to the denial matters; the last few periods before it usually show it.
+    let events = &schedule.0[..=violation.at];
+    let t = events[violation.at].t_ms();
+    let stretch = (1..=8)
+        .map(|periods| {
+            let from = t.saturating_sub(periods * quota.period_ms());
+            let origin = events.iter().map(schedule::Event::t_ms).find(|&s| s >= from).unwrap_or(0);
+            // Moved to start at 0 on the same millisecond of the period, so windows named by
+            // the time fall where they fell.
+            let back = origin - origin % quota.period_ms().max(1);
+            Schedule(events.iter().filter(|e| e.t_ms() >= from).map(|e| e.moved(-(back as i64))).collect())
+        })
+        .find(|s| search::judge(file, &held, CheckKind::LostCapacity, s).is_some())
+        .unwrap_or_else(|| Schedule(events.to_vec()));
+    let shrunk = search::shrink(file, &held, CheckKind::LostCapacity, stretch);
+    let (violation, ran) = search::judge(file, &held, CheckKind::LostCapacity, &shrunk)?;
+    Some(search::Found { quota, violation, ran, skewed: false })
+}
+
+/// Everything `cargo xtask verify` says about one subject: the searches, its profile, and
+/// what `campaign` ran with it, as one verdict per promise. A counterexample the search found
+/// replays at exact times on the model whatever backend the scenarios ran on, so its replay
+/// command names no backend; a scenario run's names its own.
+pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u64, backend: &str) -> SubjectReport {
     let quota = catalogue_quota(file);
     let searched = searches(file, cases, seed);
     let measured = profile::measure(file, file.promise, quota);
+    let lost_found = searched.iter().any(|s| s.check == CheckKind::LostCapacity && s.first().is_some());
+    let shortfall = if lost_found { None } else { shortfall_evidence(file, &measured) };
+    let design_step = calibrate::suggested_resolution(file, quota).map(|(_, words)| words);
     let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.algorithm == file.name).collect();
     let swept: Vec<(&RunResult, Option<i64>)> =
         campaign.swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
@@ -113,7 +163,11 @@ pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u6
         runs: &runs,
         swept: &swept,
         measured: &measured,
+        shortfall: shortfall.as_ref(),
+        admits_at_ties: held(file, quota).admits_at_ties,
+        design_step: design_step.as_deref(),
         verify_command: format!("cargo xtask verify {}", file.path.display()),
+        backend,
     })
 }
 

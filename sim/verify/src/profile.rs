@@ -1,26 +1,42 @@
 //! What a subject is, measured, whatever it promises (even `kind = "none"`): on one key at
-//! exact times on the model, its delivered rate against the offered rate, the largest burst it
-//! admits at once, the longest it leaves a client that keeps asking at 1.5x the rate without an
-//! admission, the keys it leaves without a TTL, and its memory per key. The simulator's sweeps
-//! add the effect of clock skew and of concurrent instances.
+//! exact times on the model, its delivered rate against the offered rate (beside what an
+//! exact limiter of its promise delivers from the same requests), the largest burst it admits
+//! at once, the longest it leaves a client that keeps asking at 1.5x the rate without an
+//! admission, the keys it leaves without a TTL, and its memory per key. The simulator's
+//! sweeps add the effect of clock skew and of concurrent instances.
+//!
+//! The profile and the verdicts must agree: a subject that delivers less than the exact
+//! limiter from the same requests loses capacity somewhere, and the schedule that showed it
+//! ([`Measured::shortfall`]) goes to the lost-capacity check as evidence.
 
 use std::sync::Arc;
 
 use redis_ratelimit::Quota;
-
-use super::direct::Direct;
-use super::schedule::KEY;
 use sim_engine::promise::Promise;
 use sim_engine::subject::SubjectFile;
 
+use super::direct::Direct;
+use super::schedule::{Event, Schedule, KEY};
+
 /// Offered loads of the rate curve, as multiples of the limit.
 pub const OFFERED: [f64; 7] = [0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 5.0];
+
+/// How far below the exact limiter's delivered rate a subject may fall before the profile
+/// counts it as lost capacity: one unit in twenty (a float script deciding a tie late now
+/// and then costs far less).
+pub const SHORTFALL: f64 = 0.05;
 
 /// See the module docs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measured {
     /// `(offered, delivered)`, both as multiples of the limit, over ten periods after a warm-up.
     pub rate_curve: Vec<(f64, f64)>,
+    /// What an exact limiter of the promise delivers from the same requests (the twin's, or
+    /// the first-hit window's), where the promise has one.
+    pub exact_curve: Vec<(f64, f64)>,
+    /// The first load at which the subject delivered less than the exact limiter by more than
+    /// [`SHORTFALL`], with the schedule that showed it.
+    pub shortfall: Option<(f64, Schedule)>,
     /// Admitted from a fresh key by one burst of five times the capacity at one instant.
     pub largest_burst: u64,
     /// The longest gap between admissions (ms) for a client asking at 1.5x the rate.
@@ -33,17 +49,61 @@ pub struct Measured {
     pub memory_per_key_bytes: f64,
 }
 
+/// An exact limiter of `promise` for one key: the twin of the library's algorithm of the same
+/// promise, or the first-hit window (which lasts through the millisecond its key expires in).
+struct Exact {
+    promise: Promise,
+    quota: Quota,
+    twin: Option<redis_ratelimit::harness::algo::State>,
+    window: Option<(u64, u64)>,
+}
+
+impl Exact {
+    fn new(promise: Promise, quota: Quota) -> Option<Exact> {
+        (promise.twin().is_some() || promise == (Promise::FixedWindow { first_hit: true })).then_some(Exact {
+            promise,
+            quota,
+            twin: None,
+            window: None,
+        })
+    }
+
+    fn admits(&mut self, t: u64) -> bool {
+        match self.promise.twin() {
+            Some(algorithm) => {
+                let now = sim_engine::simclock::EPOCH_MS + t;
+                redis_ratelimit::harness::algo::step(algorithm, &self.quota, &mut self.twin, now, 1).allowed
+            }
+            None => {
+                let (start, used) = match self.window {
+                    Some((start, used)) if t <= start + self.quota.period_ms() => (start, used),
+                    _ => (t, 0),
+                };
+                let ok = used < self.quota.limit();
+                if ok {
+                    self.window = Some((start, used + 1));
+                }
+                ok
+            }
+        }
+    }
+}
+
 /// Measures `file` driven with `quota`.
 pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measured {
     let w = quota.period_ms();
     let rate_per_ms = quota.limit() as f64 / w as f64;
     let mut rate_curve = Vec::new();
+    let mut exact_curve = Vec::new();
+    let mut shortfall = None;
     let mut immortal = Vec::new();
     for x in OFFERED {
         let mut direct = Direct::new(file.clone(), quota);
+        let mut exact = Exact::new(promise, quota);
         let every = 1.0 / (rate_per_ms * x);
         let (warm, measured) = (5 * w, 10 * w);
-        let mut admitted = 0u64;
+        let (mut admitted, mut exact_admitted) = (0u64, 0u64);
+        let mut events = Vec::new();
         let mut i = 0u64;
         loop {
             let t = (i as f64 * every) as u64;
@@ -51,12 +111,22 @@ pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measu
                 break;
             }
             let d = direct.request(t, 0, KEY, 1);
-            if t >= warm && d.allowed {
-                admitted += d.cost;
+            events.push(Event::Request { t_ms: t, cost: 1, skew_ms: 0 });
+            let exact_ok = exact.as_mut().is_some_and(|e| e.admits(t));
+            if t >= warm {
+                admitted += if d.allowed { d.cost } else { 0 };
+                exact_admitted += exact_ok as u64;
             }
             i += 1;
         }
-        rate_curve.push((x, admitted as f64 / (quota.limit() as f64 * (measured / w) as f64)));
+        let per = quota.limit() as f64 * (measured / w) as f64;
+        rate_curve.push((x, admitted as f64 / per));
+        if exact.is_some() {
+            exact_curve.push((x, exact_admitted as f64 / per));
+            if shortfall.is_none() && (admitted as f64) < exact_admitted as f64 * (1.0 - SHORTFALL) {
+                shortfall = Some((x, Schedule(events)));
+            }
+        }
         immortal.extend(direct.keys_without_ttl(warm + measured));
     }
 
@@ -72,17 +142,8 @@ pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measu
     let admitted: Vec<u64> = trickle.iter().copied().filter(|&t| direct.request(t, 0, KEY, 1).allowed).collect();
     let longest_starvation_ms = longest_gap(&admitted, trickle.last().copied().unwrap_or(0));
     immortal.extend(direct.keys_without_ttl(20 * w));
-    let exact_longest_gap_ms = promise.twin().map(|twin| {
-        let mut state = None;
-        let q = quota;
-        let admitted: Vec<u64> = trickle
-            .iter()
-            .copied()
-            .filter(|&t| {
-                redis_ratelimit::harness::algo::step(twin, &q, &mut state, sim_engine::simclock::EPOCH_MS + t, 1)
-                    .allowed
-            })
-            .collect();
+    let exact_longest_gap_ms = Exact::new(promise, quota).map(|mut exact| {
+        let admitted: Vec<u64> = trickle.iter().copied().filter(|&t| exact.admits(t)).collect();
         longest_gap(&admitted, trickle.last().copied().unwrap_or(0))
     });
 
@@ -99,6 +160,8 @@ pub fn measure(file: &Arc<SubjectFile>, promise: Promise, quota: Quota) -> Measu
 
     Measured {
         rate_curve,
+        exact_curve,
+        shortfall,
         largest_burst,
         longest_starvation_ms,
         exact_longest_gap_ms,

@@ -39,6 +39,16 @@ impl Event {
             Event::Request { t_ms, .. } | Event::LoseData { t_ms } | Event::FlushScripts { t_ms } => t_ms,
         }
     }
+
+    /// The same event `by_ms` later (earlier when negative, never before 0).
+    pub fn moved(self, by_ms: i64) -> Event {
+        let at = |t: u64| t.saturating_add_signed(by_ms);
+        match self {
+            Event::Request { t_ms, cost, skew_ms } => Event::Request { t_ms: at(t_ms), cost, skew_ms },
+            Event::LoseData { t_ms } => Event::LoseData { t_ms: at(t_ms) },
+            Event::FlushScripts { t_ms } => Event::FlushScripts { t_ms: at(t_ms) },
+        }
+    }
 }
 
 impl fmt::Display for Event {
@@ -138,6 +148,12 @@ impl Ran {
             })
             .collect();
         Ran { schedule: schedule.clone(), decided }
+    }
+
+    /// The first command the script called that the Redis model does not implement, if any:
+    /// then the run says nothing about the script.
+    pub fn unknown_command(&self) -> Option<&str> {
+        self.decided.iter().flatten().find_map(|d| d.unknown_command.as_deref())
     }
 
     /// Whether any request came from an instance whose clock was off.

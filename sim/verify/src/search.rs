@@ -1,20 +1,35 @@
-//! The property search: generated schedules (bursts, steady trickles at and around the rate,
-//! gaps that straddle window boundaries, idle spells past any TTL, Redis losing its data,
-//! script flushes) run through the subject on the model at exact times, every applicable check
-//! applied. A broken check shrinks (proptest) to the shortest schedule that still breaks it,
-//! printed as a table and as the command that replays it.
+//! The search for a schedule that breaks a check, in two phases, on the model at exact times.
+//!
+//! 1. **Generated schedules** (proptest): bursts, steady trickles at and around the rate,
+//!    gaps that straddle window boundaries, requests one millisecond either side of a
+//!    boundary, instances taking turns with their clocks at the extremes of the skew, costs
+//!    that alternate, idle spells past any TTL, Redis losing its data right after a write,
+//!    script flushes. A schedule that breaks the check shrinks (proptest) to the shortest that
+//!    still does.
+//! 2. **An optimizing search** for the bound checks, as targeted property-based testing does:
+//!    the schedules that came closest to breaking the bound (the largest share of what it
+//!    allows) are mutated (a request moved by a millisecond, duplicated, given the other
+//!    extreme of the skew, a burst added, the last cycle repeated) and kept when they come
+//!    closer still. Some breaks take many rounds of the same trick (a late caller's time
+//!    written back refills a second twice on every round) that random schedules rarely draw.
+//!    A break found this way shrinks by removing events while it still breaks.
+//!
+//! Either way the worst case seen is kept, so a check that held says how close it came
+//! ("worst 0.97x of the bound").
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 use redis_ratelimit::Quota;
+use sim_engine::subject::SubjectFile;
 
 use super::checks::{self, CheckKind, Held, Violation};
 use super::direct::Direct;
 use super::schedule::{Event, Ran, Schedule};
-use sim_engine::subject::SubjectFile;
 
 /// A counterexample: the shrunk schedule, the broken check, and the run to print.
 #[derive(Debug, Clone)]
@@ -36,6 +51,19 @@ impl Found {
     }
 }
 
+/// What one search came to: the break it found, if any; for a bound, the worst share of
+/// what the bound allows that any schedule reached; and whether the script called a command
+/// the model does not have (then nothing it did can be judged).
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// The shrunk counterexample.
+    pub found: Option<Found>,
+    /// The most any schedule admitted over what the bound allows there (bound checks).
+    pub worst_ratio: Option<f64>,
+    /// A command the script called that the model lacks.
+    pub unknown_command: Option<String>,
+}
+
 /// One piece of a generated schedule, placed after the previous one.
 #[derive(Debug, Clone, Copy)]
 enum Piece {
@@ -46,18 +74,30 @@ enum Piece {
     /// `n` requests `every_ms` apart from two instances in turn, their clocks `skews` off: how
     /// instances behind a load balancer share a key.
     Interleaved { every_ms: u64, n: u32, cost: u64, skews: (i64, i64) },
+    /// `n` requests alternating between cost `cost` and 1, `every_ms` apart.
+    Costs { every_ms: u64, n: u32, cost: u64 },
     /// Nothing for a while.
     Idle { ms: u64 },
-    /// The next window boundary, give or take `skew_ms`.
-    ToBoundary { skew_ms: i64 },
+    /// The next window boundary (a multiple of the period, or of a second), give or take
+    /// `skew_ms`.
+    ToBoundary { seconds: bool, skew_ms: i64 },
+    /// `n` requests just before, at and just after the next boundary, `off_ms` either side.
+    AroundBoundary { n: u32, off_ms: u64, cost: u64 },
     /// Redis loses its data.
     LoseData,
     /// `SCRIPT FLUSH`.
     FlushScripts,
 }
 
-/// Clock offsets of the instances a skewed search calls from.
-const SKEWS: [i64; 7] = [0, -1_500, -500, -60, 60, 500, 1_500];
+/// Clock offsets of the instances a skewed search calls from: small ones, and ones that are
+/// fractions and multiples of the period, up to more than two periods apart, so that every
+/// kind of window has callers inside and outside it.
+fn skews(q: &Quota) -> Vec<i64> {
+    let w = q.period_ms() as i64;
+    let mut out = vec![0, -1, 1, -60, 60, -w / 2, w / 2, -w, w, -(3 * w) / 2, (3 * w) / 2, -(5 * w) / 2, (5 * w) / 2];
+    out.dedup();
+    out
+}
 
 fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<Value = Piece> {
     let (l, w, b) = (q.limit().max(1), q.period_ms(), q.burst().max(1));
@@ -67,8 +107,12 @@ fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<V
     // Long enough to outlive a bucket's TTL (twice its fill time is common) at the rate.
     let longest_trickle = (4 * b.max(l) + 4) as u32;
     let weights = if faults { (3, 2) } else { (0, 0) };
-    let skew = proptest::sample::select(if skewed { &SKEWS[..] } else { &SKEWS[..1] });
+    let all = skews(&q);
+    let extremes = (*all.iter().min().unwrap_or(&0), *all.iter().max().unwrap_or(&0));
+    let extremes = if skewed { extremes } else { (0, 0) };
+    let skew = proptest::sample::select(if skewed { all } else { vec![0] });
     let interleaved = if skewed { 30 } else { 0 };
+    let costs = if max_cost > 1 { 10 } else { 0 };
     prop_oneof![
         30 => (0..interval * 2, 1..=most, cost.clone(), skew.clone())
             .prop_map(|(gap_ms, n, cost, skew_ms)| Piece::Burst { gap_ms, n, cost, skew_ms }),
@@ -76,8 +120,16 @@ fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<V
             .prop_map(|(every_ms, n, cost, skew_ms)| Piece::Trickle { every_ms: every_ms.max(1), n, cost, skew_ms }),
         interleaved => (1..interval * 2, 2..=longest_trickle, cost.clone(), skew.clone(), skew.clone())
             .prop_map(|(every_ms, n, cost, a, b)| Piece::Interleaved { every_ms, n, cost, skews: (a, b) }),
+        interleaved => (1..interval * 2, 2..=longest_trickle, cost.clone(), any::<bool>())
+            .prop_map(move |(every_ms, n, cost, flip)| {
+                let skews = if flip { (extremes.1, extremes.0) } else { extremes };
+                Piece::Interleaved { every_ms, n, cost, skews }
+            }),
+        costs => (1..interval * 2, 2..=longest_trickle, cost.clone())
+            .prop_map(|(every_ms, n, cost)| Piece::Costs { every_ms, n, cost }),
         12 => prop_oneof![1..w, w..(4 * w), (5 * w)..(40 * w)].prop_map(|ms| Piece::Idle { ms }),
-        10 => (-3i64..=3).prop_map(|skew_ms| Piece::ToBoundary { skew_ms }),
+        10 => (any::<bool>(), -3i64..=3).prop_map(|(seconds, skew_ms)| Piece::ToBoundary { seconds, skew_ms }),
+        10 => (1..=most, 0u64..=2, cost.clone()).prop_map(|(n, off_ms, cost)| Piece::AroundBoundary { n, off_ms, cost }),
         weights.0 => Just(Piece::LoseData),
         weights.1 => Just(Piece::FlushScripts),
     ]
@@ -85,9 +137,10 @@ fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<V
 
 /// Lays the pieces out in time.
 fn lay_out(pieces: &[Piece], q: &Quota) -> Schedule {
-    let w = q.period_ms();
+    let w = q.period_ms().max(1);
     let mut t = 0u64;
     let mut events = Vec::new();
+    let next_boundary = |t: u64, step: u64| (t / step + 1) * step;
     for p in pieces {
         match *p {
             Piece::Burst { gap_ms, n, cost, skew_ms } => {
@@ -106,8 +159,24 @@ fn lay_out(pieces: &[Piece], q: &Quota) -> Schedule {
                     events.push(Event::Request { t_ms: t, cost, skew_ms: if k % 2 == 0 { a } else { b } });
                 }
             }
+            Piece::Costs { every_ms, n, cost } => {
+                for k in 0..n {
+                    t += every_ms;
+                    events.push(Event::Request { t_ms: t, cost: if k % 2 == 0 { cost } else { 1 }, skew_ms: 0 });
+                }
+            }
             Piece::Idle { ms } => t += ms,
-            Piece::ToBoundary { skew_ms } => t = ((t / w + 1) * w).saturating_add_signed(skew_ms).max(t),
+            Piece::ToBoundary { seconds, skew_ms } => {
+                let step = if seconds { 1_000 } else { w };
+                t = next_boundary(t, step).saturating_add_signed(skew_ms).max(t);
+            }
+            Piece::AroundBoundary { n, off_ms, cost } => {
+                let edge = next_boundary(t + off_ms, w);
+                for at in [edge - off_ms, edge, edge + off_ms] {
+                    events.extend((0..n).map(|_| Event::Request { t_ms: at, cost, skew_ms: 0 }));
+                }
+                t = edge + off_ms;
+            }
             Piece::LoseData => events.push(Event::LoseData { t_ms: t }),
             Piece::FlushScripts => events.push(Event::FlushScripts { t_ms: t }),
         }
@@ -117,25 +186,34 @@ fn lay_out(pieces: &[Piece], q: &Quota) -> Schedule {
 
 /// Runs `schedule` on a fresh model and applies `check`.
 pub fn judge(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, schedule: &Schedule) -> Option<(Violation, Ran)> {
-    let fresh = || Direct::new(file.clone(), held.quota);
-    let ran = Ran::new(&mut fresh(), schedule);
-    let violation = match check {
-        CheckKind::RetryAfter => checks::retry_after(held, &ran, &fresh),
-        other => checks::only(held, &ran, other),
-    }?;
+    let ran = run(file, held, schedule);
+    let violation = violation_of(file, held, check, &ran)?;
     Some((violation, ran))
 }
 
-/// Searches `cases` generated schedules (seeded by `seed`) for one that breaks `check`; with
-/// `skewed`, requests come from instances whose clocks disagree (client-time subjects only).
-pub fn search(
-    file: &Arc<SubjectFile>,
-    held: &Held,
-    check: CheckKind,
-    cases: u32,
-    seed: u64,
-    skewed: bool,
-) -> Option<Found> {
+fn run(file: &Arc<SubjectFile>, held: &Held, schedule: &Schedule) -> Ran {
+    Ran::new(&mut Direct::new(file.clone(), held.quota), schedule)
+}
+
+fn violation_of(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, ran: &Ran) -> Option<Violation> {
+    if ran.unknown_command().is_some() {
+        return None;
+    }
+    match check {
+        CheckKind::RetryAfter => checks::retry_after(held, ran, &|| Direct::new(file.clone(), held.quota)),
+        other => checks::only(held, ran, other),
+    }
+}
+
+/// How close `ran` came to breaking a bound: what it admitted over what the bound allows.
+fn closeness(held: &Held, check: CheckKind, ran: &Ran) -> Option<f64> {
+    checks::bound(held, ran, check).map(|(worst, _)| worst.ratio())
+}
+
+/// Searches `cases` generated schedules (seeded by `seed`) for one that breaks `check`, then,
+/// for a bound, climbs from the closest ones; with `skewed`, requests come from instances
+/// whose clocks disagree (client-time subjects only).
+pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32, seed: u64, skewed: bool) -> Outcome {
     let max_cost = if file.takes_cost() { held.promise.capacity(&held.quota).min(4) } else { 1 };
     // Losses of Redis's data are searched with exact clocks; where the clocks disagree a loss
     // has no one time to sit at.
@@ -150,10 +228,22 @@ pub fn search(
     };
     let mut runner = TestRunner::new(config);
     let last: RefCell<Option<Found>> = RefCell::new(None);
+    let closest: RefCell<Vec<(f64, Schedule)>> = RefCell::new(Vec::new());
+    let unknown: RefCell<Option<String>> = RefCell::new(None);
     let result = runner.run(&strategy, |pieces| {
         let schedule = lay_out(&pieces, &held.quota);
-        match judge(file, held, check, &schedule) {
-            Some((violation, ran)) => {
+        let ran = run(file, held, &schedule);
+        if let Some(command) = ran.unknown_command() {
+            unknown.borrow_mut().get_or_insert_with(|| command.to_owned());
+            return Ok(());
+        }
+        if check.is_bound() {
+            if let Some(ratio) = closeness(held, check, &ran) {
+                keep_closest(&mut closest.borrow_mut(), ratio, schedule.clone());
+            }
+        }
+        match violation_of(file, held, check, &ran) {
+            Some(violation) => {
                 let reason = violation.message.clone();
                 *last.borrow_mut() = Some(Found { quota: held.quota, violation, ran, skewed });
                 Err(TestCaseError::fail(reason))
@@ -161,12 +251,159 @@ pub fn search(
             None => Ok(()),
         }
     });
-    match result {
-        Ok(()) => None,
+    let mut outcome = Outcome { unknown_command: unknown.into_inner(), ..Outcome::default() };
+    let closest = closest.into_inner();
+    outcome.worst_ratio = closest.first().map(|(r, _)| *r);
+    outcome.found = match result {
         // The runner's last failing call is the shrunk case.
         Err(TestError::Fail(..)) => last.into_inner(),
-        Err(TestError::Abort(_)) => None,
+        Ok(()) | Err(TestError::Abort(_)) => None,
+    };
+    if outcome.found.is_none() && outcome.unknown_command.is_none() && check.is_bound() {
+        let climbed = climb(file, held, check, closest, seed, skewed);
+        outcome.worst_ratio = climbed.0.or(outcome.worst_ratio);
+        outcome.found = climbed.1;
     }
+    if let Some(found) = &outcome.found {
+        if check.is_bound() {
+            outcome.worst_ratio = closeness(held, check, &found.ran).or(outcome.worst_ratio);
+        }
+    }
+    outcome
+}
+
+/// The schedules kept to climb from.
+const KEPT: usize = 6;
+/// Mutations tried from each kept schedule.
+const STEPS: usize = 160;
+
+fn keep_closest(kept: &mut Vec<(f64, Schedule)>, ratio: f64, schedule: Schedule) {
+    if kept.len() < KEPT || ratio > kept[kept.len() - 1].0 {
+        kept.push((ratio, schedule));
+        kept.sort_by(|a, b| b.0.total_cmp(&a.0));
+        kept.truncate(KEPT);
+    }
+}
+
+/// Hill-climbs from each kept schedule towards a larger share of the bound; a schedule that
+/// breaks it is shrunk and returned. Also returns the largest share reached.
+fn climb(
+    file: &Arc<SubjectFile>,
+    held: &Held,
+    check: CheckKind,
+    kept: Vec<(f64, Schedule)>,
+    seed: u64,
+    skewed: bool,
+) -> (Option<f64>, Option<Found>) {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc11b_5eed);
+    let skew_set = if skewed { skews(&held.quota) } else { vec![0] };
+    let mut best_ratio: Option<f64> = None;
+    for (ratio, start) in kept {
+        let (mut here, mut ratio) = (start, ratio);
+        for _ in 0..STEPS {
+            let candidate = mutate(&here, &held.quota, &skew_set, &mut rng);
+            if candidate.0.is_empty() || candidate.0.len() > 400 {
+                continue;
+            }
+            let ran = run(file, held, &candidate);
+            if ran.unknown_command().is_some() {
+                continue;
+            }
+            let Some(r) = closeness(held, check, &ran) else { continue };
+            if violation_of(file, held, check, &ran).is_some() {
+                let shrunk = shrink(file, held, check, candidate);
+                let ran = run(file, held, &shrunk);
+                let violation = violation_of(file, held, check, &ran).expect("a shrunk break still breaks");
+                return (Some(r), Some(Found { quota: held.quota, violation, ran, skewed }));
+            }
+            if r >= ratio {
+                (here, ratio) = (candidate, r);
+            }
+        }
+        best_ratio = Some(best_ratio.map_or(ratio, |b: f64| b.max(ratio)));
+    }
+    (best_ratio, None)
+}
+
+/// One random change to a schedule, keeping it in time order.
+fn mutate(s: &Schedule, q: &Quota, skew_set: &[i64], rng: &mut SmallRng) -> Schedule {
+    let mut events = s.0.clone();
+    let requests: Vec<usize> = (0..events.len()).filter(|&i| matches!(events[i], Event::Request { .. })).collect();
+    if requests.is_empty() {
+        return Schedule(events);
+    }
+    let pick = requests[rng.random_range(0..requests.len())];
+    let Event::Request { t_ms, cost, skew_ms } = events[pick] else { return Schedule(events) };
+    match rng.random_range(0..7) {
+        // A request a millisecond (or an interval) earlier or later.
+        0 => {
+            let interval = (q.period_ms() / q.limit().max(1)).max(1);
+            let by = if rng.random_bool(0.5) { 1 } else { interval };
+            let t = if rng.random_bool(0.5) { t_ms + by } else { t_ms.saturating_sub(by) };
+            events[pick] = Event::Request { t_ms: t, cost, skew_ms };
+        }
+        // The same request twice.
+        1 => events.insert(pick, events[pick]),
+        // From an instance whose clock is at another extreme.
+        2 => {
+            let skew = skew_set[rng.random_range(0..skew_set.len())];
+            events[pick] = Event::Request { t_ms, cost, skew_ms: skew };
+        }
+        // A burst where this request is.
+        3 => {
+            for _ in 0..rng.random_range(1..=q.burst().max(q.limit()).min(8)) {
+                events.insert(pick, events[pick]);
+            }
+        }
+        // One request fewer.
+        4 => {
+            events.remove(pick);
+        }
+        // The last few events again, as one more round of the same trick.
+        5 => {
+            let n = rng.random_range(1..=events.len().min(6));
+            let tail: Vec<Event> = events[events.len() - n..].to_vec();
+            let span = tail.last().map_or(0, Event::t_ms) - tail.first().map_or(0, Event::t_ms);
+            let shift = span.max(1) + rng.random_range(0..=2);
+            events.extend(tail.into_iter().map(|e| e.moved(shift as i64)));
+        }
+        // Another cost.
+        _ => {
+            let c = if cost > 1 { 1 } else { (q.burst().max(q.limit())).min(4) };
+            events[pick] = Event::Request { t_ms, cost: c, skew_ms };
+        }
+    }
+    events.sort_by_key(Event::t_ms);
+    Schedule(events)
+}
+
+/// Removes events while the schedule still breaks `check`: halves, then quarters, down to
+/// single events (delta debugging), so what is left shows the break and little else.
+pub fn shrink(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, schedule: Schedule) -> Schedule {
+    let breaks = |s: &Schedule| !s.0.is_empty() && judge(file, held, check, s).is_some();
+    let mut events = schedule.0;
+    let mut chunk = events.len().div_ceil(2).max(1);
+    loop {
+        let mut removed = false;
+        let mut at = 0;
+        while at < events.len() {
+            let mut fewer = events.clone();
+            fewer.drain(at..(at + chunk).min(fewer.len()));
+            if breaks(&Schedule(fewer.clone())) {
+                events = fewer;
+                removed = true;
+            } else {
+                at += chunk;
+            }
+        }
+        if chunk == 1 && !removed {
+            break;
+        }
+        if !removed {
+            chunk = chunk.div_ceil(2);
+        }
+    }
+    Schedule(events)
 }
 
 #[cfg(test)]
@@ -179,18 +416,27 @@ mod tests {
         let s = lay_out(
             &[
                 Piece::Burst { gap_ms: 5, n: 2, cost: 1, skew_ms: 0 },
-                Piece::ToBoundary { skew_ms: -1 },
+                Piece::ToBoundary { seconds: false, skew_ms: -1 },
                 Piece::Trickle { every_ms: 50, n: 2, cost: 2, skew_ms: 500 },
                 Piece::Interleaved { every_ms: 1, n: 3, cost: 1, skews: (60, -60) },
                 Piece::LoseData,
                 Piece::Idle { ms: 3_000 },
                 Piece::Burst { gap_ms: 0, n: 1, cost: 1, skew_ms: 0 },
+                Piece::AroundBoundary { n: 1, off_ms: 1, cost: 3 },
+                Piece::Costs { every_ms: 10, n: 2, cost: 4 },
             ],
             &q,
         );
         assert_eq!(
             s.to_string(),
-            "5:1 5:1 1049:2@+500 1099:2@+500 1100:1@+60 1101:1@-60 1102:1@+60 lose-data@1102 4102:1"
+            "5:1 5:1 1049:2@+500 1099:2@+500 1100:1@+60 1101:1@-60 1102:1@+60 lose-data@1102 4102:1 4999:3 5000:3 \
+             5001:3 5011:4 5021:1"
         );
+    }
+
+    #[test]
+    fn skews_reach_past_two_periods_either_way() {
+        let s = skews(&Quota::new(4, 2_000));
+        assert!(s.contains(&-5_000) && s.contains(&5_000) && s.contains(&0) && s.contains(&1), "{s:?}");
     }
 }

@@ -1,31 +1,49 @@
-//! One verdict per promise, from everything the verifier ran: the searches at exact times and
-//! the simulator's scenarios and sweeps. A broken verdict carries its evidence (the shortest
-//! schedule, or the scenario run's worst case) and the command that replays it; a held one says
-//! what it rests on.
+//! One verdict per promise, from everything the verifier ran: the searches at exact times,
+//! the profile and the simulator's scenarios and sweeps. A broken verdict carries its
+//! evidence (the shortest schedule, or the scenario run's worst case) and the command that
+//! replays it; a held one says what it rests on and how close the worst case came; a check
+//! that could not be judged on the model says why.
 
 use redis_ratelimit::Quota;
 use results::{Profile, RatePoint, RunResult, SubjectReport, VerdictLine};
 
 use super::checks::CheckKind;
 use super::profile::Measured;
-use super::search::Found;
+use super::search::{Found, Outcome};
 use sim_engine::promise::Promise;
 use sim_engine::subject::SubjectFile;
 
-/// What the searches found for one check: per quota searched, the counterexample if any.
+/// What the searches found for one check: per quota searched, what each came to.
 #[derive(Debug, Clone)]
 pub struct Searched {
     /// The check.
     pub check: CheckKind,
     /// Cases run per quota.
     pub cases: u32,
-    /// Quotas searched, with what each found.
-    pub found: Vec<(Quota, Option<Found>)>,
+    /// Quotas searched, with what each came to.
+    pub found: Vec<(Quota, Outcome)>,
+}
+
+impl Searched {
+    /// The first counterexample, if any.
+    pub fn first(&self) -> Option<&Found> {
+        self.found.iter().find_map(|(_, o)| o.found.as_ref())
+    }
+
+    /// The command the script called that the model does not implement, if any did.
+    pub fn unknown_command(&self) -> Option<&str> {
+        self.found.iter().find_map(|(_, o)| o.unknown_command.as_deref())
+    }
+
+    /// The largest share of the bound any schedule reached.
+    pub fn worst_ratio(&self) -> Option<f64> {
+        self.found.iter().filter_map(|(_, o)| o.worst_ratio).reduce(f64::max)
+    }
 }
 
 /// Everything one subject's verdicts rest on.
 pub struct Evidence<'a> {
-    /// The (calibrated) subject file.
+    /// The subject file.
     pub file: &'a SubjectFile,
     /// The catalogue's quota for it.
     pub quota: Quota,
@@ -37,8 +55,16 @@ pub struct Evidence<'a> {
     pub swept: &'a [(&'a RunResult, Option<i64>)],
     /// Its profile.
     pub measured: &'a Measured,
+    /// The profile's shortfall as a lost-capacity counterexample, when the search found none.
+    pub shortfall: Option<&'a Found>,
+    /// Whether the script admits at exact ties (so a denial at another tie was forgiven).
+    pub admits_at_ties: bool,
+    /// Why a broken bound may be the script's design, with the line that would declare it.
+    pub design_step: Option<&'a str>,
     /// `cargo xtask verify FILE`, for the search's replay commands.
     pub verify_command: String,
+    /// The backend the scenarios ran on (`model` unless `--backend`).
+    pub backend: &'a str,
 }
 
 fn quota_words(q: &Quota) -> String {
@@ -59,27 +85,28 @@ pub fn report(e: &Evidence<'_>) -> SubjectReport {
             continue;
         }
         verdicts.push(verdict(e, check));
-        if check == CheckKind::LostCapacity {
+        if check == CheckKind::LostCapacity || (check == CheckKind::Estimate && promise == Promise::SlidingWindow) {
             verdicts.push(policy_verdict(e));
         }
     }
     if promise == Promise::None {
         verdicts.push(policy_verdict(e));
     }
+    let mut tolerance = file.tolerance.describe();
+    if file.counts == sim_engine::promise::Counts::Requests {
+        let counts = "windows that count denied units too".to_owned();
+        tolerance = if tolerance.is_empty() { counts } else { format!("{tolerance}, {counts}") };
+    }
     SubjectReport {
         name: file.name.clone(),
         file: file.path.display().to_string(),
         promise: promise.to_string(),
         time: if file.client_time() { "client" } else { "server" }.to_owned(),
-        tolerance: file.tolerance.describe(),
+        tolerance,
         quota: quota_words(&e.quota),
         verdicts,
         profile: profile(e),
     }
-}
-
-fn searched_cases(e: &Evidence<'_>, check: CheckKind) -> (u32, usize) {
-    e.searched.iter().filter(|s| s.check == check).map(|s| (s.cases, s.found.len())).next().unwrap_or((0, 0))
 }
 
 /// A scenario run whose instances' clocks disagreed while the subject took their time: its
@@ -92,34 +119,44 @@ fn skewed_client_run(r: &RunResult, skew: Option<i64>) -> bool {
 /// expected of the design; any other break is a broken promise.
 fn word(check: CheckKind) -> &'static str {
     if check == CheckKind::ClockTrust {
-        "expected"
+        results::verdict::EXPECTED
     } else {
-        "broken"
+        results::verdict::BROKEN
+    }
+}
+
+fn found_line(e: &Evidence<'_>, check: CheckKind, f: &Found) -> VerdictLine {
+    let why = match check {
+        CheckKind::ClockTrust => {
+            ": it decides by each caller's clock, so instances whose clocks disagree admit what the skew lends"
+        }
+        _ if f.skewed => " (only when instances' clocks disagree)",
+        _ => "",
+    };
+    let step = match (check, e.design_step) {
+        (CheckKind::Bound | CheckKind::LostCapacity, Some(step)) if !f.skewed => format!("; {step}"),
+        _ => String::new(),
+    };
+    VerdictLine {
+        check: check.name().to_owned(),
+        verdict: word(check).to_owned(),
+        detail: format!("{}{why}{step}", f.violation.message),
+        evidence: format!(
+            "quota {}, one key, {}:\n{}",
+            quota_words(&f.quota),
+            if f.skewed { "instances' clocks off as shown" } else { "exact clocks" },
+            f.table()
+        ),
+        replay: format!("{} --quota {} --replay \"{}\"", e.verify_command, quota_arg(&f.quota), f.ran.schedule),
     }
 }
 
 fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
-    let found = e.searched.iter().filter(|s| s.check == check).flat_map(|s| &s.found).find_map(|(_, f)| f.as_ref());
+    let searched = e.searched.iter().find(|s| s.check == check);
+    let found = searched.and_then(Searched::first);
+    let found = found.or(if check == CheckKind::LostCapacity { e.shortfall } else { None });
     if let Some(f) = found {
-        let why = match check {
-            CheckKind::ClockTrust => {
-                ": it decides by each caller's clock, so instances whose clocks disagree admit what the skew lends"
-            }
-            _ if f.skewed => " (only when instances' clocks disagree)",
-            _ => "",
-        };
-        return VerdictLine {
-            check: check.name().to_owned(),
-            verdict: word(check).to_owned(),
-            detail: format!("{}{why}", f.violation.message),
-            evidence: format!(
-                "quota {}, one key, {}:\n{}",
-                quota_words(&f.quota),
-                if f.skewed { "instances' clocks off as shown" } else { "exact clocks" },
-                f.table()
-            ),
-            replay: format!("{} --quota {} --replay \"{}\"", e.verify_command, quota_arg(&f.quota), f.ran.schedule),
-        };
+        return found_line(e, check, f);
     }
     // What the scenarios say about the same check.
     let broke = |r: &RunResult, skew: Option<i64>| match check {
@@ -133,9 +170,9 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     // A break under clock skew alone is still a break; one that needs no skew says more.
     let mut broken: Vec<&RunResult> = runs.filter(|&(r, skew)| broke(r, skew)).map(|(r, _)| r).collect();
     broken.sort_by_key(|r| (r.scenario == "clock-skew", r.scenario.clone()));
-    let (cases, quotas) = searched_cases(e, check);
+    let unknown = e.searched.iter().find_map(Searched::unknown_command);
     let scenario_runs = e.runs.len() + e.swept.len();
-    if let Some(r) = broken.first() {
+    if let Some(r) = broken.first().filter(|_| unknown.is_none() || e.backend != "model") {
         let detail = match check {
             CheckKind::Bound | CheckKind::ClockTrust => r.bound_detail.clone(),
             CheckKind::LostCapacity => r.liveness_detail.clone(),
@@ -158,6 +195,26 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
             replay: r.replay.clone(),
         };
     }
+    if let Some(command) = unknown {
+        return VerdictLine {
+            check: check.name().to_owned(),
+            verdict: results::verdict::NOT_JUDGED.to_owned(),
+            detail: format!(
+                "the script calls `{command}`, which the Redis model does not implement, so it cannot be run at exact \
+                 times; run it on real Redis with --backend redis{}",
+                if e.backend == "model" { "" } else { " (its scenarios did, and showed no break of this check)" }
+            ),
+            ..VerdictLine::default()
+        };
+    }
+    let (cases, quotas) = searched.map_or((0, 0), |s| (s.cases, s.found.len()));
+    let worst =
+        searched.and_then(Searched::worst_ratio).map_or(String::new(), |r| format!(" (worst {r:.2}x of the bound)"));
+    let declared = if e.file.tolerance.resolution_ms > 0 && check.is_bound() {
+        format!(", with {}", e.file.tolerance.describe())
+    } else {
+        String::new()
+    };
     let detail = match check {
         CheckKind::Estimate => {
             format!("every decision in {cases} schedules x {quotas} quotas is one the weighted estimate allows")
@@ -170,11 +227,24 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
         }
         CheckKind::ClockTrust => format!(
             "the bound held in true time across instances whose clocks disagree, in {cases} schedules x {quotas} \
-             quotas and {scenario_runs} scenario runs"
+             quotas{worst} and {scenario_runs} scenario runs"
         ),
-        _ => format!("held in {cases} schedules x {quotas} quotas at exact times and {scenario_runs} scenario runs"),
+        CheckKind::LostCapacity if e.admits_at_ties => format!(
+            "held in {cases} schedules x {quotas} quotas at exact times and {scenario_runs} scenario runs; a denial \
+             exactly at a tie is forgiven, as the script also admits at exact ties (it decides them both ways, as \
+             arithmetic that rounds does)"
+        ),
+        _ => format!(
+            "held in {cases} schedules x {quotas} quotas at exact times{worst}{declared} and {scenario_runs} scenario \
+             runs"
+        ),
     };
-    VerdictLine { check: check.name().to_owned(), verdict: "held".to_owned(), detail, ..VerdictLine::default() }
+    VerdictLine {
+        check: check.name().to_owned(),
+        verdict: results::verdict::HELD.to_owned(),
+        detail,
+        ..VerdictLine::default()
+    }
 }
 
 /// What the caller does when Redis cannot be asked, from the scenarios that cut it off.
@@ -184,20 +254,20 @@ fn policy_verdict(e: &Evidence<'_>) -> VerdictLine {
     match cut_off.iter().find(|r| r.policy_check == "broken") {
         Some(r) => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: "broken".to_owned(),
+            verdict: results::verdict::BROKEN.to_owned(),
             detail: format!("{}: {}", r.scenario, r.policy_detail),
             evidence: String::new(),
             replay: r.replay.clone(),
         },
         None if cut_off.is_empty() => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: "n/a".to_owned(),
+            verdict: results::verdict::NOT_APPLICABLE.to_owned(),
             detail: "no scenario run cut it off from Redis".to_owned(),
             ..VerdictLine::default()
         },
         None => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: "held".to_owned(),
+            verdict: results::verdict::HELD.to_owned(),
             detail: format!(
                 "{policy} ({}) while Redis was unreachable, in {} runs; e.g. {}",
                 if policy == "fail-open" { "on_error = allow" } else { "on_error = deny" },
@@ -230,8 +300,12 @@ fn profile(e: &Evidence<'_>) -> Profile {
         .next();
     let breaks_at_skew_ms =
         e.swept.iter().filter_map(|(r, skew)| skew.filter(|_| r.bound == "broken")).filter(|&s| s > 0).min();
+    let points = |curve: &[(f64, f64)]| -> Vec<RatePoint> {
+        curve.iter().map(|&(offered, delivered)| RatePoint { offered, delivered }).collect()
+    };
     Profile {
-        rate_curve: m.rate_curve.iter().map(|&(offered, delivered)| RatePoint { offered, delivered }).collect(),
+        rate_curve: points(&m.rate_curve),
+        exact_curve: points(&m.exact_curve),
         largest_burst: m.largest_burst,
         burst_bound: promise.capacity(&e.quota),
         longest_starvation_ms: m.longest_starvation_ms,

@@ -41,7 +41,7 @@ use redis_ratelimit::{Algorithm, Quota};
 
 use super::reply::{AllowedRule, NumberField, Operand, ReplyRules, Test, TimeField, TimeUnit};
 use super::template::{Placeholder, Template, Values};
-use crate::promise::{Promise, Tolerance};
+use crate::promise::{Counts, Promise, Tolerance};
 
 /// A subject file that cannot be used: the file, the field and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,9 +99,11 @@ pub struct SubjectFile {
     pub promise: Promise,
     /// The quota it is meant for, replacing each scenario's.
     pub quota: Option<Quota>,
-    /// How coarsely it keeps time: what the file declares (`{now_s}`, or the extension
-    /// `[promise] resolution_ms`), raised by what `cargo xtask verify` measures.
+    /// How coarsely it keeps time: what the file declares (`[promise] resolution_ms`), and
+    /// nothing it does not.
     pub tolerance: Tolerance,
+    /// What its windows count (`[promise] counts`).
+    pub counts: Counts,
 }
 
 impl SubjectFile {
@@ -149,7 +151,23 @@ impl SubjectFile {
         if raw_resolution == Some(0) {
             return Err(at("promise.resolution_ms", "must be at least 1 ms, got 0".into()));
         }
+        let counts = match raw.promise.counts.as_deref() {
+            None | Some("admitted") => Counts::Admitted,
+            Some("requests") => Counts::Requests,
+            Some(other) => {
+                return Err(at(
+                    "promise.counts",
+                    format!("{other:?}: expected admitted (the default) or requests (denied units count too)"),
+                ))
+            }
+        };
         let promise = raw.promise.validate(&at)?;
+        if counts == Counts::Requests && (promise.is_bucket() || promise == Promise::None) {
+            return Err(at(
+                "promise.counts",
+                format!("\"requests\" applies to windows and logs, not to kind = {:?}", promise.kind()),
+            ));
+        }
         let quota = raw.quota.map(|q| q.validate(promise, &at)).transpose()?;
         Ok(SubjectFile {
             name: raw.name,
@@ -162,9 +180,9 @@ impl SubjectFile {
             reply,
             promise,
             quota,
-            tolerance: Tolerance::default(),
-        }
-        .with_declared_resolution(raw_resolution))
+            tolerance: Tolerance { resolution_ms: raw_resolution.unwrap_or(0) },
+            counts,
+        })
     }
 
     /// KEYS and ARGV for one request.
@@ -190,12 +208,6 @@ impl SubjectFile {
     /// Whether requests may cost more than 1 (the file passes `{cost}`).
     pub fn takes_cost(&self) -> bool {
         self.call_templates().flat_map(Template::placeholders).any(|p| p == Placeholder::Cost)
-    }
-
-    fn with_declared_resolution(mut self, declared: Option<u64>) -> Self {
-        let sent = if self.client_time() { self.client_time_resolution_ms() } else { 0 };
-        self.tolerance.resolution_ms = declared.unwrap_or(0).max(if sent > 1 { sent } else { 0 });
-        self
     }
 
     /// The coarsest step of the time the caller sends (1 ms unless it sends whole seconds).
@@ -268,9 +280,11 @@ struct RawTime {
 struct RawPromise {
     kind: String,
     windows: Option<String>,
-    /// Extension: the coarsest step of the time the script decides by, for scripts that read
-    /// Redis's `TIME` in whole seconds (the file cannot otherwise say so).
+    /// The coarsest step of the time the script decides by (whole seconds, a refill once a
+    /// period): declared, or the promise is held to the millisecond.
     resolution_ms: Option<u64>,
+    /// What a window counts: admitted (default) or requests.
+    counts: Option<String>,
 }
 
 #[derive(Deserialize)]
