@@ -286,14 +286,16 @@ fn bucket(admitted: &[Admission], q: &Quota, allowance: u64) -> Worst {
     }
 }
 
-/// A window opens at an admission that finds no window open and lasts until its key
-/// expires: Redis keeps a key whose TTL of T was set at X through X + T and drops it after,
-/// so the window holds `[X, X + T]`. At most `bound` admissions per window.
+/// A window opens at an admission that finds no window open and lasts one period: until its
+/// key expires, which Redis does after the millisecond X + T (INCR, then PEXPIRE T on the
+/// first hit: the window holds `[X, X + T]`), or until a request reads `start + T` (a script
+/// that keeps the start and compares: `[X, X + T)`). Both are exact, so an admission at X + T
+/// may be in either window. At most `bound` admissions per window.
 ///
-/// With exact times the windows follow one by one. Where a moment is known only to an
-/// interval, whether an admission near a window's end is still inside it may have gone
-/// either way: both readings are followed (up to a few dozen at once; past that the key is
-/// not judged), and the promise is broken only if it is broken in every reading.
+/// Where an admission may be in the old window or open a new one (at X + T, or, when a moment
+/// is known only to an interval, near a window's end), both readings are followed (up to a
+/// few dozen at once; past that the key is not judged), and the promise is broken only if it
+/// is broken in every reading.
 fn first_hit_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> {
     #[derive(Clone)]
     struct Reading {
@@ -327,7 +329,7 @@ fn first_hit_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst
         for mut r in readings {
             let (olo, ohi, _) = r.opened;
             let surely_after = a.lo > ohi + w;
-            let surely_inside = a.hi <= olo + w;
+            let surely_inside = a.hi < olo + w;
             if !surely_inside {
                 // It may open a window of its own.
                 let mut opened = r.clone();
@@ -668,12 +670,15 @@ mod tests {
         // Two in [0, 1000), then one at 999: three in one aligned window.
         let edge: Vec<_> = [0, 500, 999].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(aligned, &q, &edge, 0, Tolerance::EXACT).verdict, Verdict::Broken);
-        // A first-hit window opened at 0 holds through 1000 (Redis keeps the key through its
-        // deadline's millisecond): a third at 1000 is one too many, at 1001 a new window.
-        let at_deadline: Vec<_> = [0, 500, 1000].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(first_hit, &q, &at_deadline, 0, Tolerance::EXACT).verdict, Verdict::Broken);
-        let after: Vec<_> = [0, 500, 1001, 1002].map(|t| rec(t, true)).to_vec();
-        assert_eq!(check_bound(first_hit, &q, &after, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        // A first-hit window opened at 0 holds 999 surely, 1000 in one reading (Redis keeps
+        // the key through its deadline's millisecond; a stored start compared with `start +
+        // T` ends the window there), and not 1001: a third at 999 is one too many.
+        let inside: Vec<_> = [0, 500, 999].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(first_hit, &q, &inside, 0, Tolerance::EXACT).verdict, Verdict::Broken);
+        let at_the_end: Vec<_> = [0, 500, 1000, 1001].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(first_hit, &q, &at_the_end, 0, Tolerance::EXACT).verdict, Verdict::Held);
+        let both_readings_full: Vec<_> = [0, 500, 1000, 1001, 1500].map(|t| rec(t, true)).to_vec();
+        assert_eq!(check_bound(first_hit, &q, &both_readings_full, 0, Tolerance::EXACT).verdict, Verdict::Broken);
         // A bucket of burst 2 refilling 2 per second: a third unit needs 500 ms, not 499.
         let bucket: Vec<_> = [0, 0, 499].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Promise::TokenBucket, &q, &bucket, 0, Tolerance::EXACT).verdict, Verdict::Broken);
@@ -690,7 +695,7 @@ mod tests {
         let maybe_new: Vec<_> = vec![rec(0, true), rec(500, true), between(990, 1001)];
         assert_eq!(check_bound(first_hit, &q, &maybe_new, 0, Tolerance::EXACT).verdict, Verdict::Held);
         // However they are placed, three lie within 1000 ms of the first.
-        let surely: Vec<_> = vec![rec(0, true), between(400, 600), between(900, 1000)];
+        let surely: Vec<_> = vec![rec(0, true), between(400, 600), between(900, 999)];
         assert_eq!(check_bound(first_hit, &q, &surely, 0, Tolerance::EXACT).verdict, Verdict::Broken);
         // A sliding log: three within [0, 1000) only if the last was decided before 1000.
         let log = Promise::SlidingLog;

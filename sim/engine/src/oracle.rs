@@ -51,7 +51,8 @@ impl Exact {
                 algo::step(twin, q, state, EPOCH_MS + now_ms, cost).allowed
             }
             Exact::FirstHit(window) => {
-                // Redis keeps the window's key through the millisecond its TTL ends in.
+                // Redis keeps the window's key through the millisecond its TTL ends in (a
+                // script that compares `start + T` ends it there instead: both are exact).
                 let (start, used) = match *window {
                     Some((start, used)) if now_ms <= start + q.period_ms() => (start, used),
                     _ => (now_ms, 0),

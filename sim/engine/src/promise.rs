@@ -118,13 +118,17 @@ impl Tolerance {
     }
 }
 
-/// What a window or a log counts, as its subject file declares it (`counts`): the units it
-/// admitted (the default), or every unit requested, denied ones too (a counter that INCRs
-/// first and compares after: a design that admits less after a large denied request).
+/// What a window or a log counts towards its limit (`counts` in a subject file): the units it
+/// admitted, or every unit requested, denied ones too (a counter that INCRs first and compares
+/// after, as many libraries do by design: it admits less after a large denied request). Both
+/// are common designs, so unless the file names one a denial is lost capacity only where both
+/// readings had room.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Counts {
-    /// Only admitted units count towards the limit.
+    /// Either: judged by both readings, a denial lost only if both had room.
     #[default]
+    Either,
+    /// Only admitted units count towards the limit.
     Admitted,
     /// Every requested unit counts, admitted or not.
     Requests,

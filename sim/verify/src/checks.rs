@@ -527,21 +527,46 @@ fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst) -> Violatio
     Violation { check: kind, at: worst.last, message }
 }
 
-/// An exact limiter of the promise fed the subject's own admissions (and, where the file
-/// declares that its windows count them, its requests), to tell whether a denial had room:
-/// in milliseconds and in microseconds, lost only where both say so.
-fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
-    let ms = lost_capacity_in(held, ran, Unit::Ms)?;
-    lost_capacity_in(held, ran, Unit::Us)?;
-    Some(ms)
+/// How a reference reads what the promise leaves open: whether a window counts denied units
+/// too, and whether a first-hit window holds the millisecond its length ends on (Redis keeps
+/// a key through its TTL's last millisecond; a script comparing `start + T` ends it there).
+#[derive(Debug, Clone, Copy)]
+struct Reading {
+    unit: Unit,
+    counts_requests: bool,
+    end_inclusive: bool,
 }
 
-fn lost_capacity_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Violation> {
+/// An exact limiter of the promise fed the subject's own admissions (and its requests, for
+/// windows that count them), to tell whether a denial had room: in milliseconds and in
+/// microseconds, counting admitted units and every requested one (unless the file says which),
+/// with a first-hit window's end read either way; lost only where every reading says so.
+fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
+    let counts: &[bool] = match held.counts {
+        Counts::Either => &[false, true],
+        Counts::Admitted => &[false],
+        Counts::Requests => &[true],
+    };
+    let mut first = None;
+    for unit in [Unit::Ms, Unit::Us] {
+        for &counts_requests in counts {
+            for end_inclusive in [true, false] {
+                let v = lost_capacity_in(held, ran, Reading { unit, counts_requests, end_inclusive })?;
+                first.get_or_insert(v);
+            }
+        }
+    }
+    first
+}
+
+fn lost_capacity_in(held: &Held, ran: &Ran, reading: Reading) -> Option<Violation> {
+    let Reading { unit, counts_requests, end_inclusive } = reading;
     let held = &unit.held(held);
     let q = &held.quota;
     let (l, w) = (q.limit(), q.period_ms().max(1));
     let r = held.resolution_ms();
-    let counts_requests = held.counts == Counts::Requests;
+    // The first-hit window opened at `opened` has ended at `t`.
+    let ended = |opened: u64, t: u64| if end_inclusive { t > opened + w } else { t >= opened + w };
     // Since Redis last lost its data (the subject starts afresh then, so does the reference).
     let mut counted: Vec<(u64, u64)> = Vec::new();
     // The bucket in units of 1/T of a token: refills L per ms, holds B·T.
@@ -603,7 +628,7 @@ fn lost_capacity_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Violation> {
                     })
                 }
                 Promise::FixedWindow { first_hit: true } => match window {
-                    Some(opened) if t <= opened + w + r => {
+                    Some(opened) if !ended(opened + r, t) => {
                         let n = in_window(opened);
                         (n + cost <= l).then(|| {
                             format!(
@@ -633,19 +658,10 @@ fn lost_capacity_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Violation> {
             }
         };
         if let Some(why) = room {
-            // A window that counts denied units too would have been full: say how to declare it.
-            let requested: u64 =
-                ran.schedule.requests().filter(|&(j, s, _)| j < i && s + w >= t_ms).map(|(_, _, c)| c).sum();
-            let design = if !counts_requests && !held.promise.is_bucket() && requested + cost > l {
-                "; if its windows count denied units too (INCR first, compare after), declare it with \
-                 `counts = \"requests\"` under [promise]"
-            } else {
-                ""
-            };
             return Some(Violation {
                 check: CheckKind::LostCapacity,
                 at: i,
-                message: format!("denied a request of cost {cost} at {t_ms} ms, yet {why}{design}"),
+                message: format!("denied a request of cost {cost} at {t_ms} ms, yet {why}"),
             });
         }
         // What the reference takes in: the admitted units (or, declared, every request's).
@@ -653,7 +669,7 @@ fn lost_capacity_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Violation> {
             bucket.0 -= i128::from(units) * i128::from(w);
         }
         let opens =
-            held.promise == (Promise::FixedWindow { first_hit: true }) && window.is_none_or(|opened| t > opened + w);
+            held.promise == (Promise::FixedWindow { first_hit: true }) && window.is_none_or(|opened| ended(opened, t));
         if (allowed || counts_requests) && opens {
             window = Some(t);
             counted.clear();
@@ -689,7 +705,8 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
     let q = &held.quota;
     let (l, w) = (q.limit(), q.period_ms().max(1));
     let slack = held.resolution_ms();
-    let counts_requests = held.counts == Counts::Requests;
+    // Denials count towards the estimate unless the file says its windows count only admitted units.
+    let counts_requests = held.counts != Counts::Admitted;
     let mut requested: Vec<(u64, u64)> = Vec::new();
     let mut admitted: Vec<(u64, u64)> = Vec::new();
     // Where windows begin: 0, or the first request of the key's current life.

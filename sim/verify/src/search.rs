@@ -260,7 +260,8 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
         Ok(()) | Err(TestError::Abort(_)) => None,
     };
     if outcome.found.is_none() && outcome.unknown_command.is_none() && check.is_bound() {
-        let climbed = climb(file, held, check, closest, seed, skewed);
+        let climbing = Climb { file, held, check, skewed, max_cost, steps: STEPS_PER_CASE * cases as usize / KEPT };
+        let climbed = climbing.from(closest, seed);
         outcome.worst_ratio = climbed.0.or(outcome.worst_ratio);
         outcome.found = climbed.1;
     }
@@ -273,9 +274,10 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
 }
 
 /// The schedules kept to climb from.
-const KEPT: usize = 6;
-/// Mutations tried from each kept schedule.
-const STEPS: usize = 160;
+const KEPT: usize = 4;
+/// Mutations tried in all, per generated schedule of the first phase: the climb costs about
+/// as much as the search that found where to start.
+const STEPS_PER_CASE: usize = 2;
 
 fn keep_closest(kept: &mut Vec<(f64, Schedule)>, ratio: f64, schedule: Schedule) {
     if kept.len() < KEPT || ratio > kept[kept.len() - 1].0 {
@@ -285,48 +287,56 @@ fn keep_closest(kept: &mut Vec<(f64, Schedule)>, ratio: f64, schedule: Schedule)
     }
 }
 
-/// Hill-climbs from each kept schedule towards a larger share of the bound; a schedule that
-/// breaks it is shrunk and returned. Also returns the largest share reached.
-fn climb(
-    file: &Arc<SubjectFile>,
-    held: &Held,
+/// The optimizing phase of one search.
+struct Climb<'a> {
+    file: &'a Arc<SubjectFile>,
+    held: &'a Held,
     check: CheckKind,
-    kept: Vec<(f64, Schedule)>,
-    seed: u64,
     skewed: bool,
-) -> (Option<f64>, Option<Found>) {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0xc11b_5eed);
-    let skew_set = if skewed { skews(&held.quota) } else { vec![0] };
-    let mut best_ratio: Option<f64> = None;
-    for (ratio, start) in kept {
-        let (mut here, mut ratio) = (start, ratio);
-        for _ in 0..STEPS {
-            let candidate = mutate(&here, &held.quota, &skew_set, &mut rng);
-            if candidate.0.is_empty() || candidate.0.len() > 400 {
-                continue;
-            }
-            let ran = run(file, held, &candidate);
-            if ran.unknown_command().is_some() {
-                continue;
-            }
-            let Some(r) = closeness(held, check, &ran) else { continue };
-            if violation_of(file, held, check, &ran).is_some() {
-                let shrunk = shrink(file, held, check, candidate);
-                let ran = run(file, held, &shrunk);
-                let violation = violation_of(file, held, check, &ran).expect("a shrunk break still breaks");
-                return (Some(r), Some(Found { quota: held.quota, violation, ran, skewed }));
-            }
-            if r >= ratio {
-                (here, ratio) = (candidate, r);
-            }
-        }
-        best_ratio = Some(best_ratio.map_or(ratio, |b: f64| b.max(ratio)));
-    }
-    (best_ratio, None)
+    max_cost: u64,
+    /// Mutations tried from each kept schedule.
+    steps: usize,
 }
 
-/// One random change to a schedule, keeping it in time order.
-fn mutate(s: &Schedule, q: &Quota, skew_set: &[i64], rng: &mut SmallRng) -> Schedule {
+impl Climb<'_> {
+    /// Hill-climbs from each kept schedule towards a larger share of the bound; a schedule
+    /// that breaks it is shrunk and returned. Also returns the largest share reached.
+    fn from(&self, kept: Vec<(f64, Schedule)>, seed: u64) -> (Option<f64>, Option<Found>) {
+        let (file, held, check) = (self.file, self.held, self.check);
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0xc11b_5eed);
+        let skew_set = if self.skewed { skews(&held.quota) } else { vec![0] };
+        let mut best_ratio: Option<f64> = None;
+        for (ratio, start) in kept {
+            let (mut here, mut ratio) = (start, ratio);
+            for _ in 0..self.steps {
+                let candidate = mutate(&here, &held.quota, &skew_set, self.max_cost, &mut rng);
+                if candidate.0.is_empty() || candidate.0.len() > 400 {
+                    continue;
+                }
+                let ran = run(file, held, &candidate);
+                if ran.unknown_command().is_some() {
+                    continue;
+                }
+                let Some(r) = closeness(held, check, &ran) else { continue };
+                if violation_of(file, held, check, &ran).is_some() {
+                    let shrunk = shrink(file, held, check, candidate);
+                    let ran = run(file, held, &shrunk);
+                    let violation = violation_of(file, held, check, &ran).expect("a shrunk break still breaks");
+                    return (Some(r), Some(Found { quota: held.quota, violation, ran, skewed: self.skewed }));
+                }
+                if r >= ratio {
+                    (here, ratio) = (candidate, r);
+                }
+            }
+            best_ratio = Some(best_ratio.map_or(ratio, |b: f64| b.max(ratio)));
+        }
+        (best_ratio, None)
+    }
+}
+
+/// One random change to a schedule, keeping it in time order (and costs within `max_cost`:
+/// a file that passes no cost is driven with requests of one unit).
+fn mutate(s: &Schedule, q: &Quota, skew_set: &[i64], max_cost: u64, rng: &mut SmallRng) -> Schedule {
     let mut events = s.0.clone();
     let requests: Vec<usize> = (0..events.len()).filter(|&i| matches!(events[i], Event::Request { .. })).collect();
     if requests.is_empty() {
@@ -369,7 +379,7 @@ fn mutate(s: &Schedule, q: &Quota, skew_set: &[i64], rng: &mut SmallRng) -> Sche
         }
         // Another cost.
         _ => {
-            let c = if cost > 1 { 1 } else { (q.burst().max(q.limit())).min(4) };
+            let c = if cost > 1 { 1 } else { max_cost };
             events[pick] = Event::Request { t_ms, cost: c, skew_ms };
         }
     }

@@ -93,9 +93,13 @@ pub fn report(e: &Evidence<'_>) -> SubjectReport {
         verdicts.push(policy_verdict(e));
     }
     let mut tolerance = file.tolerance.describe();
-    if file.counts == sim_engine::promise::Counts::Requests {
-        let counts = "windows that count denied units too".to_owned();
-        tolerance = if tolerance.is_empty() { counts } else { format!("{tolerance}, {counts}") };
+    let counts = match file.counts {
+        sim_engine::promise::Counts::Either => None,
+        sim_engine::promise::Counts::Requests => Some("windows that count denied units too"),
+        sim_engine::promise::Counts::Admitted => Some("windows that count only admitted units"),
+    };
+    if let Some(counts) = counts {
+        tolerance = if tolerance.is_empty() { counts.to_owned() } else { format!("{tolerance}, {counts}") };
     }
     SubjectReport {
         name: file.name.clone(),

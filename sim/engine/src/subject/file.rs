@@ -152,20 +152,23 @@ impl SubjectFile {
             return Err(at("promise.resolution_ms", "must be at least 1 ms, got 0".into()));
         }
         let counts = match raw.promise.counts.as_deref() {
-            None | Some("admitted") => Counts::Admitted,
+            None => Counts::Either,
+            Some("admitted") => Counts::Admitted,
             Some("requests") => Counts::Requests,
             Some(other) => {
                 return Err(at(
                     "promise.counts",
-                    format!("{other:?}: expected admitted (the default) or requests (denied units count too)"),
+                    format!(
+                        "{other:?}: expected admitted (only admitted units count) or requests (denied units count too)"
+                    ),
                 ))
             }
         };
         let promise = raw.promise.validate(&at)?;
-        if counts == Counts::Requests && (promise.is_bucket() || promise == Promise::None) {
+        if counts != Counts::Either && (promise.is_bucket() || promise == Promise::None) {
             return Err(at(
                 "promise.counts",
-                format!("\"requests\" applies to windows and logs, not to kind = {:?}", promise.kind()),
+                format!("applies to windows and logs, not to kind = {:?}", promise.kind()),
             ));
         }
         let quota = raw.quota.map(|q| q.validate(promise, &at)).transpose()?;
@@ -283,7 +286,7 @@ struct RawPromise {
     /// The coarsest step of the time the script decides by (whole seconds, a refill once a
     /// period): declared, or the promise is held to the millisecond.
     resolution_ms: Option<u64>,
-    /// What a window counts: admitted (default) or requests.
+    /// What a window counts: admitted or requests (default: judged by both).
     counts: Option<String>,
 }
 

@@ -1,0 +1,34 @@
+-- In the style of the widely copied two-key request_rate_limiter script (Spring Cloud
+-- Gateway's shape): tokens in one key, last refill in another, the caller's clock in whole
+-- seconds, refill = max(0, now - last) * rate.
+-- FLAW: the caller's time is stored as the last refill unconditionally. A caller whose
+-- clock lags writes an earlier time back; the next caller with a faster clock refills the
+-- stretch between the two readings again, so the same seconds are refilled over and over
+-- while two disagreeing clocks alternate. Correct while all clocks agree.
+-- KEYS[1]: tokens   KEYS[2]: last refill (s, caller's clock)
+-- ARGV[1]: rate (tokens per s)   ARGV[2]: capacity   ARGV[3]: now (whole s, caller)
+-- ARGV[4]: requested
+-- returns: {allowed (1/0), tokens left}
+local rate = tonumber(ARGV[1])
+local capacity = tonumber(ARGV[2])
+local now = tonumber(ARGV[3])
+local requested = tonumber(ARGV[4])
+
+local tokens = tonumber(redis.call('GET', KEYS[1]))
+local last = tonumber(redis.call('GET', KEYS[2]))
+if tokens == nil or last == nil then
+  tokens = capacity
+  last = now
+end
+
+local elapsed = math.max(0, now - last)
+local filled = math.min(capacity, tokens + elapsed * rate)
+local allowed = filled >= requested
+local left = filled
+if allowed then
+  left = filled - requested
+end
+local ttl = math.ceil((capacity - left) / rate) + 1
+redis.call('SET', KEYS[1], left, 'EX', ttl)
+redis.call('SET', KEYS[2], now, 'EX', ttl)
+return {allowed and 1 or 0, math.floor(left)}
