@@ -32,7 +32,12 @@ fn load(relative: &str) -> Arc<SubjectFile> {
 
 /// The verdicts of the searches and the profile, without scenario runs.
 fn searched(relative: &str) -> SubjectReport {
-    verify::report(&load(relative), &Campaign::default(), CASES, 1, "model")
+    searched_with(relative, 1)
+}
+
+/// [`searched`] with another seed.
+fn searched_with(relative: &str, seed: u64) -> SubjectReport {
+    verify::report(&load(relative), &Campaign::default(), CASES, seed, "model")
 }
 
 fn verdict<'a>(r: &'a SubjectReport, check: &str) -> &'a results::VerdictLine {
@@ -44,9 +49,12 @@ fn broken(r: &SubjectReport) -> Vec<&str> {
 }
 
 #[test]
-fn the_library_scripts_as_subject_files_keep_every_promise() {
-    for name in ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"] {
-        let r = searched(&format!("subjects/library/{name}.toml"));
+fn the_library_scripts_as_subject_files_keep_every_promise_on_two_seeds() {
+    for (name, seed) in ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"]
+        .into_iter()
+        .flat_map(|n| [(n, 1), (n, 2)])
+    {
+        let r = searched_with(&format!("subjects/library/{name}.toml"), seed);
         assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
         assert!(r.verdicts.iter().filter(|v| v.verdict == "held").count() >= 3, "{name}: {:#?}", r.verdicts);
         assert_eq!(r.profile.largest_burst, 20, "{name}");
@@ -54,21 +62,40 @@ fn the_library_scripts_as_subject_files_keep_every_promise() {
     }
 }
 
-/// Each mutant, the check its bug breaks, and whether only disagreeing clocks show it.
-const MUTANTS: [(&str, &str, bool); 6] = [
+/// Each mutant, the check its bug breaks, and whether only disagreeing clocks show it: one-bug
+/// variants of the library's scripts (their edges moved one unit of the script's own time
+/// each way, the time read in whole seconds, a late caller's time written back, and bugs
+/// seen in the wild).
+const MUTANTS: [(&str, &str, bool); 22] = [
     ("token_bucket_floored_refill", "no lost capacity", false),
     ("token_bucket_short_ttl", "bound", false),
     ("gcra_tolerance_plus_one", "bound", false),
     ("sliding_window_wrong_weight", "sliding-window estimate", false),
     ("fixed_window_client_window", "bound", true),
     ("token_bucket_time_written_back", "bound", true),
+    ("fixed_window_edge_early", "bound", false),
+    ("fixed_window_edge_late", "no lost capacity", false),
+    ("fixed_window_whole_second", "no lost capacity", false),
+    ("sliding_window_edge_early", "sliding-window estimate", false),
+    ("sliding_window_edge_late", "sliding-window estimate", false),
+    ("sliding_window_whole_second", "sliding-window estimate", false),
+    ("sliding_log_edge_early", "bound", false),
+    ("sliding_log_edge_late", "no lost capacity", false),
+    ("sliding_log_whole_second", "bound", false),
+    ("token_bucket_edge_early", "bound", false),
+    ("token_bucket_edge_late", "no lost capacity", false),
+    ("token_bucket_whole_second", "bound", false),
+    ("gcra_edge_early", "bound", false),
+    ("gcra_edge_late", "no lost capacity", false),
+    ("gcra_whole_second", "bound", false),
+    ("gcra_time_written_back", "bound", true),
 ];
 
 #[test]
-fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_and_its_replay_reproduces_it() {
-    for (name, check, skew_only) in MUTANTS {
+fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_on_two_seeds_and_its_replay_reproduces_it() {
+    for (name, check, skew_only, seed) in MUTANTS.into_iter().flat_map(|(n, c, s)| [(n, c, s, 1), (n, c, s, 2)]) {
         let relative = format!("subjects/mutants/{name}.toml");
-        let r = searched(&relative);
+        let r = searched_with(&relative, seed);
         let v = verdict(&r, check);
         assert_eq!(v.verdict, "broken", "{name}: {:#?}", r.verdicts);
         assert_eq!(v.detail.contains("clocks disagree"), skew_only, "{name}: {}", v.detail);

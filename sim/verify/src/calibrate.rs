@@ -21,6 +21,7 @@ use std::sync::Arc;
 use redis_ratelimit::Quota;
 use sim_engine::subject::SubjectFile;
 
+use super::checks::Unit;
 use super::direct::Direct;
 use super::schedule::KEY;
 
@@ -75,6 +76,33 @@ fn admits_at_a_tie(file: &Arc<SubjectFile>, q: Quota, start: u64, interval: u64,
         level -= if d.allowed { cost_i } else { 0 };
     }
     false
+}
+
+/// The unit a bucket keeps Redis's time in, where its decisions show it: a key drained half a
+/// millisecond into a millisecond, then asked again exactly one interval later at the start
+/// of that millisecond and again later in it. A bucket in milliseconds saw both as the moment
+/// its unit came due and admits the first; one in microseconds has half a millisecond to go
+/// and denies the first, admitting the second. None when neither shows (a script fed the
+/// caller's clock, which sends milliseconds; a promise without a bucket).
+pub fn time_unit(file: &Arc<SubjectFile>, quota: Quota) -> Option<Unit> {
+    if !file.promise.is_bucket() || file.client_time() || file.tolerance.resolution_ms > 0 {
+        return None;
+    }
+    let (l, w) = (quota.limit(), quota.period_ms());
+    if l == 0 || w % l != 0 {
+        return None;
+    }
+    let interval_us = w / l * 1_000;
+    let probe = |at_us: u64| {
+        let mut direct = Direct::new(file.clone(), quota);
+        let drained = (0..2 * quota.burst().max(1)).all(|_| direct.request_at_us(1_000_500, 0, KEY, 1).error.is_none());
+        drained.then(|| direct.request_at_us(1_000_000 + interval_us + at_us, 0, KEY, 1).allowed)
+    };
+    match (probe(0)?, probe(700)?) {
+        (true, _) => Some(Unit::Ms),
+        (false, true) => Some(Unit::Us),
+        (false, false) => None,
+    }
 }
 
 /// A refill handed out in steps: `units` at once, every `every_ms`.

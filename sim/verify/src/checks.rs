@@ -149,12 +149,25 @@ pub struct Held {
     /// Whether the script admits at exact ties (`calibrate`): then a denial exactly at a tie
     /// means it decides ties both ways (a float computation's rounding) and is forgiven.
     pub admits_at_ties: bool,
+    /// The unit it keeps Redis's time in, where its decisions show it (`calibrate`); where
+    /// they do not, both readings are taken and a break must show in both.
+    pub unit: Option<Unit>,
 }
 
 impl Held {
-    /// How the subject of `file` is held with `quota`, given whether it admits at exact ties.
-    pub fn of(file: &SubjectFile, quota: Quota, admits_at_ties: bool) -> Held {
-        Held { promise: file.promise, quota, tolerance: file.tolerance, counts: file.counts, admits_at_ties }
+    /// How the subject of `file` is held with `quota`, given whether it admits at exact ties
+    /// and the unit it keeps time in, if known.
+    pub fn of(file: &SubjectFile, quota: Quota, admits_at_ties: bool, unit: Option<Unit>) -> Held {
+        Held { promise: file.promise, quota, tolerance: file.tolerance, counts: file.counts, admits_at_ties, unit }
+    }
+
+    /// The units to judge it in: its own, or both.
+    fn units(&self) -> &'static [Unit] {
+        match self.unit {
+            Some(Unit::Ms) => &[Unit::Ms],
+            Some(Unit::Us) => &[Unit::Us],
+            None => &[Unit::Ms, Unit::Us],
+        }
     }
 
     fn resolution_ms(&self) -> u64 {
@@ -215,10 +228,12 @@ fn errors(ran: &Ran) -> Option<Violation> {
     })
 }
 
-/// The unit a script may keep Redis's time in.
+/// The unit a script keeps Redis's time in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Unit {
+pub enum Unit {
+    /// Milliseconds: requests within one millisecond are one moment to it.
     Ms,
+    /// Microseconds.
     Us,
 }
 
@@ -277,16 +292,18 @@ fn segments(ran: &Ran) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-/// The bound in true time, in milliseconds and in microseconds: broken only if broken in both.
+/// The bound in true time, in the script's unit (in milliseconds and in microseconds where
+/// that is not known: broken only if broken in both).
 fn true_time(held: &Held, ran: &Ran) -> Option<Worst> {
-    let ms = true_time_in(held, ran, Unit::Ms)?;
-    if !ms.broken {
-        return Some(ms);
+    let mut first: Option<Worst> = None;
+    for &unit in held.units() {
+        let w = true_time_in(held, ran, unit)?;
+        if !w.broken {
+            return Some(w);
+        }
+        first.get_or_insert(w);
     }
-    match true_time_in(held, ran, Unit::Us) {
-        Some(us) if !us.broken => Some(us),
-        _ => Some(ms),
-    }
+    first
 }
 
 /// The bound in true time, in `unit`: each stretch between losses of Redis's data on its own,
@@ -499,6 +516,20 @@ fn lives(ran: &Ran) -> Vec<std::ops::Range<usize>> {
 
 fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst) -> Violation {
     let q = &held.quota;
+    let mut worst = worst.clone();
+    if held.unit == Some(Unit::Us) && held.promise.is_bucket() {
+        // Judged to the microsecond, told in the schedule's milliseconds.
+        let at = |i: usize| ran.decided[i].as_ref().map_or(0, |d| d.at_us);
+        let (from, to) = (at(worst.first), at(worst.last));
+        worst.within = format!(
+            "within {} µs (from {}.{:03} ms to {}.{:03} ms)",
+            to - from,
+            from / 1000,
+            from % 1000,
+            to / 1000,
+            to % 1000
+        );
+    }
     let losses =
         ran.losses_between(ran.schedule.0[worst.first].t_ms().saturating_sub(1), ran.schedule.0[worst.last].t_ms());
     let what = match held.promise {
@@ -548,7 +579,7 @@ fn lost_capacity(held: &Held, ran: &Ran) -> Option<Violation> {
         Counts::Requests => &[true],
     };
     let mut first = None;
-    for unit in [Unit::Ms, Unit::Us] {
+    for &unit in held.units() {
         for &counts_requests in counts {
             for end_inclusive in [true, false] {
                 let v = lost_capacity_in(held, ran, Reading { unit, counts_requests, end_inclusive })?;
@@ -681,34 +712,62 @@ fn lost_capacity_in(held: &Held, ran: &Ran, reading: Reading) -> Option<Violatio
     None
 }
 
-/// The sliding-window counter's own rule, read every way rounding allows: an admission must
-/// fit the smallest reading of the estimate over what was surely counted (the admissions); a
-/// denial must not fit even the largest (over every requested unit, where the file declares
-/// that its windows count them).
+/// The sliding-window counter's own rule: every decision one the weighted estimate (the
+/// previous window's count weighted by what is left of it, plus this window's) gives, under
+/// one reading of what the script leaves open, the same for the whole schedule:
 ///
-/// Where its windows begin is the script's choice: at multiples of the period (a window named
-/// by the time), or at the key's first request (counters that roll over when their TTL says,
-/// and Redis keeps a key through its TTL's last millisecond, so such a window also holds the
-/// millisecond it ends in). The schedule breaks the promise only if it breaks it on every
-/// reading.
+/// - where its windows begin: at multiples of the period (a window named by the time), or at
+///   the key's first request (counters that roll over when their TTL says; Redis keeps a key
+///   through its TTL's last millisecond, so such a window may also hold the millisecond it
+///   ends in);
+/// - how it rounds the previous window's share: not at all (compared scaled, exactly), down
+///   or up;
+/// - what it counts: admitted units, or every requested one (unless the file says which).
+///
+/// The schedule breaks the promise only if it breaks it under every reading: a script exact
+/// under one is exact, and a window edge moved by a millisecond is no reading at all.
 fn estimate(held: &Held, ran: &Ran) -> Option<Violation> {
-    let first = estimate_from(held, ran, false, 0)?;
-    for (anchored, late_ms) in [(true, 0), (true, 1)] {
-        estimate_from(held, ran, anchored, late_ms)?;
+    let counts: &[bool] = match held.counts {
+        Counts::Either => &[false, true],
+        Counts::Admitted => &[false],
+        Counts::Requests => &[true],
+    };
+    let mut first = None;
+    for (anchored, late_ms) in [(false, 0), (true, 0), (true, 1)] {
+        for rounding in [Rounding::Exact, Rounding::Down, Rounding::Up] {
+            for &counts_requests in counts {
+                let reading = EstimateReading { anchored, late_ms, rounding, counts_requests };
+                let v = estimate_under(held, ran, reading)?;
+                first.get_or_insert(v);
+            }
+        }
     }
-    Some(first)
+    first
 }
 
-/// One reading: windows from 0 or from the key's first request, each boundary `late_ms`
-/// after where the period puts it.
-fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option<Violation> {
+/// How a script may round the previous window's weighted share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rounding {
+    Exact,
+    Down,
+    Up,
+}
+
+/// One reading of a sliding-window counter (see [`estimate`]).
+#[derive(Debug, Clone, Copy)]
+struct EstimateReading {
+    anchored: bool,
+    late_ms: u64,
+    rounding: Rounding,
+    counts_requests: bool,
+}
+
+fn estimate_under(held: &Held, ran: &Ran, reading: EstimateReading) -> Option<Violation> {
+    let EstimateReading { anchored, late_ms, rounding, counts_requests } = reading;
     let q = &held.quota;
     let (l, w) = (q.limit(), q.period_ms().max(1));
     let slack = held.resolution_ms();
-    // Denials count towards the estimate unless the file says its windows count only admitted units.
-    let counts_requests = held.counts != Counts::Admitted;
-    let mut requested: Vec<(u64, u64)> = Vec::new();
-    let mut admitted: Vec<(u64, u64)> = Vec::new();
+    let mut counted: Vec<(u64, u64)> = Vec::new();
     // Where windows begin: 0, or the first request of the key's current life.
     let mut origin = 0u64;
     let mut last_request: Option<u64> = None;
@@ -716,8 +775,7 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
         let (t, cost) = match *e {
             Event::Request { t_ms, cost, .. } => (t_ms, cost),
             Event::LoseData { .. } => {
-                requested.clear();
-                admitted.clear();
+                counted.clear();
                 last_request = None;
                 continue;
             }
@@ -727,37 +785,39 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
             // A fresh key, or one whose counters both expired (no request in the window before
             // this one): its windows start now.
             origin = t;
-            requested.clear();
-            admitted.clear();
+            counted.clear();
         }
         last_request = Some(t);
         let window = |at: u64| (at - origin).saturating_sub(late_ms) / w;
         let k = window(t);
-        let sum = |list: &[(u64, u64)], of: u64| -> u64 {
-            list.iter().filter(|&&(s, _)| window(s) == of).map(|&(_, u)| u).sum()
+        let sum = |of: u64| -> u64 { counted.iter().filter(|&&(s, _)| window(s) == of).map(|&(_, u)| u).sum() };
+        let (prev, cur) = (if k > 0 { sum(k - 1) } else { 0 }, sum(k));
+        let into = (t - origin).saturating_sub(late_ms) % w;
+        // The estimate with this request, scaled by the period (exact in integers): the
+        // previous count times what is left of its window (less a declared coarse clock's
+        // step, which may have read the time that much earlier), rounded as the reading says.
+        let left = (w - into.min(w)).saturating_sub(slack);
+        let share_scaled = prev * left;
+        let share_scaled = match rounding {
+            Rounding::Exact => share_scaled,
+            Rounding::Down => share_scaled / w * w,
+            Rounding::Up => share_scaled.div_ceil(w) * w,
         };
-        let previous = |list: &[(u64, u64)]| if k > 0 { sum(list, k - 1) } else { 0 };
-        let e_ms = (t - origin).saturating_sub(late_ms) % w;
-        // The previous window's share, as large and as small as a declared coarse clock and
-        // any rounding of it can make it.
-        let share = |prev: u64, into: u64| prev as f64 * (w - into.min(w)) as f64 / w as f64;
-        let counted = if counts_requests { &requested } else { &admitted };
-        let least = share(previous(&admitted), e_ms + slack).floor() as u64 + sum(&admitted, k) + cost;
-        let most = share(previous(counted), e_ms.saturating_sub(slack)).ceil() as u64 + sum(counted, k) + cost;
+        let estimate_scaled = share_scaled + (cur + cost) * w;
+        let fits = estimate_scaled <= l * w;
         let allowed = ran.allowed(i);
-        let why = if allowed && least > l {
+        let decided = ran.decided[i].as_ref().is_some_and(|d| d.error.is_none());
+        let why = if allowed && !fits {
             Some(format!(
-                "admitted although even the smallest reading of the estimate (previous window {}, this window {}), \
-                 {least}, is above the limit {l}",
-                previous(&admitted),
-                sum(&admitted, k)
+                "admitted although the weighted estimate (previous window {prev}, this window {cur}, {into} ms into \
+                 it) is {:.2} with it, above the limit {l}",
+                estimate_scaled as f64 / w as f64
             ))
-        } else if !allowed && ran.decided[i].as_ref().is_some_and(|d| d.error.is_none()) && most <= l {
+        } else if !allowed && decided && fits {
             Some(format!(
-                "denied although even the largest reading of the estimate (previous window {}, this window {}), \
-                 {most}, is within the limit {l}",
-                previous(counted),
-                sum(counted, k)
+                "denied although the weighted estimate (previous window {prev}, this window {cur}, {into} ms into \
+                 it) is {:.2} with it, within the limit {l}",
+                estimate_scaled as f64 / w as f64
             ))
         } else {
             None
@@ -769,9 +829,10 @@ fn estimate_from(held: &Held, ran: &Ran, anchored: bool, late_ms: u64) -> Option
                 message: format!("at {t} ms, cost {cost}: {why}"),
             });
         }
-        requested.push((t, cost));
         if allowed {
-            admitted.push((t, ran.units(i)));
+            counted.push((t, ran.units(i)));
+        } else if counts_requests {
+            counted.push((t, cost));
         }
     }
     None

@@ -46,8 +46,10 @@ use schedule::{Ran, Schedule};
 
 /// The quotas the search drives a subject with: the one its file names, or three that differ
 /// in what a bug could confuse (burst equal to, above and below the limit; a period of one and
-/// of two seconds). Whole seconds and whole units per second, as many scripts' callers require,
-/// and each unit due on a whole millisecond, so a request can sit exactly on its edge.
+/// of two seconds). Whole seconds and whole units per second, as many scripts' callers require
+/// (a script that keeps its windows in whole seconds is right for them; a file whose script is
+/// meant for other periods names one in `[quota]`), and each unit due on a whole millisecond,
+/// so a request can sit exactly on its edge.
 pub fn search_quotas(file: &SubjectFile) -> Vec<Quota> {
     match file.quota {
         Some(q) => vec![q],
@@ -69,7 +71,8 @@ pub fn held(file: &Arc<SubjectFile>, quota: Quota) -> Held {
     if !quotas.contains(&catalogue_quota(file)) {
         quotas.push(catalogue_quota(file));
     }
-    Held::of(file, quota, calibrate::admits_at_ties(file, &quotas))
+    let unit = calibrate::time_unit(file, catalogue_quota(file));
+    Held::of(file, quota, calibrate::admits_at_ties(file, &quotas), unit)
 }
 
 /// Every applicable check searched on every quota of [`search_quotas`]: exact clocks first;
