@@ -345,3 +345,23 @@ fn wrong_subject_files_are_refused_before_anything_runs_naming_file_field_and_va
         assert!(!dir.path().join("out").exists(), "{field}: something ran");
     }
 }
+
+/// A window that lives on Redis's clock (INCR, PEXPIRE on the first hit) and a GCRA on
+/// Redis's `TIME` are judged where Redis decided, whatever the latency: through the whole
+/// race sweep (1 to 32 instances on one key, 1 to 20 ms to Redis) neither breaks its bound
+/// nor starves, although the callers see each decision up to 40 ms after Redis made it and
+/// the runs end with requests in flight.
+#[test]
+fn server_clock_subjects_hold_through_the_race_sweep_whatever_the_latency() {
+    for relative in ["examples/subjects/incr_expire_window.toml", "examples/subjects/server_gcra.toml"] {
+        let subject = sim_engine::subject::Subject::Script(load(relative));
+        let specs: Vec<_> = sim_engine::run::race_sweep_specs(&[subject], 1, 6_000).into_iter().map(|(s, _)| s).collect();
+        assert_eq!(specs.len(), 11, "6 instance counts and 5 latencies");
+        let results = sim_engine::run::run_many(&specs, 2, &|| {}).expect("the sweep runs");
+        for r in &results {
+            assert_ne!(r.bound, "broken", "{relative}: {}\n  {}", r.bound_detail, r.replay);
+            assert_ne!(r.liveness, "broken", "{relative}: {}\n  {}", r.liveness_detail, r.replay);
+            assert_eq!(r.errors, 0, "{relative}: {}", r.replay);
+        }
+    }
+}

@@ -41,11 +41,12 @@ pub fn run_all() -> Result<()> {
 }
 
 /// The slow step: every known positive of the model lane over the whole catalogue, on one real
-/// `redis-server` and on a real Redis Cluster with replicas (`sim/tests/real_catalogue.rs`,
-/// feature `slow-tests`; about three minutes of real time).
+/// `redis-server` and on a real Redis Cluster with replicas (`sim/tests/real_catalogue.rs`),
+/// and correct scripts verified with `--backend redis` (`sim/tests/verify_real.rs`); feature
+/// `slow-tests`, about five minutes of real time.
 fn real_lanes_over_the_whole_catalogue() -> Result<()> {
     let mut test = cargo();
-    test.args(["test", "-p", "sim", "--features", "slow-tests", "--test", "real_catalogue"]);
+    test.args(["test", "-p", "sim", "--features", "slow-tests", "--test", "real_catalogue", "--test", "verify_real"]);
     test.args(["--", "--show-output", "--test-threads", "1"]);
     tools::run(test)
 }
