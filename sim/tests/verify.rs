@@ -355,7 +355,8 @@ fn wrong_subject_files_are_refused_before_anything_runs_naming_file_field_and_va
 fn server_clock_subjects_hold_through_the_race_sweep_whatever_the_latency() {
     for relative in ["examples/subjects/incr_expire_window.toml", "examples/subjects/server_gcra.toml"] {
         let subject = sim_engine::subject::Subject::Script(load(relative));
-        let specs: Vec<_> = sim_engine::run::race_sweep_specs(&[subject], 1, 6_000).into_iter().map(|(s, _)| s).collect();
+        let specs: Vec<_> =
+            sim_engine::run::race_sweep_specs(&[subject], 1, 6_000).into_iter().map(|(s, _)| s).collect();
         assert_eq!(specs.len(), 11, "6 instance counts and 5 latencies");
         let results = sim_engine::run::run_many(&specs, 2, &|| {}).expect("the sweep runs");
         for r in &results {

@@ -265,12 +265,26 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
         outcome.worst_ratio = climbed.0.or(outcome.worst_ratio);
         outcome.found = climbed.1;
     }
+    outcome.found = outcome.found.map(|found| ending_at_the_break(file, held, found));
     if let Some(found) = &outcome.found {
         if check.is_bound() {
             outcome.worst_ratio = closeness(held, check, &found.ran).or(outcome.worst_ratio);
         }
     }
     outcome
+}
+
+/// A counterexample without the events after the one that broke the check: they decide
+/// nothing about it.
+fn ending_at_the_break(file: &Arc<SubjectFile>, held: &Held, found: Found) -> Found {
+    let cut = Schedule(found.ran.schedule.0[..=found.violation.at].to_vec());
+    if cut.0.len() == found.ran.schedule.0.len() {
+        return found;
+    }
+    match judge(file, held, found.violation.check, &cut) {
+        Some((violation, ran)) => Found { violation, ran, ..found },
+        None => found,
+    }
 }
 
 /// The schedules kept to climb from.
