@@ -7,7 +7,8 @@
 //!   subjects) and [`promise`]: what each is held to.
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
 //!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
-//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace), [`rules`] (several
+//!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace, with the promises'
+//!   bounds in [`bound`]), [`rules`] (several
 //!   rules per request: their oracle and checks), [`mode`] (the round-trip modes as runs choose
 //!   them), [`run`] (many runs across cores), [`results`] (the JSON schema, its own crate so the
 //!   report builds without the simulator), [`table`].
@@ -17,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod bound;
 pub mod checker;
 pub mod cluster;
 pub mod faults;

@@ -1,0 +1,263 @@
+//! The promises' bounds on one key's admissions: the window (or interval) that admitted most
+//! beyond what the promise allows there, and whether that breaks it. What the scenario
+//! checker (`checker`) and the verifier both judge admissions with.
+//!
+//! Each admission may have been decided anywhere in an interval (`lo..=hi`): one instant when
+//! the harness knows it, two readings of Redis's clock around a call, the stretch between
+//! sending and the answer. A bound counts as broken only where every placement exceeds it, as
+//! Jepsen's checkers treat operations; with exact times nothing is widened, and the bucket's
+//! bound is compared in integers.
+
+use std::collections::BTreeMap;
+
+use redis_ratelimit::Quota;
+
+use crate::promise::{Promise, Tolerance};
+
+/// One admission as the bound checks see it: where it may have been decided, and its units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admission {
+    /// Earliest moment it may have been decided (ms).
+    pub lo: u64,
+    /// Latest moment (ms); equal to `lo` when known exactly.
+    pub hi: u64,
+    /// Units admitted.
+    pub units: u64,
+    /// The caller's name for it (a record's or a schedule event's index), for the witness.
+    pub id: usize,
+}
+
+/// The worst a run's admissions came to against a promise: the window (or interval) that
+/// admitted most beyond what the promise allows there, and whether that breaks it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Worst {
+    /// Units admitted there.
+    pub admitted: u64,
+    /// What the promise allows there (units).
+    pub allowed: f64,
+    /// Whether `admitted` is more than `allowed`, decided in integers (never by a float).
+    pub broken: bool,
+    /// The span in words.
+    pub within: String,
+    /// The ids of the first and the last admission of the witness.
+    pub first: usize,
+    pub last: usize,
+}
+
+impl Worst {
+    /// Admitted over allowed: above 1 when broken, 0.97 for a run that came within 3%.
+    pub fn ratio(&self) -> f64 {
+        self.admitted as f64 / self.allowed.max(f64::MIN_POSITIVE)
+    }
+
+    /// Keeps the worse of two (broken first, then the larger excess).
+    fn max(self, other: Worst) -> Worst {
+        let key = |w: &Worst| (w.broken, w.admitted as f64 - w.allowed);
+        if key(&other).partial_cmp(&key(&self)) == Some(std::cmp::Ordering::Greater) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// The worst of one key's admissions against the promise (None when nothing was admitted).
+///
+/// Every admission may lie anywhere in `lo..=hi`; a declared time resolution R widens that to
+/// what the script's coarse clock read (`lo - R`; for aligned windows, the step of R the
+/// moment falls in). The promise is broken only where every placement exceeds it: admissions
+/// that surely lie inside one window (or interval) and are more than it allows there.
+pub fn worst(
+    promise: Promise,
+    q: &Quota,
+    admitted: &mut [Admission],
+    allowance: u64,
+    tolerance: Tolerance,
+) -> Option<Worst> {
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    let r_ms = tolerance.resolution_ms;
+    for a in admitted.iter_mut().filter(|_| r_ms > 0) {
+        if promise == (Promise::FixedWindow { first_hit: false }) {
+            // An aligned window is named by the coarse clock itself: whole steps of R.
+            a.lo -= a.lo % r_ms;
+            a.hi -= a.hi % r_ms;
+        } else {
+            a.lo = a.lo.saturating_sub(r_ms);
+        }
+    }
+    admitted.sort_by_key(|a| (a.lo, a.hi, a.id));
+    if admitted.is_empty() {
+        return None;
+    }
+    match promise {
+        Promise::FixedWindow { first_hit: false } => aligned_windows(admitted, w, l + allowance),
+        Promise::FixedWindow { first_hit: true } => first_hit_windows(admitted, w, l + allowance),
+        Promise::SlidingLog => sliding(admitted, w, l + allowance),
+        Promise::SlidingWindow => sliding(admitted, w, 2 * l + allowance),
+        Promise::TokenBucket | Promise::Gcra => Some(bucket(admitted, q, allowance)),
+        Promise::None => None,
+    }
+}
+
+fn window_worst(admitted: u64, bound: u64, within: String, first: usize, last: usize) -> Worst {
+    Worst { admitted, allowed: bound as f64, broken: admitted > bound, within, first, last }
+}
+
+/// Units surely in one aligned window `[kT, (k+1)T)`: those whose whole interval lies in it.
+fn aligned_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> {
+    let mut per_window: BTreeMap<u64, (u64, usize, usize)> = BTreeMap::new();
+    for a in admitted.iter().filter(|a| a.lo / w == a.hi / w) {
+        let e = per_window.entry(a.lo / w).or_insert((0, a.id, a.id));
+        e.0 += a.units;
+        e.2 = a.id;
+    }
+    per_window
+        .into_iter()
+        .map(|(k, (n, first, last))| {
+            window_worst(n, bound, format!("in aligned window {k} ([{}, {}) ms)", k * w, (k + 1) * w), first, last)
+        })
+        .reduce(Worst::max)
+}
+
+/// At most `bound` in any half-open window `[a, a + w)`: admissions `i..=j` (in order of
+/// their earliest moment) surely fit in one when the latest moment of any of them is less
+/// than `w` after the earliest of the first. Two pointers over a running maximum of the
+/// latest moments: with exact times, exactly the promise.
+fn sliding(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> {
+    let (mut i, mut sum, mut hi_max) = (0usize, 0u64, 0u64);
+    let mut worst: Option<Worst> = None;
+    for j in 0..admitted.len() {
+        sum += admitted[j].units;
+        hi_max = hi_max.max(admitted[j].hi);
+        while hi_max >= admitted[i].lo + w {
+            sum -= admitted[i].units;
+            i += 1;
+        }
+        let within = format!("within {} ms (from {} ms to {} ms)", hi_max - admitted[i].lo, admitted[i].lo, hi_max);
+        let here = window_worst(sum, bound, within, admitted[i].id, admitted[j].id);
+        worst = Some(match worst {
+            Some(w) => w.max(here),
+            None => here,
+        });
+    }
+    worst
+}
+
+/// At most B + L·d/T in any interval of length d, in integers (units × T against B × T +
+/// L × d): for admissions `i..=j` in order of their earliest moment, d runs from the first's
+/// earliest moment to the latest moment of any of them (a running maximum, so one pass finds
+/// the worst: with P the prefix sums and H the running maximum, (P_j·T − L·H_j) −
+/// min_i (P_{i−1}·T − L·lo_i) > (B + allowance)·T).
+fn bucket(admitted: &[Admission], q: &Quota, allowance: u64) -> Worst {
+    let (l, w) = (i128::from(q.limit()), i128::from(q.period_ms().max(1)));
+    let budget = i128::from(q.burst() + allowance) * w;
+    let (mut prefix, mut hi_max) = (0i128, 0u64);
+    let mut best: Option<(i128, usize)> = None;
+    let mut worst: Option<(i128, usize, usize)> = None;
+    for (j, a) in admitted.iter().enumerate() {
+        let start = prefix * w - l * i128::from(a.lo);
+        if best.is_none_or(|(b, _)| start < b) {
+            best = Some((start, j));
+        }
+        prefix += i128::from(a.units);
+        hi_max = hi_max.max(a.hi);
+        let (from, i) = best.expect("set above");
+        let over = prefix * w - l * i128::from(hi_max) - from;
+        if worst.is_none_or(|(o, ..)| over > o) {
+            worst = Some((over, i, j));
+        }
+    }
+    let (over, i, j) = worst.expect("at least one admission");
+    let units: u64 = admitted[i..=j].iter().map(|a| a.units).sum();
+    let span_end = admitted[..=j].iter().map(|a| a.hi).max().unwrap_or(0);
+    let d = span_end - admitted[i].lo;
+    Worst {
+        admitted: units,
+        allowed: (q.burst() + allowance) as f64 + q.limit() as f64 * d as f64 / q.period_ms().max(1) as f64,
+        broken: over > budget,
+        within: format!("within {d} ms (from {} ms to {span_end} ms)", admitted[i].lo),
+        first: admitted[i].id,
+        last: admitted[j].id,
+    }
+}
+
+/// A window opens at an admission that finds no window open and lasts one period: until its
+/// key expires, which Redis does after the millisecond X + T (INCR, then PEXPIRE T on the
+/// first hit: the window holds `[X, X + T]`), or until a request reads `start + T` (a script
+/// that keeps the start and compares: `[X, X + T)`). Both are exact, so an admission at X + T
+/// may be in either window. At most `bound` admissions per window.
+///
+/// Where an admission may be in the old window or open a new one (at X + T, or, when a moment
+/// is known only to an interval, near a window's end), both readings are followed (up to a
+/// few dozen at once; past that the key is not judged), and the promise is broken only if it
+/// is broken in every reading.
+fn first_hit_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> {
+    #[derive(Clone)]
+    struct Reading {
+        /// The window's opener: its earliest and latest moment, and its id.
+        opened: (u64, u64, usize),
+        /// Units in it, and the last admission's id.
+        units: u64,
+        last: usize,
+        /// The worst window this reading saw.
+        worst: Option<Worst>,
+    }
+    impl Reading {
+        fn window(&self, w: u64, bound: u64) -> Worst {
+            let (olo, _, first) = self.opened;
+            let within = format!("in the window opened at {olo} ms (it lasts through {} ms)", olo + w);
+            window_worst(self.units, bound, within, first, self.last)
+        }
+        fn close(&mut self, w: u64, bound: u64) {
+            let here = self.window(w, bound);
+            self.worst = Some(match self.worst.take() {
+                Some(seen) => seen.max(here),
+                None => here,
+            });
+        }
+    }
+    const MAX_READINGS: usize = 64;
+    let first = admitted.first()?;
+    let mut readings = vec![Reading { opened: (first.lo, first.hi, first.id), units: 0, last: first.id, worst: None }];
+    for a in admitted {
+        let mut next = Vec::with_capacity(readings.len());
+        for mut r in readings {
+            let (olo, ohi, _) = r.opened;
+            let surely_after = a.lo > ohi + w;
+            let surely_inside = a.hi < olo + w;
+            if !surely_inside {
+                // It may open a window of its own.
+                let mut opened = r.clone();
+                opened.close(w, bound);
+                opened.opened = (a.lo, a.hi, a.id);
+                opened.units = a.units;
+                opened.last = a.id;
+                next.push(opened);
+            }
+            if !surely_after {
+                r.units += a.units;
+                r.last = a.id;
+                next.push(r);
+            }
+        }
+        if next.len() > MAX_READINGS {
+            return None;
+        }
+        readings = next;
+    }
+    // Broken only if broken in every reading; the least bad reading is what is surely true.
+    readings
+        .into_iter()
+        .map(|mut r| {
+            r.close(w, bound);
+            r.worst.expect("closed above")
+        })
+        .reduce(|a, b| {
+            let key = |w: &Worst| (w.broken, w.admitted as f64 - w.allowed);
+            if key(&b).partial_cmp(&key(&a)) == Some(std::cmp::Ordering::Less) {
+                b
+            } else {
+                a
+            }
+        })
+}
