@@ -313,3 +313,25 @@ fn every_sweep_run_replays_from_its_printed_command() {
         assert_eq!(original[0].replay, again[0].replay, "the replay prints itself");
     }
 }
+
+/// A paused Redis runs, when it resumes, every script sent while it was stopped: each call the
+/// limiter gave up on (and its failure policy answered) is counted by Redis too, at most once
+/// per call given up on, and the bound on what Redis admitted still holds.
+#[test]
+fn calls_given_up_on_during_a_pause_run_later_once_each_and_are_counted() {
+    let results = run_all(&specs("redis-pause", &["fixed-window", "gcra"], &[1], 8_000));
+    assert!(!results.is_empty());
+    for r in &results {
+        let late = r.late_executions.expect("one script per decision");
+        let given_up = r.sources.fail_open + r.sources.fail_closed + r.sources.local_budget;
+        assert!(late > 0, "{} {}: nothing ran late: {:?}", r.algorithm, r.policy, r.sources);
+        assert!(
+            late <= given_up,
+            "{} {}: {late} late executions of {given_up} calls given up on",
+            r.algorithm,
+            r.policy
+        );
+        assert!(r.policy_detail.contains("ran on Redis later"), "{}", r.policy_detail);
+        assert_eq!(r.bound, "held", "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+    }
+}

@@ -194,6 +194,11 @@ pub struct RunResult {
     pub mode_detail: String,
     pub under_admitted: u64,
     pub lease_unspent: u64,
+    /// Calls the limiter gave up on (a timeout) that Redis ran anyway, later: a sent command
+    /// cannot be withdrawn, so each such call is counted by Redis although the failure policy
+    /// answered it. Counted where every decision is one script run (None elsewhere).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late_executions: Option<u64>,
 }
 
 impl RunResult {
@@ -273,6 +278,8 @@ pub struct RedisCost {
     pub memory_bytes: u64,
     /// Calls the clients sent (commands scripts ran inside Redis are not calls).
     pub round_trips: u64,
+    /// Scripts Redis ran (EVAL and EVALSHA that found their script).
+    pub scripts_run: u64,
     /// Keys left with no TTL at the end of the run: they never expire (a counter whose
     /// EXPIRE was lost stays limited forever).
     pub keys_without_ttl: u64,

@@ -69,6 +69,7 @@ impl RedisHost {
             keys: s.keys as u64,
             memory_bytes: s.dataset_bytes as u64,
             round_trips: round_trips(&s),
+            scripts_run: s.scripts_run,
             ..self.keys_without_ttl()
         }
     }

@@ -168,7 +168,20 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
             (bound, None)
         }
     };
-    let policy = checker::check_policy(spec.policy, records, &spec.faults);
+    let mut policy = checker::check_policy(spec.policy, records, &spec.faults);
+    // With one script per decision, scripts Redis ran beyond the decisions it returned are
+    // calls the limiter gave up on and Redis ran later (a sent command cannot be withdrawn).
+    let one_script_per_decision = spec.mode == Mode::Plain
+        && matches!(spec.subject, Subject::Algorithm(_) | Subject::Script(_) | Subject::Rules(RulesSubject::OneCall));
+    let late_executions = one_script_per_decision.then(|| {
+        let answered = records.iter().filter(|r| r.source == Source::Store || r.error).count() as u64;
+        out.redis.scripts_run.saturating_sub(answered)
+    });
+    if let Some(late) = late_executions.filter(|&n| n > 0) {
+        policy.check.detail.push_str(&format!(
+            "; {late} calls given up on ran on Redis later (counted there too, though the failure policy answered)"
+        ));
+    }
     let liveness = checker::check_liveness(records, &oracle_verdicts, &q, &spec.faults, spec.duration_ms);
     let client_time_under_skew = spec.effective_time_source() == TimeSource::Client && spec.skewed();
     let expected_finding = !spec.subject.is_library() || client_time_under_skew;
@@ -249,6 +262,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
         mode_detail: mode_check.detail,
         under_admitted: lease.under_admitted,
         lease_unspent: lease.unspent,
+        late_executions,
         faults: spec
             .faults
             .iter()

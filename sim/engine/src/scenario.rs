@@ -123,6 +123,16 @@ pub fn catalogue() -> Vec<Scenario> {
             ..base.clone()
         },
         Scenario {
+            name: "redis-pause",
+            description: "Redis stops answering from 3 s to 5 s (a long fork, a stopped process) and keeps its data. \
+                          Calls time out and the failure policy answers; when Redis resumes it runs every script \
+                          sent meanwhile, so each call given up on is counted by Redis too (late executions).",
+            workload: poisson(3.0, 2),
+            faults: vec![Fault { kind: FaultKind::RedisPause, at_ms: 3_000, until_ms: 5_000 }],
+            policies: all_policies.clone(),
+            ..base.clone()
+        },
+        Scenario {
             name: "redis-restart",
             description:
                 "Redis restarts at 4 s losing every key and every script. Each key may admit one extra burst, \

@@ -160,6 +160,9 @@ pub struct ModelStats {
     pub calls: BTreeMap<String, u64>,
     /// All commands executed.
     pub total_commands: u64,
+    /// Scripts run (EVAL or EVALSHA that found the script): with one script per decision, runs
+    /// beyond the decisions a client received are calls it gave up on that Redis ran anyway.
+    pub scripts_run: u64,
     /// Commands clients sent (a script's own calls are not counted): the round trips.
     pub client_commands: u64,
     /// Calls of commands the model does not implement (by lower-case name, "dump" or
@@ -368,6 +371,7 @@ impl Model {
         ModelStats {
             calls: self.db.calls.iter().map(|(k, v)| ((*k).to_string(), *v)).collect(),
             total_commands: self.db.total_commands,
+            scripts_run: self.db.scripts_run,
             client_commands: self.client_commands,
             unknown_commands: self.db.unknown_commands.clone(),
             bytes_in: get(&net.bytes_in),

@@ -582,6 +582,7 @@ impl ScriptEngine {
         let sha = std::str::from_utf8(key).unwrap_or_default();
         db.script_unknown = None;
         let (keys, argv) = rest.split_at(numkeys as usize);
+        db.scripts_run += 1;
         let reply = match self.run(db, sha, func, keys, argv) {
             Ok(reply) => reply,
             Err(e) => Reply::error(format!("ERR Error running script {sha}, {e}")),

@@ -22,6 +22,7 @@ const HARNESS_COMMANDS: &[&str] =
 struct Counters {
     commands: u64,
     round_trips: u64,
+    scripts_run: u64,
     bytes_in: u64,
     bytes_out: u64,
 }
@@ -30,6 +31,7 @@ impl AddAssign for Counters {
     fn add_assign(&mut self, o: Counters) {
         self.commands += o.commands;
         self.round_trips += o.round_trips;
+        self.scripts_run += o.scripts_run;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
     }
@@ -40,6 +42,7 @@ impl Counters {
         Counters {
             commands: self.commands.saturating_sub(base.commands),
             round_trips: self.round_trips.saturating_sub(base.round_trips),
+            scripts_run: self.scripts_run.saturating_sub(base.scripts_run),
             bytes_in: self.bytes_in.saturating_sub(base.bytes_in),
             bytes_out: self.bytes_out.saturating_sub(base.bytes_out),
         }
@@ -80,12 +83,24 @@ fn round_trips(info: &str) -> u64 {
     }
 }
 
+/// Scripts Redis ran: EVAL and EVALSHA calls that did not fail (a NOSCRIPT is a failed call).
+fn scripts_run(info: &str) -> u64 {
+    let stat = |command: &str, name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+            .and_then(|rest| rest.split(',').find_map(|kv| kv.strip_prefix(&format!("{name}="))?.parse::<u64>().ok()))
+            .unwrap_or(0)
+    };
+    ["eval", "evalsha"].iter().map(|c| stat(c, "calls").saturating_sub(stat(c, "failed_calls"))).sum()
+}
+
 /// The counters and `used_memory`, in one `INFO` (Redis 7 takes several sections).
 fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
     let info: String = redis::cmd("INFO").arg("stats").arg("commandstats").arg("memory").query(conn)?;
     let counters = Counters {
         commands: client_commands(&info),
         round_trips: round_trips(&info),
+        scripts_run: scripts_run(&info),
         bytes_in: info_field(&info, "total_net_input_bytes").unwrap_or(0),
         bytes_out: info_field(&info, "total_net_output_bytes").unwrap_or(0),
     };
@@ -316,6 +331,7 @@ impl Controller {
         RedisCost {
             commands: total.commands,
             round_trips: total.round_trips,
+            scripts_run: total.scripts_run,
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             keys,
@@ -413,6 +429,7 @@ impl External {
         RedisCost {
             commands: spent.commands,
             round_trips: spent.round_trips,
+            scripts_run: spent.scripts_run,
             bytes_in: spent.bytes_in,
             bytes_out: spent.bytes_out,
             keys: keys.len() as u64,

@@ -66,6 +66,8 @@ pub(crate) struct Db {
     /// Calls per command full name ("get", "script|load"), top-level and from scripts.
     pub(crate) calls: BTreeMap<&'static str, u64>,
     pub(crate) total_commands: u64,
+    /// Scripts run (an EVAL or EVALSHA that found its script), whether they succeeded or not.
+    pub(crate) scripts_run: u64,
     /// Commands the model does not know, by lower-case name ("dump", "client|kill"), called by
     /// clients or by scripts: what a harness reports when a user's script needs more of Redis.
     pub(crate) unknown_commands: BTreeMap<String, u64>,
@@ -106,6 +108,7 @@ impl Db {
             net,
             calls: BTreeMap::new(),
             total_commands: 0,
+            scripts_run: 0,
             unknown_commands: BTreeMap::new(),
             script_unknown: None,
             scripts_cached: 0,
