@@ -135,7 +135,7 @@ pub(crate) enum Target {
     /// A private server (or cluster), already started.
     Private(Box<dyn ServerControl>),
     /// An existing server.
-    External(External),
+    External(Box<External>),
     /// Start an embedded mini-redis in the run's runtime (reached through latency-only
     /// proxies: the scenario's 2-10 ms to Redis is what opens the GET-to-SET race; over
     /// bare loopback the race window is ~0.1 ms and the over-admission all but vanishes).
@@ -153,7 +153,7 @@ pub(crate) fn run(spec: &RunSpec, target: Target, prefix: Option<String>) -> any
     let result = rt.block_on(async {
         let redis = match target {
             Target::Private(c) => Redis::Private(Arc::new(Mutex::new(c))),
-            Target::External(e) => Redis::External(Arc::new(Mutex::new(e))),
+            Target::External(e) => Redis::External(Arc::new(Mutex::new(*e))),
             Target::Mini => Redis::Mini(crate::mini::start().await.context("cannot start mini-redis")?),
         };
         let out = drive(spec, &redis, prefix).await;

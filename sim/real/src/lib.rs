@@ -92,7 +92,7 @@ pub fn execute_at(url: &str, spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let prefix = format!("sim-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
     let (spec, _) = without_process_faults(spec);
     let external = server::External::connect(url, prefix.clone())?;
-    lane::run(&spec, lane::Target::External(external), Some(prefix))
+    lane::run(&spec, lane::Target::External(Box::new(external)), Some(prefix))
 }
 
 /// Runs the naive subject of the `get-set-race` scenario against an embedded mini-redis,
