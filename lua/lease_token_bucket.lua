@@ -18,7 +18,8 @@
 -- bucket is still exactly as that lease wrote it and only beyond lifetime * limit of deficit;
 -- anything else is lost, which only ever admits less. Unlike token_bucket.lua, a clock that
 -- reads earlier than the stored time sees the difference as debt, not as no time passing.
--- KEYS[1]: a hash {u = units, t = ms the units were counted at (later than now: reserved)}
+-- KEYS[1]: token_bucket.lua's string "units:ms" (ms later than now: reserved); its old hash
+--          {u = units, t = ms} is read once and replaced, as there.
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per period   ARGV[3]: period in ms   ARGV[4]: burst (capacity in tokens)
 -- ARGV[5]: lease lifetime in ms   ARGV[6]: horizon in ms
@@ -63,9 +64,19 @@ local function stored_int(v)
 end
 
 local cap = burst * period
-local state = redis.call('HMGET', KEYS[1], 'u', 't')
-local units = stored_int(state[1])
-local ts = stored_int(state[2])
+local units, ts
+local state = redis.pcall('GET', KEYS[1])
+if type(state) == 'string' then
+  local colon = string.find(state, ':', 1, true)
+  if colon then
+    units = stored_int(string.sub(state, 1, colon - 1))
+    ts = stored_int(string.sub(state, colon + 1))
+  end
+elseif type(state) == 'table' and state.err then
+  local old = redis.call('HMGET', KEYS[1], 'u', 't')
+  units = stored_int(old[1])
+  ts = stored_int(old[2])
+end
 local same = give > 0 and units ~= nil and ts ~= nil and units == given_u and ts == given_t
 if not units or not ts then
   units = cap
@@ -110,8 +121,7 @@ end
 
 -- Writes the deficit as seen at time `at` (at >= now): the bucket holds cap - deficit at `at`.
 local function write(d, at)
-  redis.call('HSET', KEYS[1], 'u', string.format('%d', cap - d), 't', string.format('%d', at))
-  redis.call('PEXPIRE', KEYS[1], at - now + ceil_div(d, limit))
+  redis.call('SET', KEYS[1], string.format('%d:%d', cap - d, at), 'PX', at - now + ceil_div(d, limit))
 end
 
 local function write_now(d)

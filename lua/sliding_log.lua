@@ -1,10 +1,13 @@
 -- name: sliding_log
 -- Sliding log: one sorted-set member per admitted unit, scored by admission time (ms).
--- Members are numbered from a per-key sequence so equal times never collide.
--- KEYS[1]: the log, a sorted set   KEYS[2]: the member sequence counter
+-- KEYS[1]: the log, a sorted set
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per window   ARGV[3]: window in ms   ARGV[4]: cost (0 = peek)
 -- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
+-- Every read comes before every write, and no write's reply is used: the all-or-nothing
+-- script runs this body once per rule and writes only if every rule fits. Entries at or
+-- before now - window are counted out by every read (ZCOUNT's exclusive lower bound) and
+-- trimmed by the next admission; a denial writes nothing.
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -14,49 +17,46 @@ local limit = tonumber(ARGV[2])
 local w = tonumber(ARGV[3])
 local cost = tonumber(ARGV[4])
 
--- The member sequence is ours; a value anyone else wrote (text, a number past 2^52, where
--- a double can no longer count by one and the loop below would never end) means neither
--- key can be trusted: both read as absent.
-local seq_now = redis.call('GET', KEYS[2])
-if seq_now then
-  local n = tonumber(seq_now)
-  if not (n and n >= 0 and n < 4503599627370496 and n == math.floor(n)) then
-    redis.call('DEL', KEYS[1], KEYS[2])
-  end
-end
-
-if now >= w then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - w))
-end
-local count = redis.call('ZCARD', KEYS[1])
-
-local function reset_after()
-  local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if newest[2] then return tonumber(newest[2]) + w - now end
-  return 0
-end
+local live = '(' .. string.format('%d', now - w)
+local count = redis.call('ZCOUNT', KEYS[1], live, '+inf')
+local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+local newest_at = tonumber(newest[2])
+if newest_at and newest_at <= now - w then newest_at = nil end
 
 if count + cost <= limit then
   if cost > 0 then
-    local seq = redis.call('INCRBY', KEYS[2], cost)
+    -- A member is "score:n". Names at one score must differ, and no sequence key is kept:
+    -- n counts on from the entries scored now or later. A trim takes whole scores from the
+    -- lowest up, so while the entries already at this score remain, so do all the later
+    -- ones counted with them, and the count only grows: each new name is past the old ones.
+    local after = 0
+    if newest_at and newest_at >= now then after = redis.call('ZCOUNT', KEYS[1], now, '+inf') end
     local score = string.format('%d', now)
-    for i = seq - cost + 1, seq do
-      redis.call('ZADD', KEYS[1], score, string.format('%d', i))
+    if not newest_at or newest_at < now then newest_at = now end
+    if newest[2] and now >= w then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - w)) end
+    -- One ZADD per 1,000 members: unpack must stay within Lua's stack.
+    for first = 1, cost, 1000 do
+      local add = {}
+      for i = first, math.min(cost, first + 999) do
+        add[#add + 1] = score
+        add[#add + 1] = score .. ':' .. string.format('%d', after + i)
+      end
+      redis.call('ZADD', KEYS[1], unpack(add))
     end
+    redis.call('PEXPIRE', KEYS[1], newest_at + w - now)
   end
-  local reset = reset_after()
-  if cost > 0 then
-    redis.call('PEXPIRE', KEYS[1], reset)
-    redis.call('PEXPIRE', KEYS[2], reset)
-  end
+  local reset = 0
+  if newest_at then reset = newest_at + w - now end
   return {1, limit - count - cost, 0, reset, now}
 end
 
--- The oldest (count + cost - limit) units must leave first; the last of them leaves when
--- now - window reaches its score.
+-- The oldest (count + cost - limit) live units must leave first; the last of them leaves
+-- when now - window reaches its score.
 local k = count + cost - limit
-local kth = redis.call('ZRANGE', KEYS[1], k - 1, k - 1, 'WITHSCORES')
+local kth = redis.call('ZRANGEBYSCORE', KEYS[1], live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
 local retry = tonumber(kth[2]) + w - now
 local remaining = limit - count
 if remaining < 0 then remaining = 0 end
-return {0, remaining, retry, reset_after(), now}
+local reset = 0
+if newest_at then reset = newest_at + w - now end
+return {0, remaining, retry, reset, now}

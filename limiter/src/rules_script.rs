@@ -227,10 +227,10 @@ mod tests {
             commit: true,
         };
         let call = batch.invocation();
-        assert_eq!(call.keys, ["rl:{k}:a:sl", "rl:{k}:a:sl:seq", "rl:{k}:b:gcra"]);
+        assert_eq!(call.keys, ["rl:{k}:a:sl", "rl:{k}:b:gcra"]);
         assert_eq!(
             call.args,
-            ["2", "1", "sl", "0", "2", "4", "", "5", "1000", "1", "gcra", "1", "1", "4", "7", "600000", "100", "2"]
+            ["2", "1", "sl", "0", "1", "4", "", "5", "1000", "1", "gcra", "1", "1", "4", "7", "600000", "100", "2"]
         );
         let reply = [0, 2, 1, 4, 0, 200, 99, 1, 0, 0, 600, 1200, 7, 0];
         let read = batch.read_reply(&reply).expect("well-formed");

@@ -120,12 +120,8 @@ impl Request<'_> {
         let now = self.now_ms.map_or(String::new(), |n| n.to_string());
         let cost = self.cost.to_string();
         let (keys, args) = match self.algorithm {
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => {
                 (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost])
-            }
-            Algorithm::SlidingLog => {
-                let seq = format!("{key}:seq");
-                (vec![key, seq], vec![now, q.limit().to_string(), q.period_ms().to_string(), cost])
             }
             Algorithm::TokenBucket => {
                 (vec![key], vec![now, q.limit().to_string(), q.period_ms().to_string(), q.burst().to_string(), cost])
@@ -164,10 +160,7 @@ mod tests {
         let q = Quota::per_minute(100).with_burst(20);
         let req = |algorithm, stem| Request { algorithm, quota: &q, stem, now_ms: None, cost: 1 };
         assert_eq!(req(Algorithm::Gcra, "p:{k}:").invocation().keys, ["p:{k}:q=100/60000ms/b20:gcra"]);
-        assert_eq!(
-            req(Algorithm::SlidingLog, "p:{k}:").invocation().keys,
-            ["p:{k}:q=100/60000ms:sl", "p:{k}:q=100/60000ms:sl:seq"]
-        );
+        assert_eq!(req(Algorithm::SlidingLog, "p:{k}:").invocation().keys, ["p:{k}:q=100/60000ms:sl"]);
         assert_eq!(req(Algorithm::Gcra, "p:{k}:api:").invocation_of_stem().keys, ["p:{k}:api:gcra"]);
         // Another quota, other keys.
         let other = Quota::per_minute(101).with_burst(20);

@@ -174,7 +174,9 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
             let key = format!("{poisoned}{}", redis_ratelimit::harness::scripts::key_suffix(algorithm)).into_bytes();
             let poison = match algorithm {
                 Algorithm::Gcra => Some(vec![b"HSET".to_vec(), key, b"u".to_vec(), b"1".to_vec()]),
-                Algorithm::TokenBucket | Algorithm::SlidingLog => Some(vec![b"SET".to_vec(), key, b"x".to_vec()]),
+                // A hash is the token bucket's old form (read and replaced), a list is no form of it.
+                Algorithm::TokenBucket => Some(vec![b"RPUSH".to_vec(), key, b"x".to_vec()]),
+                Algorithm::SlidingLog => Some(vec![b"SET".to_vec(), key, b"x".to_vec()]),
                 _ => None,
             };
             if let Some(cmd) = &poison {

@@ -79,7 +79,7 @@ async fn hostile_keys_stay_inside_their_own_hash_tag_and_state() {
     }
     let mut conn = server.client().expect("client");
     let keys: Vec<String> = conn.keys("*").expect("KEYS");
-    assert_eq!(keys.len(), hostile.len() * 2, "a log and a sequence per key: {keys:?}");
+    assert_eq!(keys.len(), hostile.len(), "one log per key: {keys:?}");
     for key in keys {
         assert!(key.starts_with("ratelimiter:{"), "{key:?} escaped the prefix");
         assert_eq!(key.matches('{').count(), 1, "{key:?}");
@@ -95,7 +95,8 @@ async fn a_key_holding_the_wrong_type_is_a_clear_error() {
     let gcra = limiter_on(&server, Algorithm::Gcra, Quota::per_second(5));
     // The keys name the limiter's state after the user key (its quota, here).
     assert_eq!(tb.state_name(), "q=5/1000ms/b5");
-    let _: () = conn.set(format!("ratelimiter:{{victim}}:{}:tb", tb.state_name()), "x").expect("SET");
+    // A list: a token bucket's key is a string, or the hash it once was.
+    let _: () = conn.rpush(format!("ratelimiter:{{victim}}:{}:tb", tb.state_name()), "x").expect("RPUSH");
     let _: () = conn.hset(format!("ratelimiter:{{victim}}:{}:gcra", gcra.state_name()), "f", "v").expect("HSET");
     let err = tb.check("victim", 1).await.expect_err("WRONGTYPE");
     assert!(matches!(err, Error::WrongType { algorithm: "token-bucket", .. }), "{err}");
@@ -103,6 +104,33 @@ async fn a_key_holding_the_wrong_type_is_a_clear_error() {
     assert!(err.to_string().contains("WRONGTYPE"), "{err}");
     // The breaker does not count these: Redis answered.
     assert_eq!(tb.breaker_state(), redis_ratelimit::BreakerState::Closed { failures: 0 });
+}
+
+/// A token bucket's state was once a hash `{u, t}`; it is now one string `"u:t"` (a GET and a
+/// SET instead of HMGET, HSET and PEXPIRE). A bucket written the old way is read, honoured,
+/// and replaced by the first admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bucket_written_as_a_hash_is_honoured_and_replaced() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    let tb = limiter_on(&server, Algorithm::TokenBucket, Quota::per_second(5));
+    let key = format!("ratelimiter:{{old}}:{}:tb", tb.state_name());
+    // The limiter decides by Redis's clock.
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut conn).expect("TIME");
+    let now_ms = secs * 1_000 + micros / 1_000;
+    // Empty an hour from now: nothing refills before then.
+    let _: () =
+        conn.hset_multiple(&key, &[("u", "0".to_owned()), ("t", (now_ms + 3_600_000).to_string())]).expect("HSET");
+    let d = tb.check("old", 1).await.expect("decides");
+    assert!(!d.allowed && d.retry_after_ms > 3_500_000, "the old state honoured: {d:?}");
+    let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
+    assert_eq!(kind, "hash", "a denial writes nothing");
+    // Full (5 tokens of 1,000 units) now: admitted, and written the new way.
+    let _: () = conn.hset_multiple(&key, &[("u", "5000".to_owned()), ("t", now_ms.to_string())]).expect("HSET");
+    let d = tb.check("old", 1).await.expect("decides");
+    assert!(d.allowed && d.remaining == 4, "{d:?}");
+    let state: String = conn.get(&key).expect("now a string");
+    assert!(state.starts_with("4000:"), "{state}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -127,17 +155,21 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
         matches!(err, Error::Server { algorithm: "fixed-window", .. }) && err.to_string().contains("not an integer"),
         "{err}"
     );
-    // A sliding log's member sequence past 2^53 would make the admission loop count forever
-    // (a double cannot add 1 there); the script treats foreign state as absent instead.
+    // A sliding log keeps one key, no member sequence: a request of cost 2 adds two members
+    // named by its time and a count, in one sorted set.
     let log = Limiter::builder(Algorithm::SlidingLog, Quota::per_second(5))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
-    let seq_key = format!("ratelimiter:{{g}}:{}:sl:seq", log.state_name());
-    let _: () = conn.set(&seq_key, "9007199254740993").expect("SET");
-    assert!(log.check("g", 2).await.expect("decides, and promptly").allowed);
-    let seq: i64 = conn.get(&seq_key).expect("GET");
-    assert_eq!(seq, 2, "the sequence started over");
+    let log_key = format!("ratelimiter:{{g}}:{}:sl", log.state_name());
+    let d = log.check("g", 2).await.expect("decides");
+    assert!(d.allowed && d.remaining == 3, "{d:?}");
+    let members: Vec<(String, u64)> = conn.zrange_withscores(&log_key, 0, -1).expect("ZRANGE");
+    let names: Vec<&str> = members.iter().map(|(m, _)| m.as_str()).collect();
+    let at = members[0].1;
+    assert_eq!(names, [format!("{at}:1"), format!("{at}:2")], "{members:?}");
+    let keys: Vec<String> = conn.keys("ratelimiter:{g}:*sl*").expect("KEYS");
+    assert_eq!(keys, [log_key]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

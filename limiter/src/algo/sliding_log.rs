@@ -1,7 +1,8 @@
 //! Sliding log: one sorted-set member per admitted unit, scored by its admission time.
-//! Entries at or before `now - W` are dropped; a request is admitted if the rest plus its
+//! Entries at or before `now - W` no longer count; a request is admitted if the rest plus its
 //! cost fit in `limit`. So every half-open interval `(t - W, t]` holds at most `limit`
-//! admitted units, exactly, at O(limit) memory per key.
+//! admitted units, exactly, at O(limit) memory per key. As in the script, every reading
+//! counts only live entries and an admission trims the rest: a denial changes nothing.
 
 use std::collections::BTreeMap;
 
@@ -18,6 +19,13 @@ pub struct LogState {
 }
 
 impl LogState {
+    /// Entries scored after `now - W`: still in the window.
+    fn live(&self, now_ms: u64, w: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+        // `ZCOUNT key (now-W +inf`: a score of exactly now - W has left.
+        let after = now_ms.checked_sub(w);
+        self.entries.iter().filter(move |(&s, _)| after.is_none_or(|a| s > a)).map(|(&s, &n)| (s, n))
+    }
+
     fn expire(&mut self, now_ms: u64, w: u64) {
         // ZREMRANGEBYSCORE -inf (now - W): scores <= now - W leave.
         let Some(cutoff) = now_ms.checked_sub(w) else { return };
@@ -29,10 +37,11 @@ impl LogState {
         }
     }
 
-    /// The score of the k-th oldest unit (1-based), as `ZRANGE key k-1 k-1` reads it.
-    fn kth_oldest(&self, k: u64) -> Option<u64> {
+    /// The score of the k-th oldest live unit (1-based), as `ZRANGEBYSCORE ... LIMIT k-1 1`
+    /// reads it.
+    fn kth_oldest(&self, k: u64, now_ms: u64, w: u64) -> Option<u64> {
         let mut seen = 0;
-        for (&score, &n) in &self.entries {
+        for (score, n) in self.live(now_ms, w) {
             seen += n;
             if seen >= k {
                 return Some(score);
@@ -44,35 +53,44 @@ impl LogState {
     fn newest(&self) -> Option<u64> {
         self.entries.last_key_value().map(|(&s, _)| s)
     }
+
+    /// The newest live entry's score.
+    fn newest_live(&self, now_ms: u64, w: u64) -> Option<u64> {
+        self.newest().filter(|&s| s + w > now_ms)
+    }
 }
 
 /// See the module docs.
 pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let log = state.get_or_insert_with(LogState::default);
-    log.expire(now_ms, w);
-    let count = log.total;
+    let count: u64 = log.live(now_ms, w).map(|(_, n)| n).sum();
+    let newest = log.newest_live(now_ms, w);
     let outcome = if count + cost <= limit {
-        if cost > 0 {
+        let newest = if cost > 0 {
+            log.expire(now_ms, w);
             *log.entries.entry(now_ms).or_insert(0) += cost;
             log.total += cost;
-        }
+            Some(newest.map_or(now_ms, |n| n.max(now_ms)))
+        } else {
+            newest
+        };
         Outcome {
             allowed: true,
             remaining: limit - count - cost,
             retry_after_ms: 0,
-            reset_after_ms: reset_after(log, now_ms, w),
+            reset_after_ms: reset_after(newest, now_ms, w),
         }
     } else {
         // The oldest `count + cost - limit` units must leave first; the last of them leaves
         // when `now - W` reaches its score.
         let k = count + cost - limit;
-        let retry = log.kth_oldest(k).map_or(0, |s| s + w - now_ms);
+        let retry = log.kth_oldest(k, now_ms, w).map_or(0, |s| s + w - now_ms);
         Outcome {
             allowed: false,
             remaining: limit.saturating_sub(count),
             retry_after_ms: retry,
-            reset_after_ms: reset_after(log, now_ms, w),
+            reset_after_ms: reset_after(newest, now_ms, w),
         }
     };
     if log.total == 0 {
@@ -81,9 +99,9 @@ pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> 
     outcome
 }
 
-fn reset_after(log: &LogState, now_ms: u64, w: u64) -> u64 {
+fn reset_after(newest: Option<u64>, now_ms: u64, w: u64) -> u64 {
     // Entries newer than now exist only when the clock stepped back; they last longer.
-    log.newest().map_or(0, |newest| newest + w - now_ms)
+    newest.map_or(0, |newest| newest + w - now_ms)
 }
 
 /// Whether Redis has dropped the keys when touched at `now_ms`: their TTL ends when the

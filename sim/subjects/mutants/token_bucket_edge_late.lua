@@ -3,7 +3,8 @@
 -- Token bucket in integer units: one token = period_ms units, refill = limit units per ms,
 -- so fractional refill is never lost. The stored time only moves forward: a clock reading
 -- earlier than the stored time neither refills nor drains the bucket.
--- KEYS[1]: a hash {u = units, t = ms the units were counted at}
+-- KEYS[1]: a string "units:ms", the units and the time (ms) they were counted at. A hash
+--          {u = units, t = ms}, as this script once wrote, is read once and replaced.
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
 -- ARGV[2]: limit per period   ARGV[3]: period in ms   ARGV[4]: burst (capacity in tokens)
 -- ARGV[5]: cost (0 = peek)
@@ -33,9 +34,21 @@ end
 
 local cap = burst * period
 local need = cost * period
-local state = redis.call('HMGET', KEYS[1], 'u', 't')
-local units = stored_int(state[1])
-local ts = stored_int(state[2])
+local units, ts
+-- pcall: a key of another type answers WRONGTYPE, which is either this script's old hash
+-- (read it, and the SET below replaces it) or someone else's key (HMGET raises the error).
+local state = redis.pcall('GET', KEYS[1])
+if type(state) == 'string' then
+  local colon = string.find(state, ':', 1, true)
+  if colon then
+    units = stored_int(string.sub(state, 1, colon - 1))
+    ts = stored_int(string.sub(state, colon + 1))
+  end
+elseif type(state) == 'table' and state.err then
+  local old = redis.call('HMGET', KEYS[1], 'u', 't')
+  units = stored_int(old[1])
+  ts = stored_int(old[2])
+end
 if not units or not ts then
   units = cap
   ts = now
@@ -63,8 +76,7 @@ if units >= need then
   allowed = 1
   units = units - need
   if cost > 0 then
-    redis.call('HSET', KEYS[1], 'u', string.format('%d', units), 't', string.format('%d', ts))
-    redis.call('PEXPIRE', KEYS[1], ahead + ceil_div(cap - units, limit))
+    redis.call('SET', KEYS[1], string.format('%d:%d', units, ts), 'PX', ahead + ceil_div(cap - units, limit))
   end
 else
   retry = ahead + ceil_div(need - units, limit)
