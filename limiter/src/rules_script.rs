@@ -1,11 +1,21 @@
 //! The all-or-nothing script: several rules of one request decided in one script call, at one
-//! clock reading, consuming from all of them or from none (`algo::all_or_nothing` is its twin and
-//! explains the two passes).
+//! clock reading, consuming from all of them or from none (`algo::all_or_nothing` is its twin).
 //!
 //! The script is built at compile time from the very files in `lua/`: each algorithm's body
 //! becomes a local function of `(KEYS, ARGV, redis)`, so the arithmetic exists once. The
-//! `redis` the bodies see forwards every command to Redis but answers `TIME` from one reading
-//! taken on first use: every server-time rule of the batch decides at the same instant.
+//! `redis` the bodies see is a shim:
+//!
+//! - `TIME` is answered from one reading taken on first use: every server-time rule of the
+//!   batch decides at the same instant.
+//! - Reads go to Redis, and their replies are kept: asking the same again costs no call.
+//! - Writes are held back. Every algorithm file reads everything before it writes and never
+//!   uses a write's reply (the shim refuses a read after a write), so each
+//!   rule is decided once, with its cost, and its writes are sent only if every enforced rule
+//!   fits. A rule that fitted in a request that is refused reports its standing as a peek would
+//!   (cost 0), from the kept replies.
+//!
+//! So a request of n rules costs Redis each rule's own reads and writes once, as n separate
+//! scripts would, in one call.
 //!
 //! Call: KEYS are every rule's keys in rule order. ARGV is the number of rules, `1` to consume
 //! or `0` for a dry run (decide, consume nothing: a cluster's first pass), then per rule
@@ -17,19 +27,38 @@
 use crate::algo::all_or_nothing::{ItemOutcome, RulesOutcome};
 use crate::scripts::{self, key_suffix, Invocation};
 
-/// The script text: a prelude, the five algorithm files as local functions, the two passes.
+/// The script text: the shim, the five algorithm files as local functions, the one pass.
 pub const SOURCE: &str = concat!(
     "-- name: all_or_nothing\n",
     "-- Generated at compile time by limiter/src/rules_script.rs from the files in lua/; see there.\n",
-    "local clock\n",
-    "local shim = {}\n",
-    "function shim.call(command, ...)\n",
-    "  if command == 'TIME' then\n",
-    "    if not clock then clock = redis.call('TIME') end\n",
-    "    return clock\n",
-    "  end\n",
-    "  return redis.call(command, ...)\n",
-    "end\n",
+    r#"local clock
+local kept = {}
+local READS = {GET = true, MGET = true, HMGET = true, ZCOUNT = true, ZRANGE = true, ZRANGEBYSCORE = true}
+local held
+local function read(call, how, command, ...)
+  if #held > 0 then error('all_or_nothing: a rule read with ' .. command .. ' after it wrote') end
+  local id = table.concat({how, command, ...}, '\0')
+  local reply = kept[id]
+  if reply == nil then
+    reply = call(command, ...)
+    kept[id] = reply
+  end
+  return reply
+end
+local shim = {}
+function shim.call(command, ...)
+  if command == 'TIME' then
+    if not clock then clock = redis.call('TIME') end
+    return clock
+  end
+  if READS[command] then return read(redis.call, 'c', command, ...) end
+  held[#held + 1] = {command, ...}
+end
+function shim.pcall(command, ...)
+  if READS[command] then return read(redis.pcall, 'p', command, ...) end
+  error('all_or_nothing: a rule wrote with pcall (' .. command .. '), whose reply it would read')
+end
+"#,
     "local fw = function(KEYS, ARGV, redis)\n",
     include_str!("../../lua/fixed_window.lua"),
     "\nend\n",
@@ -62,36 +91,41 @@ for i = 1, n do
   rules[i] = r
 end
 
--- Pass 1: peek every rule. Cost c fits exactly when a peek reports remaining >= c.
+-- Decide every rule once, with its cost, holding its writes back.
 local all_fit = true
 for i = 1, n do
   local r = rules[i]
-  local peek_args = {}
-  for j = 1, #r.args do peek_args[j] = r.args[j] end
-  peek_args[#peek_args] = '0'
-  r.peek = r.run(r.keys, peek_args, shim)
-  if r.cost == 0 then r.fits = r.peek[1] == 1 else r.fits = r.peek[2] >= r.cost end
+  held = {}
+  r.out = r.run(r.keys, r.args, shim)
+  r.writes = held
+  r.fits = r.out[1] == 1
   if not r.fits and not r.shadow then all_fit = false end
 end
 
--- Pass 2: consume from every fitting rule if every enforced rule fits (and this is not a dry
--- run), else from none; a rule that does not fit is asked with its cost, which denies
--- without writing.
-local allowed = all_fit
+-- Write for every fitting rule if every enforced rule fits (and this is not a dry run), else
+-- for none. A fitting rule left unwritten reports its standing as a peek does; a rule that
+-- does not fit was denied and wrote nothing.
 local take = commit and all_fit
 local out = {0, n}
 for i = 1, n do
   local r = rules[i]
-  local o, consumed = r.peek, 0
-  if r.cost > 0 and (take or not r.fits) then
-    o = r.run(r.keys, r.args, shim)
-    if r.fits and o[1] == 1 then consumed = 1 end
-    if r.fits and o[1] ~= 1 and not r.shadow then allowed = false end
+  local o, consumed = r.out, 0
+  if r.fits and r.cost > 0 then
+    if take then
+      for _, w in ipairs(r.writes) do redis.call(unpack(w)) end
+      consumed = 1
+    else
+      local peek_args = {}
+      for j = 1, #r.args do peek_args[j] = r.args[j] end
+      peek_args[#peek_args] = '0'
+      held = {}
+      o = r.run(r.keys, peek_args, shim)
+    end
   end
   for j = 1, 5 do out[#out + 1] = o[j] end
   out[#out + 1] = consumed
 end
-if allowed then out[1] = 1 end
+if all_fit then out[1] = 1 end
 return out
 "#
 );

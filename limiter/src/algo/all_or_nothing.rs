@@ -1,17 +1,21 @@
 //! Several rules decided as one: the twin of the all-or-nothing script (`crate::rules_script`).
 //!
 //! A request that matches several rules (100 per minute *and* 1,000 per day per API key, a
-//! cap per route) must not consume from one rule when another denies it. The script, and this
-//! twin, do it in two passes at one clock reading:
+//! cap per route) must not consume from one rule when another denies it. This twin says what
+//! the answer is, at one clock reading, in two steps:
 //!
 //! 1. **Peek** every rule (cost 0). For integer costs every algorithm admits cost `c` exactly
 //!    when a peek reports `remaining >= c` (see [`fits`] and the tests below, which check it
 //!    against each twin), so the peeks tell whether each rule would admit the request.
 //! 2. If every enforced rule fits, **consume** from each rule that fits (shadow rules that do
-//!    not fit are only reported). Otherwise consume nothing: a rule that does not fit is asked
-//!    again with the real cost, which denies without writing and gives its Retry-After.
+//!    not fit are only reported). Otherwise consume nothing: a rule that does not fit answers
+//!    as asked with the real cost (a denial, which writes nothing, with its Retry-After), and
+//!    a rule that fits answers with its peek.
 //!
-//! A request of cost 0 peeks every rule and is allowed when every enforced peek is.
+//! A request of cost 0 peeks every rule and is allowed when every enforced peek is. The script
+//! reaches the same answer in one pass (each rule run once with its cost, its writes held back
+//! until every rule has fitted): that a rule admits cost `c` exactly when its peek reports
+//! `remaining >= c` is what makes the two agree.
 
 use super::{step, Outcome, State};
 use crate::quota::{Algorithm, Quota};
