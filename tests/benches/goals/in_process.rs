@@ -32,7 +32,7 @@ pub(crate) fn in_process() -> Goal {
     let theirs = started.elapsed().as_nanos() as f64 / n as f64;
     let ratio = ours / theirs;
     Goal {
-        what: "in-process decision, Limiter (local store), GCRA, 100,000 String keys",
+        what: "in-process decision, Limiter (local store), GCRA, 100,000 String keys".into(),
         measured: format!("{ours:.0} ns/decision"),
         reference: format!("governor keyed: {theirs:.0} ns"),
         ratio,
@@ -119,7 +119,7 @@ pub(crate) fn key_flood(rt: &tokio::runtime::Runtime) -> Vec<Goal> {
         let measured = ns_per_decision(&build(), live, n);
         let ratio = measured / reference;
         goals.push(Goal {
-            what,
+            what: what.into(),
             measured: format!("{measured:.0} ns/decision over {live} live keys"),
             reference: format!("one key: {reference:.0} ns"),
             ratio,

@@ -21,12 +21,16 @@
 //! 7. A decision with 1,000,000 distinct live keys in process, and under a fallback (Redis
 //!    unreachable, the local budget deciding), against the same decision with one key: the
 //!    in-process tables make room in O(1), so a key flood does not make each decision a scan.
+//! 8. Redis's µs per decision of every script against the least a stateful script costs (a
+//!    `GET` and a `SET PX`; with a `TIME` first for Redis's clock), and of the rules script at
+//!    1 to 5 rules against the sum of its rules' own scripts (`cost.rs`).
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
 
 #![allow(clippy::disallowed_methods)] // a benchmark measures real time
 
+mod cost;
 mod in_process;
 mod redis_side;
 mod simulation;
@@ -56,7 +60,7 @@ fn scaled(n: usize) -> usize {
 
 /// One goal's row.
 struct Goal {
-    what: &'static str,
+    what: String,
     measured: String,
     reference: String,
     ratio: f64,
@@ -99,6 +103,7 @@ fn main() {
     step("in-process", &mut || vec![in_process()]);
     step("simulation", &mut || vec![simulation()]);
     step("key-flood", &mut || key_flood(&rt));
+    step("script-cost", &mut || cost::script_cost(&server));
     drop(server);
     std::thread::sleep(Duration::from_millis(10));
 

@@ -30,7 +30,7 @@ pub(crate) fn throughput(server: &RedisServer, rt: &tokio::runtime::Runtime) -> 
     let measured = rt.block_on(drive(&l, &keys, 50, n));
     let ratio = measured / reference;
     Goal {
-        what: "Limiter::check throughput, RedisStore, GCRA, 50 tasks, 100,000 keys",
+        what: "Limiter::check throughput, RedisStore, GCRA, 50 tasks, 100,000 keys".into(),
         measured: format!("{measured:.0} checks/s"),
         reference: format!("redis-benchmark -c 50 EVALSHA: {reference:.0}/s"),
         ratio,
@@ -71,7 +71,7 @@ pub(crate) fn cpu_per_decision(server: &RedisServer, rt: &tokio::runtime::Runtim
     let script = per_decision("evalsha");
     let ratio = decision_us / incr_us;
     Goal {
-        what: "Redis CPU per decision, batching on (GCRA, 100 keys, 50 tasks)",
+        what: "Redis CPU per decision, batching on (GCRA, 100 keys, 50 tasks)".into(),
         measured: format!("{decision_us:.2} us/decision ({:.0} decisions per call)", n as f64 / calls),
         reference: format!("INCR, redis-benchmark -P 16: {incr_us:.2} us"),
         ratio,
@@ -114,7 +114,7 @@ pub(crate) fn leases() -> Goal {
     let allowed_beyond = leased.bound != "held";
     let met = ratio >= 20.0 && limited <= 1.0 && !allowed_beyond && !sim_engine::results::is_failure(&leased);
     Goal {
-        what: "decisions per Redis call, busy key, leases, 8 instances at 2x (real Redis)",
+        what: "decisions per Redis call, busy key, leases, 8 instances at 2x (real Redis)".into(),
         measured: format!(
             "{:.1} per call; beyond the bound: {}; net under-admission {limited:.2}% (pairwise {:.2}% / {:.2}%)",
             per_call(&leased),
@@ -189,7 +189,8 @@ pub(crate) fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<
                 "memory per key in Redis, GCRA, 100,000 keys"
             } else {
                 "memory per key in Redis, token bucket, 100,000 keys"
-            },
+            }
+            .into(),
             measured: format!("{ours:.0} B/key"),
             reference: format!("ADR-002's hash, same key names: {reference:.0} B"),
             ratio,

@@ -56,7 +56,7 @@ pub(crate) fn simulation() -> Goal {
     let linear = (t2 / t1) / (n2 as f64 / n1 as f64);
     let met = ratio >= 0.8 && linear <= 1.1;
     Goal {
-        what: "simulated decision, one core, against a bare script call on the model",
+        what: "simulated decision, one core, against a bare script call on the model".into(),
         measured: format!("{rate:.0} decisions/s; 2x the requests cost {:.2}x the time", t2 / t1),
         reference: format!("bare EVALSHA on the model: {bare:.0}/s"),
         ratio,
