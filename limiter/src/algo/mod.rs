@@ -1,4 +1,4 @@
-//! The algorithms as pure functions: `decide(quota, &mut state, now, cost) -> Outcome`.
+//! The algorithms as pure functions: `step(quota, &mut state, now_ms, cost) -> Outcome`.
 //!
 //! No I/O, no clock, no async: time is an argument. Each twin keeps exactly the state its
 //! Lua script keeps in Redis and does the same integer arithmetic, so the in-process store

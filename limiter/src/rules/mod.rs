@@ -266,8 +266,8 @@ impl Rule {
             Error::Config { field, message } => {
                 let field = match field {
                     "period_ms" => "period",
-                    "local_budget.limit" => "failure_policy.limit",
-                    "local_budget.period_ms" => "failure_policy.period",
+                    // The rules file's names: `local_budget = { limit, period }`.
+                    "local_budget.period_ms" => "local_budget.period",
                     other => other,
                 };
                 RuleError::in_rule(name, field, message)
@@ -290,7 +290,7 @@ impl Rule {
             if period_ms % 1000 != 0 {
                 return Err(RuleError::in_rule(
                     name,
-                    "failure_policy.period",
+                    "local_budget.period",
                     format!(
                         "must be a whole number of seconds (while it answers, the RateLimit-Policy field names the \
                          local budget's window in seconds), got {period_ms} ms"
@@ -438,8 +438,8 @@ mod tests {
             (ok().cost(4), "cost"),
             (ok().key([]), "key"),
             (ok().key([KeyPart::header("bad header")]), "key"),
-            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "failure_policy.limit"),
-            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 500 }), "failure_policy.period"),
+            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "local_budget.limit"),
+            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 500 }), "local_budget.period"),
             (ok().matching(Match::any().path("no-slash")), "match.path"),
         ];
         for (rule, field) in cases {

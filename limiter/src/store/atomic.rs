@@ -3,7 +3,7 @@
 //! map: for a single hot limit (a whole service's budget) where [`super::LocalStore`]'s
 //! mutex would be the bottleneck.
 //!
-//! Each attempt runs the very same pure [`crate::algo::gcra::decide`] on the value it read
+//! Each attempt runs the very same pure [`crate::algo::gcra::step`] on the value it read
 //! and publishes the new TAT only if nobody changed it meanwhile; otherwise it decides
 //! again on the fresh value. So its decisions are the GCRA twin's, in the order the
 //! successful swaps happened, and concurrent callers can never over-admit (checked by the

@@ -55,25 +55,33 @@ pub struct ServerProcess {
     child: Option<Child>,
     port: u16,
     program: String,
+    /// Where the server keeps any file it writes (a replica's copy of its primary's data, a
+    /// `SAVE`), unless `extra` names a directory: never the caller's working directory.
+    _scratch: tempfile::TempDir,
 }
 
 impl ServerProcess {
     /// Starts `program` as a private server on `port`: `--port N --bind 127.0.0.1 --save ""
-    /// --appendonly no --protected-mode no`, then `extra`. Waits until it accepts connections.
+    /// --appendonly no --protected-mode no --dir SCRATCH` (a directory of its own, removed with
+    /// it), then `extra`. Waits until it accepts connections.
     /// `hint` says where the program comes from, for the error when it cannot start.
     pub fn start(program: &str, port: u16, extra: &[&OsStr], hint: &str) -> io::Result<Self> {
+        let scratch = tempfile::Builder::new().prefix("redis-server-").tempdir()?;
         let child = Command::new(program)
             .args(["--port", &port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--protected-mode", "no"])
+            // A later `--dir` in `extra` wins: Redis takes the last value of an option.
+            .arg("--dir")
+            .arg(scratch.path())
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {program} ({hint}): {e}")))?;
-        let mut server = ServerProcess { child: Some(child), port, program: program.to_owned() };
+        let mut server = ServerProcess { child: Some(child), port, program: program.to_owned(), _scratch: scratch };
         server.wait_ready()?;
         Ok(server)
     }
