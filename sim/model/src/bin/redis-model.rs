@@ -5,7 +5,7 @@
 //! times a second (Redis's default `hz`).
 //!
 //! It takes the options the integration tests pass to `redis-server` (`--bind 127.0.0.1
-//! --save "" --appendonly no --protected-mode no`), so `REDIS_TESTS_SERVER=$PWD/target/debug/redis-model`
+//! --save "" --appendonly no --protected-mode no --dir DIR`), so `REDIS_TESTS_SERVER=$PWD/target/debug/redis-model`
 //! runs those tests against it unchanged (see `tests/src/lib.rs`); any other option is refused
 //! by name. Killing the process loses everything, as a Redis without persistence does.
 
@@ -42,6 +42,9 @@ struct Options {
     #[arg(long, value_name = "yes|no", value_parser = clap::builder::PossibleValuesParser::new(["yes", "no"]),
           ignore_case = true)]
     protected_mode: Option<String>,
+    /// Accepted and ignored: the model writes no files
+    #[arg(long, value_name = "DIR")]
+    dir: Option<std::path::PathBuf>,
 }
 
 // Each value parser returns the reason; clap names the option and the value in front of it.
@@ -111,8 +114,20 @@ mod tests {
 
     #[test]
     fn accepts_the_arguments_a_redis_server_harness_passes() {
-        let args =
-            ["--port", "6390", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--protected-mode", "no"];
+        let args = [
+            "--port",
+            "6390",
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--protected-mode",
+            "no",
+            "--dir",
+            "/tmp",
+        ];
         assert_eq!(parse(&args).map(|o| o.port), Ok(6390));
         assert_eq!(parse(&["--port", "0"]).map(|o| o.port), Ok(0));
         assert_eq!(parse(&["--port", "1", "--appendonly", "NO", "--protected-mode", "Yes"]).map(|o| o.port), Ok(1));
