@@ -142,8 +142,31 @@ impl ServerProcess {
 
     /// SIGSTOP: connections stay open (the kernel even accepts new ones) but nothing is
     /// answered, as with a Redis stuck in a slow command or a long fork.
+    /// Returns once every thread of the process has stopped: a signal is delivered
+    /// asynchronously, and a server still running a moment after `kill` answers a request the
+    /// caller thinks it sent to a stopped one.
     pub fn pause(&self) -> io::Result<()> {
-        self.signal("STOP")
+        self.signal("STOP")?;
+        let Some(pid) = self.child.as_ref().map(|c| c.id()) else { return Ok(()) };
+        let tasks = PathBuf::from(format!("/proc/{pid}/task"));
+        let stopped = || -> Option<bool> {
+            let mut all = true;
+            for task in std::fs::read_dir(&tasks).ok()? {
+                let stat = std::fs::read_to_string(task.ok()?.path().join("stat")).ok()?;
+                // The state is the first field after the command name's closing parenthesis.
+                let state = stat.rsplit_once(')')?.1.trim_start().chars().next()?;
+                all &= matches!(state, 'T' | 't');
+            }
+            Some(all)
+        };
+        for _ in 0..500 {
+            match stopped() {
+                Some(false) => std::thread::sleep(Duration::from_millis(2)),
+                // Stopped, or no /proc to ask (not Linux): nothing more to wait for.
+                _ => return Ok(()),
+            }
+        }
+        Err(io::Error::other(format!("{} (pid {pid}) did not stop within 1 s of SIGSTOP", self.program)))
     }
 
     /// SIGCONT: the server reads everything that queued up meanwhile and answers it.
