@@ -101,7 +101,7 @@ pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
 pub use store::RedisStore;
 
-/// The README's examples compile and run as doc tests.
+/// The crate README's examples compile as doc tests (the project README's are the tests crate's).
 #[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
+#[doc = include_str!("../README.md")]
 struct ReadmeDoctests;

@@ -1,21 +1,10 @@
 //! The all-or-nothing script: several rules of one request decided in one script call, at one
 //! clock reading, consuming from all of them or from none (`algo::all_or_nothing` is its twin).
 //!
-//! The script is built at compile time from the very files in `lua/`: each algorithm's body
-//! becomes a local function of `(KEYS, ARGV, redis)`, so the arithmetic exists once. The
-//! `redis` the bodies see is a shim:
-//!
-//! - `TIME` is answered from one reading taken on first use: every server-time rule of the
-//!   batch decides at the same instant.
-//! - Reads go to Redis, and their replies are kept: asking the same again costs no call.
-//! - Writes are held back. Every algorithm file reads everything before it writes and never
-//!   uses a write's reply (the shim refuses a read after a write), so each
-//!   rule is decided once, with its cost, and its writes are sent only if every enforced rule
-//!   fits. A rule that fitted in a request that is refused reports its standing as a peek would
-//!   (cost 0), from the kept replies.
-//!
-//! So a request of n rules costs Redis each rule's own reads and writes once, as n separate
-//! scripts would, in one call.
+//! The script is `lua/all_or_nothing.lua` with the five algorithm files spliced in, each as a
+//! local function, so the arithmetic exists once; its header says how a shim lets each rule be
+//! decided once and written only if every enforced rule fits. A request of n rules costs Redis
+//! each rule's own reads and writes once, as n separate scripts would, in one call.
 //!
 //! Call: KEYS are every rule's keys in rule order. ARGV is the number of rules, `1` to consume
 //! or `0` for a dry run (decide, consume nothing: a cluster's first pass), then per rule
@@ -27,108 +16,10 @@
 use crate::algo::all_or_nothing::{ItemOutcome, RulesOutcome};
 use crate::scripts::{self, key_suffix, Invocation};
 
-/// The script text: the shim, the five algorithm files as local functions, the one pass.
-pub const SOURCE: &str = concat!(
-    "-- name: all_or_nothing\n",
-    "-- Generated at compile time by limiter/src/rules_script.rs from the files in lua/; see there.\n",
-    r#"local clock
-local kept = {}
-local READS = {GET = true, MGET = true, HMGET = true, ZCOUNT = true, ZRANGE = true, ZRANGEBYSCORE = true}
-local held
-local function read(call, how, command, ...)
-  if #held > 0 then error('all_or_nothing: a rule read with ' .. command .. ' after it wrote') end
-  local id = table.concat({how, command, ...}, '\0')
-  local reply = kept[id]
-  if reply == nil then
-    reply = call(command, ...)
-    kept[id] = reply
-  end
-  return reply
-end
-local shim = {}
-function shim.call(command, ...)
-  if command == 'TIME' then
-    if not clock then clock = redis.call('TIME') end
-    return clock
-  end
-  if READS[command] then return read(redis.call, 'c', command, ...) end
-  held[#held + 1] = {command, ...}
-end
-function shim.pcall(command, ...)
-  if READS[command] then return read(redis.pcall, 'p', command, ...) end
-  error('all_or_nothing: a rule wrote with pcall (' .. command .. '), whose reply it would read')
-end
-"#,
-    "local fw = function(KEYS, ARGV, redis)\n",
-    include_str!("../../lua/fixed_window.lua"),
-    "\nend\n",
-    "local sw = function(KEYS, ARGV, redis)\n",
-    include_str!("../../lua/sliding_window.lua"),
-    "\nend\n",
-    "local sl = function(KEYS, ARGV, redis)\n",
-    include_str!("../../lua/sliding_log.lua"),
-    "\nend\n",
-    "local tb = function(KEYS, ARGV, redis)\n",
-    include_str!("../../lua/token_bucket.lua"),
-    "\nend\n",
-    "local gcra = function(KEYS, ARGV, redis)\n",
-    include_str!("../../lua/gcra.lua"),
-    "\nend\n",
-    r#"local algorithms = {fw = fw, sw = sw, sl = sl, tb = tb, gcra = gcra}
-local n = tonumber(ARGV[1])
-local commit = ARGV[2] == '1'
-local rules = {}
-local a, k = 3, 1
-for i = 1, n do
-  local r = {run = algorithms[ARGV[a]], shadow = ARGV[a + 1] == '1', keys = {}, args = {}}
-  if not r.run then return redis.error_reply('unknown algorithm ' .. tostring(ARGV[a])) end
-  local nkeys, nargs = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-  for j = 1, nkeys do r.keys[j] = KEYS[k + j - 1] end
-  for j = 1, nargs do r.args[j] = ARGV[a + 3 + j] end
-  k = k + nkeys
-  a = a + 4 + nargs
-  r.cost = tonumber(r.args[nargs])
-  rules[i] = r
-end
-
--- Decide every rule once, with its cost, holding its writes back.
-local all_fit = true
-for i = 1, n do
-  local r = rules[i]
-  held = {}
-  r.out = r.run(r.keys, r.args, shim)
-  r.writes = held
-  r.fits = r.out[1] == 1
-  if not r.fits and not r.shadow then all_fit = false end
-end
-
--- Write for every fitting rule if every enforced rule fits (and this is not a dry run), else
--- for none. A fitting rule left unwritten reports its standing as a peek does; a rule that
--- does not fit was denied and wrote nothing.
-local take = commit and all_fit
-local out = {0, n}
-for i = 1, n do
-  local r = rules[i]
-  local o, consumed = r.out, 0
-  if r.fits and r.cost > 0 then
-    if take then
-      for _, w in ipairs(r.writes) do redis.call(unpack(w)) end
-      consumed = 1
-    else
-      local peek_args = {}
-      for j = 1, #r.args do peek_args[j] = r.args[j] end
-      peek_args[#peek_args] = '0'
-      held = {}
-      o = r.run(r.keys, peek_args, shim)
-    end
-  end
-  for j = 1, 5 do out[#out + 1] = o[j] end
-  out[#out + 1] = consumed
-end
-if all_fit then out[1] = 1 end
-return out
-"#
-);
+/// The script text (`lua/all_or_nothing.lua` with the five algorithm files spliced in).
+pub fn source() -> &'static str {
+    redis_ratelimit_scripts::all_or_nothing()
+}
 
 /// One rule of a batch: its script request and whether it is a shadow rule.
 #[derive(Debug, Clone, Copy)]
@@ -224,9 +115,9 @@ mod tests {
     #[test]
     fn the_script_holds_each_algorithm_file_once_as_a_function() {
         for script in scripts::ALL {
-            assert_eq!(SOURCE.matches(script.source).count(), 1, "{}", script.file);
+            assert_eq!(source().matches(script.source).count(), 1, "{}", script.file);
             let suffix = key_suffix(script.algorithm);
-            assert!(SOURCE.contains(&format!("local {suffix} = function(KEYS, ARGV, redis)\n{}", script.source)));
+            assert!(source().contains(&format!("local {suffix} = function(KEYS, ARGV, redis)\n{}", script.source)));
         }
     }
 

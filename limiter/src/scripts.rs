@@ -1,4 +1,5 @@
-//! The Lua scripts, embedded from `lua/`, the Redis-side source of truth.
+//! The algorithms' Lua scripts (from `redis-ratelimit-scripts`, the files in `lua/`), the
+//! Redis-side source of truth, and how a request becomes a script call.
 
 use crate::algo::Outcome;
 use crate::quota::{Algorithm, Quota};
@@ -18,29 +19,29 @@ pub struct LuaScript {
 pub const FIXED_WINDOW: LuaScript = LuaScript {
     algorithm: Algorithm::FixedWindow,
     file: "fixed_window.lua",
-    source: include_str!("../../lua/fixed_window.lua"),
+    source: redis_ratelimit_scripts::FIXED_WINDOW,
 };
 /// Sliding-window counter.
 pub const SLIDING_WINDOW: LuaScript = LuaScript {
     algorithm: Algorithm::SlidingWindow,
     file: "sliding_window.lua",
-    source: include_str!("../../lua/sliding_window.lua"),
+    source: redis_ratelimit_scripts::SLIDING_WINDOW,
 };
 /// Sliding log.
 pub const SLIDING_LOG: LuaScript = LuaScript {
     algorithm: Algorithm::SlidingLog,
     file: "sliding_log.lua",
-    source: include_str!("../../lua/sliding_log.lua"),
+    source: redis_ratelimit_scripts::SLIDING_LOG,
 };
 /// Token bucket.
 pub const TOKEN_BUCKET: LuaScript = LuaScript {
     algorithm: Algorithm::TokenBucket,
     file: "token_bucket.lua",
-    source: include_str!("../../lua/token_bucket.lua"),
+    source: redis_ratelimit_scripts::TOKEN_BUCKET,
 };
 /// GCRA.
 pub const GCRA: LuaScript =
-    LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: include_str!("../../lua/gcra.lua") };
+    LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: redis_ratelimit_scripts::GCRA };
 
 /// Every script.
 pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];

@@ -138,3 +138,8 @@ impl RedisServer {
         redis::Client::open(self.url())?.get_connection()
     }
 }
+
+/// The project README's examples compile and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

@@ -69,7 +69,7 @@ fn the_rules_script_does_each_rules_reads_and_writes_once() {
     reset(&mut conn);
     for _ in 0..2 {
         let reqs = requests(&q, 2);
-        let reply = eval(&mut conn, rules_script::SOURCE, &rules(&reqs).invocation());
+        let reply = eval(&mut conn, rules_script::source(), &rules(&reqs).invocation());
         assert_eq!(reply[0], 1, "every rule fits: {reply:?}");
     }
     let together = inner_commands(&mut conn);
@@ -91,7 +91,7 @@ fn a_request_the_rules_script_refuses_writes_nothing() {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut conn).expect("RESETSTAT");
     let keys_before: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     let reqs = requests(&q, 2);
-    let reply = eval(&mut conn, rules_script::SOURCE, &rules(&reqs).invocation());
+    let reply = eval(&mut conn, rules_script::source(), &rules(&reqs).invocation());
     let read = rules(&reqs).read_reply(&reply).expect("a well-formed reply");
     assert!(!read.allowed, "{read:?}");
     assert!(read.items.iter().all(|i| !i.item.consumed), "{read:?}");

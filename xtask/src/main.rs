@@ -28,6 +28,10 @@ mod tidy;
 mod tools;
 
 use std::ffi::OsString;
+
+/// The crates published for users, dependencies first; every other crate is the harness's and
+/// stays unpublished (tidy holds the manifests to this, `cargo xtask test` packages these).
+pub(crate) const PUBLISHED: &[&str] = &["redis-ratelimit-scripts", "redis-ratelimit"];
 use std::path::PathBuf;
 
 use anyhow::Result;

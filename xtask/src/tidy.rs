@@ -3,6 +3,8 @@
 //!
 //! - crate imports: every workspace dependency edge is one the architecture allows, and the
 //!   library pulls in none of the harness's simulation crates;
+//! - publication: the crates for users ([`crate::PUBLISHED`]) carry what the registry shows and
+//!   depend on nothing unpublished, and every other crate stays unpublished;
 //! - `unsafe` code only in the model's Lua bridge, and every other crate root forbids it;
 //! - the wall clock read only where the architecture allows it to be;
 //! - no machine paths and no references to documents the repository does not contain;
@@ -19,7 +21,8 @@ use crate::tools::root;
 /// What each workspace crate may depend on (normal, dev and build dependencies alike): the
 /// table of `docs/ARCHITECTURE.md`.
 const ALLOWED_IMPORTS: &[(&str, &[&str])] = &[
-    ("redis-ratelimit", &[]),
+    ("redis-ratelimit-scripts", &[]),
+    ("redis-ratelimit", &["redis-ratelimit-scripts"]),
     ("results", &[]),
     ("redis-model", &[]),
     ("sim-engine", &["redis-ratelimit", "redis-model", "results"]),
@@ -61,6 +64,7 @@ pub fn run() -> Result<()> {
 pub fn check(root: &Path) -> Result<Vec<String>> {
     let packages = workspace_packages(root)?;
     let mut problems = crate_imports(root, &packages);
+    problems.extend(publication(&packages));
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {
             Ok(text) => text,
@@ -142,6 +146,50 @@ fn crate_imports(root: &Path, packages: &[serde_json::Value]) -> Vec<String> {
             let everywhere = dep["kind"].is_null() && dep["target"].is_null();
             if name == "redis-ratelimit" && everywhere && NOT_IN_THE_LIBRARY.contains(&dep_name) {
                 problems.push(format!("the library depends on `{dep_name}`, a crate of the harness"));
+            }
+        }
+    }
+    problems
+}
+
+// ----------------------------------------------------------------------------- publication
+
+/// What a published crate's page on the registry and on docs.rs is made of.
+const PUBLISHED_FIELDS: &[&str] = &["description", "license", "readme", "documentation", "rust_version"];
+
+fn publication(packages: &[serde_json::Value]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or("?");
+        // `cargo metadata` gives `publish` as null for "anywhere" and `[]` for `publish = false`.
+        let publishable = package["publish"].is_null();
+        let meant = crate::PUBLISHED.contains(&name);
+        if publishable != meant {
+            problems.push(if meant {
+                format!("crate `{name}` is for users (xtask's PUBLISHED) but its manifest says publish = false")
+            } else {
+                format!("crate `{name}` is the harness's but its manifest lets it be published")
+            });
+        }
+        if !meant {
+            continue;
+        }
+        for field in PUBLISHED_FIELDS {
+            if package[field].as_str().is_none_or(str::is_empty) {
+                problems.push(format!("published crate `{name}` has no `{}`", field.replace('_', "-")));
+            }
+        }
+        for list in ["keywords", "categories"] {
+            if package[list].as_array().is_none_or(Vec::is_empty) {
+                problems.push(format!("published crate `{name}` has no `{list}`"));
+            }
+        }
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or("?");
+            let workspace_crate = dep.get("path").is_some_and(|p| !p.is_null());
+            let shipped = dep["kind"].is_null() || dep["kind"] == "build";
+            if workspace_crate && shipped && !crate::PUBLISHED.contains(&dep_name) {
+                problems.push(format!("published crate `{name}` depends on `{dep_name}`, which is not published"));
             }
         }
     }

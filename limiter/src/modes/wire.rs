@@ -9,16 +9,13 @@ use crate::quota::{Algorithm, Quota};
 use crate::scripts::{self, Invocation, LuaScript};
 
 /// Leases of GCRA units.
-pub const LEASE_GCRA: LuaScript = LuaScript {
-    algorithm: Algorithm::Gcra,
-    file: "lease_gcra.lua",
-    source: include_str!("../../../lua/lease_gcra.lua"),
-};
+pub const LEASE_GCRA: LuaScript =
+    LuaScript { algorithm: Algorithm::Gcra, file: "lease_gcra.lua", source: redis_ratelimit_scripts::LEASE_GCRA };
 /// Leases of token-bucket units.
 pub const LEASE_TOKEN_BUCKET: LuaScript = LuaScript {
     algorithm: Algorithm::TokenBucket,
     file: "lease_token_bucket.lua",
-    source: include_str!("../../../lua/lease_token_bucket.lua"),
+    source: redis_ratelimit_scripts::LEASE_TOKEN_BUCKET,
 };
 /// Every lease script: the algorithms that can lease.
 pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
@@ -26,9 +23,9 @@ pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
 /// The batch script's file name in `lua/`.
 pub const BATCH_FILE: &str = "batch.lua";
 /// The batch script with its placeholder for the algorithm's script.
-pub const BATCH_TEMPLATE: &str = include_str!("../../../lua/batch.lua");
+pub const BATCH_TEMPLATE: &str = redis_ratelimit_scripts::BATCH_TEMPLATE;
 /// The line of [`BATCH_TEMPLATE`] the algorithm's script replaces.
-pub const BATCH_PLACEHOLDER: &str = "--@ALGORITHM@";
+pub const BATCH_PLACEHOLDER: &str = redis_ratelimit_scripts::BATCH_PLACEHOLDER;
 
 /// The lease script of `algorithm`, if it can lease.
 pub fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {

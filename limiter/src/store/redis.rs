@@ -42,7 +42,7 @@ static SCRIPTS: LazyLock<Vec<(Algorithm, EvalScript)>> =
     LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, EvalScript::new(s.source))).collect());
 
 /// The all-or-nothing script of several rules (`crate::rules_script`).
-static RULES_SCRIPT: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::SOURCE));
+static RULES_SCRIPT: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
 
 /// How errors of the all-or-nothing rules script are named.
 const RULES_NAME: &str = "rules";

@@ -59,7 +59,12 @@ fn rules_call(n: usize) -> Call {
         })
         .collect();
     let call = RulesRequest { items, commit: true }.invocation();
-    Call { name: format!("rules script, {n} rule(s)"), source: rules_script::SOURCE, keys: call.keys, args: call.args }
+    Call {
+        name: format!("rules script, {n} rule(s)"),
+        source: rules_script::source(),
+        keys: call.keys,
+        args: call.args,
+    }
 }
 
 /// Redis µs per EVALSHA of `call`, one round.
