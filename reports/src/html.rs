@@ -217,7 +217,13 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
 
 fn replay_of(x: &RunResult) -> String {
     if x.replay.is_empty() {
-        format!("cargo xtask simulate --scenario {} --algorithm {} --seed {}", x.scenario, x.algorithm, x.seed)
+        format!(
+            "{} --scenario {} --algorithm {} --seed {}",
+            results::command::command("simulate"),
+            x.scenario,
+            x.algorithm,
+            x.seed
+        )
     } else {
         x.replay.clone()
     }
@@ -397,9 +403,10 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
         out.push_str("</section>\n");
     }
     if scen.is_empty() {
-        out.push_str(
-            "<section><h2>Scenarios</h2><p>No scenario results in this file: run cargo xtask simulate.</p></section>\n",
-        );
+        out.push_str(&format!(
+            "<section><h2>Scenarios</h2><p>No scenario results in this file: run {}.</p></section>\n",
+            escape(&results::command::command("simulate"))
+        ));
     }
 
     let tail: [(ChartKind, &str, String); 4] = [

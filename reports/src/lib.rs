@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 mod charts;
+pub mod cli;
 mod html;
 mod lineup;
 mod schema;
@@ -119,7 +120,7 @@ pub fn load_results(path: &Path) -> anyhow::Result<Results> {
     let shown = path.display();
     let bytes = std::fs::read(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
-            anyhow!("{shown}: no such file: run cargo xtask simulate to produce a results file")
+            anyhow!("{shown}: no such file: run {} to produce a results file", results::command::command("simulate"))
         }
         _ => anyhow!("{shown}: cannot read: {e}"),
     })?;
@@ -134,7 +135,8 @@ pub fn load_results(path: &Path) -> anyhow::Result<Results> {
         None => {
             return Err(anyhow!(
                 "{shown}: no \"schema\" field: not a simulation results file (expected \"schema\": \"{SCHEMA}\" \
-                 as written by cargo xtask simulate)"
+                 as written by {})",
+                results::command::command("simulate")
             ))
         }
         Some(serde_json::Value::String(schema)) => check_schema(&shown.to_string(), schema)?,
@@ -154,9 +156,10 @@ fn check_schema(shown: &str, schema: &str) -> anyhow::Result<()> {
     let theirs: Option<u64> =
         schema.strip_prefix(family).and_then(|v| v.strip_prefix('/')).and_then(|v| v.parse().ok());
     match (theirs, ours) {
-        (Some(t), Some(o)) if t < o => {
-            Err(anyhow!("{shown}: schema \"{schema}\" is outdated; expected \"{SCHEMA}\": re-run cargo xtask simulate"))
-        }
+        (Some(t), Some(o)) if t < o => Err(anyhow!(
+            "{shown}: schema \"{schema}\" is outdated; expected \"{SCHEMA}\": re-run {}",
+            results::command::command("simulate")
+        )),
         (Some(_), _) => Err(anyhow!(
             "{shown}: schema \"{schema}\" is newer than this report understands; expected \"{SCHEMA}\": \
              update the reports crate to match the simulator"

@@ -35,7 +35,7 @@ fn missing_results_file_error_names_the_file_and_says_how_to_make_one() {
     let path = dir.path().join("results.json");
     let e = error_of(&path);
     assert!(e.starts_with(&format!("{}: no such file", path.display())), "{e}");
-    assert!(e.contains("cargo xtask simulate"), "{e}");
+    assert!(e.contains(&results::command::command("simulate")), "{e}");
 }
 
 #[test]
@@ -55,8 +55,9 @@ fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
     assert_eq!(
         error_of(&path),
         format!(
-            "{}: schema \"rate-limit-sim/0\" is outdated; expected \"rate-limit-sim/1\": re-run cargo xtask simulate",
-            path.display()
+            "{}: schema \"rate-limit-sim/0\" is outdated; expected \"rate-limit-sim/1\": re-run {}",
+            path.display(),
+            results::command::command("simulate")
         )
     );
 }

@@ -181,11 +181,22 @@ pub fn write(o: &RunArgs, results: &Results) -> Result<PathBuf> {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(results)?;
-    std::fs::write(&json_path, text).with_context(|| format!("cannot write {}", json_path.display()))?;
-    println!("\nresults: {}", json_path.display());
+    std::fs::write(&json_path, &text).with_context(|| format!("cannot write {}", json_path.display()))?;
+    say!("\nresults: {}", json_path.display());
     let report = reports::render(&json_path, &o.out).with_context(|| {
         format!("rendering the report into {} (the results are in {})", o.out.display(), json_path.display())
     })?;
-    println!("report: {} and {} chart(s)", report.index_html.display(), report.charts.len());
+    say!("report: {} and {} chart(s)", report.index_html.display(), report.charts.len());
+    if let Some(path) = &o.junit {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(path, results::junit::render(results))
+            .with_context(|| format!("cannot write the JUnit file {}", path.display()))?;
+        say!("junit: {}", path.display());
+    }
+    if o.format == crate::cli::Format::Json {
+        println!("{text}");
+    }
     Ok(json_path)
 }

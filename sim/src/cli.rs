@@ -7,7 +7,7 @@
 //!   seeds, duration, backend, faults, where the results go). A command flattens it
 //!   (`#[command(flatten)]`) and calls [`RunArgs::validate`] after parsing, for the checks that
 //!   involve more than one option.
-//! - [`SimulateArgs`]: `cargo xtask simulate`'s own command: [`RunArgs`] plus `--list` and
+//! - [`SimulateArgs`]: `ratelimit-lab simulate`'s own command: [`RunArgs`] plus `--list` and
 //!   `--algorithm`.
 //!
 //! Every option's value goes through a value parser that refuses bad input with a reason; clap
@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
-use clap::{Args, CommandFactory, Parser, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
 use sim_engine::faults::Fault;
 use sim_engine::scenario;
@@ -53,6 +53,15 @@ impl Backend {
             Backend::MiniRedis => "mini-redis",
         }
     }
+}
+
+/// What standard output carries (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Tables, verdicts and replay commands, for a person.
+    Text,
+    /// The results JSON alone, for another tool; the text goes to standard error.
+    Json,
 }
 
 /// The options of every command that runs the scenario catalogue.
@@ -139,6 +148,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR", default_value = "target/simulate")]
     pub out: PathBuf,
 
+    /// What standard output carries: text (tables, verdicts, replay commands) or json (the
+    /// results JSON alone; the text goes to standard error)
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// Also write the results as JUnit XML to PATH, for CI systems that show test reports
+    #[arg(long, value_name = "PATH")]
+    pub junit: Option<PathBuf>,
+
     /// Skip the race and skew sweeps the report charts (they run only with the whole catalogue)
     #[arg(long = "no-sweeps", action = clap::ArgAction::SetFalse)]
     pub sweeps: bool,
@@ -154,12 +172,11 @@ pub struct RunArgs {
     pub shard: Option<(u32, u32)>,
 }
 
-/// `cargo xtask simulate`: run the scenario catalogue, print the tables, write the results JSON
+/// `ratelimit-lab simulate` (`cargo xtask simulate`): run the scenario catalogue, print the tables, write the results JSON
 /// and the report.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "simulate",
-    bin_name = "cargo xtask simulate",
     about = "Runs the scenario catalogue: many limiter instances in a deterministic simulated network against \
              the in-process Redis model, faults injected, every decision judged by an exact oracle. Prints one \
              table per scenario, writes the results JSON and the HTML/PNG report.",
@@ -180,6 +197,12 @@ pub struct SimulateArgs {
 }
 
 impl SimulateArgs {
+    /// The command as the user runs it: its usage line names `ratelimit-lab simulate` (or
+    /// `cargo xtask simulate`, `results::command`).
+    pub fn named_command() -> clap::Command {
+        SimulateArgs::command().bin_name(results::command::command("simulate"))
+    }
+
     /// Parses the simulator's command line (`args` without the program name): clap's parse,
     /// then [`RunArgs::validate`]. `Err` is clap's error (or help) to print and exit with.
     pub fn parse_args<I, T>(args: I) -> Result<SimulateArgs, clap::Error>
@@ -188,7 +211,8 @@ impl SimulateArgs {
         T: Into<std::ffi::OsString> + Clone,
     {
         let args = std::iter::once(std::ffi::OsString::from("simulate")).chain(args.into_iter().map(Into::into));
-        let mut parsed = SimulateArgs::try_parse_from(args)?;
+        let matches = SimulateArgs::named_command().try_get_matches_from(args)?;
+        let mut parsed = SimulateArgs::from_arg_matches(&matches)?;
         parsed.run.validate::<SimulateArgs>()?;
         // One subject named twice runs once.
         let mut unique: Vec<Subject> = Vec::new();
@@ -532,7 +556,7 @@ mod tests {
 
     #[test]
     fn help_lists_every_option_scenario_and_subject() {
-        let help = SimulateArgs::command().render_long_help().to_string();
+        let help = SimulateArgs::named_command().render_long_help().to_string();
         for option in [
             "--list",
             "--algorithm",
@@ -552,6 +576,8 @@ mod tests {
             "--no-sweeps",
             "--check-determinism",
             "--shard",
+            "--format",
+            "--junit",
         ] {
             assert!(help.contains(option), "--help does not show {option}:\n{help}");
         }
@@ -561,7 +587,7 @@ mod tests {
         for s in Subject::catalogue() {
             assert!(help.contains(s.name()), "--help does not list subject {}", s.name());
         }
-        assert!(help.contains("Usage: cargo xtask simulate"), "{help}");
+        assert!(help.contains(&format!("Usage: {}", results::command::command("simulate"))), "{help}");
         let e = parse("--help").expect_err("--help is not a run");
         assert_eq!(e.kind(), ErrorKind::DisplayHelp);
     }

@@ -1,5 +1,6 @@
-//! The harness's commands: `simulate` and `verify` (the binaries behind `cargo xtask simulate`
-//! and `cargo xtask verify`), over the crates that hold each concern:
+//! The harness's command line, `ratelimit-lab` (`simulate`, `verify`, `report`, `model`; inside
+//! this repository `cargo xtask simulate` and `cargo xtask verify` run it), over the crates that
+//! hold each concern:
 //!
 //! - `redis-model` (`sim/model/`): the in-process Redis (RESP2 + Lua 5.1) that simulated hosts
 //!   and tests talk to with the limiter's own redis-rs client;
@@ -8,11 +9,16 @@
 //!   mini-redis;
 //! - `sim-verify` (`sim/verify/`): any script described by a subject file, judged by its promise.
 //!
-//! This crate holds what every command that runs the catalogue shares: [`cli`] (the options:
-//! `cli::RunArgs`, flattened by `cli::SimulateArgs`) and [`campaign`] (the executor for the
-//! backend, the runs and sweeps, the results JSON and the report).
+//! This crate holds the commands ([`simulate`], [`verify`]) and what they share: [`cli`] (the
+//! options: `cli::RunArgs`, flattened by `cli::SimulateArgs`), [`campaign`] (the executor for the
+//! backend, the runs and sweeps, the results JSON, the JUnit file and the report) and
+//! [`output`] (standard output for words, or for the JSON alone).
 
 #![forbid(unsafe_code)]
 
+#[macro_use]
+pub mod output;
 pub mod campaign;
 pub mod cli;
+pub mod simulate;
+pub mod verify;

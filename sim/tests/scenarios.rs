@@ -303,7 +303,8 @@ fn every_sweep_run_replays_from_its_printed_command() {
     assert_eq!(chosen.len(), 2 * 2 + 3, "the runs this test replays: 32 instances, 20 ms, skew 1 s per subject");
     for spec in &chosen {
         let command = run::replay_command(spec);
-        let args = command.strip_prefix("cargo xtask simulate ").expect("a simulate command");
+        let prefix = format!("{} ", results::command::command("simulate"));
+        let args = command.strip_prefix(&prefix).expect("a simulate command");
         let o =
             sim::cli::SimulateArgs::parse_args(args.split_whitespace()).unwrap_or_else(|e| panic!("{command}: {e}"));
         let replayed = sim::campaign::specs(&o.run, &o.algorithms).expect("the replay selects runs");

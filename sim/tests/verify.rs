@@ -159,7 +159,11 @@ fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() 
     let r = verify::report(&file, &campaign, CASES, 1, "model");
     let starved = verdict(&r, "no lost capacity");
     assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
-    assert!(starved.replay.starts_with("cargo xtask verify ") && starved.replay.contains("--replay"), "{starved:?}");
+    assert!(
+        starved.replay.starts_with(&format!("{} ", results::command::command("verify")))
+            && starved.replay.contains("--replay"),
+        "{starved:?}"
+    );
     // Its skew break is the price of the caller's clock: shown with its replay, not a broken
     // promise; judged by the clocks it was given, its bound holds.
     let skew = verdict(&r, "clock trust");
@@ -244,7 +248,7 @@ fn a_script_that_needs_a_command_the_model_lacks_is_not_judged_and_names_it() {
 fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_reproduces_the_break() {
     sim_real::process::require_for_tests("redis-server", "redis-server");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let out = Command::new(env!("CARGO_BIN_EXE_verify"))
+    let out = lab("verify")
         .arg(path("subjects/adr002.toml"))
         .args([
             "--backend",
@@ -293,14 +297,14 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
     let replay = stdout
         .lines()
         .skip_while(|l| !l.contains("no lost capacity         BROKEN"))
-        .find_map(|l| l.trim().strip_prefix("replay: cargo xtask verify "))
+        .find_map(|l| l.trim().strip_prefix("replay: ratelimit-lab verify "))
         .expect("a replay");
     assert!(!replay.contains("--backend"), "{replay}");
     let (quota, schedule) = replay
         .split_once(" --quota ")
         .and_then(|(_, rest)| rest.split_once(" --replay "))
         .expect("--quota and --replay");
-    let again = Command::new(env!("CARGO_BIN_EXE_verify"))
+    let again = lab("verify")
         .arg(path("subjects/adr002.toml"))
         .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
         .output()
@@ -316,7 +320,7 @@ fn verify_binary(dir: &Path, toml: &str, lua: Option<&str>) -> (i32, String) {
     if let Some(lua) = lua {
         std::fs::write(dir.join("s.lua"), lua).expect("write");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_verify"))
+    let out = lab("verify")
         .arg(dir.join("s.toml"))
         .args(["--cases", "1", "--no-sweeps", "--scenario", "baseline", "--out"])
         .arg(dir.join("out"))
@@ -365,4 +369,58 @@ fn server_clock_subjects_hold_through_the_race_sweep_whatever_the_latency() {
             assert_eq!(r.errors, 0, "{relative}: {}", r.replay);
         }
     }
+}
+
+/// The installed command line, `ratelimit-lab SUB`, as a user runs it (not through xtask).
+fn lab(sub: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit-lab"));
+    cmd.env_remove(results::command::INVOKED_AS_ENV).arg(sub);
+    cmd
+}
+
+/// What another tool or a CI system reads: `--format json` keeps standard output for the
+/// results JSON alone (the words go to standard error), `--junit` writes one failing case per
+/// broken promise with its replay, and the replay names the command as it was invoked.
+#[test]
+fn the_command_line_speaks_json_and_junit_and_names_itself_in_its_replays() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let junit = dir.path().join("ci/verify.xml");
+    let out = lab("verify")
+        .env(results::command::INVOKED_AS_ENV, "cargo xtask")
+        .arg(path("subjects/adr002.toml"))
+        .args(["--cases", "16", "--no-sweeps", "--scenario", "baseline", "--format", "json", "--junit"])
+        .arg(&junit)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("verify runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "ADR-002's bucket breaks a promise:\n{stderr}");
+    let json: results::Results = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("standard output is the results JSON alone ({e}):\n{}", String::from_utf8_lossy(&out.stdout))
+    });
+    assert!(stderr.contains("BROKEN") && stderr.contains("verdict: "), "the words went to standard error:\n{stderr}");
+    let report = json.verify.first().expect("one subject");
+    let broken = report.verdicts.iter().find(|v| v.verdict == "broken").expect("a broken promise");
+    assert!(broken.replay.starts_with("cargo xtask verify "), "{}", broken.replay);
+    assert!(json.command.starts_with("cargo xtask verify "), "{}", json.command);
+
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit file, its directory created");
+    assert!(xml.contains(&format!("<testcase classname=\"adr002\" name=\"{}\">", broken.check)), "{xml}");
+    assert!(xml.contains("<failure ") && xml.contains("replay: cargo xtask verify "), "{xml}");
+
+    // Run as installed, the same replay names the installed command, and exits as verify does.
+    let (quota, schedule) = broken
+        .replay
+        .split_once(" --quota ")
+        .and_then(|(_, rest)| rest.split_once(" --replay "))
+        .expect("--quota and --replay");
+    let again = lab("verify")
+        .arg(path("subjects/adr002.toml"))
+        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
+        .output()
+        .expect("the replay runs");
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stdout));
+    let help = lab("verify").arg("--help").output().expect("help");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: ratelimit-lab verify"), "{help:?}");
 }

@@ -39,7 +39,7 @@ fn correct_scripts_hold_every_promise_on_real_redis() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let files = correct(root);
     assert!(files.len() >= 25, "{} correct subjects", files.len());
-    let out = Command::new(env!("CARGO_BIN_EXE_verify"))
+    let out = lab("verify")
         .args(&files)
         .args(["--backend", "redis", "--scenario", "get-set-race", "--scenario", "redis-restart"])
         .args(["--no-sweeps", "--duration", "3s", "--cases", "48", "--out"])
@@ -61,4 +61,11 @@ fn correct_scripts_hold_every_promise_on_real_redis() {
         assert!(runs >= 2, "{}: {runs} scenario runs", r.name);
     }
     println!("verify --backend redis: {} correct scripts held every promise", files.len());
+}
+
+/// The installed command line, `ratelimit-lab SUB`, as a user runs it (not through xtask).
+fn lab(sub: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit-lab"));
+    cmd.env_remove(results::command::INVOKED_AS_ENV).arg(sub);
+    cmd
 }

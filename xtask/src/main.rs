@@ -13,8 +13,8 @@
 //! - `cargo xtask tidy`: the invariants of `docs/ARCHITECTURE.md` that code can check.
 //!
 //! The command line is clap's ([`Cli`]): `cargo xtask help` and every `--help` are generated.
-//! `simulate` and `verify` are the exceptions that prove the rule: their arguments belong to the
-//! simulator's own clap commands (`sim::cli`, the `verify` binary), so xtask passes them
+//! `simulate` and `verify` are the exceptions that prove the rule: their arguments belong to
+//! `ratelimit-lab`'s own clap commands (`sim::cli`, `sim::verify`), so xtask passes them
 //! through unread.
 
 #![forbid(unsafe_code)]
@@ -29,13 +29,14 @@ mod tools;
 
 use std::ffi::OsString;
 
-/// The crates published for users, dependencies first; every other crate is the harness's and
-/// stays unpublished (tidy holds the manifests to this, `cargo xtask test` packages these).
-pub(crate) const PUBLISHED: &[&str] = &["redis-ratelimit-scripts", "redis-ratelimit"];
 use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::{CommandFactory, Parser, Subcommand};
+
+/// The crates published for users, dependencies first; every other crate is the harness's and
+/// stays unpublished (tidy holds the manifests to this, `cargo xtask test` packages these).
+pub(crate) const PUBLISHED: &[&str] = &["redis-ratelimit-scripts", "redis-ratelimit"];
 
 /// The project's checks and jobs, run as code.
 #[derive(Debug, Parser)]
@@ -49,8 +50,9 @@ struct Cli {
 enum Command {
     /// Run the scenario catalogue on the in-process Redis model: tables, results JSON, report
     ///
-    /// Builds the simulator in release (the default catalogue is hundreds of runs) and runs it
-    /// with these arguments, unread: `cargo xtask simulate --help` is the simulator's own help.
+    /// Builds `ratelimit-lab` in release (the default catalogue is hundreds of runs) and runs
+    /// `ratelimit-lab simulate` with these arguments, unread: `cargo xtask simulate --help` is
+    /// its own help.
     /// Exits as the simulator does: 1 when a promised bound broke, 2 on bad arguments or errors.
     #[command(disable_help_flag = true)]
     Simulate {
@@ -60,7 +62,7 @@ enum Command {
     },
     /// Verify rate-limiter scripts described by subject files: a verdict per promise, a report
     ///
-    /// Builds the verifier in release and runs it with these arguments, unread:
+    /// Builds `ratelimit-lab` in release and runs `ratelimit-lab verify` with these arguments, unread:
     /// `cargo xtask verify --help` is the verifier's own help. Exits as it does: 1 when a
     /// promise is broken, 2 when a file or an option is wrong.
     #[command(disable_help_flag = true)]

@@ -1,10 +1,10 @@
 //! `cargo xtask simulate`, `cargo xtask verify` and `cargo xtask report`.
 //!
-//! `simulate` is `cargo run --release -p sim --bin simulate -- ARGS` (release: the default
-//! catalogue is hundreds of runs), `verify` the same with the `verify` binary. The arguments
-//! pass through unread: the binaries' own command lines own them, `--help` included, and they
-//! write the results JSON and render the report themselves, so there is nothing here to find
-//! in them.
+//! Each is `cargo run --release -p sim --bin ratelimit-lab -- SUBCOMMAND ARGS` (release: the
+//! default catalogue is hundreds of runs), the command line a user installs. The arguments pass
+//! through unread: its own command line owns them, `--help` included, and it writes the results
+//! JSON and renders the report itself, so there is nothing here to find in them. It is told it
+//! runs as `cargo xtask`, so the replay commands it prints are ones to paste in this repository.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -14,31 +14,38 @@ use anyhow::{bail, Context, Result};
 
 use crate::tools::root;
 
-fn release_bin(package: &str, bin: &str) -> Command {
+/// What `results::command` reads to name the tool in the replay commands it prints.
+const INVOKED_AS_ENV: &str = "RATELIMIT_LAB_INVOKED_AS";
+
+fn ratelimit_lab(subcommand: &str) -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     let manifest = root().join("Cargo.toml");
     cmd.arg("run").arg("--release").arg("--quiet").arg("--manifest-path").arg(manifest);
-    cmd.args(["-p", package, "--bin", bin, "--"]);
+    cmd.args(["-p", "sim", "--bin", "ratelimit-lab", "--", subcommand]);
+    cmd.env(INVOKED_AS_ENV, "cargo xtask");
     cmd
 }
 
-/// Runs `sim`'s binary `bin` (`simulate` or `verify`) with `args` and exits with its status
-/// when it is not 0: 1 when a promise broke (the JSON and the report are written, the replay
-/// commands printed), 2 on bad arguments or errors (or cargo's own status when the build
-/// failed).
-pub fn run(bin: &str, args: &[OsString]) -> Result<()> {
-    let status = release_bin("sim", bin).args(args).status().with_context(|| format!("cannot run {bin}"))?;
+/// Runs `ratelimit-lab SUBCOMMAND` (`simulate` or `verify`) with `args` and exits with its
+/// status when it is not 0: 1 when a promise broke (the JSON and the report are written, the
+/// replay commands printed), 2 on bad arguments or errors (or cargo's own status when the build
+/// failed), 3 when verify could not judge a check on the model.
+pub fn run(subcommand: &str, args: &[OsString]) -> Result<()> {
+    let status = ratelimit_lab(subcommand)
+        .args(args)
+        .status()
+        .with_context(|| format!("cannot run ratelimit-lab {subcommand}"))?;
     match status.code() {
         Some(0) => Ok(()),
         Some(code) => std::process::exit(code),
-        None => bail!("{bin} was killed: {status}"),
+        None => bail!("ratelimit-lab {subcommand} was killed: {status}"),
     }
 }
 
 /// `cargo xtask report --from RESULTS.json [--from MORE.json...] --out DIR`: renders the
 /// HTML/PNG report from results files (several are merged into one).
 pub fn report(jsons: &[PathBuf], out: &Path) -> Result<()> {
-    let mut cmd = release_bin("reports", "report");
+    let mut cmd = ratelimit_lab("report");
     for json in jsons {
         cmd.arg("--from").arg(json);
     }

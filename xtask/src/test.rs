@@ -16,9 +16,11 @@ pub fn run_all() -> Result<()> {
         ("valgrind", "valgrind"),
     ])?;
 
-    let mut fmt = cargo();
-    fmt.args(["fmt", "--all", "--", "--check"]);
-    tools::run(fmt)?;
+    for manifest in ["Cargo.toml", "tests/adopter/Cargo.toml"] {
+        let mut fmt = cargo();
+        fmt.args(["fmt", "--all", "--manifest-path", manifest, "--", "--check"]);
+        tools::run(fmt)?;
+    }
 
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
@@ -32,6 +34,7 @@ pub fn run_all() -> Result<()> {
     tools::run(test)?;
 
     published_crates_package_and_build()?;
+    an_adopter_outside_the_workspace()?;
     limiter_tests_on_the_model()?;
     lua_bridge_under_memcheck()?;
     real_lanes_over_the_whole_catalogue()?;
@@ -52,6 +55,26 @@ fn published_crates_package_and_build() -> Result<()> {
         publish.args(["-p", package]);
     }
     tools::run(publish)
+}
+
+/// A project of someone else's (`tests/adopter`, its own workspace) depends on the library by
+/// path with the features a registry user gets, and its tests drive `ratelimit-lab` installed
+/// by `cargo install --path sim`, as that project's CI would. The install goes to
+/// `target/adopter/install` (never the user's `~/.cargo/bin`) and reuses this workspace's
+/// build; the adopter builds in a target directory of its own, since nothing of the workspace
+/// (features, profiles) may reach it.
+fn an_adopter_outside_the_workspace() -> Result<()> {
+    let root = tools::root();
+    let adopter = root.join("target/adopter");
+    let mut install = cargo();
+    install.args(["install", "--locked", "--debug", "--quiet", "--path", "sim", "--root"]).arg(adopter.join("install"));
+    install.env("CARGO_TARGET_DIR", root.join("target"));
+    tools::run(install)?;
+    let mut test = cargo();
+    test.args(["test", "--locked", "--manifest-path", "tests/adopter/Cargo.toml"]);
+    test.env("CARGO_TARGET_DIR", adopter.join("target"));
+    test.env("RATELIMIT_LAB", adopter.join("install/bin/ratelimit-lab"));
+    tools::run(test)
 }
 
 /// The slow step: every known positive of the model lane over the whole catalogue, on one real

@@ -9,12 +9,16 @@
 //!   chart titles and the findings list all show.
 //! - [`table`]: the terminal tables `cargo xtask simulate` prints.
 //! - [`subject`]: what a subject `cargo xtask verify` judged came to, in words.
+//! - [`command`]: how a printed replay names the tool (`ratelimit-lab`, or `cargo xtask` here).
+//! - [`junit`]: a results file as JUnit XML for CI systems.
 //! - [`merge`]: several results files (the shards of one sweep, or separate runs) as one.
 //!
 //! The crate depends on serde alone, so the report builds without the simulator.
 
 #![forbid(unsafe_code)]
 
+pub mod command;
+pub mod junit;
 pub mod merge;
 pub mod schema;
 pub mod subject;

@@ -1,39 +1,8 @@
-//! `report --from RESULTS.json [--from MORE.json...] --out DIR`: renders simulation results
-//! into DIR/index.html plus one PNG per chart. The `simulate` binary renders its own report
-//! already; this one re-renders a results file (`cargo xtask report`), or several merged into
-//! one (`results::merge`: the shards of one sweep go back into its order).
+//! `report --from RESULTS.json --out DIR` (`reports::cli`), the renderer on its own: what
+//! `ratelimit-lab report` runs, kept here so this crate's tests drive it as a process.
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use clap::Parser;
-
-/// Renders a simulation results file into DIR/index.html plus one PNG per chart.
-#[derive(Debug, Parser)]
-#[command(name = "report")]
-struct Args {
-    /// Results file written by `cargo xtask simulate` (repeatable: the files are merged, shards
-    /// of one sweep back into its order)
-    #[arg(long, value_name = "RESULTS.json", required = true)]
-    from: Vec<PathBuf>,
-    /// Directory for index.html and the chart PNGs (created if missing)
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
-}
-
-fn main() -> ExitCode {
-    // Bad arguments: clap's message naming them, the usage, status 2. Help: status 0.
-    let args = Args::parse();
-    match reports::render_merged(&args.from, &args.out) {
-        Ok(paths) => {
-            println!("wrote {} and {} chart(s)", paths.index_html.display(), paths.charts.len());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("report: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+fn main() -> std::process::ExitCode {
+    reports::cli::main(std::env::args_os())
 }

@@ -118,7 +118,10 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         return placeholder(
             path,
             title,
-            "no data for this chart: run cargo xtask simulate (the results list is empty)",
+            &format!(
+                "no data for this chart: run {} (the results list is empty)",
+                results::command::command("simulate")
+            ),
         );
     }
     let lineup = Lineup::of(r);

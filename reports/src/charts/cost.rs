@@ -43,7 +43,10 @@ pub(super) fn cost(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         return placeholder(
             path,
             title,
-            "no data for this chart: no result recorded Redis commands or keys (run cargo xtask simulate)",
+            &format!(
+                "no data for this chart: no result recorded Redis commands or keys (run {})",
+                results::command::command("simulate")
+            ),
         );
     }
     let head = header_height(&[]);

@@ -19,7 +19,11 @@ pub(super) fn rate(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     let title = "Delivered against offered rate, per verified subject";
     let curves: Vec<_> = r.verify.iter().filter(|s| !s.profile.rate_curve.is_empty()).collect();
     if curves.is_empty() {
-        return placeholder(path, title, "no data for this chart: it shows the subjects of cargo xtask verify");
+        return placeholder(
+            path,
+            title,
+            &format!("no data for this chart: it shows the subjects of {}", results::command::command("verify")),
+        );
     }
     let lineup = Lineup::of(r);
     let xmax = curves.iter().flat_map(|s| &s.profile.rate_curve).map(|p| p.offered).fold(1.0, f64::max) * 1.04;

@@ -92,13 +92,19 @@ pub fn run_many_with(
 pub fn replay_command(spec: &RunSpec) -> String {
     // A catalogue subject replays through `simulate`; a subject file through `verify`.
     let mut cmd = if Subject::named(spec.subject.name()).as_ref() == Some(&spec.subject) {
-        format!("cargo xtask simulate --scenario {} --algorithm {} --seed {}", spec.scenario, spec.subject, spec.seed)
+        format!(
+            "{} --scenario {} --algorithm {} --seed {}",
+            results::command::command("simulate"),
+            spec.scenario,
+            spec.subject,
+            spec.seed
+        )
     } else {
         let file = match &spec.subject {
             Subject::Script(f) => f.path.display().to_string(),
             other => other.name().to_owned(),
         };
-        format!("cargo xtask verify {file} --scenario {} --seed {}", spec.scenario, spec.seed)
+        format!("{} {file} --scenario {} --seed {}", results::command::command("verify"), spec.scenario, spec.seed)
     };
     if spec.mode != Mode::Plain {
         cmd.push_str(&format!(" --mode {}", spec.mode.name()));

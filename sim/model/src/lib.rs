@@ -110,6 +110,7 @@ mod script;
 mod server;
 pub mod server_clock;
 mod session;
+pub mod standalone;
 
 pub use commands::NetCounters;
 pub use replica::Failover;

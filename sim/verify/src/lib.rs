@@ -169,7 +169,7 @@ pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u6
         shortfall: shortfall.as_ref(),
         admits_at_ties: held(file, quota).admits_at_ties,
         design_step: design_step.as_deref(),
-        verify_command: format!("cargo xtask verify {}", file.path.display()),
+        verify_command: format!("{} {}", results::command::command("verify"), file.path.display()),
         backend,
     })
 }

@@ -61,7 +61,7 @@ pub struct Evidence<'a> {
     pub admits_at_ties: bool,
     /// Why a broken bound may be the script's design, with the line that would declare it.
     pub design_step: Option<&'a str>,
-    /// `cargo xtask verify FILE`, for the search's replay commands.
+    /// `ratelimit-lab verify FILE` (`results::command`), for the search's replay commands.
     pub verify_command: String,
     /// The backend the scenarios ran on (`model` unless `--backend`).
     pub backend: &'a str,

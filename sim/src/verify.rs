@@ -1,35 +1,29 @@
-//! `verify`: the engine behind `cargo xtask verify SUBJECT.toml...`. See `sim_verify`.
+//! `ratelimit-lab verify SUBJECT.toml...` (and `cargo xtask verify`). See `sim_verify`.
 
-#![forbid(unsafe_code)]
-
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-
-// Small, short-lived allocations dominate a simulation; mimalloc serves them faster.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::{bail, Result};
 use clap::error::ErrorKind;
 use clap::{CommandFactory, FromArgMatches, Parser};
 use redis_ratelimit::{Algorithm, Quota};
 
+use crate::campaign;
+use crate::cli::{Backend, Format, RunArgs};
 use results::{Results, SCHEMA};
-use sim::campaign;
-use sim::cli::{Backend, RunArgs};
 use sim_engine::subject::{Subject, SubjectFile};
 use sim_verify as verify;
 use sim_verify::checks::CheckKind;
 use sim_verify::schedule::{Ran, Schedule};
 use sim_verify::search;
 
-/// `cargo xtask verify`: rate-limiter scripts described by subject files, each promise
+/// `ratelimit-lab verify`: rate-limiter scripts described by subject files, each promise
 /// judged under generated schedules at exact times and under the scenario catalogue.
 #[derive(Debug, Parser)]
 #[command(
     name = "verify",
-    bin_name = "cargo xtask verify",
     about = "Verifies rate-limiter scripts described by subject files: each promise judged under generated \
              schedules at exact times (shrunk to the shortest counterexample) and under the scenario catalogue \
              (instances racing, skewed clocks, partitions, outages, restarts) beside the library's algorithms, \
@@ -73,11 +67,12 @@ fn quota(text: &str) -> Result<Quota, String> {
 const OUT: &str = "target/verify";
 
 fn command() -> clap::Command {
-    VerifyArgs::command().mut_arg("out", |a| a.default_value(OUT))
+    VerifyArgs::command().bin_name(results::command::command("verify")).mut_arg("out", |a| a.default_value(OUT))
 }
 
-fn parse() -> Result<VerifyArgs, clap::Error> {
-    let matches = command().try_get_matches()?;
+fn parse(args: &[OsString]) -> Result<VerifyArgs, clap::Error> {
+    let matches =
+        command().try_get_matches_from(std::iter::once(OsString::from("verify")).chain(args.iter().cloned()))?;
     let args = VerifyArgs::from_arg_matches(&matches)?;
     args.run.validate::<VerifyArgs>()?;
     if args.run.backend == Backend::MiniRedis {
@@ -89,13 +84,16 @@ fn parse() -> Result<VerifyArgs, clap::Error> {
     Ok(args)
 }
 
-fn main() -> ExitCode {
-    let args = match parse() {
+/// Runs with `args` (the options, without a program name) and returns the exit status.
+pub fn main(args: &[OsString]) -> ExitCode {
+    let given = args;
+    let args = match parse(args) {
         Ok(args) => args,
         // Help goes to stdout with status 0; a bad command line to stderr with status 2.
         Err(e) => e.exit(),
     };
-    match verify_all(&args) {
+    crate::output::set_json(args.run.format == Format::Json);
+    match verify_all(&args, given) {
         Ok(Outcome::Held) => ExitCode::SUCCESS,
         Ok(Outcome::Broken) => ExitCode::from(1),
         Ok(Outcome::NotJudged) => ExitCode::from(3),
@@ -137,7 +135,7 @@ fn load(files: &[PathBuf]) -> Result<Vec<SubjectFile>> {
     Ok(loaded)
 }
 
-fn verify_all(args: &VerifyArgs) -> Result<Outcome> {
+fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     let files = load(&args.files)?;
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
@@ -157,7 +155,7 @@ fn verify_all(args: &VerifyArgs) -> Result<Outcome> {
         }
     }
     let specs = campaign::specs(o, &everyone)?;
-    println!(
+    say!(
         "verify: {} subject file(s); {} scenario runs of {} ms on {}; {} schedules per check and quota",
         subjects.len(),
         specs.len(),
@@ -170,9 +168,9 @@ fn verify_all(args: &VerifyArgs) -> Result<Outcome> {
     let reports: Vec<_> =
         subjects.iter().map(|file| verify::report(file, &campaign, args.cases, o.seed, o.backend.name())).collect();
 
-    print!("{}", results::table::render(&campaign.results));
+    say_text!("{}", results::table::render(&campaign.results));
     for r in &reports {
-        print!("{}", results::subject::render(r));
+        say_text!("{}", results::subject::render(r));
     }
     let outcome = if reports.iter().any(|r| results::subject::broken(r) > 0) {
         Outcome::Broken
@@ -183,7 +181,11 @@ fn verify_all(args: &VerifyArgs) -> Result<Outcome> {
     };
     let out = Results {
         schema: SCHEMA.to_owned(),
-        command: format!("cargo xtask verify {}", std::env::args().skip(1).collect::<Vec<_>>().join(" ")),
+        command: format!(
+            "{} {}",
+            results::command::command("verify"),
+            given.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
+        ),
         backend: o.backend.name().to_owned(),
         seeds: o.seed_list(),
         duration_ms: o.duration_ms(),
@@ -204,20 +206,13 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> Outc
     let quota = quota.unwrap_or_else(|| verify::catalogue_quota(&file));
     let held = verify::held(&file, quota);
     let ran = Ran::new(&mut sim_verify::direct::Direct::new(file.clone(), quota), schedule);
-    println!(
-        "{} ({}), quota {}/{}/{}:",
-        file.name,
-        file.path.display(),
-        quota.limit(),
-        quota.period_ms(),
-        quota.burst()
-    );
+    say!("{} ({}), quota {}/{}/{}:", file.name, file.path.display(), quota.limit(), quota.period_ms(), quota.burst());
     if let Some(command) = ran.unknown_command() {
-        println!(
+        say!(
             "  not judged: the script calls `{command}`, which the Redis model does not implement (run the scenarios \
              on real Redis with --backend redis)"
         );
-        print!("{}", ran.table(usize::MAX, ""));
+        say_text!("{}", ran.table(usize::MAX, ""));
         return Outcome::NotJudged;
     }
     let mut outcome = Outcome::Held;
@@ -229,21 +224,21 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> Outc
         match search::judge(&file, &held, check, schedule) {
             // The price of taking the caller's clock: shown, not a broken promise.
             Some((v, _)) if check == CheckKind::ClockTrust => {
-                println!("  {:<24} expected {}", check.name(), v.message);
+                say!("  {:<24} expected {}", check.name(), v.message);
                 if mark.0 == usize::MAX {
                     mark = (v.at, check.name().to_owned());
                 }
             }
             Some((v, _)) => {
                 outcome = Outcome::Broken;
-                println!("  {:<24} BROKEN  {}", check.name(), v.message);
+                say!("  {:<24} BROKEN  {}", check.name(), v.message);
                 if mark.0 == usize::MAX {
                     mark = (v.at, check.name().to_owned());
                 }
             }
-            None => println!("  {:<24} held", check.name()),
+            None => say!("  {:<24} held", check.name()),
         }
     }
-    print!("{}", ran.table(mark.0, &mark.1));
+    say_text!("{}", ran.table(mark.0, &mark.1));
     outcome
 }

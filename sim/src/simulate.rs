@@ -1,4 +1,4 @@
-//! `simulate`: the engine behind `cargo xtask simulate` (options: `sim::cli::SimulateArgs`,
+//! `ratelimit-lab simulate` (and `cargo xtask simulate`; options: `crate::cli::SimulateArgs`,
 //! or `--help`). It runs the catalogue, prints the tables, writes the results JSON and renders
 //! the HTML/PNG report from it (`reports::render`), so `cargo xtask simulate` only passes its
 //! arguments through.
@@ -6,32 +6,27 @@
 //! Exit status: 0 when every promised bound held, 1 when one broke (after the JSON and the
 //! report are written), 2 on bad arguments or any error.
 
-#![forbid(unsafe_code)]
-
 use std::process::ExitCode;
-
-// Small, short-lived allocations dominate a simulation; mimalloc serves them faster.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use anyhow::Result;
 use sim_engine::subject::{ClientSubject, Subject};
 
-use sim::campaign;
-use sim::cli::{Backend, RunArgs, SimulateArgs};
+use crate::campaign;
+use crate::cli::{Backend, Format, RunArgs, SimulateArgs};
 use sim_engine::results::{Results, SCHEMA};
 use sim_engine::run::is_failure;
 use sim_engine::scenario;
 use sim_real as real;
 
-fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let options = match SimulateArgs::parse_args(&args) {
+/// Runs with `args` (the options, without a program name) and returns the exit status.
+pub fn main(args: &[String]) -> ExitCode {
+    let options = match SimulateArgs::parse_args(args) {
         Ok(options) => options,
         // Help goes to stdout with status 0; a bad command line to stderr with status 2.
         Err(e) => e.exit(),
     };
-    match simulate(&options, &args) {
+    crate::output::set_json(options.run.format == Format::Json);
+    match simulate(&options, args) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
@@ -61,15 +56,15 @@ fn mini_redis_only(o: &mut SimulateArgs) -> Result<()> {
 fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     if o.list {
         for s in scenario::catalogue() {
-            println!("{:<16} {}", s.name, s.description);
+            say!("{:<16} {}", s.name, s.description);
         }
-        println!();
+        say!();
         for s in Subject::catalogue() {
-            println!("{:<16} {}", s.name(), s.summary());
+            say!("{:<16} {}", s.name(), s.summary());
         }
-        println!();
+        say!();
         for m in sim_engine::mode::Mode::ALL {
-            println!("{:<16} round-trip mode: {}", m.name(), m.description());
+            say!("{:<16} round-trip mode: {}", m.name(), m.description());
         }
         return Ok(true);
     }
@@ -82,7 +77,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     let o: &RunArgs = &o.run;
     let duration_ms = o.duration_ms();
     let seeds: Vec<u64> = o.seed_list();
-    println!(
+    say!(
         "simulate: seeds {}..={}, {} ms per run, {} threads",
         seeds[0],
         seeds[seeds.len() - 1],
@@ -90,7 +85,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         o.threads
     );
     if o.backend != Backend::Model {
-        println!(
+        say!(
             "{} (--backend {}: runs take real time and real scheduling; the seed fixes the load and the faults)",
             real::NOT_DETERMINISTIC,
             o.backend.name()
@@ -101,32 +96,37 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     let mut ok = true;
     if o.check_determinism {
         if campaign.not_deterministic.is_empty() {
-            println!("determinism: {} runs replayed, every trace identical", specs.len());
+            say!("determinism: {} runs replayed, every trace identical", specs.len());
         } else {
             ok = false;
             for (replay, first, second) in &campaign.not_deterministic {
-                println!("NOT DETERMINISTIC: {replay} (trace {first} then {second})");
+                say!("NOT DETERMINISTIC: {replay} (trace {first} then {second})");
             }
         }
     }
     let results = campaign.results;
 
-    print!("{}", sim_engine::table::render(&results));
+    say_text!("{}", sim_engine::table::render(&results));
     // A failover's cost, per algorithm: extra admissions against the stated bound.
     let failovers: Vec<&sim_engine::results::RunResult> =
         results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != "none").collect();
     if !failovers.is_empty() {
-        println!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
+        say!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
         for r in failovers {
             let extra = r.bound_detail.split(';').next().unwrap_or("");
-            println!(
+            say!(
                 "  {:<15} {:<13} {:<6} seed {}: {} ({})",
-                r.algorithm, r.policy, r.time_source, r.seed, extra, r.bound
+                r.algorithm,
+                r.policy,
+                r.time_source,
+                r.seed,
+                extra,
+                r.bound
             );
         }
     }
     let mut broken = 0;
-    println!();
+    say!();
     for r in results
         .iter()
         .filter(|r| r.bound == "broken" || r.policy_check == "broken" || r.liveness == "broken" || r.errors > 0)
@@ -149,9 +149,13 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             ),
             None => String::new(),
         };
-        println!(
+        say!(
             "{label}: {} {} {} seed {}: {detail}{immortal}\n    replay: {}",
-            r.scenario, r.algorithm, r.policy, r.seed, r.replay
+            r.scenario,
+            r.algorithm,
+            r.policy,
+            r.seed,
+            r.replay
         );
     }
     // One hash over every run's trace hash: equal output means byte-identical traces. Each
@@ -160,11 +164,11 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     for r in &results {
         all.update(r.trace_hash.as_bytes());
     }
-    println!("trace hash: {} ({} runs)", all.digest(), results.len());
+    say!("trace hash: {} ({} runs)", all.digest(), results.len());
 
     let all_results = Results {
         schema: SCHEMA.to_owned(),
-        command: format!("cargo xtask simulate {}", args.join(" ")).trim_end().to_owned(),
+        command: format!("{} {}", results::command::command("simulate"), args.join(" ")).trim_end().to_owned(),
         backend: o.backend.name().to_owned(),
         seeds: seeds.clone(),
         duration_ms,
@@ -176,7 +180,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     };
     campaign::write(o, &all_results)?;
     if broken > 0 {
-        println!("{broken} run(s) broke a promised bound: see the replay commands above");
+        say!("{broken} run(s) broke a promised bound: see the replay commands above");
         ok = false;
     }
     Ok(ok)
