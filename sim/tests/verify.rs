@@ -300,15 +300,7 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
         .find_map(|l| l.trim().strip_prefix("replay: ratelimit-lab verify "))
         .expect("a replay");
     assert!(!replay.contains("--backend"), "{replay}");
-    let (quota, schedule) = replay
-        .split_once(" --quota ")
-        .and_then(|(_, rest)| rest.split_once(" --replay "))
-        .expect("--quota and --replay");
-    let again = lab("verify")
-        .arg(path("subjects/adr002.toml"))
-        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
-        .output()
-        .expect("the replay runs");
+    let again = replay_adr002(replay);
     let text = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(1), "{text}");
     assert!(text.contains("no lost capacity         BROKEN") && text.contains("<- no lost capacity"), "{text}");
@@ -410,17 +402,22 @@ fn the_command_line_speaks_json_and_junit_and_names_itself_in_its_replays() {
     assert!(xml.contains("<failure ") && xml.contains("replay: cargo xtask verify "), "{xml}");
 
     // Run as installed, the same replay names the installed command, and exits as verify does.
-    let (quota, schedule) = broken
-        .replay
-        .split_once(" --quota ")
-        .and_then(|(_, rest)| rest.split_once(" --replay "))
-        .expect("--quota and --replay");
-    let again = lab("verify")
-        .arg(path("subjects/adr002.toml"))
-        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
-        .output()
-        .expect("the replay runs");
+    let again = replay_adr002(&broken.replay);
     assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stdout));
     let help = lab("verify").arg("--help").output().expect("help");
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: ratelimit-lab verify"), "{help:?}");
+}
+
+/// Runs a printed replay of ADR-002's subject (its `--quota` and `--replay`) as the installed
+/// command.
+fn replay_adr002(replay: &str) -> std::process::Output {
+    let (quota, schedule) = replay
+        .split_once(" --quota ")
+        .and_then(|(_, rest)| rest.split_once(" --replay "))
+        .expect("--quota and --replay");
+    lab("verify")
+        .arg(path("subjects/adr002.toml"))
+        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
+        .output()
+        .expect("the replay runs")
 }
