@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 
-use super::redis_cluster::{nodes_of, query, RedisCluster};
+use super::process::save;
+use super::redis_cluster::{connect, nodes_of, query, RedisCluster};
 use super::server::ServerControl;
 use results::RedisCost;
 
@@ -102,7 +103,9 @@ impl ServerControl for ClusterServer {
     fn crash(&mut self, keep_data: bool) -> anyhow::Result<()> {
         for port in self.running() {
             if keep_data && self.paused == 0 {
-                query::<()>(port, &["SAVE"]).with_context(|| format!("SAVE on node {port} before a crash"))?;
+                connect(port)
+                    .and_then(|mut c| save(&mut c).map_err(std::io::Error::other))
+                    .with_context(|| format!("SAVE on node {port} before a crash"))?;
             }
             self.cluster.kill(port);
         }

@@ -18,6 +18,22 @@ use std::time::Duration;
 /// The snapshot file name inside the data directory.
 pub const DBFILENAME: &str = "dump.rdb";
 
+/// `SAVE`, waiting out a background save that is already running. A primary starts one of
+/// its own whenever a replica needs a full copy (when a cluster forms, after a restart), and
+/// Redis refuses `SAVE` while it runs; the snapshot a crash keeps must hold everything decided
+/// before it, so the wait ends with this `SAVE`, not with the other one. Gives up after 10 s.
+pub fn save(conn: &mut impl redis::ConnectionLike) -> redis::RedisResult<()> {
+    for _ in 0..200 {
+        match redis::cmd("SAVE").query::<()>(conn) {
+            Err(e) if e.to_string().contains("save already in progress") => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            done => return done,
+        }
+    }
+    redis::cmd("SAVE").query(conn)
+}
+
 /// Picks a loopback port that is free right now. The OS hands out port 0 binds from its
 /// ephemeral range, so two callers racing here get different ports.
 pub fn free_port() -> io::Result<u16> {

@@ -287,14 +287,20 @@ fn slot_count(ranges: &[(u16, u16)]) -> u32 {
 
 /// One command to the node on `port`, with short timeouts.
 pub fn query<T: redis::FromRedisValue>(port: u16, args: &[&str]) -> io::Result<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(io::Error::other)?;
-    let mut conn = client.get_connection_with_timeout(Duration::from_millis(500)).map_err(io::Error::other)?;
-    conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(io::Error::other)?;
+    let mut conn = connect(port)?;
     let mut cmd = redis::cmd(args[0]);
     for a in &args[1..] {
         cmd.arg(*a);
     }
     cmd.query(&mut conn).map_err(io::Error::other)
+}
+
+/// A connection to the node on `port` (500 ms to connect, 5 s per reply).
+pub fn connect(port: u16) -> io::Result<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).map_err(io::Error::other)?;
+    let conn = client.get_connection_with_timeout(Duration::from_millis(500)).map_err(io::Error::other)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5))).map_err(io::Error::other)?;
+    Ok(conn)
 }
 
 /// `CLUSTER NODES` of the node on `port`, parsed.

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisResult};
 
-use super::process::RedisProcess;
+use super::process::{save, RedisProcess};
 use results::RedisCost;
 
 /// Commands the harness itself sends, left out of a run's command count.
@@ -268,8 +268,7 @@ impl Controller {
                 self.spent += counters;
             }
             if keep_data {
-                self.with_side(|c| redis::cmd("SAVE").query::<()>(c))
-                    .context("SAVE before a crash that keeps its data")?;
+                self.with_side(save).context("SAVE before a crash that keeps its data")?;
             }
         }
         self.side = None;
