@@ -34,7 +34,9 @@ pub fn gateway_binary() -> &'static Path {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let output = Command::new(cargo)
             .current_dir(workspace_root())
-            .args(["build", "-p", "redis-ratelimit", "--example", "gateway", "--features", "metrics"])
+            // With the whole workspace selected, features resolve as in `cargo test
+            // --workspace`, so the gateway that build made is the one found, not built again.
+            .args(["build", "--workspace", "--example", "gateway", "--features", "redis-ratelimit/metrics"])
             .arg("--message-format=json-render-diagnostics")
             .stderr(Stdio::inherit())
             .output()
