@@ -1,4 +1,4 @@
-//! Slow (feature `slow-tests`; `cargo xtask test` runs it in a step of its own): every known
+//! Slow (feature `slow-tests`; `cargo xtask test` runs it beside its other steps): every known
 //! positive of the model lane over the whole catalogue shows on the real lanes too, on one
 //! `redis-server` and on a Redis Cluster with replicas.
 //!

@@ -1,4 +1,4 @@
-//! Slow (feature `slow-tests`; `cargo xtask test` runs it in its step of slow tests): correct
+//! Slow (feature `slow-tests`; `cargo xtask test` runs it beside its other steps): correct
 //! scripts are never flagged on real Redis either. The three example subjects, the library's
 //! five scripts and every correct script of the corpus (`expected.toml`'s `correct = true`) run
 //! with `--backend redis`: the scenarios that race instances on one

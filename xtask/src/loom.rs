@@ -1,7 +1,8 @@
 //! `cargo xtask loom`: the loom models of the in-process concurrent pieces
 //! (`limiter/tests/loom_*.rs`: the circuit breaker and the local store), built with
-//! `--cfg limiter_loom` in release into `target/loom`, so the cfg change does not
-//! invalidate the normal build. `LOOM_MAX_PREEMPTIONS` defaults to 3.
+//! `--cfg limiter_loom` into `target/loom`, so the cfg change does not invalidate the normal
+//! build. The models take seconds; the build is what costs, so it is the workspace's own
+//! profile (lightly optimised), not release. `LOOM_MAX_PREEMPTIONS` defaults to 3.
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;
@@ -24,7 +25,6 @@ pub fn run() -> Result<()> {
         "redis-ratelimit",
         "--features",
         "harness",
-        "--release",
         "--test",
         "loom_*",
         "--",

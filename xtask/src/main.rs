@@ -20,10 +20,12 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod beside;
 mod loom;
 mod props;
 mod simulate;
 mod test;
+mod testbins;
 mod tidy;
 mod tools;
 
@@ -87,7 +89,7 @@ enum Command {
     Bench,
     /// The property suites over the algorithms and the whole stack
     Props(props::PropsArgs),
-    /// The loom models of the breaker, the local store and the lock-free GCRA (release, target/loom)
+    /// The loom models of the breaker, the local store and the lock-free GCRA (in target/loom)
     ///
     /// Set LOOM_MAX_PREEMPTIONS to change the bound on preemptions (default 3).
     Loom,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
@@ -34,28 +34,41 @@ fn positive(text: &str) -> Result<u32, String> {
 /// Runs every property suite with `cases` cases each, then prints the table.
 pub fn run(cases: u32) -> Result<()> {
     let mut cmd = cargo();
-    cmd.args(["test", "-p", "properties", "--", "--show-output"]).env("PROPTEST_CASES", cases.to_string());
-    println!("$ PROPTEST_CASES={cases} {cmd:?}");
-    let mut child = cmd.stdout(Stdio::piped()).spawn().context("cannot start cargo test -p properties")?;
-    let mut suites: Vec<String> = Vec::new();
+    cmd.args(["test", "-p", "properties", "--", "--show-output"]);
+    run_commands(cases, vec![cmd])
+}
+
+/// Runs `suites` (cargo, or the suites' test executables) one after another with
+/// `PROPTEST_CASES=cases`, then prints the table of what they all ran.
+pub fn run_commands(cases: u32, suites: Vec<Command>) -> Result<()> {
+    let mut names: Vec<String> = Vec::new();
     let mut results: Vec<String> = Vec::new();
-    if let Some(out) = child.stdout.take() {
-        for line in BufReader::new(out).lines() {
-            let line = line.context("reading cargo test's output")?;
-            println!("{line}");
-            if let Some(rest) = line.strip_prefix("properties: ") {
-                if !rest.contains("FAILED") {
-                    suites.push(rest.to_owned());
+    let mut failed = Vec::new();
+    for mut cmd in suites {
+        cmd.env("PROPTEST_CASES", cases.to_string());
+        println!("$ PROPTEST_CASES={cases} {cmd:?}");
+        let mut child = cmd.stdout(Stdio::piped()).spawn().with_context(|| format!("cannot start {cmd:?}"))?;
+        if let Some(out) = child.stdout.take() {
+            for line in BufReader::new(out).lines() {
+                let line = line.context("reading the property suites' output")?;
+                println!("{line}");
+                if let Some(rest) = line.strip_prefix("properties: ") {
+                    if !rest.contains("FAILED") {
+                        names.push(rest.to_owned());
+                    }
+                } else if line.starts_with("test result:") {
+                    results.push(line);
                 }
-            } else if line.starts_with("test result:") {
-                results.push(line);
             }
         }
+        let status = child.wait().with_context(|| format!("waiting for {cmd:?}"))?;
+        if !status.success() {
+            failed.push(format!("{cmd:?} ({status})"));
+        }
     }
-    let status = child.wait().context("waiting for cargo test -p properties")?;
-    print_summary(cases, &suites, &results);
-    if !status.success() {
-        bail!("property suites failed ({status}); the shrunk schedules are printed above");
+    print_summary(cases, &names, &results);
+    if !failed.is_empty() {
+        bail!("property suites failed: {}; the shrunk schedules are printed above", failed.join(", "));
     }
     Ok(())
 }

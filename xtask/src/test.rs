@@ -1,7 +1,9 @@
 //! `cargo xtask test`: the one test command, the one CI runs.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 
+use crate::beside::Beside;
+use crate::testbins::{self, Executable};
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run_all() -> Result<()> {
@@ -19,30 +21,64 @@ pub fn run_all() -> Result<()> {
     for manifest in ["Cargo.toml", "tests/adopter/Cargo.toml"] {
         let mut fmt = cargo();
         fmt.args(["fmt", "--all", "--manifest-path", manifest, "--", "--check"]);
-        tools::run(fmt)?;
+        step("rustfmt", || tools::run(fmt))?;
     }
 
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
-    tools::run(clippy)?;
+    clippy.args(["clippy", "--workspace", "--all-targets", "--features", testbins::FEATURES, "--", "-D", "warnings"]);
+    step("clippy", || tools::run(clippy))?;
 
-    let mut test = cargo();
-    // The property suites run once, below, with their case counts printed.
-    // --show-output: the suites print what they covered (conformance cases agreed, swarm
-    // seeds held, agreement requests), and a count is only worth having if it is seen.
-    test.args(["test", "--workspace", "--exclude", "properties", "--", "--show-output"]);
-    tools::run(test)?;
+    let mut built = step("building every test", testbins::build)?;
+    // The real lanes wait on real Redis in real time for most of theirs: they run beside the
+    // steps below instead of after them.
+    let real = testbins::take(&mut built, &REAL_LANES)?;
+    let beside = Beside::start(&real)?;
+    let properties: Vec<Executable> = built.iter().filter(|b| b.test && b.package == "properties").cloned().collect();
+    let tests: Vec<&Executable> = built.iter().filter(|b| b.test && b.package != "properties").collect();
 
-    published_crates_package_and_build()?;
-    an_adopter_outside_the_workspace()?;
-    limiter_tests_on_the_model()?;
-    lua_bridge_under_memcheck()?;
-    real_lanes_over_the_whole_catalogue()?;
-
-    crate::props::run(crate::props::DEFAULT_CASES)?;
-    crate::loom::run()?;
-    Ok(())
+    step("every test", || {
+        // --show-output: the suites print what they covered (conformance cases agreed, swarm
+        // seeds held, agreement requests), and a count is only worth having if it is seen.
+        for b in &tests {
+            println!("running {} ({})", b.label(), b.exe.display());
+            let mut cmd = b.command();
+            cmd.arg("--show-output");
+            tools::run(cmd)?;
+        }
+        tools::run(testbins::cargo_test(&["--doc", "--", "--show-output"]))
+    })?;
+    step("the limiter's Redis tests on the model", || limiter_tests_on_the_model(&built))?;
+    step("the Lua bridge under memcheck", || lua_bridge_under_memcheck(&built))?;
+    step("the property suites", || {
+        let suites = properties.iter().map(|b| {
+            let mut cmd = b.command();
+            cmd.arg("--show-output");
+            cmd
+        });
+        crate::props::run_commands(crate::props::DEFAULT_CASES, suites.collect())
+    })?;
+    step("packaging the published crates", published_crates_package_and_build)?;
+    step("an adopter outside the workspace", an_adopter_outside_the_workspace)?;
+    step("the loom models", crate::loom::run)?;
+    step("the real lanes (run beside the steps above)", || beside.finish())
 }
+
+/// Runs `f` as one named step of the test command and says how long it took: CI's time is
+/// spent by steps, and this is where to look first.
+fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    #[allow(clippy::disallowed_methods)] // a step's wall time, printed for the reader
+    let started = std::time::Instant::now();
+    let out = f();
+    let said = if out.is_ok() { "ok" } else { "FAILED" };
+    println!("xtask test: {name}: {said} in {:.0?}", started.elapsed());
+    out
+}
+
+/// The slow tests (feature `slow-tests`): every known positive of the model lane over the
+/// whole catalogue, on one real `redis-server` and on a real Redis Cluster with replicas
+/// (`sim/tests/real_catalogue.rs`), and correct scripts verified with `--backend redis`
+/// (`sim/tests/verify_real.rs`): about seven minutes of real time, a quarter of it on a CPU.
+const REAL_LANES: [(&str, &str, &str); 2] = [("sim", "test", "real_catalogue"), ("sim", "test", "verify_real")];
 
 /// The crates published for users, packaged as the registry would take them and built from the
 /// packages alone (`cargo publish --dry-run` packs, unpacks and builds each, the library against
@@ -77,55 +113,38 @@ fn an_adopter_outside_the_workspace() -> Result<()> {
     tools::run(test)
 }
 
-/// The slow step: every known positive of the model lane over the whole catalogue, on one real
-/// `redis-server` and on a real Redis Cluster with replicas (`sim/tests/real_catalogue.rs`),
-/// and correct scripts verified with `--backend redis` (`sim/tests/verify_real.rs`); feature
-/// `slow-tests`, about five minutes of real time.
-fn real_lanes_over_the_whole_catalogue() -> Result<()> {
-    let mut test = cargo();
-    test.args(["test", "-p", "sim", "--features", "slow-tests", "--test", "real_catalogue", "--test", "verify_real"]);
-    test.args(["--", "--show-output", "--test-threads", "1"]);
-    tools::run(test)
-}
-
 /// The model's Lua bridge (`sim/model/src/lua_stack.rs`) is the one module in the workspace
 /// with unsafe code. Its tests (out-of-memory paths included) and the generated-script
 /// conformance suite run once more under valgrind's memcheck, which fails them on any invalid
 /// read or write, use of uninitialised memory or bad free they provoke. The other conformance
 /// suites would take minutes there and go through the same code.
-fn lua_bridge_under_memcheck() -> Result<()> {
-    let runner = "target.'cfg(all())'.runner = ['valgrind', '-q', '--error-exitcode=9']";
-    let mut model = cargo();
-    model.args(["test", "-p", "redis-model", "--lib", "--config", runner]);
-    tools::run(model)?;
-    let mut conformance = cargo();
-    conformance.args(["test", "-p", "redis-tests", "--test", "conformance_lua", "--config", runner]);
-    tools::run(conformance)
+fn lua_bridge_under_memcheck(built: &[Executable]) -> Result<()> {
+    let wanted = [("sim/model", "lib", "redis_model"), ("tests", "test", "conformance_lua")];
+    for b in testbins::take(&mut built.to_vec(), &wanted)? {
+        println!("running {} under valgrind", b.label());
+        tools::run(b.command_under(&["valgrind", "-q", "--error-exitcode=9"]))?;
+    }
+    Ok(())
 }
 
 /// The second pass: the limiter's own Redis tests once more, with `redis-model` standing in
 /// for `redis-server` (`REDIS_TESTS_SERVER`, see `tests/src/lib.rs`). Whatever the limiter
 /// relies on Redis for, the model must do the same, or the simulations built on it prove
 /// nothing about the real thing.
-fn limiter_tests_on_the_model() -> Result<()> {
-    let mut build = cargo();
-    build.args(["build", "-p", "redis-model", "--bin", "redis-model"]);
-    tools::run(build)?;
-
-    let root = tools::root();
-    let target = match std::env::var_os("CARGO_TARGET_DIR") {
-        // Cargo reads a relative target dir from where it runs: the workspace root here.
-        Some(dir) => root.join(dir),
-        None => root.join("target"),
-    };
-    let model = target.join("debug").join(format!("redis-model{}", std::env::consts::EXE_SUFFIX));
-    if !model.is_file() {
-        bail!("built redis-model but found no binary at {}", model.display());
+fn limiter_tests_on_the_model(built: &[Executable]) -> Result<()> {
+    let model = testbins::program(built, "bin", "redis-model")?;
+    println!("running the limiter's Redis tests against the Redis model ({})", model.exe.display());
+    let wanted = [
+        ("tests", "test", "agreement"),
+        ("tests", "test", "redis_store"),
+        ("tests", "test", "outage"),
+        ("tests", "test", "bad_input"),
+    ];
+    for b in testbins::take(&mut built.to_vec(), &wanted)? {
+        println!("running {} on the model", b.label());
+        let mut cmd = b.command();
+        cmd.env("REDIS_TESTS_SERVER", &model.exe);
+        tools::run(cmd)?;
     }
-    println!("running the limiter's Redis tests against the Redis model ({})", model.display());
-    let mut test = cargo();
-    test.args(["test", "-p", "redis-tests"])
-        .args(["--test", "agreement", "--test", "redis_store", "--test", "outage", "--test", "bad_input"])
-        .env("REDIS_TESTS_SERVER", &model);
-    tools::run(test)
+    Ok(())
 }

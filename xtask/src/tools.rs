@@ -10,6 +10,15 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (a relative one is read from the
+/// workspace root, where xtask runs cargo), `target/` otherwise.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) => root().join(dir),
+        None => root().join("target"),
+    }
+}
+
 /// `cargo` as invoked (respects the toolchain that runs xtask).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
