@@ -206,7 +206,7 @@ fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
         // The subject is held to the fixed window's promise, as a correct algorithm would be.
         let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
-        if r.bound == "broken" {
+        if r.bound == sim_engine::checker::Verdict::Broken {
             return Err(TestCaseError::fail(format!("{}: {}\n  replay: {}", r.algorithm, r.bound_detail, r.replay)));
         }
         Ok(())

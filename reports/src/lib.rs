@@ -36,7 +36,7 @@ use anyhow::{anyhow, Context};
 
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, VerdictLine, SCHEMA,
+    SubjectReport, Verdict, VerdictLine, SCHEMA,
 };
 pub use text_box::{overlapping, TextBox};
 

@@ -5,5 +5,5 @@
 
 pub use results::{
     is_failure, FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, VerdictLine, SCHEMA,
+    SubjectReport, Verdict, VerdictLine, SCHEMA,
 };

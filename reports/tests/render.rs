@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reports::{render, render_results, Results, RunResult, SCHEMA};
+use reports::{render, render_results, Results, RunResult, Verdict, SCHEMA};
 
 // Each test binary compiles all the shared support and uses part of it.
 #[allow(dead_code)]
@@ -142,14 +142,14 @@ fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labe
             x.scenario == "redis-outage" && x.algorithm == "sliding-log" && x.seed == 2 && x.policy == "fail-open"
         })
         .unwrap();
-    run.bound = "broken".into();
+    run.bound = Verdict::Broken;
     run.bound_detail = "max 31 admitted in a 1000 ms window; bound 20".into();
     let run = r
         .results
         .iter_mut()
         .find(|x| x.scenario == "partition" && x.algorithm == "gcra" && x.seed == 3 && x.policy == "local-budget")
         .unwrap();
-    run.policy_check = "broken".into();
+    run.policy_check = Verdict::Broken;
     run.policy_detail = "instance 0 admitted 9 in 500 ms; budget 2".into();
     let dir = tempfile::tempdir().unwrap();
     let paths = render_results(&r, dir.path()).unwrap();
@@ -258,7 +258,7 @@ fn hostile_strings_are_escaped_in_the_page_and_never_reach_file_names() {
     r.results.push(RunResult {
         scenario: "x".into(),
         algorithm: "<i>evil</i>".into(),
-        bound: "broken".into(),
+        bound: Verdict::Broken,
         bound_detail: "</code></li><script>alert(3)</script>".into(),
         ..RunResult::default()
     });

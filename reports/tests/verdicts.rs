@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use reports::{render_results, RenderedChart, Results, TextBox};
 use results::verdict::{problems, Check};
+use results::Verdict;
 
 // Each test binary compiles all the shared support and uses part of it.
 #[allow(dead_code)]
@@ -194,7 +195,7 @@ fn a_failure_reads_as_one_on_the_page_as_in_the_terminal() {
         .iter_mut()
         .find(|x| x.scenario == "redis-outage" && x.algorithm == "gcra" && x.policy == "local-budget")
         .unwrap();
-    run.policy_check = "broken".into();
+    run.policy_check = Verdict::Broken;
     run.policy_detail = "instance 0 admitted 9 in 500 ms; budget 2".into();
     let r = render(&results);
     let k = ("redis-outage".to_string(), "gcra".to_string(), "local-budget".to_string(), "server".to_string());

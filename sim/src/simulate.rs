@@ -13,7 +13,8 @@ use sim_engine::subject::{ClientSubject, Subject};
 
 use crate::campaign;
 use crate::cli::{Backend, Format, RunArgs, SimulateArgs};
-use sim_engine::results::{Results, SCHEMA};
+use sim_engine::results::verdict::{problems, Check};
+use sim_engine::results::{Results, Verdict, SCHEMA};
 use sim_engine::run::is_failure;
 use sim_engine::scenario;
 use sim_real as real;
@@ -109,7 +110,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     say_text!("{}", sim_engine::table::render(&results));
     // A failover's cost, per algorithm: extra admissions against the stated bound.
     let failovers: Vec<&sim_engine::results::RunResult> =
-        results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != "none").collect();
+        results.iter().filter(|r| r.faults.iter().any(|f| f.kind == "failover") && r.bound != Verdict::None).collect();
     if !failovers.is_empty() {
         say!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
         for r in failovers {
@@ -127,19 +128,15 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     }
     let mut broken = 0;
     say!();
-    for r in results
-        .iter()
-        .filter(|r| r.bound == "broken" || r.policy_check == "broken" || r.liveness == "broken" || r.errors > 0)
-    {
+    for r in &results {
+        // The first broken check speaks for the run: bound, then policy, liveness, mode, errors.
+        let Some(first) = problems(r).into_iter().next() else { continue };
         let failure = is_failure(r);
         broken += failure as usize;
         let label = if failure { "BROKEN" } else { "finding" };
-        let detail = if r.bound == "broken" {
-            &r.bound_detail
-        } else if r.policy_check == "broken" {
-            &r.policy_detail
-        } else {
-            &r.liveness_detail
+        let detail = match first.check {
+            Check::Errors => format!("{} call(s) returned an error", r.errors),
+            _ => first.detail.to_owned(),
         };
         let immortal = match r.redis.as_ref().filter(|c| c.keys_without_ttl > 0) {
             Some(c) => format!(

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use results::SubjectReport;
+use results::{SubjectReport, Verdict};
 use sim_engine::run::Campaign;
 use sim_engine::subject::SubjectFile;
 use sim_verify as verify;
@@ -32,7 +32,7 @@ fn load(name: &str) -> Arc<SubjectFile> {
 }
 
 /// The expected verdict of each check, by the names the verdicts use.
-fn expectations() -> Vec<(String, Vec<(&'static str, String)>)> {
+fn expectations() -> Vec<(String, Vec<(&'static str, Verdict)>)> {
     let text = std::fs::read_to_string(dir().join("expected.toml")).expect("expected.toml");
     let table: toml::Table = toml::from_str(&text).expect("expected.toml is TOML");
     let checks = [
@@ -49,7 +49,9 @@ fn expectations() -> Vec<(String, Vec<(&'static str, String)>)> {
             let expected = checks
                 .iter()
                 .map(|&(key, check)| {
-                    let word = entry.get(key).and_then(|v| v.as_str()).unwrap_or("n/a").to_owned();
+                    let word = entry.get(key).map_or(Verdict::NotApplicable, |v| {
+                        v.clone().try_into().unwrap_or_else(|e| panic!("expected.toml: {name}.{key}: {e}"))
+                    });
                     (check, word)
                 })
                 .collect();
@@ -59,8 +61,8 @@ fn expectations() -> Vec<(String, Vec<(&'static str, String)>)> {
 }
 
 /// The verdict each check got (`n/a` for a check that does not apply).
-fn got(r: &SubjectReport, check: &str) -> String {
-    r.verdicts.iter().find(|v| v.check == check).map_or("n/a".to_owned(), |v| v.verdict.clone())
+fn got(r: &SubjectReport, check: &str) -> Verdict {
+    r.verdicts.iter().find(|v| v.check == check).map_or(Verdict::NotApplicable, |v| v.verdict)
 }
 
 /// Runs `work` on every item on two threads.
@@ -112,21 +114,21 @@ fn every_corpus_subject_gets_the_verdicts_of_a_careful_reading_on_two_seeds_and_
             .iter()
             .zip(&p.exact_curve)
             .any(|(got, exact)| got.delivered < exact.delivered * (1.0 - verify::profile::SHORTFALL));
-        if short && got(r, "no lost capacity") == "held" {
+        if short && got(r, "no lost capacity") == Verdict::Held {
             wrong.push(format!(
                 "{name} (seed {seed}): delivers {:?} where an exact limiter delivers {:?}, yet no lost capacity held",
                 p.rate_curve, p.exact_curve
             ));
         }
         // Every printed replay, run as printed, breaks the same check with the same words.
-        for v in r.verdicts.iter().filter(|v| v.verdict == "broken") {
+        for v in r.verdicts.iter().filter(|v| v.verdict == Verdict::Broken) {
             match replays(name, v) {
                 Ok(()) => replayed += 1,
                 Err(why) => wrong.push(format!("{name} (seed {seed}): {}: {why}", v.check)),
             }
         }
     }
-    let breaks = expected.iter().flat_map(|(_, c)| c.iter()).filter(|(_, w)| w == "broken").count();
+    let breaks = expected.iter().flat_map(|(_, c)| c.iter()).filter(|(_, w)| *w == Verdict::Broken).count();
     println!(
         "corpus: {} subjects x 2 seeds, {} verdicts as a careful reading gives them; {replayed} printed replays \
          reproduced their finding",

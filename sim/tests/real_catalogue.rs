@@ -10,7 +10,7 @@
 //! same check must break.
 
 use sim::cli::SimulateArgs;
-use sim_engine::results::RunResult;
+use sim_engine::results::{RunResult, Verdict};
 use sim_engine::run;
 use sim_engine::scenario::RunSpec;
 use sim_engine::subject::Subject;
@@ -22,7 +22,7 @@ fn shaped_specs(backend: &str) -> Vec<RunSpec> {
 
 /// Which checks broke: bound, failure policy, liveness.
 fn broke(r: &RunResult) -> [bool; 3] {
-    [r.bound == "broken", r.policy_check == "broken", r.liveness == "broken"]
+    [r.bound == Verdict::Broken, r.policy_check == Verdict::Broken, r.liveness == Verdict::Broken]
 }
 
 fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {

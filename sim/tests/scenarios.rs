@@ -3,7 +3,7 @@
 
 use redis_ratelimit::{FailurePolicy, TimeSource};
 use sim_engine::mode::Mode;
-use sim_engine::results::RunResult;
+use sim_engine::results::{RunResult, Verdict};
 use sim_engine::run::{self, is_failure};
 use sim_engine::scenario::{self, RunSpec};
 use sim_engine::subject::Subject;
@@ -37,7 +37,7 @@ fn the_same_seed_replays_a_byte_identical_trace_and_another_seed_does_not() {
 fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
     let results = run_all(&specs("get-set-race", &["naive", "fixed-window", "gcra"], &[1], 4_000));
     let naive = one(&results, "naive", |_| true);
-    assert_eq!(naive.bound, "broken", "{naive:?}");
+    assert_eq!(naive.bound, Verdict::Broken, "{naive:?}");
     assert!(
         naive.admitted > naive.oracle_admitted + naive.oracle_admitted / 5,
         "naive {} vs oracle {}",
@@ -46,7 +46,7 @@ fn naive_get_set_over_admits_under_concurrency_while_atomic_scripts_hold() {
     );
     for a in ["fixed-window", "gcra"] {
         let r = one(&results, a, |_| true);
-        assert_eq!(r.bound, "held", "{a}: {}", r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{a}: {}", r.bound_detail);
         assert!(
             r.admitted <= r.oracle_admitted + r.oracle_admitted / 50,
             "{a}: {} vs {}",
@@ -72,8 +72,8 @@ fn client_time_over_admits_under_skew_while_server_time_holds() {
     for a in ["token-bucket", "gcra"] {
         let server = one(&results, a, |r| r.time_source == "server");
         let client = one(&results, a, |r| r.time_source == "client");
-        assert_eq!(server.bound, "held", "{a} server: {}", server.bound_detail);
-        assert_eq!(client.bound, "broken", "{a} client: {}", client.bound_detail);
+        assert_eq!(server.bound, Verdict::Held, "{a} server: {}", server.bound_detail);
+        assert_eq!(client.bound, Verdict::Broken, "{a} client: {}", client.bound_detail);
         assert!(client.expected_finding && !is_failure(client));
         assert!(client.admitted > server.admitted, "{a}: client {} vs server {}", client.admitted, server.admitted);
     }
@@ -93,7 +93,7 @@ fn fixed_window_admits_up_to_twice_its_limit_across_a_boundary() {
     let log = one(&results, "sliding-log", |_| true);
     assert!(fw.peak_per_period > fw.limit * 3 / 2, "fixed window peak {} for limit {}", fw.peak_per_period, fw.limit);
     assert!(fw.peak_per_period <= 2 * fw.limit);
-    assert_eq!(fw.bound, "held", "its promise allows the boundary double: {}", fw.bound_detail);
+    assert_eq!(fw.bound, Verdict::Held, "its promise allows the boundary double: {}", fw.bound_detail);
     assert!(log.peak_per_period <= log.limit, "sliding log peak {}", log.peak_per_period);
 }
 
@@ -104,9 +104,9 @@ fn fail_open_is_unbounded_during_an_outage_while_the_local_budget_holds() {
     let closed = one(&results, "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
     let budget = one(&results, "gcra", |r| r.policy == "local-budget");
     assert!(open.sources.fail_open > 0 && open.wrong_allow > open.requests / 10, "{open:?}");
-    assert_eq!(closed.policy_check, "held", "{}", closed.policy_detail);
+    assert_eq!(closed.policy_check, Verdict::Held, "{}", closed.policy_detail);
     assert!(closed.sources.fail_closed > 0);
-    assert_eq!(budget.policy_check, "held", "{}", budget.policy_detail);
+    assert_eq!(budget.policy_check, Verdict::Held, "{}", budget.policy_detail);
     assert!(budget.sources.local_budget > 0);
     for r in [open, closed, budget] {
         assert!(r.recover_ms.is_some_and(|ms| ms < 2_000), "{} recovered in {:?}", r.policy, r.recover_ms);
@@ -121,11 +121,11 @@ fn incr_then_expire_leaves_counters_without_a_ttl_and_those_keys_limited_forever
     assert!(redis.keys_without_ttl > 0, "no counter was left without a TTL: {redis:?}");
     assert!(redis.keys_without_ttl_sample.iter().all(|k| k.starts_with("rl:{key-")), "{redis:?}");
     // Such a key keeps its count for ever: once it reaches the limit, nothing passes again.
-    assert_eq!(incr.liveness, "broken", "{}", incr.liveness_detail);
+    assert_eq!(incr.liveness, Verdict::Broken, "{}", incr.liveness_detail);
     assert!(!is_failure(incr), "a subject's finding, not the run's failure");
     let script = one(&results, "fixed-window", |_| true);
     assert_eq!(script.redis.as_ref().map(|r| r.keys_without_ttl), Some(0), "one script leaves nothing half done");
-    assert_eq!(script.liveness, "held", "{}", script.liveness_detail);
+    assert_eq!(script.liveness, Verdict::Held, "{}", script.liveness_detail);
 }
 
 #[test]
@@ -137,7 +137,7 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
         let plain = one(&results, a, |r| r.mode.is_empty());
         let leased = one(&results, a, |r| r.mode == "lease");
         assert!(!is_failure(leased), "{a}: {} / {}", leased.bound_detail, leased.mode_detail);
-        assert_eq!((leased.bound.as_str(), leased.mode_check.as_str()), ("held", "held"), "{}", leased.mode_detail);
+        assert_eq!((leased.bound, leased.mode_check), (Verdict::Held, Verdict::Held), "{}", leased.mode_detail);
         let per_call = 1.0 / leased.round_trips_per_decision();
         assert!(per_call >= 20.0, "{a}: only {per_call:.1} decisions per call with leases");
         assert!(plain.round_trips_per_decision() > 0.99, "{a} plain: {}", plain.round_trips_per_decision());
@@ -148,7 +148,7 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
     // The sliding log cannot lease; its denial cache answers many denials, each Redis's own.
     assert!(results.iter().all(|r| !(r.algorithm == "sliding-log" && r.mode == "lease")));
     let cached = one(&results, "sliding-log", |r| r.mode == "denial-cache");
-    assert_eq!(cached.mode_check, "held", "{}", cached.mode_detail);
+    assert_eq!(cached.mode_check, Verdict::Held, "{}", cached.mode_detail);
     assert!(cached.sources.denial_cache > cached.requests / 4, "{:?}", cached.sources);
     assert!(cached.round_trips_per_decision() < 0.75);
 }
@@ -243,11 +243,11 @@ fn a_failover_costs_extra_admissions_within_the_stated_bound_and_replays_identic
         r.bound_detail.split_whitespace().next().and_then(|n| n.parse().ok()).expect("the detail starts with the count")
     };
     for r in &results {
-        assert_eq!(r.bound, "held", "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
         assert!(r.bound_detail.contains("extra admissions over the promise after the failover"), "{}", r.bound_detail);
         // One burst (20) plus 20/s x 300 ms.
         assert!(extra(r) <= 26, "{}: {}", r.algorithm, r.bound_detail);
-        assert_ne!(r.policy_check, "broken", "{}", r.policy_detail);
+        assert_ne!(r.policy_check, Verdict::Broken, "{}", r.policy_detail);
     }
     // The lost writes show: a bucket admits again what it admitted in the last 300 ms.
     for a in ["token-bucket", "gcra"] {
@@ -281,7 +281,7 @@ fn at_twenty_ms_to_redis_the_store_decides_and_atomic_scripts_hold() {
         let decided = r.sources.store + r.sources.fail_open + r.sources.fail_closed + r.sources.local_budget;
         // The first calls wait for the connection; after that Redis answers every one.
         assert!(r.sources.store * 100 >= decided * 97, "{}: {:?} of {} decisions", r.algorithm, r.sources, decided);
-        assert_eq!(r.bound, "held", "{}: {}", r.algorithm, r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{}: {}", r.algorithm, r.bound_detail);
         assert!(r.admitted * 10 <= r.oracle_admitted * 11, "{}: {} vs {}", r.algorithm, r.admitted, r.oracle_admitted);
         println!("{}: {} admitted, the oracle {}, {:?}", r.algorithm, r.admitted, r.oracle_admitted, r.sources);
     }
@@ -333,6 +333,6 @@ fn calls_given_up_on_during_a_pause_run_later_once_each_and_are_counted() {
             r.policy
         );
         assert!(r.policy_detail.contains("ran on Redis later"), "{}", r.policy_detail);
-        assert_eq!(r.bound, "held", "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
     }
 }

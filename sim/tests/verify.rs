@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-use results::SubjectReport;
+use results::{SubjectReport, Verdict};
 use sim::campaign::Campaign;
 use sim::cli::RunArgs;
 use sim_engine::subject::SubjectFile;
@@ -45,7 +45,7 @@ fn verdict<'a>(r: &'a SubjectReport, check: &str) -> &'a results::VerdictLine {
 }
 
 fn broken(r: &SubjectReport) -> Vec<&str> {
-    r.verdicts.iter().filter(|v| v.verdict == "broken").map(|v| v.check.as_str()).collect()
+    r.verdicts.iter().filter(|v| v.verdict == Verdict::Broken).map(|v| v.check.as_str()).collect()
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn the_library_scripts_as_subject_files_keep_every_promise_on_two_seeds() {
     {
         let r = searched_with(&format!("subjects/library/{name}.toml"), seed);
         assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
-        assert!(r.verdicts.iter().filter(|v| v.verdict == "held").count() >= 3, "{name}: {:#?}", r.verdicts);
+        assert!(r.verdicts.iter().filter(|v| v.verdict == Verdict::Held).count() >= 3, "{name}: {:#?}", r.verdicts);
         assert_eq!(r.profile.largest_burst, 20, "{name}");
         assert_eq!(r.profile.keys_without_ttl, 0, "{name}");
     }
@@ -97,7 +97,7 @@ fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_on_two_seeds_and_i
         let relative = format!("subjects/mutants/{name}.toml");
         let r = searched_with(&relative, seed);
         let v = verdict(&r, check);
-        assert_eq!(v.verdict, "broken", "{name}: {:#?}", r.verdicts);
+        assert_eq!(v.verdict, Verdict::Broken, "{name}: {:#?}", r.verdicts);
         assert_eq!(v.detail.contains("clocks disagree"), skew_only, "{name}: {}", v.detail);
         assert!(v.evidence.contains("<- "), "{name}: the table marks the request: {}", v.evidence);
         // The replay command's schedule and quota break the same check again.
@@ -158,7 +158,7 @@ fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() 
     let campaign = sim::campaign::run(&run, &[], &specs, &sim_engine::cluster::run).expect("runs");
     let r = verify::report(&file, &campaign, CASES, 1, "model");
     let starved = verdict(&r, "no lost capacity");
-    assert_eq!(starved.verdict, "broken", "{:#?}", r.verdicts);
+    assert_eq!(starved.verdict, Verdict::Broken, "{:#?}", r.verdicts);
     assert!(
         starved.replay.starts_with(&format!("{} ", results::command::command("verify")))
             && starved.replay.contains("--replay"),
@@ -167,16 +167,16 @@ fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() 
     // Its skew break is the price of the caller's clock: shown with its replay, not a broken
     // promise; judged by the clocks it was given, its bound holds.
     let skew = verdict(&r, "clock trust");
-    assert_eq!(skew.verdict, "expected", "{:#?}", r.verdicts);
+    assert_eq!(skew.verdict, Verdict::Expected, "{:#?}", r.verdicts);
     assert!(skew.detail.contains("each caller's clock") && skew.replay.contains('@'), "{skew:?}");
-    assert_eq!(verdict(&r, "bound").verdict, "held", "{:#?}", r.verdicts);
+    assert_eq!(verdict(&r, "bound").verdict, Verdict::Held, "{:#?}", r.verdicts);
     assert!(
         r.profile.longest_starvation_ms > 10 * r.profile.exact_longest_gap_ms.expect("a promise"),
         "{:?}",
         r.profile
     );
     let trickle = campaign.results.iter().find(|x| x.scenario == "steady-trickle").expect("ran");
-    assert_eq!(trickle.liveness, "broken", "{}", trickle.liveness_detail);
+    assert_eq!(trickle.liveness, Verdict::Broken, "{}", trickle.liveness_detail);
 }
 
 #[test]
@@ -185,7 +185,7 @@ fn the_example_subjects_verdicts_are_pinned() {
     // pays, is shown.
     let bucket = searched("examples/subjects/caller_timed_bucket.toml");
     assert!(broken(&bucket).is_empty(), "{:#?}", bucket.verdicts);
-    assert_eq!(verdict(&bucket, "clock trust").verdict, "expected", "{:#?}", bucket.verdicts);
+    assert_eq!(verdict(&bucket, "clock trust").verdict, Verdict::Expected, "{:#?}", bucket.verdicts);
     for held in ["examples/subjects/server_gcra.toml", "examples/subjects/incr_expire_window.toml"] {
         let r = searched(held);
         assert!(broken(&r).is_empty(), "{held}: {:#?}", r.verdicts);
@@ -211,7 +211,7 @@ fn the_library_scripts_on_the_callers_clock_pay_the_clock_trust_and_break_nothin
         assert!(file.client_time());
         let r = verify::report(&file, &Campaign::default(), 64, 1, "model");
         assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
-        assert_eq!(verdict(&r, "clock trust").verdict, "expected", "{name}: {:#?}", r.verdicts);
+        assert_eq!(verdict(&r, "clock trust").verdict, Verdict::Expected, "{name}: {:#?}", r.verdicts);
     }
 }
 
@@ -235,7 +235,7 @@ fn a_script_that_needs_a_command_the_model_lacks_is_not_judged_and_names_it() {
     let file = Arc::new(verify::preflight(SubjectFile::load(&dir.path().join("s.toml")).unwrap()).unwrap());
     let r = verify::report(&file, &Campaign::default(), 16, 1, "model");
     let errors = verdict(&r, "runs without errors");
-    assert_eq!(errors.verdict, "not judged", "{:#?}", r.verdicts);
+    assert_eq!(errors.verdict, Verdict::NotJudged, "{:#?}", r.verdicts);
     assert!(errors.detail.contains("`cl.throttle`") && errors.detail.contains("--backend redis"), "{}", errors.detail);
     assert_eq!(results::subject::broken(&r), 0, "{:#?}", r.verdicts);
     assert_eq!(results::subject::not_judged(&r), 1, "{:#?}", r.verdicts);
@@ -356,8 +356,8 @@ fn server_clock_subjects_hold_through_the_race_sweep_whatever_the_latency() {
         assert_eq!(specs.len(), 11, "6 instance counts and 5 latencies");
         let results = sim_engine::run::run_many(&specs, 2, &|| {}).expect("the sweep runs");
         for r in &results {
-            assert_ne!(r.bound, "broken", "{relative}: {}\n  {}", r.bound_detail, r.replay);
-            assert_ne!(r.liveness, "broken", "{relative}: {}\n  {}", r.liveness_detail, r.replay);
+            assert_ne!(r.bound, Verdict::Broken, "{relative}: {}\n  {}", r.bound_detail, r.replay);
+            assert_ne!(r.liveness, Verdict::Broken, "{relative}: {}\n  {}", r.liveness_detail, r.replay);
             assert_eq!(r.errors, 0, "{relative}: {}", r.replay);
         }
     }
@@ -393,7 +393,7 @@ fn the_command_line_speaks_json_and_junit_and_names_itself_in_its_replays() {
     });
     assert!(stderr.contains("BROKEN") && stderr.contains("verdict: "), "the words went to standard error:\n{stderr}");
     let report = json.verify.first().expect("one subject");
-    let broken = report.verdicts.iter().find(|v| v.verdict == "broken").expect("a broken promise");
+    let broken = report.verdicts.iter().find(|v| v.verdict == Verdict::Broken).expect("a broken promise");
     assert!(broken.replay.starts_with("cargo xtask verify "), "{}", broken.replay);
     assert!(json.command.starts_with("cargo xtask verify "), "{}", json.command);
 

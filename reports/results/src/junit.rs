@@ -8,7 +8,7 @@
 //! the subject file declares) pass, with what was seen in `<system-out>`.
 
 use crate::schema::{Results, RunResult, SubjectReport};
-use crate::verdict::{self, is_failure};
+use crate::verdict::{is_failure, Verdict};
 
 /// The JUnit XML document for `results`.
 pub fn render(results: &Results) -> String {
@@ -100,10 +100,10 @@ fn subject_suite(report: &SubjectReport) -> Suite {
     let cases = report
         .verdicts
         .iter()
-        .filter(|v| v.verdict != verdict::NOT_APPLICABLE)
+        .filter(|v| v.verdict != Verdict::NotApplicable)
         .map(|v| {
-            let outcome = match v.verdict.as_str() {
-                verdict::BROKEN => Outcome::Failed {
+            let outcome = match v.verdict {
+                Verdict::Broken => Outcome::Failed {
                     message: v.detail.clone(),
                     text: [v.detail.as_str(), v.evidence.as_str(), &format!("replay: {}", v.replay)]
                         .iter()
@@ -112,7 +112,7 @@ fn subject_suite(report: &SubjectReport) -> Suite {
                         .collect::<Vec<_>>()
                         .join("\n"),
                 },
-                verdict::NOT_JUDGED => Outcome::Skipped { message: v.detail.clone() },
+                Verdict::NotJudged => Outcome::Skipped { message: v.detail.clone() },
                 _ => Outcome::Passed,
             };
             Case {
@@ -174,13 +174,13 @@ mod tests {
     use super::*;
     use crate::schema::VerdictLine;
 
-    fn line(check: &str, verdict: &str, detail: &str) -> VerdictLine {
+    fn line(check: &str, verdict: Verdict, detail: &str) -> VerdictLine {
         VerdictLine {
             check: check.into(),
-            verdict: verdict.into(),
+            verdict,
             detail: detail.into(),
-            evidence: if verdict == verdict::BROKEN { "t=0 admitted".into() } else { String::new() },
-            replay: if verdict == verdict::BROKEN {
+            evidence: if verdict == Verdict::Broken { "t=0 admitted".into() } else { String::new() },
+            replay: if verdict == Verdict::Broken {
                 "ratelimit-lab verify s.toml --replay \"0:1\"".into()
             } else {
                 String::new()
@@ -194,10 +194,10 @@ mod tests {
             name: "mine".into(),
             file: "scripts/mine.toml".into(),
             verdicts: vec![
-                line("bound", verdict::BROKEN, "admitted 7 > 5 in [0, 1000)"),
-                line("no lost capacity", verdict::HELD, "delivered 1.00x"),
-                line("failure policy", verdict::NOT_APPLICABLE, "no policy"),
-                line("clock trust", verdict::NOT_JUDGED, "needs OBJECT"),
+                line("bound", Verdict::Broken, "admitted 7 > 5 in [0, 1000)"),
+                line("no lost capacity", Verdict::Held, "delivered 1.00x"),
+                line("failure policy", Verdict::NotApplicable, "no policy"),
+                line("clock trust", Verdict::NotJudged, "needs OBJECT"),
             ],
             ..SubjectReport::default()
         };
@@ -220,7 +220,7 @@ mod tests {
             scenario: "steady".into(),
             algorithm: "gcra".into(),
             seed,
-            bound: verdict::HELD.into(),
+            bound: Verdict::Held,
             errors,
             replay: format!("ratelimit-lab simulate --seed {seed}"),
             ..RunResult::default()

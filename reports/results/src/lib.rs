@@ -30,4 +30,4 @@ pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series,
     SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,
 };
-pub use verdict::{is_failure, RowVerdict};
+pub use verdict::{is_failure, RowVerdict, Verdict};

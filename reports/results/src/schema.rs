@@ -36,6 +36,7 @@
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
 
+use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// The schema version written in every file.
@@ -99,7 +100,7 @@ pub struct VerdictLine {
     pub check: String,
     /// `held`, `broken`, `expected` (the price of the design, such as trusting the caller's
     /// clock: shown, not a broken promise) or `n/a`.
-    pub verdict: String,
+    pub verdict: Verdict,
     /// What it rests on: the worst case seen, or why it does not apply.
     pub detail: String,
     /// For a broken check: the shortest schedule that shows it, as a table.
@@ -170,12 +171,12 @@ pub struct RunResult {
     pub wrong_limit: u64,
     pub wrong_allow_pct: f64,
     pub wrong_limit_pct: f64,
-    pub bound: String,
+    pub bound: Verdict,
     pub bound_detail: String,
     pub expected_finding: bool,
-    pub policy_check: String,
+    pub policy_check: Verdict,
     pub policy_detail: String,
-    pub liveness: String,
+    pub liveness: Verdict,
     pub liveness_detail: String,
     pub peak_per_period: u64,
     pub recover_ms: Option<u64>,
@@ -190,7 +191,7 @@ pub struct RunResult {
     pub rules: Option<RulesResult>,
     pub mode: String,
     pub round_trips: u64,
-    pub mode_check: String,
+    pub mode_check: Verdict,
     pub mode_detail: String,
     pub under_admitted: u64,
     pub lease_unspent: u64,
@@ -218,7 +219,7 @@ impl RunResult {
 pub struct RulesResult {
     /// `held` or `broken`: no request consumed from one rule while another denied it, and no
     /// admitted request went unpaid.
-    pub all_or_nothing: String,
+    pub all_or_nothing: Verdict,
     /// Requests that broke it.
     pub split_requests: u64,
     /// The first such request, or what held.
@@ -238,7 +239,7 @@ pub struct RuleBound {
     pub burst: u64,
     /// Units consumed from the rule (decided by Redis).
     pub consumed: u64,
-    pub bound: String,
+    pub bound: Verdict,
     pub bound_detail: String,
 }
 

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use crate::schema::SubjectReport;
+use crate::verdict::Verdict;
 
 /// The profile as labelled rows: what it delivers, how far it bursts and starves, how it
 /// stands under the race and clock skew, what it leaves in Redis.
@@ -42,12 +43,12 @@ pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
 /// How many of its checks broke ("expected", the price of a design such as trusting the
 /// caller's clock, is shown but is no broken promise).
 pub fn broken(r: &SubjectReport) -> usize {
-    r.verdicts.iter().filter(|v| v.verdict == crate::verdict::BROKEN).count()
+    r.verdicts.iter().filter(|v| v.verdict == Verdict::Broken).count()
 }
 
 /// How many of its checks could not be judged on the model.
 pub fn not_judged(r: &SubjectReport) -> usize {
-    r.verdicts.iter().filter(|v| v.verdict == crate::verdict::NOT_JUDGED).count()
+    r.verdicts.iter().filter(|v| v.verdict == Verdict::NotJudged).count()
 }
 
 /// The one-line conclusion.
@@ -72,7 +73,7 @@ pub fn render(r: &SubjectReport) -> String {
     let _ = writeln!(out, "\n== {} ({}) ==", r.name, r.file);
     let _ = writeln!(out, "{}", headline(r));
     for v in &r.verdicts {
-        let word = if v.verdict == "broken" { "BROKEN" } else { v.verdict.as_str() };
+        let word = if v.verdict == Verdict::Broken { "BROKEN" } else { v.verdict.word() };
         let _ = writeln!(out, "  {:<24} {:<8} {}", v.check, word, v.detail);
         for line in v.evidence.lines() {
             let _ = writeln!(out, "  {:<24}          {line}", "");
@@ -94,7 +95,7 @@ mod tests {
     use super::*;
     use crate::schema::{Profile, VerdictLine};
 
-    fn subject(verdict: &str) -> SubjectReport {
+    fn subject(verdict: Verdict) -> SubjectReport {
         SubjectReport {
             name: "mine".into(),
             file: "mine.toml".into(),
@@ -103,7 +104,7 @@ mod tests {
             quota: "10 per 1000 ms, burst 10".into(),
             verdicts: vec![VerdictLine {
                 check: "bound".into(),
-                verdict: verdict.into(),
+                verdict,
                 detail: "admitted 11".into(),
                 evidence: "t  admitted\n0  11".into(),
                 replay: "cargo xtask verify mine.toml --replay \"0:11\"".into(),
@@ -119,7 +120,7 @@ mod tests {
 
     #[test]
     fn a_broken_check_prints_shouting_with_its_evidence_and_replay() {
-        let text = render(&subject("broken"));
+        let text = render(&subject(Verdict::Broken));
         assert!(text.contains("bound                    BROKEN   admitted 11"), "{text}");
         assert!(text.contains("          0  11\n"), "{text}");
         assert!(text.contains("replay: cargo xtask verify mine.toml"), "{text}");
@@ -130,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_held_subject_concludes_so() {
-        let r = subject("held");
+        let r = subject(Verdict::Held);
         assert_eq!(conclusion(&r), "every promise held");
         assert!(render(&r).contains("bound                    held     admitted 11"));
     }

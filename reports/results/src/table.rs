@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 use crate::schema::RunResult;
-use crate::verdict::{RowVerdict, BROKEN, HELD};
+use crate::verdict::{RowVerdict, Verdict};
 
 struct Row<'a> {
     first: &'a RunResult,
@@ -138,13 +138,13 @@ fn rules_lines(out: &mut String, rows: &[Row<'_>]) {
     let _ = writeln!(out, "each request all-or-nothing across its rules, and each rule's own bound:");
     for (row, runs) in with_rules {
         let split: u64 = runs.iter().map(|r| r.split_requests).sum();
-        let word = |broken: bool| if broken { BROKEN } else { HELD };
-        let aon = word(runs.iter().any(|r| r.all_or_nothing == BROKEN));
+        let word = |broken: bool| if broken { Verdict::Broken } else { Verdict::Held };
+        let aon = word(runs.iter().any(|r| r.all_or_nothing == Verdict::Broken));
         let names: Vec<&str> = runs[0].rules.iter().map(|b| b.name.as_str()).collect();
         let bounds: Vec<String> = names
             .iter()
             .map(|name| {
-                let broken = runs.iter().flat_map(|r| &r.rules).any(|b| b.name == *name && b.bound == BROKEN);
+                let broken = runs.iter().flat_map(|r| &r.rules).any(|b| b.name == *name && b.bound == Verdict::Broken);
                 format!("{name} {}", word(broken))
             })
             .collect();
@@ -179,7 +179,7 @@ fn wrap(text: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
-    fn run(algorithm: &str, seed: u64, admitted: u64, liveness: &str) -> RunResult {
+    fn run(algorithm: &str, seed: u64, admitted: u64, liveness: Verdict) -> RunResult {
         RunResult {
             scenario: "steady-trickle".into(),
             description: "One client sends every 30 ms.".into(),
@@ -196,8 +196,8 @@ mod tests {
             wrong_limit: 259 - admitted,
             round_trips: 400,
             peak_per_period: 20,
-            bound: "held".into(),
-            liveness: liveness.into(),
+            bound: Verdict::Held,
+            liveness,
             expected_finding: true,
             ..RunResult::default()
         }
@@ -205,7 +205,11 @@ mod tests {
 
     #[test]
     fn rows_sum_over_seeds_and_the_bound_column_is_the_row_verdict() {
-        let results = [run("gcra", 1, 259, "held"), run("adr002", 1, 20, "broken"), run("adr002", 2, 259, "held")];
+        let results = [
+            run("gcra", 1, 259, Verdict::Held),
+            run("adr002", 1, 20, Verdict::Broken),
+            run("adr002", 2, 259, Verdict::Held),
+        ];
         let text = render(&results);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "== steady-trickle (1 instances, 20 per 1000 ms) ==");
@@ -224,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_long_subject_name_widens_the_algorithm_column_of_every_row() {
-        let results = [run("gcra", 1, 259, "held"), run("a caller-timed bucket", 1, 259, "held")];
+        let results = [run("gcra", 1, 259, Verdict::Held), run("a caller-timed bucket", 1, 259, Verdict::Held)];
         let text = render(&results);
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[3].starts_with("algorithm             mode         policy"), "{}", lines[3]);
@@ -235,22 +239,25 @@ mod tests {
     #[test]
     fn multi_rule_rows_add_all_or_nothing_and_each_rules_bound() {
         use crate::schema::{RuleBound, RulesResult};
-        let with = |algorithm: &str, seed: u64, split: u64, global: &str| {
-            let mut r = run(algorithm, seed, 100, "held");
+        let with = |algorithm: &str, seed: u64, split: u64, global: Verdict| {
+            let mut r = run(algorithm, seed, 100, Verdict::Held);
             r.scenario = "multi-rule".into();
             r.rules = Some(RulesResult {
-                all_or_nothing: if split > 0 { BROKEN } else { HELD }.into(),
+                all_or_nothing: if split > 0 { Verdict::Broken } else { Verdict::Held },
                 split_requests: split,
                 all_or_nothing_detail: String::new(),
                 rules: vec![
-                    RuleBound { name: "per-user".into(), bound: HELD.into(), ..RuleBound::default() },
-                    RuleBound { name: "global".into(), bound: global.into(), ..RuleBound::default() },
+                    RuleBound { name: "per-user".into(), bound: Verdict::Held, ..RuleBound::default() },
+                    RuleBound { name: "global".into(), bound: global, ..RuleBound::default() },
                 ],
             });
             r
         };
-        let results =
-            [with("rules", 1, 0, HELD), with("rules-per-slot", 1, 7, HELD), with("rules-per-slot", 2, 5, BROKEN)];
+        let results = [
+            with("rules", 1, 0, Verdict::Held),
+            with("rules-per-slot", 1, 7, Verdict::Held),
+            with("rules-per-slot", 2, 5, Verdict::Broken),
+        ];
         let text = render(&results);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[6], "each request all-or-nothing across its rules, and each rule's own bound:");
@@ -260,6 +267,6 @@ mod tests {
             "rules-per-slot  fail-open     all-or-nothing broken (12 split); per-user held, global broken"
         );
         // Runs without rules print no such lines.
-        assert!(!render(&[run("gcra", 1, 259, "held")]).contains("all-or-nothing"));
+        assert!(!render(&[run("gcra", 1, 259, Verdict::Held)]).contains("all-or-nothing"));
     }
 }

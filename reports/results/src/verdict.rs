@@ -8,22 +8,59 @@
 //! the words for it: the terminal table, the HTML tables, the chart titles and the findings
 //! list all take their verdicts from here, so they cannot disagree.
 
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
 use crate::schema::RunResult;
 
-/// A check held.
-pub const HELD: &str = "held";
-/// A check broke.
-pub const BROKEN: &str = "broken";
-/// Nothing to check: no promise applies.
-pub const NONE: &str = "none";
-/// A verified subject's check that broke by the subject's design, shown with its evidence but
-/// no broken promise (the price of trusting the callers' clocks).
-pub const EXPECTED: &str = "expected";
-/// A verified subject's check that could not be judged (its script needs a command the Redis
-/// model does not have): neither held nor broken.
-pub const NOT_JUDGED: &str = "not judged";
-/// A verified subject's check that has nothing to judge (no scenario cut it off from Redis).
-pub const NOT_APPLICABLE: &str = "n/a";
+/// What one check came to. Serialised as the word the results file, the tables and the report
+/// show (`held`, `broken`, ...), so a results file reads the same as the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The check held.
+    #[serde(rename = "held")]
+    Held,
+    /// The check broke.
+    #[serde(rename = "broken")]
+    Broken,
+    /// Nothing to check: no promise applies.
+    #[default]
+    #[serde(rename = "none")]
+    None,
+    /// A verified subject's check that broke by the subject's design, shown with its evidence
+    /// but no broken promise (the price of trusting the callers' clocks).
+    #[serde(rename = "expected")]
+    Expected,
+    /// A verified subject's check that could not be judged (its script needs a command the
+    /// Redis model does not have): neither held nor broken.
+    #[serde(rename = "not judged")]
+    NotJudged,
+    /// A verified subject's check that has nothing to judge (no scenario cut it off from
+    /// Redis).
+    #[serde(rename = "n/a")]
+    NotApplicable,
+}
+
+impl Verdict {
+    /// The word for it, as the results file spells it.
+    pub const fn word(self) -> &'static str {
+        match self {
+            Verdict::Held => "held",
+            Verdict::Broken => "broken",
+            Verdict::None => "none",
+            Verdict::Expected => "expected",
+            Verdict::NotJudged => "not judged",
+            Verdict::NotApplicable => "n/a",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.word())
+    }
+}
 
 /// Whether a result fails the run: a bound-promising algorithm broke its promise where it
 /// applies, a failure policy broke its own, or calls returned errors.
@@ -31,7 +68,10 @@ pub const NOT_APPLICABLE: &str = "n/a";
 /// Starvation alone never fails a run: the checker reports it, and today only ADR-002's
 /// floored refill starves, which is the finding its scenario exists to show.
 pub fn is_failure(r: &RunResult) -> bool {
-    (r.bound == BROKEN && !r.expected_finding) || r.policy_check == BROKEN || r.mode_check == BROKEN || r.errors > 0
+    (r.bound == Verdict::Broken && !r.expected_finding)
+        || r.policy_check == Verdict::Broken
+        || r.mode_check == Verdict::Broken
+        || r.errors > 0
 }
 
 /// One of the checks a run is judged on.
@@ -76,16 +116,16 @@ pub struct Problem<'a> {
 /// ([`is_failure`]) exactly when one of its problems is a failure.
 pub fn problems(r: &RunResult) -> Vec<Problem<'_>> {
     let mut out = Vec::new();
-    if r.bound == BROKEN {
+    if r.bound == Verdict::Broken {
         out.push(Problem { check: Check::Bound, failure: !r.expected_finding, detail: &r.bound_detail });
     }
-    if r.policy_check == BROKEN {
+    if r.policy_check == Verdict::Broken {
         out.push(Problem { check: Check::Policy, failure: true, detail: &r.policy_detail });
     }
-    if r.liveness == BROKEN {
+    if r.liveness == Verdict::Broken {
         out.push(Problem { check: Check::Liveness, failure: false, detail: &r.liveness_detail });
     }
-    if r.mode_check == BROKEN {
+    if r.mode_check == Verdict::Broken {
         out.push(Problem { check: Check::Mode, failure: true, detail: &r.mode_detail });
     }
     if r.errors > 0 {
@@ -126,7 +166,7 @@ pub struct RowVerdict {
     /// Whether any run fails the simulation ([`is_failure`]).
     pub failure: bool,
     /// The first run's bound verdict, shown when nothing broke (`held` or `none`).
-    first_bound: String,
+    first_bound: Verdict,
 }
 
 impl RowVerdict {
@@ -140,17 +180,19 @@ impl RowVerdict {
             starved: 0,
             errors: 0,
             failure: false,
-            first_bound: String::new(),
+            first_bound: Verdict::None,
         };
         for r in runs {
             if v.runs == 0 {
-                v.first_bound = r.bound.clone();
+                v.first_bound = r.bound;
             }
             v.runs += 1;
-            v.broken += (r.bound == BROKEN || r.policy_check == BROKEN || r.mode_check == BROKEN) as usize;
-            v.bound_broken += (r.bound == BROKEN) as usize;
-            v.policy_broken += (r.policy_check == BROKEN) as usize;
-            v.starved += (r.liveness == BROKEN) as usize;
+            v.broken += (r.bound == Verdict::Broken
+                || r.policy_check == Verdict::Broken
+                || r.mode_check == Verdict::Broken) as usize;
+            v.bound_broken += (r.bound == Verdict::Broken) as usize;
+            v.policy_broken += (r.policy_check == Verdict::Broken) as usize;
+            v.starved += (r.liveness == Verdict::Broken) as usize;
             v.errors += r.errors;
             v.failure |= is_failure(r);
         }
@@ -164,7 +206,7 @@ impl RowVerdict {
     pub fn text(&self) -> String {
         let (count, word) = if self.broken > 0 { (self.broken, "broken") } else { (self.starved, "starved") };
         if count == 0 {
-            self.first_bound.clone()
+            self.first_bound.word().to_owned()
         } else if self.failure {
             format!("{} {count}/{}", word.to_uppercase(), self.runs)
         } else {
@@ -178,7 +220,7 @@ impl RowVerdict {
             Kind::Failure
         } else if self.broken > 0 || self.starved > 0 {
             Kind::Expected
-        } else if self.first_bound == HELD {
+        } else if self.first_bound == Verdict::Held {
             Kind::Held
         } else {
             Kind::Unchecked
@@ -190,14 +232,23 @@ impl RowVerdict {
 mod tests {
     use super::*;
 
-    fn run(bound: &str, policy: &str, liveness: &str, expected: bool) -> RunResult {
-        RunResult {
-            bound: bound.into(),
-            policy_check: policy.into(),
-            liveness: liveness.into(),
-            expected_finding: expected,
-            ..RunResult::default()
+    const HELD: Verdict = Verdict::Held;
+    const BROKEN: Verdict = Verdict::Broken;
+    const NONE: Verdict = Verdict::None;
+
+    fn run(bound: Verdict, policy: Verdict, liveness: Verdict, expected: bool) -> RunResult {
+        RunResult { bound, policy_check: policy, liveness, expected_finding: expected, ..RunResult::default() }
+    }
+
+    #[test]
+    fn each_verdict_is_serialised_as_its_word_and_reads_back() {
+        use Verdict::*;
+        for v in [Held, Broken, None, Expected, NotJudged, NotApplicable] {
+            let json = serde_json::to_string(&v).unwrap();
+            assert_eq!(json, format!("\"{}\"", v.word()));
+            assert_eq!(serde_json::from_str::<Verdict>(&json).unwrap(), v);
         }
+        assert!(serde_json::from_str::<Verdict>("\"Broken\"").is_err(), "only the words read");
     }
 
     #[test]
@@ -230,7 +281,7 @@ mod tests {
     #[test]
     fn a_broken_round_trip_mode_fails_the_run_even_when_the_bound_held() {
         let mut r = run(HELD, NONE, HELD, false);
-        r.mode_check = BROKEN.into();
+        r.mode_check = BROKEN;
         r.mode_detail = "2 cached denials Redis would have admitted".into();
         assert!(is_failure(&r));
         assert_eq!(problems(&r).iter().map(|p| (p.check, p.failure)).collect::<Vec<_>>(), [(Check::Mode, true)]);

@@ -2,7 +2,8 @@
 //! field names and order are pinned here, and a partial file reads with defaults.
 
 use results::{
-    FaultWindow, RacePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series, SkewPoint, Sources, SCHEMA,
+    FaultWindow, RacePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series, SkewPoint, Sources, Verdict,
+    SCHEMA,
 };
 
 #[test]
@@ -63,7 +64,7 @@ fn a_partial_file_reads_with_defaults_and_round_trips() {
     assert_eq!(r.results[0].scenario, "x");
     assert_eq!(r.results[0].series, None);
     // Written before the round-trip modes: no mode, no calls counted, no mode check.
-    assert_eq!((r.results[0].mode.as_str(), r.results[0].round_trips, r.results[0].mode_check.as_str()), ("", 0, ""));
+    assert_eq!((r.results[0].mode.as_str(), r.results[0].round_trips, r.results[0].mode_check), ("", 0, Verdict::None));
     assert_eq!(r.race_sweep, vec![RacePoint { algorithm: "naive".into(), instances: 4, ..RacePoint::default() }]);
     assert_eq!(r.skew_sweep, vec![SkewPoint { algorithm: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
     let again: Results = serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
@@ -75,13 +76,13 @@ fn a_multi_rule_run_adds_its_rules_and_older_files_read_without_them() {
     let run = RunResult {
         scenario: "multi-rule".into(),
         rules: Some(RulesResult {
-            all_or_nothing: "held".into(),
+            all_or_nothing: Verdict::Held,
             split_requests: 0,
             all_or_nothing_detail: "none split".into(),
             rules: vec![RuleBound {
                 name: "per-user".into(),
                 consumed: 9,
-                bound: "held".into(),
+                bound: Verdict::Held,
                 ..RuleBound::default()
             }],
         }),

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use results::subject::{conclusion, headline, profile_rows};
-use results::SubjectReport;
+use results::{SubjectReport, Verdict};
 
 use super::{escape, figure, how, section_id};
 use crate::charts::Chart;
@@ -45,11 +45,9 @@ fn subject(out: &mut String, r: &SubjectReport) {
     );
     out.push_str("<table>\n<tr><th>check</th><th>verdict</th><th>what it rests on</th></tr>\n");
     for v in &r.verdicts {
-        let class = match v.verdict.as_str() {
-            "broken" => "broken",
-            "held" => "held",
-            "expected" => "expected",
-            _ => "none",
+        let class = match v.verdict {
+            Verdict::Broken | Verdict::Held | Verdict::Expected => v.verdict.word(),
+            Verdict::None | Verdict::NotJudged | Verdict::NotApplicable => "none",
         };
         let _ = write!(
             out,
@@ -59,7 +57,7 @@ fn subject(out: &mut String, r: &SubjectReport) {
                 _ => "",
             },
             escape(&v.check),
-            escape(&v.verdict),
+            escape(v.verdict.word()),
             escape(&v.detail)
         );
         if !v.evidence.is_empty() {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use reports::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, VerdictLine, SCHEMA,
+    SubjectReport, Verdict, VerdictLine, SCHEMA,
 };
 
 /// splitmix64: a tiny deterministic generator, so the sample needs no `rand`.
@@ -273,9 +273,9 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
         _ => BURST + LIMIT,
     } as f64;
     let bound_value = if s.name == "redis-restart" { bound_value + BURST as f64 } else { bound_value };
-    let bound = if peak > bound_value * 1.1 { "broken" } else { "held" };
+    let bound = if peak > bound_value * 1.1 { Verdict::Broken } else { Verdict::Held };
     let faults_here = !s.faults.is_empty();
-    let policy_check = if faults_here { "held" } else { "none" };
+    let policy_check = if faults_here { Verdict::Held } else { Verdict::None };
     let policy_detail = match (faults_here, policy) {
         (false, _) => String::new(),
         (true, "fail-open") => "fail-open admitted every request Redis could not decide".to_string(),
@@ -319,12 +319,12 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
         wrong_limit: wrong_limit as u64,
         wrong_allow_pct: 100.0 * wrong_allow / requests.max(1) as f64,
         wrong_limit_pct: 100.0 * wrong_limit / requests.max(1) as f64,
-        bound: bound.into(),
+        bound,
         bound_detail: format!("max {peak:.0} admitted in any {PERIOD_MS} ms window; bound {bound_value:.0}"),
         expected_finding,
-        policy_check: policy_check.into(),
+        policy_check,
         policy_detail,
-        liveness: if algorithm == "adr002" { "broken" } else { "held" }.into(),
+        liveness: if algorithm == "adr002" { Verdict::Broken } else { Verdict::Held },
         liveness_detail: String::new(),
         peak_per_period: peak as u64,
         errors: 0,
@@ -467,7 +467,7 @@ pub fn sample_subject(name: &str, broken: bool) -> SubjectReport {
     let bound = if broken {
         VerdictLine {
             check: "bound".into(),
-            verdict: "broken".into(),
+            verdict: Verdict::Broken,
             detail: "admitted 11 in a 1000 ms window; the promise allows 10".into(),
             evidence: "t (ms)  instance  asked  admitted\n     0         0     10        10\n   999         1      1         1"
                 .into(),
@@ -476,7 +476,7 @@ pub fn sample_subject(name: &str, broken: bool) -> SubjectReport {
     } else {
         VerdictLine {
             check: "bound".into(),
-            verdict: "held".into(),
+            verdict: Verdict::Held,
             detail: "held in 200 schedules x 3 quotas at exact times and 12 scenario runs".into(),
             ..VerdictLine::default()
         }
@@ -491,7 +491,7 @@ pub fn sample_subject(name: &str, broken: bool) -> SubjectReport {
             bound,
             VerdictLine {
                 check: "failure policy".into(),
-                verdict: "n/a".into(),
+                verdict: Verdict::NotApplicable,
                 detail: "not cut off".into(),
                 ..VerdictLine::default()
             },

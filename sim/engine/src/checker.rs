@@ -18,28 +18,9 @@ use crate::faults::Fault;
 use crate::promise::{Promise, Tolerance};
 use crate::trace::Record;
 
-/// A bound's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// The promise held.
-    Held,
-    /// The promise was broken.
-    Broken,
-    /// Nothing to check (no promise applies).
-    None,
-}
-
-impl Verdict {
-    /// `held`, `broken` or `none`: the words of the results file, which the tables and the
-    /// report read back (`results::verdict`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Verdict::Held => results::verdict::HELD,
-            Verdict::Broken => results::verdict::BROKEN,
-            Verdict::None => results::verdict::NONE,
-        }
-    }
-}
+/// What a check came to: the results file's own verdicts, so the tables and the report read
+/// back exactly what the checker decided.
+pub use results::Verdict;
 
 /// A verdict and what it is based on.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,7 +4,7 @@
 //! store would have to across slots) charges requests another rule denied, and the checker
 //! says so.
 
-use sim_engine::results::RunResult;
+use sim_engine::results::{RunResult, Verdict};
 use sim_engine::run::{self, is_failure};
 use sim_engine::scenario;
 use sim_engine::subject::{RulesSubject, Subject};
@@ -21,15 +21,15 @@ fn one_script_call_holds_all_or_nothing_and_every_rules_bound_under_every_policy
     assert_eq!(results.len(), 6, "three policies, two seeds");
     for r in &results {
         let rules = r.rules.as_ref().expect("a multi-rule run reports its rules");
-        assert_eq!(rules.all_or_nothing, "held", "{}: {}", r.replay, rules.all_or_nothing_detail);
+        assert_eq!(rules.all_or_nothing, Verdict::Held, "{}: {}", r.replay, rules.all_or_nothing_detail);
         assert_eq!(rules.split_requests, 0);
         assert_eq!(rules.rules.len(), 3);
         for b in &rules.rules {
-            assert_eq!(b.bound, "held", "{} rule {}: {}", r.replay, b.name, b.bound_detail);
+            assert_eq!(b.bound, Verdict::Held, "{} rule {}: {}", r.replay, b.name, b.bound_detail);
             assert!(b.consumed > 0, "rule {} took nothing", b.name);
         }
         assert!(!is_failure(r), "{}: {} / {}", r.replay, r.bound_detail, r.policy_detail);
-        assert_eq!(r.policy_check, "held", "{}: {}", r.replay, r.policy_detail);
+        assert_eq!(r.policy_check, Verdict::Held, "{}: {}", r.replay, r.policy_detail);
         // Every rule binds: requests are denied, and admitted, in numbers.
         assert!(r.admitted > r.requests / 5 && r.admitted < r.requests * 4 / 5, "{} of {}", r.admitted, r.requests);
     }
@@ -40,12 +40,12 @@ fn deciding_the_rules_slot_by_slot_splits_requests_and_the_checker_reports_it() 
     let results = run_all(&[RulesSubject::PerSlot], &[1]);
     for r in &results {
         let rules = r.rules.as_ref().expect("rules reported");
-        assert_eq!(rules.all_or_nothing, "broken", "{}", r.replay);
+        assert_eq!(rules.all_or_nothing, Verdict::Broken, "{}", r.replay);
         assert!(rules.split_requests > 20, "{}: {}", r.replay, rules.split_requests);
         assert!(rules.all_or_nothing_detail.contains("while rules"), "{}", rules.all_or_nothing_detail);
         // Each slot's call is atomic: no rule admits past its own bound, only the whole splits.
-        assert!(rules.rules.iter().all(|b| b.bound == "held"), "{:?}", rules.rules);
-        assert_eq!(r.bound, "broken");
+        assert!(rules.rules.iter().all(|b| b.bound == Verdict::Held), "{:?}", rules.rules);
+        assert_eq!(r.bound, Verdict::Broken);
         assert!(r.expected_finding && !is_failure(r), "a finding, not a failure: {}", r.replay);
     }
 }

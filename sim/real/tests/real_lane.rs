@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 
 use redis_ratelimit::FailurePolicy;
-use sim_engine::results::RunResult;
+use sim_engine::results::{RunResult, Verdict};
 use sim_engine::run::{self, is_failure};
 use sim_engine::scenario::{self, RunSpec};
 use sim_engine::subject::Subject;
@@ -89,7 +89,7 @@ fn no_real_run_returns_an_error_instead_of_a_decision() {
 #[test]
 fn naive_get_set_over_admits_against_real_redis_while_atomic_scripts_hold() {
     let naive = one("get-set-race", "naive", |_| true);
-    assert_eq!(naive.bound, "broken", "{naive:?}");
+    assert_eq!(naive.bound, Verdict::Broken, "{naive:?}");
     // Seen: 195 admitted where the oracle admits 80.
     assert!(
         naive.admitted > naive.oracle_admitted + naive.oracle_admitted / 5,
@@ -99,7 +99,7 @@ fn naive_get_set_over_admits_against_real_redis_while_atomic_scripts_hold() {
     );
     for a in ["fixed-window", "gcra"] {
         let r = one("get-set-race", a, |_| true);
-        assert_eq!(r.bound, "held", "{a}: {}", r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{a}: {}", r.bound_detail);
         assert!(
             r.admitted <= r.oracle_admitted + r.oracle_admitted / 50,
             "{a}: {} vs {}",
@@ -112,7 +112,7 @@ fn naive_get_set_over_admits_against_real_redis_while_atomic_scripts_hold() {
 #[test]
 fn naive_get_set_over_admits_against_mini_redis_too() {
     let naive = &lane().mini;
-    assert_eq!(naive.bound, "broken", "{naive:?}");
+    assert_eq!(naive.bound, Verdict::Broken, "{naive:?}");
     // Seen: 193 admitted where the oracle admits 80.
     assert!(
         naive.admitted > naive.oracle_admitted + naive.oracle_admitted / 5,
@@ -142,8 +142,8 @@ fn fixed_window_admits_up_to_twice_its_limit_across_a_real_window_boundary() {
     // policy, so the peaks (every admission) allow for those; the store-decided bounds
     // are exact.
     assert!(fw.peak_per_period <= 2 * fw.limit + fw.sources.fail_open, "fixed window peak {}", fw.peak_per_period);
-    assert_eq!(fw.bound, "held", "its promise allows the boundary double: {}", fw.bound_detail);
-    assert_eq!(log.bound, "held", "{}", log.bound_detail);
+    assert_eq!(fw.bound, Verdict::Held, "its promise allows the boundary double: {}", fw.bound_detail);
+    assert_eq!(log.bound, Verdict::Held, "{}", log.bound_detail);
     assert!(log.peak_per_period <= log.limit + log.sources.fail_open, "sliding log peak {}", log.peak_per_period);
 }
 
@@ -153,8 +153,8 @@ fn client_time_over_admits_under_real_clock_skew_while_server_time_holds() {
     for a in ["token-bucket", "gcra"] {
         let server = one("clock-skew", a, |r| r.time_source == "server");
         let client = one("clock-skew", a, |r| r.time_source == "client");
-        assert_eq!(server.bound, "held", "{a} server: {}", server.bound_detail);
-        assert_eq!(client.bound, "broken", "{a} client: {}", client.bound_detail);
+        assert_eq!(server.bound, Verdict::Held, "{a} server: {}", server.bound_detail);
+        assert_eq!(client.bound, Verdict::Broken, "{a} client: {}", client.bound_detail);
         assert!(client.expected_finding && !is_failure(client));
         // Seen: about 22% wrongly allowed in client time, 1-2.5% in server time.
         assert!(client.wrong_allow_pct > 10.0, "{a} client wrongly allowed only {:.1}%", client.wrong_allow_pct);
@@ -180,10 +180,10 @@ fn fail_open_is_unbounded_while_real_redis_is_down_and_the_local_budget_holds() 
     let budget = one("redis-outage", "gcra", |r| r.policy == "local-budget");
     // Seen: 36% of all requests wrongly allowed by fail-open.
     assert!(open.sources.fail_open > 0 && open.wrong_allow > open.requests / 10, "{open:?}");
-    assert_eq!(open.bound, "held", "{}", open.bound_detail);
-    assert_eq!(closed.policy_check, "held", "{}", closed.policy_detail);
+    assert_eq!(open.bound, Verdict::Held, "{}", open.bound_detail);
+    assert_eq!(closed.policy_check, Verdict::Held, "{}", closed.policy_detail);
     assert!(closed.sources.fail_closed > 0);
-    assert_eq!(budget.policy_check, "held", "{}", budget.policy_detail);
+    assert_eq!(budget.policy_check, Verdict::Held, "{}", budget.policy_detail);
     assert!(budget.sources.local_budget > 0);
     assert!(budget.wrong_allow < open.wrong_allow, "budget {} vs open {}", budget.wrong_allow, open.wrong_allow);
     // Seen: about 45 ms from the restart to the first store-decided admission.

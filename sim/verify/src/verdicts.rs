@@ -5,7 +5,7 @@
 //! that could not be judged on the model says why.
 
 use redis_ratelimit::Quota;
-use results::{Profile, RatePoint, RunResult, SubjectReport, VerdictLine};
+use results::{Profile, RatePoint, RunResult, SubjectReport, Verdict, VerdictLine};
 
 use super::checks::CheckKind;
 use super::profile::Measured;
@@ -121,11 +121,11 @@ fn skewed_client_run(r: &RunResult, skew: Option<i64>) -> bool {
 
 /// What a found break is called: the clock trust's is the price of taking the caller's clock,
 /// expected of the design; any other break is a broken promise.
-fn word(check: CheckKind) -> &'static str {
+fn found_verdict(check: CheckKind) -> Verdict {
     if check == CheckKind::ClockTrust {
-        results::verdict::EXPECTED
+        Verdict::Expected
     } else {
-        results::verdict::BROKEN
+        Verdict::Broken
     }
 }
 
@@ -143,7 +143,7 @@ fn found_line(e: &Evidence<'_>, check: CheckKind, f: &Found) -> VerdictLine {
     };
     VerdictLine {
         check: check.name().to_owned(),
-        verdict: word(check).to_owned(),
+        verdict: found_verdict(check),
         detail: format!("{}{why}{step}", f.violation.message),
         evidence: format!(
             "quota {}, one key, {}:\n{}",
@@ -164,9 +164,9 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     }
     // What the scenarios say about the same check.
     let broke = |r: &RunResult, skew: Option<i64>| match check {
-        CheckKind::Bound => r.bound == "broken" && !skewed_client_run(r, skew),
-        CheckKind::ClockTrust => r.bound == "broken" && skewed_client_run(r, skew),
-        CheckKind::LostCapacity => r.liveness == "broken",
+        CheckKind::Bound => r.bound == Verdict::Broken && !skewed_client_run(r, skew),
+        CheckKind::ClockTrust => r.bound == Verdict::Broken && skewed_client_run(r, skew),
+        CheckKind::LostCapacity => r.liveness == Verdict::Broken,
         CheckKind::Errors => r.errors > 0,
         CheckKind::Estimate | CheckKind::RetryAfter => false,
     };
@@ -186,11 +186,11 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
         let why = if skew_only { " (only when instances' clocks disagree)" } else { "" };
         return VerdictLine {
             check: check.name().to_owned(),
-            verdict: word(check).to_owned(),
+            verdict: found_verdict(check),
             detail: format!("{}{why}: {detail}", r.scenario),
             evidence: format!(
                 "{} in {} of {scenario_runs} scenario runs; the first: {} seed {}, {} instances",
-                word(check),
+                found_verdict(check),
                 broken.len(),
                 r.scenario,
                 r.seed,
@@ -202,7 +202,7 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     if let Some(command) = unknown {
         return VerdictLine {
             check: check.name().to_owned(),
-            verdict: results::verdict::NOT_JUDGED.to_owned(),
+            verdict: Verdict::NotJudged,
             detail: format!(
                 "the script calls `{command}`, which the Redis model does not implement, so it cannot be run at exact \
                  times; run it on real Redis with --backend redis{}",
@@ -243,35 +243,30 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
              runs"
         ),
     };
-    VerdictLine {
-        check: check.name().to_owned(),
-        verdict: results::verdict::HELD.to_owned(),
-        detail,
-        ..VerdictLine::default()
-    }
+    VerdictLine { check: check.name().to_owned(), verdict: Verdict::Held, detail, ..VerdictLine::default() }
 }
 
 /// What the caller does when Redis cannot be asked, from the scenarios that cut it off.
 fn policy_verdict(e: &Evidence<'_>) -> VerdictLine {
-    let cut_off: Vec<&&RunResult> = e.runs.iter().filter(|r| r.policy_check != "none").collect();
+    let cut_off: Vec<&&RunResult> = e.runs.iter().filter(|r| r.policy_check != Verdict::None).collect();
     let policy = e.runs.first().map_or("fail-open", |r| r.policy.as_str());
-    match cut_off.iter().find(|r| r.policy_check == "broken") {
+    match cut_off.iter().find(|r| r.policy_check == Verdict::Broken) {
         Some(r) => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: results::verdict::BROKEN.to_owned(),
+            verdict: Verdict::Broken,
             detail: format!("{}: {}", r.scenario, r.policy_detail),
             evidence: String::new(),
             replay: r.replay.clone(),
         },
         None if cut_off.is_empty() => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: results::verdict::NOT_APPLICABLE.to_owned(),
+            verdict: Verdict::NotApplicable,
             detail: "no scenario run cut it off from Redis".to_owned(),
             ..VerdictLine::default()
         },
         None => VerdictLine {
             check: "failure policy".to_owned(),
-            verdict: results::verdict::HELD.to_owned(),
+            verdict: Verdict::Held,
             detail: format!(
                 "{policy} ({}) while Redis was unreachable, in {} runs; e.g. {}",
                 if policy == "fail-open" { "on_error = allow" } else { "on_error = deny" },
@@ -303,7 +298,7 @@ fn profile(e: &Evidence<'_>) -> Profile {
         .map(|(r, _)| r.admitted as f64 / r.oracle_admitted.max(1) as f64)
         .next();
     let breaks_at_skew_ms =
-        e.swept.iter().filter_map(|(r, skew)| skew.filter(|_| r.bound == "broken")).filter(|&s| s > 0).min();
+        e.swept.iter().filter_map(|(r, skew)| skew.filter(|_| r.bound == Verdict::Broken)).filter(|&s| s > 0).min();
     let points = |curve: &[(f64, f64)]| -> Vec<RatePoint> {
         curve.iter().map(|&(offered, delivered)| RatePoint { offered, delivered }).collect()
     };

@@ -111,7 +111,7 @@ pub(crate) fn leases() -> Goal {
     let per_call = |r: &sim_engine::results::RunResult| 1.0 / r.round_trips_per_decision().max(1e-9);
     let ratio = per_call(&leased) / per_call(&plain);
     let limited = 100.0 * leased.under_admitted as f64 / leased.requests.max(1) as f64;
-    let allowed_beyond = leased.bound != "held";
+    let allowed_beyond = leased.bound != sim_engine::results::Verdict::Held;
     let met = ratio >= 20.0 && limited <= 1.0 && !allowed_beyond && !sim_engine::results::is_failure(&leased);
     Goal {
         what: "decisions per Redis call, busy key, leases, 8 instances at 2x (real Redis)".into(),

@@ -72,11 +72,11 @@ pub fn check(rules: &[SimRule], records: &[Record], data_losses: u64) -> (Check,
             period_ms: rule.quota.period_ms(),
             burst: rule.quota.burst(),
             consumed: taken.iter().map(|r| r.cost).sum(),
-            bound: c.verdict.name().to_owned(),
+            bound: c.verdict,
             bound_detail: c.detail,
         });
     }
-    let broken_rule = bounds.iter().find(|b| b.bound == Verdict::Broken.name());
+    let broken_rule = bounds.iter().find(|b| b.bound == Verdict::Broken);
     let check = match (aon, broken_rule) {
         (Verdict::Broken, _) => Check { verdict: Verdict::Broken, detail: format!("all-or-nothing: {aon_detail}") },
         (_, Some(b)) => Check { verdict: Verdict::Broken, detail: format!("rule {}: {}", b.name, b.bound_detail) },
@@ -88,12 +88,7 @@ pub fn check(rules: &[SimRule], records: &[Record], data_losses: u64) -> (Check,
             ),
         },
     };
-    let result = RulesResult {
-        all_or_nothing: aon.name().to_owned(),
-        split_requests,
-        all_or_nothing_detail: aon_detail,
-        rules: bounds,
-    };
+    let result = RulesResult { all_or_nothing: aon, split_requests, all_or_nothing_detail: aon_detail, rules: bounds };
     (check, result)
 }
 
@@ -124,12 +119,7 @@ mod tests {
         let clean =
             [rec(0, 0, true, &[(true, true), (true, true)]), rec(1, 0, false, &[(true, false), (false, false)])];
         let (c, r) = check(&rules(), &clean, 0);
-        assert_eq!(
-            (c.verdict, r.split_requests, r.all_or_nothing.as_str()),
-            (Verdict::Held, 0, "held"),
-            "{}",
-            c.detail
-        );
+        assert_eq!((c.verdict, r.split_requests, r.all_or_nothing), (Verdict::Held, 0, Verdict::Held), "{}", c.detail);
         let split = [rec(0, 0, false, &[(true, true), (false, false)])];
         let (c, r) = check(&rules(), &split, 0);
         assert_eq!((c.verdict, r.split_requests), (Verdict::Broken, 1));
@@ -144,8 +134,8 @@ mod tests {
         // per-user rule, one too many for the global rule of 3... plus one: four.
         let recs: Vec<Record> = (0..4).map(|k| rec(k as u64, k, true, &[(true, true), (true, true)])).collect();
         let (c, r) = check(&rules(), &recs, 0);
-        assert_eq!(r.rules[0].bound, "held");
-        assert_eq!((r.rules[1].bound.as_str(), r.rules[1].consumed), ("broken", 4));
+        assert_eq!(r.rules[0].bound, Verdict::Held);
+        assert_eq!((r.rules[1].bound, r.rules[1].consumed), (Verdict::Broken, 4));
         assert!(c.detail.starts_with("rule g:"), "{}", c.detail);
     }
 }
