@@ -8,10 +8,13 @@
 //! open but for another cause (a password fixed but a certificate still wrong), and when it
 //! closes again. The cause names the server and what it said, never a password.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
+use crate::clock::Clock;
 use crate::decision::Degraded;
+use crate::error::Error;
 use crate::store::{RedisStore, StoreError};
 use crate::sync::{lock, Mutex};
 
@@ -67,6 +70,16 @@ struct Outage {
     since_ms: u64,
 }
 
+/// How a guarded store call came out ([`Health::guard`]).
+pub(crate) enum Guarded<T> {
+    /// Redis answered.
+    Answered(T),
+    /// Redis was not asked (the breaker is open) or did not answer (down, slow, refusing this
+    /// client): the failure policy answers at `at_ms`, saying `why`; Redis may be asked again
+    /// `retry_after_ms` from then.
+    Unavailable { at_ms: u64, why: Degraded, retry_after_ms: u64 },
+}
+
 /// The breaker and its reporting; see the module docs.
 pub(crate) struct Health {
     pub(crate) breaker: CircuitBreaker,
@@ -84,9 +97,41 @@ impl Health {
         self.breaker.state()
     }
 
-    /// Asks to call Redis at `now_ms`.
-    pub(crate) fn acquire(&self, now_ms: u64) -> Permit {
-        self.breaker.acquire(now_ms)
+    /// The one way a decision calls Redis: `call` runs only if the breaker lets it, and its
+    /// result is sorted. An answer, even Redis's own error about the data or the reply
+    /// (`StoreError::Fatal`, returned as the error it is), tells the breaker that Redis is up;
+    /// anything else is an outage that it counts, and the caller's failure policy answers.
+    /// Times are read from `clock` after the call, since a slow call is part of the story.
+    pub(crate) async fn guard<T, F>(
+        &self,
+        clock: &dyn Clock,
+        now_ms: u64,
+        redis: &RedisStore,
+        call: impl FnOnce() -> F,
+    ) -> Result<Guarded<T>, Error>
+    where
+        F: Future<Output = Result<T, StoreError>>,
+    {
+        let permit = self.breaker.acquire(now_ms);
+        if let Permit::Reject { retry_after_ms } = permit {
+            return Ok(Guarded::Unavailable { at_ms: now_ms, why: Degraded::BreakerOpen, retry_after_ms });
+        }
+        match call().await {
+            Ok(answer) => {
+                self.succeeded(permit, clock.now_ms());
+                Ok(Guarded::Answered(answer))
+            }
+            Err(StoreError::Fatal(error)) => {
+                // Redis answered, so it is up; the problem is the data or the reply.
+                self.succeeded(permit, clock.now_ms());
+                Err(error)
+            }
+            Err(error) => {
+                let at_ms = clock.now_ms();
+                let (why, retry_after_ms) = self.failed(permit, at_ms, &error, redis);
+                Ok(Guarded::Unavailable { at_ms, why, retry_after_ms })
+            }
+        }
     }
 
     /// Tells the hook (and, with the `metrics` feature, `tracing`).
@@ -102,7 +147,7 @@ impl Health {
     }
 
     /// A permitted call reached Redis (it answered, even with an error of its own).
-    pub(crate) fn succeeded(&self, permit: Permit, now_ms: u64) {
+    fn succeeded(&self, permit: Permit, now_ms: u64) {
         if self.breaker.on_success(permit).is_some() {
             let outage = lock(&self.outage).take();
             if let Some(outage) = outage {
@@ -113,13 +158,7 @@ impl Health {
 
     /// A permitted call failed at `now_ms` with `error`, a failure policy's case: the reason for
     /// the decision and when Redis may be asked again (ms).
-    pub(crate) fn failed(
-        &self,
-        permit: Permit,
-        now_ms: u64,
-        error: &StoreError,
-        redis: &RedisStore,
-    ) -> (Degraded, u64) {
+    fn failed(&self, permit: Permit, now_ms: u64, error: &StoreError, redis: &RedisStore) -> (Degraded, u64) {
         let why = error.degraded().unwrap_or(Degraded::Unavailable);
         let entered = self.breaker.on_failure(permit, now_ms);
         let retry = self.breaker.next_attempt_in_ms(now_ms);

@@ -4,18 +4,18 @@
 use std::sync::Arc;
 
 use crate::algo::Outcome;
-use crate::breaker::{BreakerConfig, BreakerState, Permit};
+use crate::breaker::{BreakerConfig, BreakerState};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
-use crate::health::{Health, OnStoreEvent, StoreEvent};
+use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 use crate::scripts;
 use crate::store::local::LocalStore;
-use crate::store::{RedisStore, StoreError};
+use crate::store::{Backend, RedisStore};
 
 /// Whose clock the algorithm reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -38,12 +38,6 @@ impl TimeSource {
             TimeSource::Client => "client",
         }
     }
-}
-
-enum Backend {
-    Local(LocalStore),
-    // Shared with the batching mode's flushing task.
-    Redis(Arc<RedisStore>),
 }
 
 // The round-trip modes (`crate::modes`) decide from these too.
@@ -187,43 +181,33 @@ impl Limiter {
         if let Some(retry) = inner.modes.denials.as_ref().and_then(|d| d.check(key, cost, now)) {
             return Ok(inner.cached_denial(now, retry));
         }
-        let permit = inner.health.acquire(now);
-        if let Permit::Reject { retry_after_ms } = permit {
-            return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
-        }
         let stem = inner.stem(key);
         let client_now = (inner.time_source == TimeSource::Client).then_some(now);
-        let result = match &inner.modes.batcher {
-            Some(batcher) => batcher.evaluate(redis, inner.algorithm, inner.quota, stem, client_now, cost).await,
-            None => {
-                let request = scripts::Request {
-                    algorithm: inner.algorithm,
-                    quota: &inner.quota,
-                    stem: &stem,
-                    now_ms: client_now,
-                    cost,
-                };
-                redis.evaluate(request).await
+        let call = || async move {
+            match &inner.modes.batcher {
+                Some(batcher) => batcher.evaluate(redis, inner.algorithm, inner.quota, stem, client_now, cost).await,
+                None => {
+                    let request = scripts::Request {
+                        algorithm: inner.algorithm,
+                        quota: &inner.quota,
+                        stem: &stem,
+                        now_ms: client_now,
+                        cost,
+                    };
+                    redis.evaluate(request).await
+                }
             }
         };
-        match result {
-            Ok((outcome, decided_at_ms)) => {
-                inner.health.succeeded(permit, inner.clock.now_ms());
+        match inner.health.guard(&*inner.clock, now, redis, call).await? {
+            Guarded::Answered((outcome, decided_at_ms)) => {
                 if let (Some(denials), false) = (&inner.modes.denials, outcome.allowed) {
                     denials.record(key, cost, now, outcome.retry_after_ms);
                 }
                 Ok(inner.store_decision(outcome, decided_at_ms))
             }
-            Err(StoreError::Fatal(error)) => {
-                // Redis answered, so it is up; the problem is the data or the reply.
-                inner.health.succeeded(permit, inner.clock.now_ms());
-                Err(error)
-            }
             // Down, slow or refusing this client: an outage, the failure policy answers.
-            Err(error) => {
-                let failed_at = inner.clock.now_ms();
-                let (why, retry) = inner.health.failed(permit, failed_at, &error, redis);
-                Ok(inner.fallback(key, failed_at, cost, why, retry))
+            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
+                Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
             }
         }
     }

@@ -41,7 +41,6 @@ pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 use crate::breaker::BreakerState;
 use crate::decision::{Decision, Degraded};
 use crate::error::Error;
-use crate::quota::Algorithm;
 use crate::store::StoreError;
 
 /// Registers every metric's description with the installed recorder (the `# HELP` lines of
@@ -155,11 +154,6 @@ pub(crate) struct StoreCall {
 }
 
 impl StoreCall {
-    /// Starts measuring a call of `algorithm`'s script to the store `describe` names.
-    pub(crate) fn start(algorithm: Algorithm, describe: impl FnOnce() -> String) -> Self {
-        Self::of_script(algorithm.name(), describe)
-    }
-
     /// Starts measuring a call of the script named `script` (an algorithm's, or `rules` for the
     /// all-or-nothing script of several rules).
     pub(crate) fn of_script(script: &'static str, describe: impl FnOnce() -> String) -> Self {

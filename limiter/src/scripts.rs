@@ -46,9 +46,15 @@ pub const GCRA: LuaScript =
 /// Every script.
 pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];
 
-/// The script of `algorithm`, if it has one.
-pub fn for_algorithm(algorithm: Algorithm) -> Option<LuaScript> {
-    ALL.into_iter().find(|s| s.algorithm == algorithm)
+/// The script of `algorithm`: every algorithm has one, and the compiler holds this to it.
+pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
+    match algorithm {
+        Algorithm::FixedWindow => FIXED_WINDOW,
+        Algorithm::SlidingWindow => SLIDING_WINDOW,
+        Algorithm::SlidingLog => SLIDING_LOG,
+        Algorithm::TokenBucket => TOKEN_BUCKET,
+        Algorithm::Gcra => GCRA,
+    }
 }
 
 /// The key suffix of each algorithm, after the `prefix:{key}:` stem.
@@ -170,9 +176,10 @@ mod tests {
     }
 
     #[test]
-    fn every_algorithm_has_its_script() {
-        for a in Algorithm::ALL {
-            assert_eq!(for_algorithm(a).map(|s| s.algorithm), Some(a), "{a}");
+    fn every_algorithm_has_its_script_and_all_lists_each_once() {
+        for (i, a) in Algorithm::ALL.into_iter().enumerate() {
+            assert_eq!(for_algorithm(a).algorithm, a, "{a}");
+            assert_eq!(ALL[i].algorithm, a, "{a}");
         }
     }
 }

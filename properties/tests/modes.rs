@@ -194,7 +194,7 @@ fn a_batch_on_the_redis_model_decides_as_its_requests_one_after_the_other() {
         prop_assume!(q.validate(algorithm).is_ok());
         let clock = ManualServerClock::from_millis(base_ms);
         let model = ModelHandle::new(clock.clone());
-        let source = mode_scripts::batch_source(algorithm).expect("every algorithm batches");
+        let source = mode_scripts::batch_source(algorithm);
         let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
         let mut now = base_ms;
         for (batch, gap) in batches.iter().zip(&gaps) {

@@ -114,7 +114,7 @@ fn script_agrees(source: &str, seq: &Sequence) -> Result<(), String> {
 }
 
 fn source(a: Algorithm) -> &'static str {
-    scripts::for_algorithm(a).map(|s| s.source).unwrap_or_default()
+    scripts::for_algorithm(a).source
 }
 
 #[test]

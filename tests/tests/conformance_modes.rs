@@ -162,7 +162,7 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xba7c);
     let (mut decided, mut errors) = (0, 0);
     for algorithm in Algorithm::ALL {
-        let source = mode_scripts::batch_source(algorithm).expect("every algorithm batches");
+        let source = mode_scripts::batch_source(algorithm);
         for batch_no in 0..calls {
             let (q, _) = quota(&mut rng);
             let q = if q.validate(algorithm).is_ok() { q } else { Quota::new(10, 1_000) };
@@ -244,7 +244,7 @@ fn server_time_leases_and_batches_agree_on_shape_and_decision() {
     }
     let q = Quota::new(2, 600_000);
     for algorithm in Algorithm::ALL {
-        let source = mode_scripts::batch_source(algorithm).expect("every algorithm batches");
+        let source = mode_scripts::batch_source(algorithm);
         let stem = format!("server:{{batch-{algorithm}}}:");
         let batch = BatchRequest { algorithm, quota: &q, requests: vec![(stem.as_str(), None, 1); 3] };
         let (r, m) = pair.pipeline_both(&[eval(&source, &batch.invocation())]);

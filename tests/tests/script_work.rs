@@ -61,7 +61,7 @@ fn the_rules_script_does_each_rules_reads_and_writes_once() {
     reset(&mut conn);
     for _ in 0..2 {
         for r in requests(&q, 2) {
-            let script = scripts::for_algorithm(r.algorithm).expect("a script");
+            let script = scripts::for_algorithm(r.algorithm);
             eval(&mut conn, script.source, &r.invocation_of_stem());
         }
     }
@@ -85,8 +85,7 @@ fn a_request_the_rules_script_refuses_writes_nothing() {
     reset(&mut conn);
     // Four rules that would admit 2 and one whose key is full: refused, nothing consumed.
     let full = Request { algorithm: Algorithm::Gcra, quota: &q, stem: "rl:{k}:e:", now_ms: Some(NOW_MS), cost: 5 };
-    let reply =
-        eval(&mut conn, scripts::for_algorithm(Algorithm::Gcra).expect("a script").source, &full.invocation_of_stem());
+    let reply = eval(&mut conn, scripts::for_algorithm(Algorithm::Gcra).source, &full.invocation_of_stem());
     assert_eq!(reply[0], 1, "the GCRA key filled: {reply:?}");
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query(&mut conn).expect("RESETSTAT");
     let keys_before: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");

@@ -78,11 +78,11 @@ pub use reload::{ReloadError, Watch};
 pub use verdict::{RuleDecision, RulesDecision, Verdict};
 
 use crate::algo::all_or_nothing::ItemOutcome;
-use crate::breaker::{BreakerConfig, BreakerState, Permit};
+use crate::breaker::{BreakerConfig, BreakerState};
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
-use crate::health::{Health, OnStoreEvent, StoreEvent};
+use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::limiter::TimeSource;
 use crate::policy::FailurePolicy;
@@ -91,12 +91,7 @@ use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};
 use crate::scripts;
 use crate::store::local::{LocalStore, RuleItem};
-use crate::store::{RedisStore, StoreError};
-
-enum Backend {
-    Local(LocalStore),
-    Redis(RedisStore),
-}
+use crate::store::{Backend, RedisStore, StoreError};
 
 struct Shared {
     rules: RwLock<Arc<RuleSet>>,
@@ -212,7 +207,7 @@ impl EnforcerBuilder {
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
         let per_tag = self.per_tag || self.redis.as_ref().is_some_and(RedisStore::is_cluster);
         let backend = match self.redis {
-            Some(redis) => Backend::Redis(redis),
+            Some(redis) => Backend::Redis(Arc::new(redis)),
             None => Backend::Local(LocalStore::new(self.max_local_keys)),
         };
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
@@ -368,24 +363,11 @@ impl Shared {
             }
             Backend::Redis(redis) => redis,
         };
-        let permit = self.health.acquire(now);
-        if let Permit::Reject { retry_after_ms } = permit {
-            return Ok(fallback::decide(self, planned, now, Degraded::BreakerOpen, retry_after_ms));
-        }
-        match self.ask_redis(redis, &planned, now).await {
-            Ok((allowed, replies)) => {
-                self.health.succeeded(permit, self.clock.now_ms());
-                Ok(self.decision(planned, allowed, replies, Source::Store, None))
-            }
-            Err(StoreError::Fatal(error)) => {
-                self.health.succeeded(permit, self.clock.now_ms());
-                Err(error)
-            }
+        match self.health.guard(&*self.clock, now, redis, || self.ask_redis(redis, &planned, now)).await? {
+            Guarded::Answered((allowed, replies)) => Ok(self.decision(planned, allowed, replies, Source::Store, None)),
             // Down, slow or refusing this client: an outage, each rule's policy answers.
-            Err(error) => {
-                let failed_at = self.clock.now_ms();
-                let (why, retry) = self.health.failed(permit, failed_at, &error, redis);
-                Ok(fallback::decide(self, planned, failed_at, why, retry))
+            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
+                Ok(fallback::decide(self, planned, at_ms, why, retry_after_ms))
             }
         }
     }

@@ -19,12 +19,12 @@ use std::sync::Arc;
 use super::wire::LeaseRequest;
 use super::Leases;
 use crate::algo::lease::{LeaseArgs, LeaseOutcome};
-use crate::breaker::Permit;
-use crate::decision::{Decision, Degraded, Source};
+use crate::decision::{Decision, Source};
 use crate::error::Error;
+use crate::health::Guarded;
 use crate::limiter::{Inner, TimeSource};
 use crate::quota::{Algorithm, Quota};
-use crate::store::{RedisStore, StoreError};
+use crate::store::RedisStore;
 use crate::table::Table;
 
 /// What the leases of one limiter did, per user key: for the harness, which holds the cluster
@@ -276,10 +276,6 @@ impl LeaseBook {
                 return Ok(self.decision(&step, now));
             }
         };
-        let permit = inner.health.acquire(now);
-        if let Permit::Reject { retry_after_ms } = permit {
-            return Ok(inner.fallback(key, now, cost, Degraded::BreakerOpen, retry_after_ms));
-        }
         let stem = inner.stem(key);
         let request = LeaseRequest {
             algorithm: inner.algorithm,
@@ -288,10 +284,12 @@ impl LeaseBook {
             now_ms: (inner.time_source == TimeSource::Client).then_some(now),
             args,
         };
-        self.note(key, |e| e.calls += 1);
-        match redis.lease(request).await {
-            Ok((outcome, _decided_at_ms)) => {
-                inner.health.succeeded(permit, inner.clock.now_ms());
+        let call = || {
+            self.note(key, |e| e.calls += 1);
+            redis.lease(request)
+        };
+        match inner.health.guard(&*inner.clock, now, redis, call).await? {
+            Guarded::Answered((outcome, _decided_at_ms)) => {
                 let received = inner.clock.now_ms().max(now);
                 self.note(key, |e| {
                     e.leased += outcome.granted;
@@ -303,14 +301,8 @@ impl LeaseBook {
                 }
                 Ok(self.decision(&step, received))
             }
-            Err(StoreError::Fatal(error)) => {
-                inner.health.succeeded(permit, inner.clock.now_ms());
-                Err(error)
-            }
-            Err(error) => {
-                let failed_at = inner.clock.now_ms();
-                let (why, retry) = inner.health.failed(permit, failed_at, &error, redis);
-                Ok(inner.fallback(key, failed_at, cost, why, retry))
+            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
+                Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
             }
         }
     }

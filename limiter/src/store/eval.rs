@@ -23,6 +23,12 @@ impl EvalScript {
         EvalScript { source: source.to_owned(), sha1: redis::Script::new(source).get_hash().to_owned() }
     }
 
+    /// Its text.
+    #[cfg(test)]
+    pub(crate) fn source(&self) -> &str {
+        &self.source
+    }
+
     /// Runs it with `keys` and `args`: EVALSHA, or EVAL when Redis does not have it.
     pub async fn run<S: AsRef<[u8]>>(
         &self,

@@ -9,6 +9,7 @@ mod connector;
 mod dial;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 pub(crate) mod eval;
+mod loaded;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
 mod modes;
@@ -22,8 +23,17 @@ pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector}
 pub use redis::{RedisStore, StoreConnection, DEFAULT_TIMEOUT};
 pub use tls::Tls;
 
+use std::sync::Arc;
+
 use crate::decision::Degraded;
 use crate::error::Error;
+
+/// Where a limiter's or an enforcer's state lives: this process's store, or Redis (shared, as
+/// a batching limiter's flushing task holds it too).
+pub(crate) enum Backend {
+    Local(local::LocalStore),
+    Redis(Arc<RedisStore>),
+}
 
 /// Why a store call produced no decision.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,7 +14,7 @@
 //! Every call is bounded by `timeout` (ADR-002's 1000 ms by default), its wait for a
 //! connection included.
 
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -24,6 +24,7 @@ use super::cluster::ClusterLink;
 use super::connector::{Connector, TcpConnector};
 use super::dial::{self, Dial};
 use super::eval::EvalScript;
+use super::loaded;
 use super::node::{self, NodeLink};
 use super::tls::Tls;
 use super::StoreError;
@@ -31,25 +32,14 @@ use crate::algo::Outcome;
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::metrics;
-use crate::quota::Algorithm;
 use crate::rules_script::{RulesReply, RulesRequest};
-use crate::scripts;
+use crate::scripts::{self, Invocation};
 
 /// ADR-002's `spring.redis.timeout=1000ms`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
-static SCRIPTS: LazyLock<Vec<(Algorithm, EvalScript)>> =
-    LazyLock::new(|| scripts::ALL.iter().map(|s| (s.algorithm, EvalScript::new(s.source))).collect());
-
-/// The all-or-nothing script of several rules (`crate::rules_script`).
-static RULES_SCRIPT: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
-
 /// How errors of the all-or-nothing rules script are named.
 const RULES_NAME: &str = "rules";
-
-fn script(algorithm: Algorithm) -> Option<&'static EvalScript> {
-    SCRIPTS.iter().find(|(a, _)| *a == algorithm).map(|(_, s)| s)
-}
 
 /// Why a [`RedisStore::call_raw`] call produced no reply.
 #[cfg(feature = "harness")]
@@ -210,16 +200,52 @@ impl RedisStore {
     /// refused client as [`StoreError::Refused`], both for the failure policy; a wrong-type key
     /// or a garbled reply as [`StoreError::Fatal`]. With the outcome comes the clock reading the store decided by (ms).
     pub(crate) async fn evaluate(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
-        let algorithm = req.algorithm;
-        let call = metrics::StoreCall::start(algorithm, || self.describe());
-        let result = match call.instrument(tokio::time::timeout(self.timeout, self.evaluate_untimed(req))).await {
-            Ok(result) => result,
-            Err(_elapsed) => {
-                self.timed_out();
-                Err(StoreError::Unavailable(Degraded::Timeout))
-            }
+        // The limiter's stem names its state whole (`prefix:{key}:STATE:`).
+        let call = req.invocation_of_stem();
+        self.run(req.algorithm.name(), &loaded::of(req.algorithm).own, &call, |reply| {
+            read_integers(reply, |ints| req.read_reply(ints))
+        })
+        .await
+    }
+
+    /// The one way the store sends a script: `script` with `call` on the store's connection,
+    /// its reply read by `read`, bounded by the timeout, measured as a call of the script
+    /// `name` (`metrics::StoreCall`), with errors sorted for the failure policy (see
+    /// [`RedisStore::evaluate`]). Transport trouble drops the connection; an answer tells a
+    /// cluster store that it is through again.
+    pub(super) async fn run<T>(
+        &self,
+        name: &'static str,
+        script: &EvalScript,
+        call: &Invocation,
+        read: impl FnOnce(Value) -> Result<T, RedisError>,
+    ) -> Result<T, StoreError> {
+        let untimed = async {
+            let mut conn = self.connection().await?;
+            let reply = script.run(&mut conn.conn, &call.keys, &call.args).await;
+            reply.and_then(read).map_err(|e| {
+                let error = classify(name, &self.describe(), e);
+                if matches!(error, StoreError::Unavailable(_)) {
+                    self.drop_connection(&conn);
+                }
+                error
+            })
         };
-        call.finish(&result);
+        let timing = metrics::StoreCall::of_script(name, || self.describe());
+        let result =
+            timing.instrument(self.bounded(untimed)).await.unwrap_or(Err(StoreError::Unavailable(Degraded::Timeout)));
+        timing.finish(&result);
+        self.note_success(&result);
+        result
+    }
+
+    /// `call`, given the store's timeout: None when it waited the whole of it (and the store
+    /// has been told, see [`RedisStore::timed_out`]).
+    async fn bounded<T>(&self, call: impl std::future::Future<Output = T>) -> Option<T> {
+        let result = tokio::time::timeout(self.timeout, call).await.ok();
+        if result.is_none() {
+            self.timed_out();
+        }
         result
     }
 
@@ -231,19 +257,6 @@ impl RedisStore {
             Link::Node(node) => node.timed_out(self.timeout),
             Link::Cluster(cluster) => cluster.note_unavailable(),
         }
-    }
-
-    async fn evaluate_untimed(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
-        let mut conn = self.connection().await?;
-        let result = run_script(&mut conn.conn, req.algorithm, &req).await.map_err(|e| {
-            let error = classify(req.algorithm.name(), &self.describe(), e);
-            if matches!(error, StoreError::Unavailable(_)) {
-                self.drop_connection(&conn);
-            }
-            error
-        });
-        self.note_success(&result);
-        result
     }
 
     /// After a call: a cluster store that had lost a primary learns it is through again.
@@ -280,33 +293,8 @@ impl RedisStore {
     /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
     pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
-        let untimed = async {
-            let mut conn = self.connection().await?;
-            let call = req.invocation();
-            let result = match RULES_SCRIPT.run(&mut conn.conn, &call.keys, &call.args).await {
-                Ok(reply) => integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply)),
-                Err(e) => Err(e),
-            };
-            let result = result.map_err(|e| {
-                let error = classify(RULES_NAME, &self.describe(), e);
-                if matches!(error, StoreError::Unavailable(_)) {
-                    self.drop_connection(&conn);
-                }
-                error
-            });
-            self.note_success(&result);
-            result
-        };
-        let call = metrics::StoreCall::of_script(RULES_NAME, || self.describe());
-        let result = match call.instrument(tokio::time::timeout(self.timeout, untimed)).await {
-            Ok(result) => result,
-            Err(_elapsed) => {
-                self.timed_out();
-                Err(StoreError::Unavailable(Degraded::Timeout))
-            }
-        };
-        call.finish(&result);
-        result
+        let call = req.invocation();
+        self.run(RULES_NAME, loaded::rules(), &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
 
     /// For the harness's own callers (subjects that are not one of the library's scripts):
@@ -337,13 +325,7 @@ impl RedisStore {
             }
             result
         };
-        match tokio::time::timeout(self.timeout, untimed).await {
-            Ok(result) => result,
-            Err(_elapsed) => {
-                self.timed_out();
-                Err(RawCallError::Unavailable(Degraded::Timeout))
-            }
-        }
+        self.bounded(untimed).await.unwrap_or(Err(RawCallError::Unavailable(Degraded::Timeout)))
     }
 }
 
@@ -413,18 +395,9 @@ pub(crate) fn redacted(url: &str) -> String {
     format!("{:?}", format!("{shown}{slash}{path}"))
 }
 
-async fn run_script(
-    conn: &mut impl ConnectionLike,
-    algorithm: Algorithm,
-    req: &scripts::Request<'_>,
-) -> Result<(Outcome, u64), RedisError> {
-    let Some(script) = script(algorithm) else {
-        return Err(RedisError::from((ErrorKind::Client, "no script for algorithm")));
-    };
-    // The limiter's stem names its state whole (`prefix:{key}:STATE:`).
-    let call = req.invocation_of_stem();
-    let reply = script.run(conn, &call.keys, &call.args).await?;
-    integers(&reply).and_then(|ints| req.read_reply(&ints)).ok_or_else(|| bad_reply(&reply))
+/// A reply of integers, read by `read`; anything else is a garbled reply, named as it came.
+pub(super) fn read_integers<T>(reply: Value, read: impl FnOnce(&[i64]) -> Option<T>) -> Result<T, RedisError> {
+    integers(&reply).and_then(|ints| read(&ints)).ok_or_else(|| bad_reply(&reply))
 }
 
 pub(super) fn integers(v: &Value) -> Option<Vec<i64>> {

@@ -242,7 +242,7 @@ impl Instruments {
             return;
         }
         let Subject::Algorithm(algorithm) = spec.subject else { return };
-        let Some(script) = scripts::for_algorithm(algorithm) else { return };
+        let script = scripts::for_algorithm(algorithm);
         let stem = KeySpace::default().stem(key);
         let now_ms = (spec.effective_time_source() == TimeSource::Client).then_some(client_now_ms);
         let request = Request { algorithm, quota: &spec.quota, stem: &stem, now_ms, cost: 0 };

@@ -9,7 +9,7 @@ pub(crate) fn throughput(server: &RedisServer, rt: &tokio::runtime::Runtime) -> 
     let n = scaled(300_000);
     let mut conn = server.client().expect("connect");
     flush(&mut conn);
-    let script = scripts::for_algorithm(Algorithm::Gcra).expect("gcra");
+    let script = scripts::for_algorithm(Algorithm::Gcra);
     let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(script.source).query(&mut conn).expect("load");
     let call = scripts::Request {
         algorithm: Algorithm::Gcra,

@@ -32,7 +32,7 @@ pub(crate) fn simulation() -> Goal {
     let rate = n1 as f64 / t1;
     // The same script, called bare on the model in process: no network, limiter or scheduler.
     let model = ModelHandle::new(ManualServerClock::from_millis(1_767_225_600_000));
-    let script = scripts::for_algorithm(Algorithm::Gcra).expect("gcra");
+    let script = scripts::for_algorithm(Algorithm::Gcra);
     let Reply::Bulk(sha) = model.call(&[b"SCRIPT", b"LOAD", script.source.as_bytes()]) else { panic!("SCRIPT LOAD") };
     let calls = scaled(100_000);
     let started = Instant::now();

@@ -1,0 +1,57 @@
+//! Every script the Redis store sends, each hashed once: for each algorithm its own script, its
+//! batch form and its lease form where it has one, and the all-or-nothing script of several
+//! rules. One table, built from [`Algorithm::ALL`] and the exhaustive [`scripts::for_algorithm`],
+//! so no algorithm can be missing from it.
+
+use std::sync::LazyLock;
+
+use super::eval::EvalScript;
+use crate::modes::wire;
+use crate::quota::Algorithm;
+use crate::scripts;
+
+/// One algorithm's scripts.
+pub(super) struct Loaded {
+    /// Its own script (`lua/<algorithm>.lua`).
+    pub(super) own: EvalScript,
+    /// The batch script deciding its requests (`lua/batch.lua` around its own).
+    pub(super) batch: EvalScript,
+    /// Its lease script, if it can lease.
+    pub(super) lease: Option<EvalScript>,
+}
+
+static BY_ALGORITHM: LazyLock<[Loaded; Algorithm::ALL.len()]> = LazyLock::new(|| {
+    Algorithm::ALL.map(|a| Loaded {
+        own: EvalScript::new(scripts::for_algorithm(a).source),
+        batch: EvalScript::new(&wire::batch_source(a)),
+        lease: wire::lease_script(a).map(|s| EvalScript::new(s.source)),
+    })
+});
+
+static RULES: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
+
+/// `algorithm`'s scripts.
+pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
+    // `Algorithm::ALL` lists the variants in declaration order (checked below).
+    &BY_ALGORITHM[algorithm as usize]
+}
+
+/// The all-or-nothing script of several rules (`crate::rules_script`).
+pub(super) fn rules() -> &'static EvalScript {
+    &RULES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_algorithm_finds_its_own_scripts() {
+        for (i, a) in Algorithm::ALL.into_iter().enumerate() {
+            assert_eq!(a as usize, i, "Algorithm::ALL is in declaration order");
+            assert_eq!(of(a).own.source(), scripts::for_algorithm(a).source, "{a}");
+            assert!(of(a).batch.source().contains(scripts::for_algorithm(a).source), "{a}");
+            assert_eq!(of(a).lease.is_some(), wire::lease_script(a).is_some(), "{a}");
+        }
+    }
+}
