@@ -14,11 +14,11 @@ pub enum Source {
     FailClosed,
     /// The store was unavailable and this instance's local static budget decided.
     LocalBudget,
-    /// This instance decided from a lease of the key's shared budget (`crate::Leases`): the
+    /// This instance decided from a lease of the key's shared budget (`crate::modes::Leases`): the
     /// units left the shared budget when Redis leased them, so this is a store decision made
     /// without a round trip.
     Lease,
-    /// This instance repeated Redis's recent denial of the key (`crate::DenialCache`): Redis
+    /// This instance repeated Redis's recent denial of the key (`crate::modes::DenialCache`): Redis
     /// would deny it too until its Retry-After.
     DenialCache,
 }

@@ -64,6 +64,7 @@ impl KeySpace {
     }
 
     /// The key prefix.
+    #[cfg(feature = "harness")]
     pub fn prefix(&self) -> &str {
         &self.prefix
     }

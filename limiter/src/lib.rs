@@ -35,7 +35,8 @@
 //!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one
 //!   lock-free key in process.
 //! - [`modes`]: fewer Redis round trips, each mode off by default and with its cost written
-//!   down: a [`DenialCache`], [`Leases`] (token bucket and GCRA) and [`Batching`].
+//!   down: a [`DenialCache`](modes::DenialCache), [`Leases`](modes::Leases) (token bucket and GCRA) and
+//!   [`Batching`](modes::Batching).
 //! - The enforcement point: [`rules`] (rules per endpoint from code or a TOML file: matchers,
 //!   key parts, client IP behind trusted proxies, allow and deny lists, shadow mode),
 //!   [`enforce`] (the [`enforce::Enforcer`] deciding every rule a request matches
@@ -60,10 +61,11 @@
 #![forbid(unsafe_code)]
 
 // Without the `harness` feature nothing outside the crate reaches these modules, so the items
-// only the harness uses would be reported as dead or unreachably public.
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+// only the harness uses would be reported as unreachably public; the items only the harness
+// uses are compiled only with it (`cfg(feature = "harness")`), so dead code is still reported.
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod algo;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod breaker;
 mod clock;
 mod decision;
@@ -73,18 +75,18 @@ mod error;
 pub mod harness;
 mod health;
 pub mod http;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod key;
 mod limiter;
 pub mod metrics;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 pub mod modes;
 mod policy;
 mod quota;
 pub mod rules;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod rules_script;
-#[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod scripts;
 pub mod store;
 mod sync;
@@ -96,7 +98,6 @@ pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
 pub use health::StoreEvent;
 pub use limiter::{Limiter, LimiterBuilder, TimeSource};
-pub use modes::{Batching, DenialCache, Leases};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
 pub use store::RedisStore;

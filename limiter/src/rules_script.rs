@@ -13,7 +13,9 @@
 //! (`scripts::Request::invocation`; the cost is the last). Reply: `{allowed, rules, then per
 //! rule allowed, remaining, retry_after_ms, reset_after_ms, now_ms, consumed}`.
 
-use crate::algo::all_or_nothing::{ItemOutcome, RulesOutcome};
+use crate::algo::all_or_nothing::ItemOutcome;
+#[cfg(feature = "harness")]
+use crate::algo::all_or_nothing::RulesOutcome;
 use crate::scripts::{self, key_suffix, Invocation};
 
 /// The script text (`lua/all_or_nothing.lua` with the five algorithm files spliced in).
@@ -59,6 +61,7 @@ pub struct RulesReply {
 
 impl RulesReply {
     /// The reply without clock readings, to compare with the twin's [`RulesOutcome`].
+    #[cfg(feature = "harness")]
     pub fn outcome(&self) -> RulesOutcome {
         RulesOutcome { allowed: self.allowed, items: self.items.iter().map(|i| i.item).collect() }
     }

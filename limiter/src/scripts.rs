@@ -44,6 +44,7 @@ pub const GCRA: LuaScript =
     LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: redis_ratelimit_scripts::GCRA };
 
 /// Every script.
+#[cfg(any(test, feature = "harness"))]
 pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];
 
 /// The script of `algorithm`: every algorithm has one, and the compiler holds this to it.
@@ -113,6 +114,7 @@ impl Request<'_> {
     /// The script call as a limiter without a name of its own sends it: `stem` is
     /// `prefix:{key}:`, and the keys add the quota's state name ([`quota_state`]):
     /// `prefix:{key}:q=5/1000ms/b5:gcra`.
+    #[cfg(any(test, feature = "harness"))]
     pub fn invocation(&self) -> Invocation {
         let stem = format!("{}{}:", self.stem, quota_state(self.algorithm, self.quota));
         Request { stem: &stem, ..*self }.invocation_of_stem()

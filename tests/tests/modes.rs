@@ -5,9 +5,8 @@
 
 use std::sync::Arc;
 
-use redis_ratelimit::{
-    Algorithm, Batching, DenialCache, Error, Leases, Limiter, ManualClock, Quota, RedisStore, Source,
-};
+use redis_ratelimit::modes::{Batching, DenialCache, Leases};
+use redis_ratelimit::{Algorithm, Error, Limiter, ManualClock, Quota, RedisStore, Source};
 use redis_tests::RedisServer;
 
 /// EVAL and EVALSHA calls the server has run: the limiter's round trips.

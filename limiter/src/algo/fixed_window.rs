@@ -57,6 +57,7 @@ pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {
 }
 
 /// At rest once its window has ended.
+#[cfg(feature = "harness")]
 pub fn is_idle(q: &Quota, s: &WindowState, now_ms: u64) -> bool {
     now_ms / q.period_ms() != s.window
 }

@@ -56,6 +56,7 @@ pub fn expired(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
 }
 
 /// At rest once the TAT has passed.
+#[cfg(feature = "harness")]
 pub fn is_idle(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {
     s.tat_us <= now_ms * 1000
 }

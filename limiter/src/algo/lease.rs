@@ -24,9 +24,9 @@
 //! lease, so two windows' worth could land in one. The window counters share that problem at
 //! every window boundary. Only the two bucket algorithms lease.
 
-use super::gcra::GcraState;
-use super::token_bucket::BucketState;
-use super::{ceil_div, State};
+// The twins themselves (`take`) run only in the harness: the library sends the scripts.
+#[cfg(any(test, feature = "harness"))]
+use super::{ceil_div, gcra::GcraState, token_bucket::BucketState, State};
 use crate::quota::{Algorithm, Quota};
 
 /// One lease call's arguments besides the quota and the time.
@@ -89,6 +89,7 @@ pub fn capacity(algorithm: Algorithm, q: &Quota, lifetime_ms: u64) -> u64 {
 
 /// Runs one lease call on `state` (None = no state yet), forgetting a state Redis would have
 /// expired, as [`super::step`] does. None for an algorithm that cannot lease.
+#[cfg(any(test, feature = "harness"))]
 pub fn take(
     algorithm: Algorithm,
     q: &Quota,
@@ -120,6 +121,7 @@ pub fn take(
 }
 
 /// The twin of `lua/lease_gcra.lua`, time in µs (what Redis's `TIME` gives in server time).
+#[cfg(any(test, feature = "harness"))]
 pub fn take_gcra(q: &Quota, state: &mut Option<GcraState>, now_us: u64, a: LeaseArgs) -> LeaseOutcome {
     let t = q.gcra_interval_us();
     let tau = q.burst() * t;
@@ -173,6 +175,7 @@ pub fn take_gcra(q: &Quota, state: &mut Option<GcraState>, now_us: u64, a: Lease
 }
 
 /// The twin of `lua/lease_token_bucket.lua`.
+#[cfg(any(test, feature = "harness"))]
 pub fn take_token_bucket(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, a: LeaseArgs) -> LeaseOutcome {
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;

@@ -87,6 +87,7 @@ pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_
 
 /// Whether `state` is at rest at `now_ms`: dropping it changes no decision at `now_ms` or
 /// later. Its Redis key expires one millisecond after it first is (see each `expired`).
+#[cfg(feature = "harness")]
 pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
     match state {
         State::Window(s) => fixed_window::is_idle(quota, s, now_ms),
@@ -100,6 +101,7 @@ pub fn is_idle(quota: &Quota, state: &State, now_ms: u64) -> bool {
 /// Whether Redis has dropped `state`'s keys when they are touched at `now_ms` (each key's
 /// TTL ends when its state is at rest; Redis expires strictly after the deadline). The
 /// twins forget such a state the same way, so a clock that steps back sees what Redis sees.
+#[cfg(feature = "harness")]
 pub fn expired(quota: &Quota, state: &State, now_ms: u64) -> bool {
     match state {
         State::Window(s) => fixed_window::expired(quota, s, now_ms),

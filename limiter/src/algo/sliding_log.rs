@@ -111,6 +111,7 @@ pub fn expired(q: &Quota, s: &LogState, now_ms: u64) -> bool {
 }
 
 /// At rest once every entry has left the window.
+#[cfg(feature = "harness")]
 pub fn is_idle(q: &Quota, s: &LogState, now_ms: u64) -> bool {
     s.newest().is_none_or(|newest| newest + q.period_ms() <= now_ms)
 }

@@ -84,6 +84,7 @@ pub fn expired(_q: &Quota, _s: &SlidingState, _now_ms: u64) -> bool {
 }
 
 /// At rest once neither counter can weigh any more: two windows after the one counted.
+#[cfg(feature = "harness")]
 pub fn is_idle(q: &Quota, s: &SlidingState, now_ms: u64) -> bool {
     now_ms / q.period_ms() > s.window + 1
 }

@@ -63,6 +63,7 @@ pub fn expired(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
 }
 
 /// At rest once full.
+#[cfg(feature = "harness")]
 pub fn is_idle(q: &Quota, s: &BucketState, now_ms: u64) -> bool {
     let cap = q.burst() * q.period_ms();
     now_ms >= s.ts_ms && now_ms - s.ts_ms >= ceil_div(cap - s.units.min(cap), q.limit())

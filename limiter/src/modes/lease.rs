@@ -49,6 +49,7 @@ pub struct LedgerEntry {
 
 impl LedgerEntry {
     /// Units leased and neither spent nor credited back: what leasing cost this key so far.
+    #[cfg(feature = "harness")]
     pub fn unspent(&self) -> u64 {
         self.leased.saturating_sub(self.spent + self.credited)
     }
@@ -56,11 +57,13 @@ impl LedgerEntry {
 
 impl LeaseLedger {
     /// An empty ledger.
+    #[cfg(feature = "harness")]
     pub fn new() -> Self {
         LeaseLedger::default()
     }
 
     /// Every key's accounting, by user key.
+    #[cfg(feature = "harness")]
     pub fn entries(&self) -> BTreeMap<String, LedgerEntry> {
         self.keys.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -144,6 +147,7 @@ impl LeaseBook {
         }
     }
 
+    #[cfg(feature = "harness")]
     pub(crate) fn set_ledger(&mut self, ledger: Arc<LeaseLedger>) {
         self.ledger = Some(ledger);
     }

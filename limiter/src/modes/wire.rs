@@ -21,6 +21,7 @@ pub const LEASE_TOKEN_BUCKET: LuaScript = LuaScript {
 pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
 
 /// The batch script's file name in `lua/`.
+#[cfg(feature = "harness")]
 pub const BATCH_FILE: &str = "batch.lua";
 /// The batch script with its placeholder for the algorithm's script.
 pub const BATCH_TEMPLATE: &str = redis_ratelimit_scripts::BATCH_TEMPLATE;

@@ -20,7 +20,11 @@ mod tls;
 
 pub use atomic::AtomicLimiter;
 pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
-pub use redis::{RedisStore, StoreConnection, DEFAULT_TIMEOUT};
+pub use redis::{RedisStore, DEFAULT_TIMEOUT};
+// The harness's own callers run their scripts on the store's connection
+// (`RedisStore::call_raw`); users never see it, so redis-rs types stay out of the surface.
+#[cfg(feature = "harness")]
+pub use redis::StoreConnection;
 pub use tls::Tls;
 
 use std::sync::Arc;

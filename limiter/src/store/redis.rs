@@ -338,6 +338,7 @@ pub(super) struct Leased {
 /// A store's connection: to one server, or to a cluster, which routes every command to the
 /// primary of its first key's slot. Cheap to clone (both multiplex over shared sockets).
 #[derive(Clone)]
+#[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 pub enum StoreConnection {
     /// One server.
     Node(MultiplexedConnection),

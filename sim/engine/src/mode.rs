@@ -17,7 +17,8 @@
 
 use std::fmt;
 
-use redis_ratelimit::{Algorithm, Batching, DenialCache, Leases, LimiterBuilder, Quota};
+use redis_ratelimit::modes::{Batching, DenialCache, Leases};
+use redis_ratelimit::{Algorithm, LimiterBuilder, Quota};
 
 use crate::subject::Subject;
 

@@ -43,7 +43,8 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use redis_ratelimit::harness::scripts;
-use redis_ratelimit::{Algorithm, Batching, Limiter, Quota, RedisStore};
+use redis_ratelimit::modes::Batching;
+use redis_ratelimit::{Algorithm, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 /// The quota of the throughput goals: every check admitted, as redis-benchmark's calls are.
