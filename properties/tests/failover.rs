@@ -36,8 +36,8 @@ fn any_failover_costs_at_most_one_burst_plus_rate_times_lag_per_key() {
     let n = cases();
     let runner = TestRunner::new(Config { cases: n, failure_persistence: None, ..Config::default() });
     let result = runner.clone().run(&failovers(), |spec| {
-        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let again = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let again = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&out.trace_hash, &again.trace_hash, "replay: {}", run::replay_command(&spec));
         let r = run::judge(&spec, out);
         prop_assert!(

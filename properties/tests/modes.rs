@@ -262,7 +262,7 @@ fn every_mode_keeps_its_promise_under_generated_fault_schedules() {
         });
     let n = cases(16);
     let result = runner(n).run(&strategy, |spec| {
-        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
         if is_failure(&r) {
             let why = [&r.bound_detail, &r.policy_detail, &r.mode_detail].map(|s| s.as_str()).join("; ");

@@ -173,7 +173,7 @@ fn cluster_cases(subjects: Vec<Subject>) -> impl Strategy<Value = RunSpec> {
 }
 
 fn cluster_holds(spec: &RunSpec) -> Result<(), String> {
-    let out = sim_engine::cluster::run(spec).map_err(|e| e.to_string())?;
+    let out = sim_engine::turmoil_run::run(spec).map_err(|e| e.to_string())?;
     let r = run::judge(spec, out);
     if is_failure(&r) {
         let why = [&r.bound_detail, &r.policy_detail, &r.liveness_detail].map(|s| s.as_str()).join("; ");
@@ -204,7 +204,7 @@ fn every_promised_bound_holds_under_generated_fault_schedules() {
 fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
     let found = runner(64).run(&cluster_cases(vec![Subject::Client(ClientSubject::NaiveGetSet)]), |spec| {
         // The subject is held to the fixed window's promise, as a correct algorithm would be.
-        let out = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let out = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
         if r.bound == sim_engine::checker::Verdict::Broken {
             return Err(TestCaseError::fail(format!("{}: {}\n  replay: {}", r.algorithm, r.bound_detail, r.replay)));
@@ -220,8 +220,8 @@ fn the_same_seed_gives_the_same_trace() {
     let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
     let n = cases(32);
     let result = runner(n).run(&cluster_cases(promising), |spec| {
-        let a = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
-        let b = sim_engine::cluster::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let a = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let b = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&a.trace_hash, &b.trace_hash, "replay: {}", run::replay_command(&spec));
         Ok(())
     });

@@ -155,7 +155,7 @@ fn adr002_starves_a_steady_trickle_and_exceeds_its_bound_when_clocks_disagree() 
     let file = load("subjects/adr002.toml");
     let run = RunArgs::parse_from(["--scenario", "steady-trickle", "--no-sweeps"]).expect("valid options");
     let specs = sim::campaign::specs(&run, &[sim_engine::subject::Subject::Script(file.clone())]).expect("specs");
-    let campaign = sim::campaign::run(&run, &[], &specs, &sim_engine::cluster::run).expect("runs");
+    let campaign = sim::campaign::run(&run, &[], &specs, &sim_engine::turmoil_run::run).expect("runs");
     let r = verify::report(&file, &campaign, CASES, 1, "model");
     let starved = verdict(&r, "no lost capacity");
     assert_eq!(starved.verdict, Verdict::Broken, "{:#?}", r.verdicts);

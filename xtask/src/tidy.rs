@@ -426,7 +426,7 @@ mod tests {
         assert!(wall_clock_opt_outs("sim/benches/simulate.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("tests/tests/outage.rs", &text).is_empty());
         assert!(wall_clock_opt_outs("sim/tests/real_catalogue.rs", &text).is_empty());
-        assert_eq!(wall_clock_opt_outs("sim/engine/src/cluster.rs", &text).len(), 1);
+        assert_eq!(wall_clock_opt_outs("sim/engine/src/turmoil_run.rs", &text).len(), 1);
         assert_eq!(wall_clock_opt_outs("sim/tests/scenarios.rs", &text).len(), 1);
     }
 

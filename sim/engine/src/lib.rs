@@ -6,7 +6,7 @@
 //! - [`subject`]: what a run drives (the library's algorithms, subject files, client-side
 //!   subjects) and [`promise`]: what each is held to.
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
-//!   [`simclock`] (skewed instance clocks), [`cluster`] (one run in turmoil, with
+//!   [`simclock`] (skewed instance clocks), [`turmoil_run`] (one run in turmoil, with
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace, with the promises'
 //!   bounds in [`bound`]), [`rules`] (several
 //!   rules per request: their oracle and checks), [`mode`] (the round-trip modes as runs choose
@@ -20,12 +20,12 @@
 
 pub mod bound;
 pub mod checker;
-pub mod cluster;
 pub mod faults;
 pub mod mode;
 pub mod oracle;
 pub mod promise;
 pub mod redis_host;
+pub mod turmoil_run;
 pub use ::results;
 pub mod rules;
 pub mod run;

@@ -6,13 +6,13 @@ use std::sync::Mutex;
 use redis_ratelimit::{Source, TimeSource};
 
 use crate::checker;
-use crate::cluster;
 use crate::mode::Mode;
 use crate::oracle;
 use crate::promise::Tolerance;
 use crate::scenario::{self, RunSpec};
 use crate::subject::{RulesSubject, Subject};
 use crate::trace;
+use crate::turmoil_run;
 use crate::workload::{Spread, Workload};
 use results::{FaultWindow, RacePoint, RunResult, Series, SkewPoint, Sources};
 
@@ -39,12 +39,12 @@ pub const BUCKET_MS: u64 = 500;
 /// the threads did, so output never depends on scheduling. `progress` is called once per
 /// finished run.
 pub fn run_many(specs: &[RunSpec], threads: usize, progress: &(dyn Fn() + Sync)) -> anyhow::Result<Vec<RunResult>> {
-    run_many_with(specs, threads, progress, &cluster::run)
+    run_many_with(specs, threads, progress, &turmoil_run::run)
 }
 
-/// How one run is executed: in turmoil on the model ([`cluster::run`]) or against real
+/// How one run is executed: in turmoil on the model ([`turmoil_run::run`]) or against real
 /// servers. Every executor returns the same trace, judged the same way.
-pub type Executor = dyn Fn(&RunSpec) -> anyhow::Result<cluster::RunOutput> + Sync;
+pub type Executor = dyn Fn(&RunSpec) -> anyhow::Result<turmoil_run::RunOutput> + Sync;
 
 /// [`run_many`] with another executor.
 pub fn run_many_with(
@@ -128,7 +128,7 @@ pub fn replay_command(spec: &RunSpec) -> String {
 }
 
 /// Judges one run: oracle agreement, the promised bound, the policy's promise, recovery.
-pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
+pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
     let q = spec.quota;
     let records = &out.records;
     let promise = spec.subject.promise();
@@ -281,7 +281,7 @@ pub fn judge(spec: &RunSpec, out: cluster::RunOutput) -> RunResult {
 /// The round-trip mode's own promise (`crate::mode`), and what leases cost.
 fn judge_mode(
     spec: &RunSpec,
-    out: &cluster::RunOutput,
+    out: &turmoil_run::RunOutput,
     records: &[trace::Record],
     oracle_verdicts: &[bool],
 ) -> (checker::Check, checker::LeaseAccount) {

@@ -1,6 +1,6 @@
 //! One real-lane run: a tokio runtime, N limiter instances over real TCP (each through its
 //! own fault-injecting proxy), the RunSpec's load issued in real time, its faults applied on
-//! schedule, every decision recorded exactly as `cluster.rs` records it.
+//! schedule, every decision recorded exactly as `sim_engine::turmoil_run` records it.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,11 +19,11 @@ use super::proxy::{LinkFault, Proxy};
 use super::server::{External, ServerControl};
 use crate::mini::MiniRedis;
 use results::RedisCost;
-use sim_engine::cluster::RunOutput;
 use sim_engine::faults::{self, FaultKind};
 use sim_engine::scenario::RunSpec;
 use sim_engine::subject::{Caller, CallerSpec, RunShared};
 use sim_engine::trace::{self, Record};
+use sim_engine::turmoil_run::RunOutput;
 use sim_engine::workload::Arrival;
 
 /// The real lane's per-call timeout. Redis on loopback answers in well under a millisecond,
@@ -350,7 +350,7 @@ async fn drive(spec: &RunSpec, redis: &Redis, prefix: Option<String>) -> anyhow:
     let trace_hash = trace::finish(&mut records);
     // The real lane cannot look at Redis's state at the instant of a cached denial: only the
     // leases' accounting comes back.
-    let modes = sim_engine::cluster::ModeOutput {
+    let modes = sim_engine::turmoil_run::ModeOutput {
         ledger: ctx.ledger.as_ref().map(|l| l.entries()).unwrap_or_default(),
         ..Default::default()
     };

@@ -19,7 +19,7 @@
 //! Time is real: each instance's clock is the wall clock plus its scenario offset and drift
 //! ([`clock`]); arrivals are issued at their times from the run's start, which is aligned to
 //! a whole quota period of the wall clock so Redis's `TIME`-based windows fall where the
-//! model's do. Records are made exactly as in [`sim_engine::cluster`]. Runs are bound by wall
+//! model's do. Records are made exactly as in [`sim_engine::turmoil_run`]. Runs are bound by wall
 //! time (a run lasts its duration plus up to one period of alignment) and are **not
 //! seed-deterministic**: the seed fixes the load, the faults and the proxies' latencies, but
 //! not the scheduling.
@@ -48,10 +48,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context};
 
-use sim_engine::cluster::RunOutput;
 use sim_engine::faults::{Fault, FaultKind};
 use sim_engine::scenario::RunSpec;
 use sim_engine::subject::{ClientSubject, Subject};
+use sim_engine::turmoil_run::RunOutput;
 
 /// Default run duration (ms) on a real backend when `--duration` is not given: runs take
 /// wall-clock time.
