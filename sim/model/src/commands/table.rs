@@ -15,6 +15,12 @@ const fn model(name: &'static str, word: &'static str, arity: i32, cmd: ModelCmd
     CommandSpec { name, word, arity, noscript: true, handler: Handler::Model(cmd) }
 }
 
+/// A command of subcommands (`SCRIPT LOAD`...): at least the subcommand's name, which picks
+/// the row of `subs` that carries it out; `noscript` when scripts may not call any of them.
+const fn container(name: &'static str, noscript: bool, subs: &'static [CommandSpec]) -> CommandSpec {
+    CommandSpec { name, word: name, arity: -2, noscript, handler: Handler::Container(subs) }
+}
+
 static SCRIPT_SUBCOMMANDS: [CommandSpec; 3] = [
     model("script|load", "load", 3, ModelCmd::ScriptLoad),
     model("script|exists", "exists", -3, ModelCmd::ScriptExists),
@@ -176,21 +182,15 @@ static COMMANDS: [CommandSpec; 139] = [
     data("sdiffstore", -3, sets::sdiffstore),
     data("srandmember", -2, sets::srandmember),
     data("spop", -2, sets::spop),
-    CommandSpec { arity: -2, ..model("script", "script", -2, ModelCmd::Eval) }.container(&SCRIPT_SUBCOMMANDS),
-    CommandSpec { arity: -2, ..model("client", "client", -2, ModelCmd::Eval) }.container(&CLIENT_SUBCOMMANDS),
-    CommandSpec { noscript: false, ..model("memory", "memory", -2, ModelCmd::Eval) }.container(&MEMORY_SUBCOMMANDS),
-    CommandSpec { noscript: false, ..model("object", "object", -2, ModelCmd::Eval) }.container(&OBJECT_SUBCOMMANDS),
+    container("script", true, &SCRIPT_SUBCOMMANDS),
+    container("client", true, &CLIENT_SUBCOMMANDS),
+    container("memory", false, &MEMORY_SUBCOMMANDS),
+    container("object", false, &OBJECT_SUBCOMMANDS),
     model("hello", "hello", -1, ModelCmd::Hello),
 ];
 
 static EVAL_COMMANDS: [CommandSpec; 2] =
     [model("eval", "eval", -3, ModelCmd::Eval), model("evalsha", "evalsha", -3, ModelCmd::EvalSha)];
-
-impl CommandSpec {
-    const fn container(self, subs: &'static [CommandSpec]) -> CommandSpec {
-        CommandSpec { handler: Handler::Container(subs), ..self }
-    }
-}
 
 /// FNV-1a, for the command table: its keys are a few short words the model chose itself, so
 /// SipHash's defence against chosen collisions buys nothing there, and every command (each
