@@ -12,7 +12,7 @@ use redis_ratelimit::{Algorithm, Quota};
 
 use crate::campaign;
 use crate::cli::{Backend, Format, RunArgs};
-use results::{Results, SCHEMA};
+use results::{ReplayReport, Results, Verdict, VerdictLine, SCHEMA};
 use sim_engine::subject::{Subject, SubjectFile};
 use sim_verify as verify;
 use sim_verify::checks::CheckKind;
@@ -135,11 +135,17 @@ fn load(files: &[PathBuf]) -> Result<Vec<SubjectFile>> {
     Ok(loaded)
 }
 
+/// The command as it was run, for the results (`ratelimit-lab verify ...` or `cargo xtask verify ...`).
+fn command_line(given: &[OsString]) -> String {
+    let args: Vec<_> = given.iter().map(|a| a.to_string_lossy()).collect();
+    format!("{} {}", results::command::command("verify"), args.join(" "))
+}
+
 fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     let files = load(&args.files)?;
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
-        return Ok(replay(file, args.quota, schedule));
+        return replay(file, args.quota, schedule, command_line(given));
     }
     let subjects: Vec<Arc<SubjectFile>> = files.into_iter().map(Arc::new).collect();
     let o = &args.run;
@@ -181,11 +187,7 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     };
     let out = Results {
         schema: SCHEMA.to_owned(),
-        command: format!(
-            "{} {}",
-            results::command::command("verify"),
-            given.iter().map(|a| a.to_string_lossy()).collect::<Vec<_>>().join(" ")
-        ),
+        command: command_line(given),
         backend: o.backend.name().to_owned(),
         seeds: o.seed_list(),
         duration_ms: o.duration_ms(),
@@ -200,45 +202,75 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
 }
 
 /// Replays one schedule and prints it with every check's result, holding the subject exactly
-/// as the search did (what its file declares, whether it decides ties both ways).
-fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule) -> Outcome {
+/// as the search did (what its file declares, whether it decides ties both ways); with
+/// `--format json`, the same as a [`ReplayReport`] on standard output.
+fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule, command: String) -> Result<Outcome> {
     let file = Arc::new(file.clone());
     let quota = quota.unwrap_or_else(|| verify::catalogue_quota(&file));
     let held = verify::held(&file, quota);
     let ran = Ran::new(&mut sim_verify::direct::Direct::new(file.clone(), quota), schedule);
     say!("{} ({}), quota {}/{}/{}:", file.name, file.path.display(), quota.limit(), quota.period_ms(), quota.burst());
-    if let Some(command) = ran.unknown_command() {
-        say!(
-            "  not judged: the script calls `{command}`, which the Redis model does not implement (run the scenarios \
-             on real Redis with --backend redis)"
-        );
-        say_text!("{}", ran.table(usize::MAX, ""));
-        return Outcome::NotJudged;
-    }
+    let mut report = ReplayReport {
+        schema: SCHEMA.to_owned(),
+        command,
+        name: file.name.clone(),
+        file: file.path.display().to_string(),
+        quota: format!("{}/{}/{}", quota.limit(), quota.period_ms(), quota.burst()),
+        schedule: schedule.to_string(),
+        ..ReplayReport::default()
+    };
+    let line = |check: CheckKind, verdict, detail: String| VerdictLine {
+        check: check.name().to_owned(),
+        verdict,
+        replay: if verdict == Verdict::Held { String::new() } else { report.command.clone() },
+        detail,
+        evidence: String::new(),
+    };
     let mut outcome = Outcome::Held;
     let mut mark = (usize::MAX, String::new());
-    for check in CheckKind::ALL {
-        if !check.applies(&file) {
-            continue;
-        }
-        match search::judge(&file, &held, check, schedule) {
-            // The price of taking the caller's clock: shown, not a broken promise.
-            Some((v, _)) if check == CheckKind::ClockTrust => {
-                say!("  {:<24} expected {}", check.name(), v.message);
-                if mark.0 == usize::MAX {
-                    mark = (v.at, check.name().to_owned());
+    let mut verdicts = Vec::new();
+    if let Some(command) = ran.unknown_command() {
+        let why = format!(
+            "the script calls `{command}`, which the Redis model does not implement (run the scenarios on real Redis \
+             with --backend redis)"
+        );
+        say!("  not judged: {why}");
+        outcome = Outcome::NotJudged;
+        verdicts.extend(
+            CheckKind::ALL.into_iter().filter(|c| c.applies(&file)).map(|c| line(c, Verdict::NotJudged, why.clone())),
+        );
+    } else {
+        for check in CheckKind::ALL.into_iter().filter(|c| c.applies(&file)) {
+            let (verdict, detail) = match search::judge(&file, &held, check, schedule) {
+                // The price of taking the caller's clock: shown, not a broken promise.
+                Some((v, _)) if check == CheckKind::ClockTrust => {
+                    say!("  {:<24} expected {}", check.name(), v.message);
+                    if mark.0 == usize::MAX {
+                        mark = (v.at, check.name().to_owned());
+                    }
+                    (Verdict::Expected, v.message)
                 }
-            }
-            Some((v, _)) => {
-                outcome = Outcome::Broken;
-                say!("  {:<24} BROKEN  {}", check.name(), v.message);
-                if mark.0 == usize::MAX {
-                    mark = (v.at, check.name().to_owned());
+                Some((v, _)) => {
+                    outcome = Outcome::Broken;
+                    say!("  {:<24} BROKEN  {}", check.name(), v.message);
+                    if mark.0 == usize::MAX {
+                        mark = (v.at, check.name().to_owned());
+                    }
+                    (Verdict::Broken, v.message)
                 }
-            }
-            None => say!("  {:<24} held", check.name()),
+                None => {
+                    say!("  {:<24} held", check.name());
+                    (Verdict::Held, String::new())
+                }
+            };
+            verdicts.push(line(check, verdict, detail));
         }
     }
-    say_text!("{}", ran.table(mark.0, &mark.1));
-    outcome
+    report.trace = ran.table(mark.0, &mark.1);
+    report.verdicts = verdicts;
+    say_text!("{}", report.trace);
+    if crate::output::json() {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    }
+    Ok(outcome)
 }

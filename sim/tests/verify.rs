@@ -300,7 +300,7 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
         .find_map(|l| l.trim().strip_prefix("replay: ratelimit-lab verify "))
         .expect("a replay");
     assert!(!replay.contains("--backend"), "{replay}");
-    let again = replay_adr002(replay);
+    let again = replay_adr002(replay, &[]);
     let text = String::from_utf8_lossy(&again.stdout);
     assert_eq!(again.status.code(), Some(1), "{text}");
     assert!(text.contains("no lost capacity         BROKEN") && text.contains("<- no lost capacity"), "{text}");
@@ -402,15 +402,29 @@ fn the_command_line_speaks_json_and_junit_and_names_itself_in_its_replays() {
     assert!(xml.contains("<failure ") && xml.contains("replay: cargo xtask verify "), "{xml}");
 
     // Run as installed, the same replay names the installed command, and exits as verify does.
-    let again = replay_adr002(&broken.replay);
+    let again = replay_adr002(&broken.replay, &[]);
     assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stdout));
+    // With --format json, the replay is one JSON object on standard output: the same check
+    // broken, on the schedule given, with the trace that shows it.
+    let again = replay_adr002(&broken.replay, &["--format", "json"]);
+    assert_eq!(again.status.code(), Some(1), "{}", String::from_utf8_lossy(&again.stderr));
+    let replayed: results::ReplayReport = serde_json::from_slice(&again.stdout).unwrap_or_else(|e| {
+        panic!("standard output is the replay's JSON alone ({e}):\n{}", String::from_utf8_lossy(&again.stdout))
+    });
+    let line = replayed.verdicts.iter().find(|v| v.check == broken.check).expect("the check that broke");
+    assert_eq!(line.verdict, Verdict::Broken, "{replayed:#?}");
+    assert!(broken.replay.contains(&format!("--replay \"{}\"", replayed.schedule)), "{replayed:#?}");
+    assert!(
+        replayed.trace.lines().count() > 1 && replayed.command.starts_with("ratelimit-lab verify "),
+        "{replayed:#?}"
+    );
     let help = lab("verify").arg("--help").output().expect("help");
     assert!(String::from_utf8_lossy(&help.stdout).contains("Usage: ratelimit-lab verify"), "{help:?}");
 }
 
 /// Runs a printed replay of ADR-002's subject (its `--quota` and `--replay`) as the installed
 /// command.
-fn replay_adr002(replay: &str) -> std::process::Output {
+fn replay_adr002(replay: &str, extra: &[&str]) -> std::process::Output {
     let (quota, schedule) = replay
         .split_once(" --quota ")
         .and_then(|(_, rest)| rest.split_once(" --replay "))
@@ -418,6 +432,7 @@ fn replay_adr002(replay: &str) -> std::process::Output {
     lab("verify")
         .arg(path("subjects/adr002.toml"))
         .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
+        .args(extra)
         .output()
         .expect("the replay runs")
 }

@@ -27,7 +27,7 @@ pub mod verdict;
 
 pub use merge::merge;
 pub use schema::{
-    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RuleBound, RulesResult, RunResult, Series,
-    SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,
+    FaultWindow, Profile, RacePoint, RatePoint, RedisCost, ReplayReport, Results, RuleBound, RulesResult, RunResult,
+    Series, SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,
 };
 pub use verdict::{is_failure, RowVerdict, Verdict};

@@ -92,6 +92,31 @@ pub struct SubjectReport {
     pub profile: Profile,
 }
 
+/// What `verify --replay` found on the one schedule it ran (`--format json` prints it alone on
+/// standard output).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ReplayReport {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// The command that ran it, as given.
+    pub command: String,
+    /// The subject's name and file.
+    pub name: String,
+    pub file: String,
+    /// The quota it was held to, `LIMIT/PERIOD_MS/BURST`.
+    pub quota: String,
+    /// The schedule replayed, as `--replay` takes it.
+    pub schedule: String,
+    /// One line per check that applies, in order: `held`, `broken`, `expected` (the price of
+    /// trusting the caller's clock) or `not judged` (a command the model lacks), with what it
+    /// found; `evidence` is empty here, since every check ran the one schedule in `trace`.
+    pub verdicts: Vec<VerdictLine>,
+    /// The schedule as it ran: one row per request, what the subject answered and what the
+    /// exact limiter would have.
+    pub trace: String,
+}
+
 /// One check's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
