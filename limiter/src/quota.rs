@@ -185,8 +185,18 @@ pub enum Algorithm {
     Gcra,
 }
 
+// Checked when the crate compiles: `Algorithm::ALL` is in declaration order.
+const _: () = {
+    let mut i = 0;
+    while i < Algorithm::ALL.len() {
+        assert!(Algorithm::ALL[i] as usize == i, "Algorithm::ALL lists the variants in declaration order");
+        i += 1;
+    }
+};
+
 impl Algorithm {
-    /// Every algorithm.
+    /// Every algorithm, in declaration order (the compiler checks the order, below; tables
+    /// indexed by `algorithm as usize` and sized `ALL.len()` rely on it).
     pub const ALL: [Algorithm; 5] = [
         Algorithm::FixedWindow,
         Algorithm::SlidingWindow,

@@ -113,6 +113,16 @@ impl RulesRequest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_script_splices_in_and_dispatches_to_every_algorithm() {
+        let script = source();
+        for a in Algorithm::ALL {
+            assert!(script.contains(scripts::for_algorithm(a).source), "{a}'s script is spliced in");
+            let suffix = key_suffix(a);
+            assert!(script.contains(&format!("{suffix} = {suffix}")), "the script's algorithms table names {a}");
+        }
+    }
     use crate::quota::{Algorithm, Quota};
 
     #[test]

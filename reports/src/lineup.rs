@@ -17,7 +17,7 @@ use crate::schema::Results;
 use crate::style::{GREY, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY, OI_VERMILLION};
 
 /// Colours of the built-in algorithms, by position in [`Algorithm::ALL`] (cycled).
-const BUILT_IN: [RGBColor; 5] = [OI_ORANGE, OI_SKY, OI_GREEN, OI_BLUE, OI_PURPLE];
+const BUILT_IN: [RGBColor; Algorithm::ALL.len()] = [OI_ORANGE, OI_SKY, OI_GREEN, OI_BLUE, OI_PURPLE];
 
 /// Colours of the subjects, by order of first appearance (cycled). Dark and saturated, apart
 /// from the built-ins' Okabe & Ito hues.

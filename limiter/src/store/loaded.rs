@@ -32,7 +32,7 @@ static RULES: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rul
 
 /// `algorithm`'s scripts.
 pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
-    // `Algorithm::ALL` lists the variants in declaration order (checked below).
+    // `Algorithm::ALL` lists the variants in declaration order (checked where it is defined).
     &BY_ALGORITHM[algorithm as usize]
 }
 
