@@ -58,8 +58,8 @@
 //! # }).unwrap();
 //! ```
 
+mod counts;
 mod fallback;
-mod metrics;
 mod partition;
 #[cfg(feature = "config")]
 mod reload;
@@ -71,7 +71,7 @@ use std::sync::{Arc, RwLock};
 
 use http::Request;
 
-pub use metrics::{Metrics, RuleCounts};
+pub use counts::{Counts, RuleCounts};
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
@@ -100,7 +100,7 @@ struct Shared {
     health: Health,
     budget: LocalStore,
     keys: KeySpace,
-    counters: metrics::Counters,
+    counters: counts::Counters,
     per_tag: bool,
     pk_secret: Option<PartitionSecret>,
 }
@@ -211,7 +211,7 @@ impl EnforcerBuilder {
             None => Backend::Local(LocalStore::new(self.max_local_keys)),
         };
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
-        let counters = metrics::Counters::default();
+        let counters = counts::Counters::default();
         counters.retain(&names);
         Ok(Enforcer {
             shared: Arc::new(Shared {
@@ -273,8 +273,9 @@ impl Enforcer {
         *self.shared.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
     }
 
-    /// The counters so far.
-    pub fn metrics(&self) -> Metrics {
+    /// What the rules decided so far, counted in this process (the `metrics` feature's
+    /// exposition is [`crate::metrics`]).
+    pub fn counts(&self) -> Counts {
         self.shared.counters.snapshot()
     }
 

@@ -54,7 +54,7 @@ async fn shadow_rules_count_and_report_but_never_deny() {
     assert_eq!(second.violated().count(), 0);
     decided(&e, &r).await;
     assert!(!decided(&e, &r).await.allowed);
-    let m = e.metrics();
+    let m = e.counts();
     assert_eq!((m.rules["dark"].denied, m.rules["dark"].consumed), (3, 1));
     assert_eq!((m.allowed, m.denied), (3, 1));
 }
@@ -100,7 +100,7 @@ async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
         .unwrap();
     let d = decided(&e, &flagged).await;
     assert_eq!(d.rules[1].identity.text(), "ip=192.0.2.7");
-    let m = e.metrics();
+    let m = e.counts();
     assert_eq!((m.allowlisted, m.denylisted, m.missing_key), (3, 3, 1));
     // Claiming the allow-listed key in the header is no key: counted like anyone.
     assert!(decided(&e, &req(Some("vip"), "192.0.2.2")).await.allowed);

@@ -1,5 +1,7 @@
-//! Counters per rule, for metrics and for seeing what a shadow rule would have done. Memory is
-//! bounded by the number of rules, whatever keys clients send.
+//! What the rules decided, counted per rule in this process ([`super::Enforcer::counts`]): for a
+//! dashboard of its own and for seeing what a shadow rule would have done (the `metrics` feature
+//! also sends each decision to the `metrics` facade). Memory is bounded by the number of rules,
+//! whatever keys clients send.
 
 use std::collections::BTreeMap;
 
@@ -25,7 +27,7 @@ pub struct RuleCounts {
 /// Everything counted since the enforcer started (rule counters since each rule was loaded).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 #[non_exhaustive]
-pub struct Metrics {
+pub struct Counts {
     /// Per rule, by name; a shadow rule's `denied` is what it would have rejected.
     pub rules: BTreeMap<String, RuleCounts>,
     /// Requests the allow list let through.
@@ -43,7 +45,7 @@ pub struct Metrics {
 /// The live counters.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
-    inner: Mutex<Metrics>,
+    inner: Mutex<Counts>,
 }
 
 impl Counters {
@@ -63,12 +65,12 @@ impl Counters {
         lock(&self.inner).rules.retain(|name, _| names.contains(&name.as_str()));
     }
 
-    pub(crate) fn snapshot(&self) -> Metrics {
+    pub(crate) fn snapshot(&self) -> Counts {
         lock(&self.inner).clone()
     }
 }
 
-fn record_decision(m: &mut Metrics, d: &RulesDecision) {
+fn record_decision(m: &mut Counts, d: &RulesDecision) {
     if d.allowed {
         m.allowed += 1;
     } else {
