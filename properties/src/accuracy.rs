@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use redis_ratelimit::{Algorithm, Quota};
 
-use crate::oracle;
+use crate::reference;
 use crate::schedule::{Req, Run};
 use crate::subject::Subject;
 
@@ -80,7 +80,7 @@ pub fn sliding_window_error(q: &Quota, reqs: &[Req]) -> Accuracy {
             admitted.push((i, t, c));
         }
     }
-    acc.worst_window_units = oracle::heaviest_window(&admitted, w).map_or(0, |x| x.0);
+    acc.worst_window_units = reference::heaviest_window(&admitted, w).map_or(0, |x| x.0);
     acc
 }
 

@@ -41,7 +41,7 @@ use redis_ratelimit::harness::algo::Outcome;
 use crate::subject::MachineState;
 use redis_ratelimit::{Algorithm, Quota};
 
-use crate::oracle::{self, gcra_interval_us, ExactBucket, Point};
+use crate::reference::{self, gcra_interval_us, ExactBucket, Point};
 use crate::schedule::{rel, true_timeline, Case, Req, Run, Step, Violation};
 use crate::strategy::Shape;
 use crate::subject::Subject;
@@ -105,7 +105,7 @@ fn t0(steps: &[Step]) -> u64 {
 fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Option<(usize, String)> {
     let (limit, w, burst) = (u128::from(q.limit()), q.period_ms(), u128::from(q.burst()));
     let aligned = |max: u128| {
-        oracle::aligned_sums(points, w).into_iter().find(|(_, (units, _))| *units > max).map(|(k, (units, at))| {
+        reference::aligned_sums(points, w).into_iter().find(|(_, (units, _))| *units > max).map(|(k, (units, at))| {
             (
                 at,
                 format!(
@@ -117,7 +117,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
         })
     };
     let sliding = |max: u128, what: &str| {
-        oracle::heaviest_window(points, w).filter(|(units, _, _)| *units > max).map(|(units, t, at)| {
+        reference::heaviest_window(points, w).filter(|(units, _, _)| *units > max).map(|(units, t, at)| {
             (
                 at,
                 format!(
@@ -129,7 +129,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
         })
     };
     let bucket = |unit: u128, gain: u128, what: &str| {
-        oracle::bucket_breach(points, unit, gain, burst * unit).map(|(units, a, b, at)| {
+        reference::bucket_breach(points, unit, gain, burst * unit).map(|(units, a, b, at)| {
             (at, format!("{units} units admitted in [{}, {}] (d = {} ms), above {what}", rel(a, t0), rel(b, t0), b - a))
         })
     };
@@ -139,7 +139,7 @@ fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Opt
         Algorithm::SlidingWindow => aligned(limit).or_else(|| sliding(2 * limit, "2 x limit")).or_else(|| {
             // Every admission must satisfy the weighted estimate over the real history.
             points.iter().enumerate().find_map(|(n, &(i, t, c))| {
-                let (est, prev, cur) = oracle::sliding_estimate(&points[..n], w, t, c);
+                let (est, prev, cur) = reference::sliding_estimate(&points[..n], w, t, c);
                 (est > limit * u128::from(w)).then(|| {
                     (
                         i,
@@ -173,10 +173,10 @@ pub fn check_safety(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 /// Within the rate: the case's requests are first moved later (order and later gaps kept)
-/// until the schedule is within the rate ([`oracle::within_rate`]); then every request
+/// until the schedule is within the rate ([`reference::within_rate`]); then every request
 /// must be admitted.
 pub fn check_within_rate(s: &Subject, case: &Case) -> Result<(), Violation> {
-    let reqs = oracle::within_rate(s.promise, &case.quota, &case.reqs);
+    let reqs = reference::within_rate(s.promise, &case.quota, &case.reqs);
     let run = Run::new(s, &case.quota, &reqs);
     match run.steps.iter().position(|st| !st.outcome.allowed) {
         Some(i) => Err(Violation::new(
@@ -220,16 +220,16 @@ pub fn check_no_lost_refill(s: &Subject, case: &Case) -> Result<(), Violation> {
                 bucket.fits(c).then(|| format!("an exactly refilled bucket holds {:.3} tokens", bucket.tokens()))
             }
             Algorithm::FixedWindow => {
-                let used = oracle::aligned_sums(&history, w).get(&(t / w)).map_or(0, |x| x.0);
+                let used = reference::aligned_sums(&history, w).get(&(t / w)).map_or(0, |x| x.0);
                 (used + u128::from(c) <= limit)
                     .then(|| format!("its aligned window holds only {used} of {limit} units"))
             }
             Algorithm::SlidingLog => {
-                let used = oracle::window_units(&history, w, t);
+                let used = reference::window_units(&history, w, t);
                 (used + u128::from(c) <= limit).then(|| format!("(t - W, t] holds only {used} of {limit} units"))
             }
             Algorithm::SlidingWindow => {
-                let (est, prev, cur) = oracle::sliding_estimate(&history, w, t, c);
+                let (est, prev, cur) = reference::sliding_estimate(&history, w, t, c);
                 (est <= limit * u128::from(w))
                     .then(|| format!("the weighted estimate prev {prev}, cur {cur} leaves room for cost {c}"))
             }
@@ -561,7 +561,7 @@ pub fn check_clock_lag(s: &Subject, case: &Case) -> Result<(), Violation> {
         let lag = run.steps.iter().zip(&truth).map(|(st, &t)| t.saturating_sub(st.req.t_ms)).max().unwrap_or(0);
         let (unit, gain) = (u128::from(q.period_ms()), u128::from(q.limit()));
         let cap = u128::from(q.burst()) * unit + gain * u128::from(lag);
-        oracle::bucket_breach(&on_truth, unit, gain, cap).map(|(units, a, b, at)| {
+        reference::bucket_breach(&on_truth, unit, gain, cap).map(|(units, a, b, at)| {
             let bound = format!("burst {} + {}/{} ms x (d + lag {lag} ms)", q.burst(), q.limit(), q.period_ms());
             (
                 at,

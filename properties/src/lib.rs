@@ -17,7 +17,7 @@
 //! - [`schedule`]: requests, runs, and how they print.
 //! - [`strategy`]: quotas over each algorithm's whole valid range, schedules around the
 //!   quota's time scales.
-//! - [`oracle`]: exact references written from the promises (window sums, the counter's
+//! - [`reference`]: exact references written from the promises (window sums, the counter's
 //!   estimate, an exact integer bucket, schedules within the rate).
 //! - [`invariants`]: the checks, with a table of what each asserts.
 //! - [`mutants`]: one-bug copies of the correct algorithms.
@@ -33,7 +33,7 @@ pub mod accuracy;
 pub mod adr002;
 pub mod invariants;
 pub mod mutants;
-pub mod oracle;
+pub mod reference;
 pub mod runner;
 pub mod schedule;
 pub mod strategy;

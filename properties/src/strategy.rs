@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use redis_ratelimit::{Algorithm, Quota};
 
-use crate::oracle::gcra_interval_us;
+use crate::reference::gcra_interval_us;
 use crate::schedule::{Case, Req};
 use crate::subject::Subject;
 

@@ -1,7 +1,7 @@
 //! The HTTP enforcement point (the HLD card in `docs/ORIGINS.md`: "middleware before the
 //! API handler, reject fast"), as tower layers:
 //!
-//! - [`RulesLayer`] ([`rules`]): rules per endpoint from code or a file, several limits per
+//! - [`RulesLayer`]: [`crate::rules`] per endpoint from code or a file, several limits per
 //!   request decided all-or-nothing, allow and deny lists, shadow mode, the RateLimit header
 //!   fields of draft-ietf-httpapi-ratelimit-headers-11 ([`headers`]) and problem-details
 //!   bodies ([`problem`]). What a gateway uses.
@@ -33,9 +33,9 @@
 
 pub mod headers;
 pub mod problem;
-pub mod rules;
+mod rules_layer;
 
-pub use rules::{EnforceRules, Rejection, RulesLayer};
+pub use rules_layer::{EnforceRules, Rejection, RulesLayer};
 
 use std::future::Future;
 use std::pin::Pin;

@@ -8,7 +8,7 @@
 //! - The simulator: [`scenario`] (the catalogue and run specs), [`workload`], [`faults`],
 //!   [`simclock`] (skewed instance clocks), [`turmoil_run`] (one run in turmoil, with
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace, with the promises'
-//!   bounds in [`bound`]), [`rules`] (several
+//!   bounds in [`bound`]), [`multi_rule`] (several
 //!   rules per request: their oracle and checks), [`mode`] (the round-trip modes as runs choose
 //!   them), [`run`] (many runs across cores), [`results`] (the JSON schema, its own crate so the
 //!   report builds without the simulator), [`table`].
@@ -27,7 +27,7 @@ pub mod promise;
 pub mod redis_host;
 pub mod turmoil_run;
 pub use ::results;
-pub mod rules;
+pub mod multi_rule;
 pub mod run;
 pub mod scenario;
 pub mod simclock;

@@ -132,13 +132,13 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
     let q = spec.quota;
     let records = &out.records;
     let promise = spec.subject.promise();
-    // Several rules per request: their own oracle and checks (`crate::rules`).
+    // Several rules per request: their own oracle and checks (`crate::multi_rule`).
     let multi = match &spec.subject {
         Subject::Rules(_) => Some(RulesSubject::rules(q)),
         _ => None,
     };
     let (oracle_verdicts, acc) = match &multi {
-        Some(rules) => crate::rules::oracle::judge(rules, records),
+        Some(rules) => crate::multi_rule::oracle::judge(rules, records),
         None => oracle::judge(promise, &q, records),
     };
     let data_losses = spec.faults.iter().filter(|f| f.kind.loses_data()).count() as u64;
@@ -157,7 +157,7 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
         .sum();
     let (bound, rules) = match &multi {
         Some(multi) => {
-            let (check, result) = crate::rules::check::check(multi, records, data_losses);
+            let (check, result) = crate::multi_rule::check::check(multi, records, data_losses);
             (check, Some(result))
         }
         None => {
@@ -225,7 +225,7 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
     }
     series.limit_per_bucket = q.limit() as f64 * BUCKET_MS as f64 / q.period_ms() as f64 * keys.len().max(1) as f64;
     if let Some(rules) = &multi {
-        series.limit_per_bucket = crate::rules::limit_per_bucket(rules, &keys, BUCKET_MS);
+        series.limit_per_bucket = crate::multi_rule::limit_per_bucket(rules, &keys, BUCKET_MS);
     }
 
     RunResult {

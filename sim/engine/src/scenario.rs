@@ -45,7 +45,7 @@ pub struct Scenario {
     /// Draw a random fault mix per seed.
     pub swarm: bool,
     /// Every request matches several rules (the per-user, per-route and global rules of
-    /// `crate::rules`): only the multi-rule subjects run here, and only here.
+    /// `crate::multi_rule`): only the multi-rule subjects run here, and only here.
     pub rules: bool,
     /// The library's round-trip modes to run beside the plain library (plain first).
     pub modes: Vec<Mode>,

@@ -8,9 +8,9 @@
 //! subject's [`Promise`].
 
 pub mod client;
+pub mod enforcer;
 pub mod file;
 pub mod reply;
-pub mod rules;
 pub mod script;
 pub mod template;
 
@@ -24,8 +24,8 @@ use redis_ratelimit::{
     Algorithm, BreakerConfig, Clock, Decision, Error, FailurePolicy, Limiter, Quota, RedisStore, Source, TimeSource,
 };
 
+pub use crate::multi_rule::RulesSubject;
 use crate::promise::Promise;
-pub use crate::rules::RulesSubject;
 use crate::trace::RuleMark;
 pub use client::ClientSubject;
 pub use file::{FileError, OnError, SubjectFile};
@@ -121,7 +121,7 @@ impl Subject {
             Subject::Algorithm(a) => Promise::of(*a),
             Subject::Script(f) => f.promise,
             Subject::Client(c) => c.promise(),
-            // Each rule makes its own promise; `crate::rules::check` holds them.
+            // Each rule makes its own promise; `crate::multi_rule::check` holds them.
             Subject::Rules(_) => Promise::None,
         }
     }
@@ -321,7 +321,7 @@ pub enum Caller {
     /// A client-side subject.
     Client(client::ClientCaller),
     /// The enforcement point.
-    Rules(rules::RulesCaller),
+    Rules(enforcer::RulesCaller),
 }
 
 impl Caller {
@@ -374,7 +374,7 @@ impl Caller {
                 spec.clock,
                 spec.key_prefix.map(|p| format!("{p}:")).unwrap_or_default(),
             )),
-            Subject::Rules(kind) => Caller::Rules(rules::RulesCaller::new(
+            Subject::Rules(kind) => Caller::Rules(enforcer::RulesCaller::new(
                 *kind,
                 store,
                 spec.quota,

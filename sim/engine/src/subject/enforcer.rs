@@ -1,6 +1,6 @@
 //! The library's enforcement point (`redis_ratelimit::enforce`) as a subject: each request of the
 //! run becomes an HTTP request (the arrival's key as the user, its route as the path) decided
-//! against the multi-rule scenario's rules ([`crate::rules`]) over the instance's connection.
+//! against the multi-rule scenario's rules ([`crate::multi_rule`]) over the instance's connection.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use redis_ratelimit::rules::User;
 use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
 
 use super::{Answer, DecidedBy};
-use crate::rules::{route_of, RulesSubject};
+use crate::multi_rule::{route_of, RulesSubject};
 use crate::trace::RuleMark;
 
 /// See the module docs.

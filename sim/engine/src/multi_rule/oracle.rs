@@ -51,7 +51,7 @@ mod tests {
     use redis_ratelimit::{Algorithm, Quota};
 
     use super::*;
-    use crate::rules::By;
+    use crate::multi_rule::By;
 
     fn rec(at_ms: u64, key: u32) -> Record {
         Record::exact(at_ms, key, 1, true)

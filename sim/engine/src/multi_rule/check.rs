@@ -97,7 +97,7 @@ mod tests {
     use redis_ratelimit::{Algorithm, Quota};
 
     use super::*;
-    use crate::rules::By;
+    use crate::multi_rule::By;
     use crate::trace::RuleMark;
 
     fn rec(at_ms: u64, key: u32, allowed: bool, marks: &[(bool, bool)]) -> Record {
