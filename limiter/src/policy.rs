@@ -33,6 +33,26 @@ pub enum FailurePolicy {
 }
 
 impl FailurePolicy {
+    /// The quota actually enforced by a decision from `source` under this policy, for a
+    /// limiter or rule of `quota`: the quota itself when Redis decided (or a round-trip mode
+    /// from Redis's state), the local budget when that answered, None when fail-open or
+    /// fail-closed answered, which enforce no quota at all.
+    pub(crate) fn enforced_quota(
+        self,
+        source: crate::decision::Source,
+        quota: crate::quota::Quota,
+    ) -> Option<crate::quota::Quota> {
+        use crate::decision::Source;
+        match (source, self) {
+            (Source::FailOpen | Source::FailClosed, _) => None,
+            (Source::LocalBudget, FailurePolicy::LocalBudget { limit, period_ms }) => {
+                Some(crate::quota::Quota::new(limit, period_ms))
+            }
+            (Source::LocalBudget, _) => None,
+            _ => Some(quota),
+        }
+    }
+
     /// The policy's name in traces and reports.
     pub const fn name(&self) -> &'static str {
         match self {

@@ -110,13 +110,6 @@ impl RuleDecision {
     /// (its limit per its period) when that answered; None when fail-open or fail-closed
     /// answered, which enforce no quota at all.
     pub fn enforced_quota(&self) -> Option<Quota> {
-        match (self.decision.source, self.policy) {
-            (Source::FailOpen | Source::FailClosed, _) => None,
-            (Source::LocalBudget, FailurePolicy::LocalBudget { limit, period_ms }) => {
-                Some(Quota::new(limit, period_ms))
-            }
-            (Source::LocalBudget, _) => None,
-            _ => Some(self.quota),
-        }
+        self.policy.enforced_quota(self.decision.source, self.quota)
     }
 }

@@ -30,7 +30,10 @@
 use http::{HeaderMap, HeaderName, HeaderValue};
 use sfv::{Integer, KeyRef, ListSerializer, RefBareItem, StringRef};
 
+use crate::decision::Decision;
 use crate::enforce::{RuleDecision, RulesDecision};
+use crate::limiter::Limiter;
+use crate::quota::Quota;
 
 /// `RateLimit-Policy`.
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -38,6 +41,13 @@ pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-poli
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// `RateLimit-Shadow`: the shadow rules (this crate's own field).
 pub const RATELIMIT_SHADOW: HeaderName = HeaderName::from_static("ratelimit-shadow");
+
+/// `X-RateLimit-Limit` (legacy).
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining` (legacy).
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset` (legacy, seconds until the quota is whole again).
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The largest integer a structured field carries (15 digits).
 const SF_MAX: u64 = 999_999_999_999_999;
@@ -57,22 +67,40 @@ pub fn partition_key(r: &RuleDecision) -> Option<[u8; 8]> {
     r.partition_key
 }
 
-/// Rule names are validated to letters, digits, `.`, `_` and `-`, all valid in a String.
-fn name(r: &RuleDecision) -> Option<&StringRef> {
-    StringRef::from_str(&r.rule).ok()
+/// One policy as the fields describe it: a rule the enforcer decided, or a single limiter.
+struct Item<'a> {
+    /// Its name, a String item: rule names are validated to letters, digits, `.`, `_` and `-`;
+    /// a limiter's state name is printable ASCII too.
+    name: &'a str,
+    /// The quota actually enforced ([`crate::FailurePolicy::enforced_quota`]); no item without one.
+    quota: Option<Quota>,
+    decision: &'a Decision,
+    pk: Option<[u8; 8]>,
+    shadow: bool,
 }
 
-/// The `RateLimit-Policy` field, None when no enforced rule applies.
-pub fn policy_field(d: &RulesDecision) -> Option<String> {
+fn rule_items(d: &RulesDecision) -> Vec<Item<'_>> {
+    d.rules
+        .iter()
+        .map(|r| Item {
+            name: &r.rule,
+            quota: r.enforced_quota(),
+            decision: &r.decision,
+            pk: partition_key(r),
+            shadow: r.shadow,
+        })
+        .collect()
+}
+
+fn policy_list(items: &[Item<'_>]) -> Option<String> {
     let mut list = ListSerializer::new();
-    for r in d.rules.iter().filter(|r| !r.shadow) {
-        let Some(quota) = r.enforced_quota() else { continue };
-        let pk = partition_key(r);
+    for it in items.iter().filter(|it| !it.shadow) {
+        let Some(quota) = it.quota else { continue };
         let mut item = list
-            .bare_item(name(r)?)
+            .bare_item(StringRef::from_str(it.name).ok()?)
             .parameter(key("q"), int(quota.limit()))
             .parameter(key("w"), int(quota.period_ms() / 1000));
-        if let Some(pk) = &pk {
+        if let Some(pk) = &it.pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
         drop(item);
@@ -80,18 +108,17 @@ pub fn policy_field(d: &RulesDecision) -> Option<String> {
     list.finish()
 }
 
-fn status_items(d: &RulesDecision, shadow: bool) -> Option<String> {
+fn status_list(items: &[Item<'_>], shadow: bool) -> Option<String> {
     let mut list = ListSerializer::new();
-    for r in d.rules.iter().filter(|r| r.shadow == shadow && r.enforced_quota().is_some()) {
-        let pk = partition_key(r);
+    for it in items.iter().filter(|it| it.shadow == shadow && it.quota.is_some()) {
         let mut item = list
-            .bare_item(name(r)?)
-            .parameter(key("r"), int(r.decision.remaining))
-            .parameter(key("t"), int(r.decision.reset_after_ms.div_ceil(1000)));
-        if let Some(pk) = &pk {
+            .bare_item(StringRef::from_str(it.name).ok()?)
+            .parameter(key("r"), int(it.decision.remaining))
+            .parameter(key("t"), int(it.decision.reset_after_ms.div_ceil(1000)));
+        if let Some(pk) = &it.pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
-        if shadow && !r.decision.allowed {
+        if shadow && !it.decision.allowed {
             item = item.parameter(key("denied"), true);
         }
         drop(item);
@@ -99,29 +126,64 @@ fn status_items(d: &RulesDecision, shadow: bool) -> Option<String> {
     list.finish()
 }
 
+/// The `RateLimit-Policy` field, None when no enforced rule applies.
+pub fn policy_field(d: &RulesDecision) -> Option<String> {
+    policy_list(&rule_items(d))
+}
+
 /// The `RateLimit` field, None when no enforced rule has a known quota state.
 pub fn ratelimit_field(d: &RulesDecision) -> Option<String> {
-    status_items(d, false)
+    status_list(&rule_items(d), false)
 }
 
 /// The `RateLimit-Shadow` field, None without shadow rules.
 pub fn shadow_field(d: &RulesDecision) -> Option<String> {
-    status_items(d, true)
+    status_list(&rule_items(d), true)
 }
 
-/// Sets the fields of `d` on a response's headers (and `Retry-After` when it is a denial).
-pub fn apply(headers: &mut HeaderMap, d: &RulesDecision) {
-    let fields =
-        [(RATELIMIT_POLICY, policy_field(d)), (RATELIMIT, ratelimit_field(d)), (RATELIMIT_SHADOW, shadow_field(d))];
+/// The one writer of both layers: the fields of `items`, and `Retry-After` (whole seconds,
+/// rounded up) when `retry_after_secs` says the request was refused.
+fn write(headers: &mut HeaderMap, items: &[Item<'_>], retry_after_secs: Option<u64>) {
+    let fields = [
+        (RATELIMIT_POLICY, policy_list(items)),
+        (RATELIMIT, status_list(items, false)),
+        (RATELIMIT_SHADOW, status_list(items, true)),
+    ];
     for (name, value) in fields {
         // Serialized structured fields are visible ASCII: always a valid header value.
         if let Some(value) = value.and_then(|v| HeaderValue::from_str(&v).ok()) {
             headers.insert(name, value);
         }
     }
-    if !d.allowed {
-        headers.insert(http::header::RETRY_AFTER, HeaderValue::from(d.retry_after_secs().max(1)));
+    if let Some(secs) = retry_after_secs {
+        headers.insert(http::header::RETRY_AFTER, HeaderValue::from(secs.max(1)));
     }
+}
+
+/// Sets the fields of `d` on a response's headers (and `Retry-After` when it is a denial).
+pub fn apply(headers: &mut HeaderMap, d: &RulesDecision) {
+    write(headers, &rule_items(d), (!d.allowed).then(|| d.retry_after_secs()));
+}
+
+/// Sets the fields of one limiter's decision: one item named by the limiter's state name
+/// ([`Limiter::state_name`]: its name, or its quota), describing the quota it enforced.
+pub fn apply_limiter(headers: &mut HeaderMap, limiter: &Limiter, d: &Decision) {
+    let item = Item {
+        name: limiter.state_name(),
+        quota: limiter.policy().enforced_quota(d.source, limiter.quota()),
+        decision: d,
+        pk: None,
+        shadow: false,
+    };
+    write(headers, &[item], (!d.allowed).then(|| d.retry_after_secs()));
+}
+
+/// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) fields that many clients
+/// still read, for one decision: what [`crate::http::RateLimitLayer::legacy_headers`] adds.
+pub fn apply_legacy(headers: &mut HeaderMap, d: &Decision) {
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.limit));
+    headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(d.remaining));
+    headers.insert(X_RATELIMIT_RESET, HeaderValue::from(d.reset_after_ms.div_ceil(1000)));
 }
 
 #[cfg(test)]

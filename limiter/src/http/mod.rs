@@ -5,7 +5,10 @@
 //!   request decided all-or-nothing, allow and deny lists, shadow mode, the RateLimit header
 //!   fields of draft-ietf-httpapi-ratelimit-headers-11 ([`headers`]) and problem-details
 //!   bodies ([`problem`]). What a gateway uses.
-//! - [`RateLimitLayer`] (below): one limiter, one key extractor, `429` with `Retry-After`.
+//! - [`RateLimitLayer`] (below): one limiter, one key extractor, `429` with `Retry-After`,
+//!   and the same draft-11 fields written by the same writer (one policy, named by the
+//!   limiter's [`Limiter::state_name`]), with the legacy `X-RateLimit-*` names on request
+//!   ([`RateLimitLayer::legacy_headers`]).
 //!
 //! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
 //! keeps its state per clone, so behind a router that clones services per connection it
@@ -42,7 +45,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use http::{HeaderValue, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use crate::decision::Decision;
@@ -70,25 +73,33 @@ where
 pub struct RateLimitLayer<B> {
     limiter: Limiter,
     extractor: Arc<dyn KeyExtractor<B>>,
+    legacy: bool,
 }
 
 impl<B> Clone for RateLimitLayer<B> {
     fn clone(&self) -> Self {
-        RateLimitLayer { limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+        RateLimitLayer { limiter: self.limiter.clone(), extractor: self.extractor.clone(), legacy: self.legacy }
     }
 }
 
 impl<B> RateLimitLayer<B> {
     /// Limits with `limiter`, keying requests with `extractor`. Every request costs 1.
     pub fn new(limiter: Limiter, extractor: impl KeyExtractor<B>) -> Self {
-        RateLimitLayer { limiter, extractor: Arc::new(extractor) }
+        RateLimitLayer { limiter, extractor: Arc::new(extractor), legacy: false }
+    }
+
+    /// Adds the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` fields beside the
+    /// draft-11 `RateLimit-Policy` and `RateLimit`, for clients that read only the old names.
+    pub fn legacy_headers(mut self) -> Self {
+        self.legacy = true;
+        self
     }
 }
 
 impl<S, B> Layer<S> for RateLimitLayer<B> {
     type Service = RateLimit<S, B>;
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit { inner, limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+        RateLimit { inner, limiter: self.limiter.clone(), extractor: self.extractor.clone(), legacy: self.legacy }
     }
 }
 
@@ -97,11 +108,17 @@ pub struct RateLimit<S, B> {
     inner: S,
     limiter: Limiter,
     extractor: Arc<dyn KeyExtractor<B>>,
+    legacy: bool,
 }
 
 impl<S: Clone, B> Clone for RateLimit<S, B> {
     fn clone(&self) -> Self {
-        RateLimit { inner: self.inner.clone(), limiter: self.limiter.clone(), extractor: self.extractor.clone() }
+        RateLimit {
+            inner: self.inner.clone(),
+            limiter: self.limiter.clone(),
+            extractor: self.extractor.clone(),
+            legacy: self.legacy,
+        }
     }
 }
 
@@ -129,15 +146,20 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let limiter = self.limiter.clone();
         let key = self.extractor.key(&req);
+        let legacy = self.legacy;
         Box::pin(async move {
             let Some(key) = key else { return inner.call(req).await };
             match limiter.check(&key, 1).await {
                 Ok(d) if d.allowed => {
                     let mut response = inner.call(req).await?;
-                    set_rate_headers(&mut response, &d);
+                    set_rate_headers(&mut response, &limiter, &d, legacy);
                     Ok(response)
                 }
-                Ok(d) => Ok(too_many_requests(&d)),
+                Ok(d) => {
+                    let mut response = too_many_requests(&d);
+                    set_rate_headers(&mut response, &limiter, &d, legacy);
+                    Ok(response)
+                }
                 Err(e) => Ok(error_response(&e)),
             }
         })
@@ -154,17 +176,17 @@ fn too_many_requests<RB: Default>(d: &Decision) -> Response<RB> {
     } else {
         StatusCode::TOO_MANY_REQUESTS
     };
-    response.headers_mut().insert(http::header::RETRY_AFTER, HeaderValue::from(d.retry_after_secs().max(1)));
-    set_rate_headers(&mut response, d);
     response
 }
 
-/// `RateLimit-Limit`, `-Remaining` and `-Reset` (seconds), as most gateways send them.
-fn set_rate_headers<RB>(response: &mut Response<RB>, d: &Decision) {
-    let headers = response.headers_mut();
-    headers.insert("ratelimit-limit", HeaderValue::from(d.limit));
-    headers.insert("ratelimit-remaining", HeaderValue::from(d.remaining));
-    headers.insert("ratelimit-reset", HeaderValue::from(d.reset_after_ms.div_ceil(1000)));
+/// The draft-11 fields through the writer the rules layer uses ([`headers::apply_limiter`]:
+/// `RateLimit-Policy`, `RateLimit`, and `Retry-After` on a refusal), and the legacy
+/// `X-RateLimit-*` names when asked for.
+fn set_rate_headers<RB>(response: &mut Response<RB>, limiter: &Limiter, d: &Decision, legacy: bool) {
+    headers::apply_limiter(response.headers_mut(), limiter, d);
+    if legacy {
+        headers::apply_legacy(response.headers_mut(), d);
+    }
 }
 
 /// A key the limiter refuses (empty, too long) is the client's fault: 400. Anything else
@@ -216,7 +238,11 @@ mod tests {
         let svc = service(2);
         let a = svc.clone().oneshot(req(Some("u"))).await.expect("infallible");
         assert_eq!(a.status(), StatusCode::OK);
-        assert_eq!(a.headers()["ratelimit-remaining"], "1");
+        // The draft-11 fields, as the rules layer writes them: the limiter's policy by its state
+        // name, what it still admits and when its quota is whole again; no legacy names unasked.
+        assert_eq!(a.headers()["ratelimit-policy"], "\"q=2/60000ms\";q=2;w=60");
+        assert_eq!(a.headers()["ratelimit"], "\"q=2/60000ms\";r=1;t=60");
+        assert!(!a.headers().contains_key("x-ratelimit-remaining"));
         assert_eq!(svc.clone().oneshot(req(Some("u"))).await.expect("infallible").status(), StatusCode::OK);
         let denied = svc.clone().oneshot(req(Some("u"))).await.expect("infallible");
         assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -224,6 +250,23 @@ mod tests {
         assert_eq!(denied.body(), "");
         // Another key has its own limit.
         assert_eq!(svc.oneshot(req(Some("v"))).await.expect("infallible").status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn legacy_names_are_added_when_asked_for() {
+        let limiter =
+            Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).name("api").build().expect("valid");
+        let svc = RateLimitLayer::new(limiter, |_: &Request<()>| Some("k".to_owned()))
+            .legacy_headers()
+            .layer(tower::service_fn(handler as fn(Request<()>) -> Reply));
+        let a = svc.oneshot(req(None)).await.expect("infallible");
+        let h = a.headers();
+        assert_eq!(
+            (&h["x-ratelimit-limit"], &h["x-ratelimit-remaining"]),
+            (&"3".parse().unwrap(), &"2".parse().unwrap())
+        );
+        assert!(h["x-ratelimit-reset"].to_str().unwrap().parse::<u64>().unwrap() <= 60);
+        assert!(h["ratelimit"].to_str().unwrap().starts_with("\"api\";r=2;t="), "{h:?}");
     }
 
     #[tokio::test]
