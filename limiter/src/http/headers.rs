@@ -178,8 +178,22 @@ pub fn apply_limiter(headers: &mut HeaderMap, limiter: &Limiter, d: &Decision) {
     write(headers, &[item], (!d.allowed).then(|| d.retry_after_secs()));
 }
 
+/// The legacy fields of several rules, which can name one policy only: the enforced rule that
+/// admits least from here (its quota actually enforced, the fewest units left, the longest
+/// wait on a tie); none when no enforced rule has a quota state.
+pub fn apply_legacy_rules(headers: &mut HeaderMap, d: &RulesDecision) {
+    let tightest = d
+        .rules
+        .iter()
+        .filter(|r| !r.shadow && r.enforced_quota().is_some())
+        .min_by_key(|r| (r.decision.remaining, std::cmp::Reverse(r.decision.reset_after_ms)));
+    if let Some(r) = tightest {
+        apply_legacy(headers, &r.decision);
+    }
+}
+
 /// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) fields that many clients
-/// still read, for one decision: what [`crate::http::RateLimitLayer::legacy_headers`] adds.
+/// still read, for one decision: what the layers' `legacy_headers` option adds.
 pub fn apply_legacy(headers: &mut HeaderMap, d: &Decision) {
     headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.limit));
     headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(d.remaining));

@@ -139,6 +139,7 @@ type OnRejection = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>
 pub struct RulesLayer {
     enforcer: Enforcer,
     on_rejection: Option<OnRejection>,
+    legacy: bool,
 }
 
 impl std::fmt::Debug for RulesLayer {
@@ -150,7 +151,16 @@ impl std::fmt::Debug for RulesLayer {
 impl RulesLayer {
     /// Enforces `enforcer`'s rules (which it may reload while serving).
     pub fn new(enforcer: Enforcer) -> Self {
-        RulesLayer { enforcer, on_rejection: None }
+        RulesLayer { enforcer, on_rejection: None, legacy: false }
+    }
+
+    /// Adds the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` fields beside the
+    /// draft-11 ones, for clients that read only the old names. They name one policy, so they
+    /// describe the enforced rule that admits least from here
+    /// ([`headers::apply_legacy_rules`]); a hook's own response gets them too.
+    pub fn legacy_headers(mut self) -> Self {
+        self.legacy = true;
+        self
     }
 
     /// Answers every refusal with `respond`'s response instead of the layer's own (status,
@@ -191,7 +201,12 @@ impl RulesLayer {
 impl<S> Layer<S> for RulesLayer {
     type Service = EnforceRules<S>;
     fn layer(&self, inner: S) -> Self::Service {
-        EnforceRules { inner, enforcer: self.enforcer.clone(), on_rejection: self.on_rejection.clone() }
+        EnforceRules {
+            inner,
+            enforcer: self.enforcer.clone(),
+            on_rejection: self.on_rejection.clone(),
+            legacy: self.legacy,
+        }
     }
 }
 
@@ -201,6 +216,7 @@ pub struct EnforceRules<S> {
     inner: S,
     enforcer: Enforcer,
     on_rejection: Option<OnRejection>,
+    legacy: bool,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for EnforceRules<S> {
@@ -235,6 +251,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let check = self.enforcer.check(&req);
         let on_rejection = self.on_rejection.clone();
+        let legacy = self.legacy;
         Box::pin(async move {
             let verdict = check.await;
             let rejection = match &verdict {
@@ -242,6 +259,9 @@ where
                 Ok(Verdict::Decided(d)) if d.allowed => {
                     let mut response = inner.call(req).await?;
                     headers::apply(response.headers_mut(), d);
+                    if legacy {
+                        headers::apply_legacy_rules(response.headers_mut(), d);
+                    }
                     return Ok(response);
                 }
                 Ok(Verdict::Decided(d)) => Rejection::Limited(d),
@@ -250,10 +270,13 @@ where
                 Ok(Verdict::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
                 Err(e) => Rejection::Error(e),
             };
-            let response = match &on_rejection {
+            let mut response = match &on_rejection {
                 Some(respond) => respond(&rejection),
                 None => rejection.default_response(),
             };
+            if let (true, Rejection::Limited(d)) = (legacy, &rejection) {
+                headers::apply_legacy_rules(response.headers_mut(), d);
+            }
             Ok(response.map(RB::from))
         })
     }
@@ -334,6 +357,31 @@ mod tests {
         let open = call(&layer, "/open").await;
         assert_eq!(open.status(), StatusCode::OK);
         assert!(!open.headers().contains_key("ratelimit-policy"), "fail-open enforces nothing");
+    }
+
+    #[tokio::test]
+    async fn legacy_names_describe_the_rule_that_admits_least() {
+        let rules = RuleSet::builder()
+            .rule(Rule::new("minute", Algorithm::FixedWindow, Quota::per_minute(3)))
+            .rule(Rule::new("hour", Algorithm::FixedWindow, Quota::new(100, 3_600_000)))
+            .build()
+            .unwrap();
+        let enforcer = || Enforcer::builder(rules.clone()).build().unwrap();
+        let plain = call(&RulesLayer::new(enforcer()), "/").await;
+        assert!(!plain.headers().contains_key("x-ratelimit-remaining"), "only when asked for");
+        let layer = RulesLayer::new(enforcer()).legacy_headers();
+        let first = call(&layer, "/").await;
+        let h = first.headers();
+        assert_eq!(
+            (h["x-ratelimit-limit"].to_str().unwrap(), h["x-ratelimit-remaining"].to_str().unwrap()),
+            ("3", "2")
+        );
+        assert!(h.contains_key("ratelimit") && h.contains_key("x-ratelimit-reset"), "{h:?}");
+        call(&layer, "/").await;
+        call(&layer, "/").await;
+        let denied = call(&layer, "/").await;
+        assert_eq!(denied.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(denied.headers()["x-ratelimit-remaining"], "0", "{:?}", denied.headers());
     }
 
     #[tokio::test]
