@@ -40,43 +40,60 @@ fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
     #[allow(clippy::disallowed_methods)] // how long the lane took, printed for the README
     let started = std::time::Instant::now();
     let real = run::run_many_with(&real_specs, threads, &|| {}, execute).expect("real runs");
-    let mut missing = Vec::new();
-    for ((spec, on_model), on_real) in positives.iter().zip(&real) {
-        let (m, mut r) = (broke(on_model), broke(on_real));
-        // Liveness judges only windows in which Redis decided every request. Where the failure
-        // policy answered more requests on the real lane than on the model (a Redis Cluster
-        // takes longer to serve every slot again after a restart), the windows the model judged
-        // may be the policy's there: judged, but not the same windows.
-        let policy_answered = |x: &RunResult| x.sources.fail_open + x.sources.fail_closed + x.sources.local_budget;
-        let longer_outage = policy_answered(on_real) > policy_answered(on_model);
-        if m[2] && !r[2] && longer_outage {
-            println!(
-                "{backend}: {} {}: liveness not comparable: the policy answered {} requests here, {} on the model",
-                spec.scenario,
-                spec.subject,
-                policy_answered(on_real),
-                policy_answered(on_model)
-            );
-            r[2] = true;
-        }
-        let shown = m.iter().zip(r).all(|(&model_broke, real_broke)| !model_broke || real_broke);
+    let missed: Vec<&(RunSpec, RunResult)> =
+        positives.iter().zip(&real).filter(|((spec, m), r)| !shown(backend, spec, m, r)).map(|(p, _)| p).collect();
+    // A real lane runs in real time beside the other steps of `cargo xtask test`: a loaded
+    // machine stretches the gaps a liveness positive needs (ADR-002's starvation wants requests
+    // closer together than one token's refill), so a positive that did not show is run once
+    // more, alone, and only one that does not show then either fails the lane.
+    let again_specs: Vec<RunSpec> = missed.iter().map(|(s, _)| s.clone()).collect();
+    let again = run::run_many_with(&again_specs, 1, &|| {}, execute).expect("real runs");
+    let missing: Vec<String> = missed
+        .iter()
+        .zip(&again)
+        .filter(|((spec, m), r)| !shown(backend, spec, m, r))
+        .map(|((_, m), r)| format!("{}: model {:?} real {:?}: {}", r.replay, broke(m), broke(r), r.bound_detail))
+        .collect();
+    println!(
+        "{backend}: {} known positives of the model lane, run in {:?} ({} run again)",
+        positives.len(),
+        started.elapsed(),
+        missed.len()
+    );
+    assert!(missing.is_empty(), "positives the {backend} lane did not show, twice:\n{}", missing.join("\n"));
+}
+
+/// Whether every check that broke on the model broke on the real lane too (printing the run).
+fn shown(backend: &str, spec: &RunSpec, on_model: &RunResult, on_real: &RunResult) -> bool {
+    let (m, mut r) = (broke(on_model), broke(on_real));
+    // Liveness judges only windows in which Redis decided every request. Where the failure
+    // policy answered more requests on the real lane than on the model (a Redis Cluster
+    // takes longer to serve every slot again after a restart), the windows the model judged
+    // may be the policy's there: judged, but not the same windows.
+    let policy_answered = |x: &RunResult| x.sources.fail_open + x.sources.fail_closed + x.sources.local_budget;
+    let longer_outage = policy_answered(on_real) > policy_answered(on_model);
+    if m[2] && !r[2] && longer_outage {
         println!(
-            "{backend}: {} {} {} {} ({} ms): model {m:?}, real {r:?}: bound {} / policy {} / liveness {}",
+            "{backend}: {} {}: liveness not comparable: the policy answered {} requests here, {} on the model",
             spec.scenario,
             spec.subject,
-            spec.policy.name(),
-            spec.effective_time_source().name(),
-            spec.duration_ms,
-            on_real.bound_detail,
-            on_real.policy_detail,
-            on_real.liveness_detail
+            policy_answered(on_real),
+            policy_answered(on_model)
         );
-        if !shown {
-            missing.push(format!("{}: model {m:?} real {r:?}: {}", on_real.replay, on_real.bound_detail));
-        }
+        r[2] = true;
     }
-    println!("{backend}: {} known positives of the model lane, run in {:?}", positives.len(), started.elapsed());
-    assert!(missing.is_empty(), "positives the {backend} lane did not show:\n{}", missing.join("\n"));
+    println!(
+        "{backend}: {} {} {} {} ({} ms): model {m:?}, real {r:?}: bound {} / policy {} / liveness {}",
+        spec.scenario,
+        spec.subject,
+        spec.policy.name(),
+        spec.effective_time_source().name(),
+        spec.duration_ms,
+        on_real.bound_detail,
+        on_real.policy_detail,
+        on_real.liveness_detail
+    );
+    m.iter().zip(r).all(|(&model_broke, real_broke)| !model_broke || real_broke)
 }
 
 #[test]
