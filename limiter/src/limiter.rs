@@ -11,7 +11,7 @@ use crate::error::Error;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
-use crate::policy::FailurePolicy;
+use crate::policy::{self, Asked, FailurePolicy};
 use crate::quota::{Algorithm, Quota};
 use crate::scripts;
 use crate::store::local::LocalStore;
@@ -249,50 +249,26 @@ impl Inner {
         }
     }
 
-    /// The failure policy's answer; `retry_after_ms` is when Redis may be asked again.
+    /// The failure policy's answer, the one-rule case of a request's rules
+    /// ([`crate::policy::answer`]); `retry_after_ms` is when Redis may be asked again.
     pub(crate) fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
-        let limit = self.quota.capacity(self.algorithm);
-        let degraded = Some(why);
-        match self.policy {
-            FailurePolicy::FailOpen => Decision {
-                allowed: true,
-                limit,
-                remaining: 0,
-                retry_after_ms: 0,
-                reset_after_ms: 0,
-                source: Source::FailOpen,
-                degraded,
-                decided_at_ms: now,
+        let asked = [Asked { policy: self.policy, key, cost, shadow: false }];
+        let answered = policy::answer(&self.budget, &asked, now, retry_after_ms);
+        let (item, source) = answered.items[0];
+        let o = item.outcome;
+        Decision {
+            allowed: o.allowed,
+            // What the answer enforced: the local budget when that answered.
+            limit: match self.policy {
+                FailurePolicy::LocalBudget { limit, .. } => limit,
+                _ => self.quota.capacity(self.algorithm),
             },
-            FailurePolicy::FailClosed => Decision {
-                allowed: false,
-                limit,
-                remaining: 0,
-                retry_after_ms: retry_after_ms.max(1),
-                reset_after_ms: retry_after_ms.max(1),
-                source: Source::FailClosed,
-                degraded,
-                decided_at_ms: now,
-            },
-            FailurePolicy::LocalBudget { limit: budget, period_ms } => {
-                let quota = Quota::new(budget, period_ms);
-                // A request costing more than the whole local budget can never fit in it.
-                let o = if cost > budget {
-                    Outcome { allowed: false, remaining: 0, retry_after_ms: retry_after_ms.max(1), reset_after_ms: 0 }
-                } else {
-                    self.budget.apply(Algorithm::FixedWindow, &quota, key, now, cost)
-                };
-                Decision {
-                    allowed: o.allowed,
-                    limit: budget,
-                    remaining: o.remaining,
-                    retry_after_ms: o.retry_after_ms,
-                    reset_after_ms: o.reset_after_ms,
-                    source: Source::LocalBudget,
-                    degraded,
-                    decided_at_ms: now,
-                }
-            }
+            remaining: o.remaining,
+            retry_after_ms: o.retry_after_ms,
+            reset_after_ms: o.reset_after_ms,
+            source,
+            degraded: Some(why),
+            decided_at_ms: now,
         }
     }
 }

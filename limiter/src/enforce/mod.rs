@@ -85,7 +85,6 @@ use crate::error::Error;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::limiter::TimeSource;
-use crate::policy::FailurePolicy;
 use crate::quota::Algorithm;
 use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};
@@ -499,11 +498,6 @@ fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
         cost: p.rule.request_cost(),
         shadow: p.rule.is_shadow(),
     }
-}
-
-/// The failure policy a rule falls back to.
-fn policy_of(p: &Planned) -> FailurePolicy {
-    p.rule.policy()
 }
 
 #[cfg(all(test, not(limiter_loom)))]
