@@ -23,7 +23,7 @@ fn failovers() -> impl Strategy<Value = RunSpec> {
     (algorithm, policy, any::<u64>(), 0u64..=1_500, 300u64..3_500, 1u64..=1_200).prop_map(
         |(algorithm, policy, seed, lag_ms, at_ms, gap_ms)| {
             let failover = scenario::find("failover").expect("the failover scenario");
-            let mut spec = failover.runs(&[Subject::Algorithm(algorithm)], &[seed], Some(3), 4_500).remove(0);
+            let mut spec = failover.runs(&[Subject::Library(algorithm)], &[seed], Some(3), 4_500).remove(0);
             spec.policy = policy;
             spec.faults = vec![Fault { kind: FaultKind::Failover { lag_ms }, at_ms, until_ms: at_ms + gap_ms }];
             spec
@@ -43,7 +43,7 @@ fn any_failover_costs_at_most_one_burst_plus_rate_times_lag_per_key() {
         prop_assert!(
             !is_failure(&r),
             "{} / {} / seed {} under {}: {} / {}\n  replay: {}",
-            r.algorithm,
+            r.subject,
             r.policy,
             r.seed,
             format_schedule(&spec.faults),

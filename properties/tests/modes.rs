@@ -246,7 +246,7 @@ fn fault() -> impl Strategy<Value = Fault> {
 fn every_mode_keeps_its_promise_under_generated_fault_schedules() {
     let subjects: Vec<(Subject, Mode)> = Algorithm::ALL
         .into_iter()
-        .flat_map(|a| [Mode::DenialCache, Mode::Lease, Mode::Batch].map(|m| (Subject::Algorithm(a), m)))
+        .flat_map(|a| [Mode::DenialCache, Mode::Lease, Mode::Batch].map(|m| (Subject::Library(a), m)))
         .filter(|(s, m)| m.applies_to(s))
         .collect();
     let policy =
@@ -268,7 +268,7 @@ fn every_mode_keeps_its_promise_under_generated_fault_schedules() {
             let why = [&r.bound_detail, &r.policy_detail, &r.mode_detail].map(|s| s.as_str()).join("; ");
             return Err(TestCaseError::fail(format!(
                 "{} {} / {} / seed {} under faults [{}]: {why}\n  replay: {}",
-                r.algorithm,
+                r.subject,
                 spec.mode,
                 r.policy,
                 r.seed,

@@ -179,7 +179,7 @@ fn cluster_holds(spec: &RunSpec) -> Result<(), String> {
         let why = [&r.bound_detail, &r.policy_detail, &r.liveness_detail].map(|s| s.as_str()).join("; ");
         return Err(format!(
             "{} / {} / seed {} under faults [{}]: {why}\n  replay: {}",
-            r.algorithm,
+            r.subject,
             r.policy,
             r.seed,
             format_schedule(&spec.faults),
@@ -191,7 +191,7 @@ fn cluster_holds(spec: &RunSpec) -> Result<(), String> {
 
 #[test]
 fn every_promised_bound_holds_under_generated_fault_schedules() {
-    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Library).collect();
     let n = cases(16);
     let result = runner(n).run(&cluster_cases(promising), |spec| cluster_holds(&spec).map_err(TestCaseError::fail));
     if let Err(e) = result {
@@ -207,7 +207,7 @@ fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
         let out = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let r = run::judge(&spec, out);
         if r.bound == sim_engine::checker::Verdict::Broken {
-            return Err(TestCaseError::fail(format!("{}: {}\n  replay: {}", r.algorithm, r.bound_detail, r.replay)));
+            return Err(TestCaseError::fail(format!("{}: {}\n  replay: {}", r.subject, r.bound_detail, r.replay)));
         }
         Ok(())
     });
@@ -217,7 +217,7 @@ fn the_naive_subject_is_caught_breaking_its_bound_under_generated_schedules() {
 
 #[test]
 fn the_same_seed_gives_the_same_trace() {
-    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Library).collect();
     let n = cases(32);
     let result = runner(n).run(&cluster_cases(promising), |spec| {
         let a = sim_engine::turmoil_run::run(&spec).map_err(|e| TestCaseError::fail(e.to_string()))?;

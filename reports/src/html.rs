@@ -159,7 +159,7 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
          <th>oracle admitted</th><th>wrong allow %</th><th>wrong limit %</th><th>calls per decision</th>\
          <th>verdict</th><th>time to recover</th></tr></thead>\n<tbody>"
     );
-    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
+    let algorithms = lineup.order(rows.iter().map(|x| x.subject.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks = ordered(rows.iter().map(|x| x.time_source.as_str()), &["server", "client"]);
     let modes = ordered(rows.iter().map(|x| x.mode.as_str()), &["", "denial-cache", "lease", "batch"]);
@@ -169,13 +169,13 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
                 for c in &clocks {
                     let group: Vec<&RunResult> = rows
                         .iter()
-                        .filter(|x| &x.algorithm == a && &x.mode == m && &x.policy == p && &x.time_source == c)
+                        .filter(|x| &x.subject == a && &x.mode == m && &x.policy == p && &x.time_source == c)
                         .copied()
                         .collect();
                     if group.is_empty() {
                         continue;
                     }
-                    let subject = group.iter().any(|x| x.subject);
+                    let external = group.iter().any(|x| !x.library);
                     let verdict = RowVerdict::of(group.iter().copied());
                     let class = match verdict.kind() {
                         Kind::Failure => "broken",
@@ -189,7 +189,7 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
                         let worst = recover.iter().copied().fold(f64::MIN, f64::max);
                         format!("{} ms (worst of {})", tidy(worst), recover.len())
                     };
-                    let name = if subject { format!("{} (subject)", escape(a)) } else { escape(a) };
+                    let name = if external { format!("{} (external)", escape(a)) } else { escape(a) };
                     let _ = writeln!(
                     out,
                     "<tr class=\"{class}\"><td class=\"name\">{name}</td><td class=\"name\">{}</td><td class=\"name\">{}</td>\
@@ -218,10 +218,10 @@ fn table(out: &mut String, lineup: &Lineup, rows: &[&RunResult]) {
 fn replay_of(x: &RunResult) -> String {
     if x.replay.is_empty() {
         format!(
-            "{} --scenario {} --algorithm {} --seed {}",
+            "{} --scenario {} --subject {} --seed {}",
             results::command::command("simulate"),
             x.scenario,
-            x.algorithm,
+            x.subject,
             x.seed
         )
     } else {
@@ -253,7 +253,7 @@ fn finding_item(out: &mut String, x: &RunResult) {
     let _ = writeln!(
         out,
         "<li><strong>{}</strong>{}, {}, {} time, seed {}: {}<br>replay: <code>{}</code></li>",
-        escape(&x.algorithm),
+        escape(&x.subject),
         if x.mode.is_empty() { String::new() } else { format!(" ({})", escape(&x.mode)) },
         escape(&x.policy),
         escape(&x.time_source),

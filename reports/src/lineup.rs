@@ -3,11 +3,11 @@
 //!
 //! The built-in algorithms come from the limiter's one list, [`Algorithm::ALL`], by position:
 //! one algorithm keeps its place and colour in every chart whatever subset a run holds.
-//! *Subjects* (algorithms that promise nothing and are run to show how they fail) follow, in
-//! the order they first appear in the results, coloured from their own palette. A name is a
-//! subject when a run says so (`subject: true`) or when it is no built-in algorithm at all: a
-//! subject loaded from a user's file can have any name. In the simulator's catalogue order
-//! the first subject is ADR-002's bucket (black) and the second the naive counter
+//! *External* subjects (limiters that are not the library's, run to show how they fail) follow,
+//! in the order they first appear in the results, coloured from their own palette. A name is
+//! external when a run says so (`library: false`) or when it is no built-in algorithm at all:
+//! a subject loaded from a user's file can have any name. In the simulator's catalogue order
+//! the first external subject is ADR-002's bucket (black) and the second the naive counter
 //! (vermillion, the orange the README's chart text names).
 
 use plotters::style::RGBColor;
@@ -19,14 +19,14 @@ use crate::style::{GREY, INK, OI_BLUE, OI_GREEN, OI_ORANGE, OI_PURPLE, OI_SKY, O
 /// Colours of the built-in algorithms, by position in [`Algorithm::ALL`] (cycled).
 const BUILT_IN: [RGBColor; Algorithm::ALL.len()] = [OI_ORANGE, OI_SKY, OI_GREEN, OI_BLUE, OI_PURPLE];
 
-/// Colours of the subjects, by order of first appearance (cycled). Dark and saturated, apart
+/// Colours of the external subjects, by order of first appearance (cycled). Dark and saturated, apart
 /// from the built-ins' Okabe & Ito hues.
-const SUBJECTS: [RGBColor; 5] = [INK, OI_VERMILLION, GREY, RGBColor(0x8C, 0x51, 0x0A), RGBColor(0x76, 0x2A, 0x83)];
+const EXTERNAL: [RGBColor; 5] = [INK, OI_VERMILLION, GREY, RGBColor(0x8C, 0x51, 0x0A), RGBColor(0x76, 0x2A, 0x83)];
 
 #[derive(Debug, Clone)]
 struct Entry {
     name: String,
-    subject: bool,
+    external: bool,
     color: RGBColor,
 }
 
@@ -37,35 +37,35 @@ pub(crate) struct Lineup {
 }
 
 impl Lineup {
-    /// Every algorithm named anywhere in `r` (runs, the race and skew sweeps, then the verified
+    /// Every subject named anywhere in `r` (runs, the race and skew sweeps, then the verified
     /// subjects).
     pub(crate) fn of(r: &Results) -> Self {
-        let flagged = |name: &str| r.results.iter().any(|x| x.algorithm == name && x.subject);
+        let flagged = |name: &str| r.results.iter().any(|x| x.subject == name && !x.library);
         let built_in: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
         let mut entries: Vec<Entry> = built_in
             .iter()
             .enumerate()
             .filter(|(_, name)| !flagged(name))
-            .map(|(i, name)| Entry { name: name.to_string(), subject: false, color: BUILT_IN[i % BUILT_IN.len()] })
+            .map(|(i, name)| Entry { name: name.to_string(), external: false, color: BUILT_IN[i % BUILT_IN.len()] })
             .collect();
         let named = r
             .results
             .iter()
-            .map(|x| x.algorithm.as_str())
-            .chain(r.race_sweep.iter().map(|p| p.algorithm.as_str()))
-            .chain(r.skew_sweep.iter().map(|p| p.algorithm.as_str()))
+            .map(|x| x.subject.as_str())
+            .chain(r.race_sweep.iter().map(|p| p.subject.as_str()))
+            .chain(r.skew_sweep.iter().map(|p| p.subject.as_str()))
             .chain(r.verify.iter().map(|s| s.name.as_str()));
-        let mut subjects = 0;
+        let mut external = 0;
         // Some of the library's own entries are no single algorithm (the enforcement point of
-        // the multi-rule scenario): its runs say `subject: false`, and it is no subject.
-        let library = |name: &str| r.results.iter().any(|x| x.algorithm == name && !x.subject);
+        // the multi-rule scenario): its runs say `library: true`, and it is not external.
+        let library = |name: &str| r.results.iter().any(|x| x.subject == name && x.library);
         for name in named {
             if entries.iter().any(|e| e.name == name) {
                 continue;
             }
-            let color = SUBJECTS[subjects % SUBJECTS.len()];
-            subjects += 1;
-            entries.push(Entry { name: name.to_string(), subject: !library(name), color });
+            let color = EXTERNAL[external % EXTERNAL.len()];
+            external += 1;
+            entries.push(Entry { name: name.to_string(), external: !library(name), color });
         }
         Lineup { entries }
     }
@@ -93,15 +93,15 @@ impl Lineup {
         self.entry(name).map_or(GREY, |e| e.color)
     }
 
-    /// Whether the algorithm is a subject (promises nothing; its broken bound is the finding).
-    pub(crate) fn is_subject(&self, name: &str) -> bool {
-        self.entry(name).is_none_or(|e| e.subject)
+    /// Whether the subject is external (not the library's: its broken bound is the finding).
+    pub(crate) fn is_external(&self, name: &str) -> bool {
+        self.entry(name).is_none_or(|e| e.external)
     }
 
-    /// The name as legends and row labels show it: "naive (subject)" for a subject.
+    /// The name as legends and row labels show it: "naive (external)" for an external subject.
     pub(crate) fn label(&self, name: &str) -> String {
-        if self.is_subject(name) {
-            format!("{name} (subject)")
+        if self.is_external(name) {
+            format!("{name} (external)")
         } else {
             name.to_string()
         }
@@ -113,8 +113,8 @@ mod tests {
     use super::*;
     use crate::schema::{RacePoint, RunResult};
 
-    fn run(algorithm: &str, subject: bool) -> RunResult {
-        RunResult { algorithm: algorithm.into(), subject, ..RunResult::default() }
+    fn run(subject: &str, external: bool) -> RunResult {
+        RunResult { subject: subject.into(), library: !external, ..RunResult::default() }
     }
 
     fn built_in(i: usize) -> String {
@@ -129,43 +129,43 @@ mod tests {
         assert_eq!(both.order([third.as_str(), first.as_str()]), [first.clone(), third.clone()]);
         assert_eq!(only_third.color(&third), both.color(&third));
         assert_ne!(both.color(&first), both.color(&third));
-        assert!(!both.is_subject(&first));
+        assert!(!both.is_external(&first));
     }
 
     #[test]
-    fn a_library_entry_that_is_no_algorithm_is_no_subject() {
+    fn a_library_entry_that_is_no_algorithm_is_not_external() {
         let r = Results { results: vec![run("rules", false), run("rules-per-slot", true)], ..Results::default() };
         let lineup = Lineup::of(&r);
         assert_eq!(
             (lineup.label("rules"), lineup.label("rules-per-slot")),
-            ("rules".into(), "rules-per-slot (subject)".into())
+            ("rules".into(), "rules-per-slot (external)".into())
         );
     }
 
     #[test]
-    fn subjects_follow_in_order_of_first_appearance_black_then_vermillion() {
+    fn external_subjects_follow_in_order_of_first_appearance_black_then_vermillion() {
         let r = Results {
             results: vec![run("my-bucket", true), run(&built_in(0), false), run("naive-copy", true)],
-            race_sweep: vec![RacePoint { algorithm: "from-a-file".into(), ..RacePoint::default() }],
+            race_sweep: vec![RacePoint { subject: "from-a-file".into(), ..RacePoint::default() }],
             ..Results::default()
         };
         let lineup = Lineup::of(&r);
         let order = lineup.order(["from-a-file", "naive-copy", "my-bucket", &built_in(0)]);
         assert_eq!(order, [built_in(0).as_str(), "my-bucket", "naive-copy", "from-a-file"]);
         assert_eq!((lineup.color("my-bucket"), lineup.color("naive-copy")), (INK, OI_VERMILLION));
-        // A name no run flags but that is no built-in algorithm is a subject too.
-        assert!(lineup.is_subject("from-a-file"));
-        assert_eq!(lineup.label("my-bucket"), "my-bucket (subject)");
+        // A name no run flags but that is no built-in algorithm is external too.
+        assert!(lineup.is_external("from-a-file"));
+        assert_eq!(lineup.label("my-bucket"), "my-bucket (external)");
         assert_eq!(lineup.label(&built_in(0)), built_in(0));
     }
 
     #[test]
-    fn a_built_in_name_that_a_run_flags_as_subject_is_listed_and_coloured_as_one() {
-        // Today ADR-002 and the naive counter sit in Algorithm::ALL and their runs say subject.
+    fn a_built_in_name_that_a_run_flags_as_external_is_listed_and_coloured_as_one() {
+        // A built-in name whose runs say it is not the library's is drawn as external.
         let last = built_in(Algorithm::ALL.len() - 1);
         let r = Results { results: vec![run(&last, true), run(&built_in(0), false)], ..Results::default() };
         let lineup = Lineup::of(&r);
-        assert!(lineup.is_subject(&last));
+        assert!(lineup.is_external(&last));
         assert_eq!(lineup.color(&last), INK);
         assert_eq!(lineup.order([last.as_str(), &built_in(1), &built_in(0)]), [built_in(0), built_in(1), last]);
     }

@@ -41,7 +41,7 @@ fn missing_results_file_error_names_the_file_and_says_how_to_make_one() {
 #[test]
 fn invalid_json_error_names_the_file_and_the_position() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), "results.json", "{\"schema\": \"rate-limit-sim/1\",\n  \"results\": [");
+    let path = write(dir.path(), "results.json", "{\"schema\": \"rate-limit-sim/2\",\n  \"results\": [");
     let e = error_of(&path);
     assert!(e.starts_with(&format!("{}: not valid JSON", path.display())), "{e}");
     assert!(e.contains("line 2"), "{e}");
@@ -51,11 +51,11 @@ fn invalid_json_error_names_the_file_and_the_position() {
 fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
     // An old file may lack fields or have other shapes: the schema is checked first.
-    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/0", "results": {"old": true}}"#);
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/1", "results": {"old": true}}"#);
     assert_eq!(
         error_of(&path),
         format!(
-            "{}: schema \"rate-limit-sim/0\" is outdated; expected \"rate-limit-sim/1\": re-run {}",
+            "{}: schema \"rate-limit-sim/1\" is outdated; expected \"rate-limit-sim/2\": re-run {}",
             path.display(),
             results::command::command("simulate")
         )
@@ -65,9 +65,9 @@ fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
 #[test]
 fn newer_schema_error_says_the_report_is_older_than_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/2"}"#);
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/3"}"#);
     let e = error_of(&path);
-    assert!(e.starts_with(&format!("{}: schema \"rate-limit-sim/2\" is newer", path.display())), "{e}");
+    assert!(e.starts_with(&format!("{}: schema \"rate-limit-sim/3\" is newer", path.display())), "{e}");
 }
 
 #[test]
@@ -97,10 +97,10 @@ fn field_of_the_wrong_type_error_names_the_file_and_the_field() {
     let path = write(
         dir.path(),
         "results.json",
-        r#"{"schema": "rate-limit-sim/1", "results": [{"scenario": "x", "requests": "many"}]}"#,
+        r#"{"schema": "rate-limit-sim/2", "results": [{"scenario": "x", "requests": "many"}]}"#,
     );
     let e = error_of(&path);
-    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/1\"", path.display())), "{e}");
+    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/2\"", path.display())), "{e}");
     assert!(e.contains("\"many\"") && e.contains("line 1"), "{e}");
 }
 
@@ -138,16 +138,14 @@ fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labe
     let run = r
         .results
         .iter_mut()
-        .find(|x| {
-            x.scenario == "redis-outage" && x.algorithm == "sliding-log" && x.seed == 2 && x.policy == "fail-open"
-        })
+        .find(|x| x.scenario == "redis-outage" && x.subject == "sliding-log" && x.seed == 2 && x.policy == "fail-open")
         .unwrap();
     run.bound = Verdict::Broken;
     run.bound_detail = "max 31 admitted in a 1000 ms window; bound 20".into();
     let run = r
         .results
         .iter_mut()
-        .find(|x| x.scenario == "partition" && x.algorithm == "gcra" && x.seed == 3 && x.policy == "local-budget")
+        .find(|x| x.scenario == "partition" && x.subject == "gcra" && x.seed == 3 && x.policy == "local-budget")
         .unwrap();
     run.policy_check = Verdict::Broken;
     run.policy_detail = "instance 0 admitted 9 in 500 ms; budget 2".into();
@@ -162,8 +160,7 @@ fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labe
         let at = html.find(&format!("<code>{replay}</code>")).unwrap_or_else(|| panic!("no replay {replay}"));
         html[html[..at].rfind("<li>").unwrap()..at].to_string()
     };
-    let bound =
-        item("cargo xtask simulate --scenario redis-outage --algorithm sliding-log --seed 2 --policy fail-open");
+    let bound = item("cargo xtask simulate --scenario redis-outage --subject sliding-log --seed 2 --policy fail-open");
     assert!(
         bound.contains(
             "<strong>sliding-log</strong>, fail-open, server time, seed 2: <span class=\"tag broken\">BROKEN</span> \
@@ -171,10 +168,10 @@ fn broken_bounds_are_highlighted_with_seed_and_replay_and_expected_findings_labe
         ),
         "{bound}"
     );
-    let policy = item("cargo xtask simulate --scenario partition --algorithm gcra --seed 3 --policy local-budget");
+    let policy = item("cargo xtask simulate --scenario partition --subject gcra --seed 3 --policy local-budget");
     assert!(policy.contains("failure policy: instance 0 admitted 9 in 500 ms; budget 2"), "{policy}");
     let expected =
-        item("cargo xtask simulate --scenario clock-skew --algorithm token-bucket --seed 1 --time-source client");
+        item("cargo xtask simulate --scenario clock-skew --subject token-bucket --seed 1 --time-source client");
     assert!(expected.contains("<span class=\"tag expected\">expected finding</span> bound broken"), "{expected}");
 }
 
@@ -220,8 +217,8 @@ fn partial_results_render_placeholders_that_say_which_run_fills_them() {
     let json = write(
         dir.path(),
         "results.json",
-        r#"{"schema": "rate-limit-sim/1",
-            "results": [{"scenario": "steady-overload", "algorithm": "gcra", "requests": 10, "admitted": 5,
+        r#"{"schema": "rate-limit-sim/2",
+            "results": [{"scenario": "steady-overload", "subject": "gcra", "requests": 10, "admitted": 5,
                          "recover_ms": null}]}"#,
     );
     let out = dir.path().join("report");
@@ -257,7 +254,7 @@ fn hostile_strings_are_escaped_in_the_page_and_never_reach_file_names() {
     }
     r.results.push(RunResult {
         scenario: "x".into(),
-        algorithm: "<i>evil</i>".into(),
+        subject: "<i>evil</i>".into(),
         bound: Verdict::Broken,
         bound_detail: "</code></li><script>alert(3)</script>".into(),
         ..RunResult::default()
@@ -345,17 +342,17 @@ fn report_binary_names_a_missing_file_and_renders_a_good_one() {
 
 #[test]
 fn single_points_and_degenerate_values_render_without_panicking() {
-    let json = r#"{"schema": "rate-limit-sim/1", "seeds": [7],
-        "results": [{"scenario": "only", "algorithm": "mystery-algo", "seed": 7, "requests": 0, "limit": 0,
+    let json = r#"{"schema": "rate-limit-sim/2", "seeds": [7],
+        "results": [{"scenario": "only", "subject": "mystery-algo", "seed": 7, "requests": 0, "limit": 0,
                      "series": {"bucket_ms": 0, "admitted": [0], "oracle_admitted": [], "limit_per_bucket": 0},
                      "redis": {"commands": 0, "keys": 0},
                      "faults": [{"kind": "forever", "at_ms": 0}, {"kind": "instant", "at_ms": 5, "until_ms": 5}]},
-                    {"scenario": "redis-outage", "algorithm": "naive", "seed": 9, "requests": 3, "policy": "odd",
+                    {"scenario": "redis-outage", "subject": "naive", "seed": 9, "requests": 3, "policy": "odd",
                      "series": {"bucket_ms": 500, "admitted": [1000000000000, 0], "oracle_admitted": [3, 3]},
                      "redis": {"commands": 5, "keys": 1, "memory_bytes": 64}}],
-        "race_sweep": [{"algorithm": "naive", "instances": 4, "latency_ms": 1, "limit": 0, "admitted": 3}],
-        "skew_sweep": [{"algorithm": "gcra", "time_source": "client", "skew_ms": -300, "admitted": 5, "bound": 0},
-                       {"algorithm": "gcra", "time_source": "client", "skew_ms": 300, "admitted": 5, "bound": 4}]}"#;
+        "race_sweep": [{"subject": "naive", "instances": 4, "latency_ms": 1, "limit": 0, "admitted": 3}],
+        "skew_sweep": [{"subject": "gcra", "time_source": "client", "skew_ms": -300, "admitted": 5, "bound": 0},
+                       {"subject": "gcra", "time_source": "client", "skew_ms": 300, "admitted": 5, "bound": 4}]}"#;
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "results.json", json);
     let paths = render(&path, &dir.path().join("out")).unwrap();

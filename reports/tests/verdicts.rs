@@ -57,7 +57,7 @@ fn render(r: &Results) -> Rendered {
     let dir = tempfile::tempdir().unwrap();
     let paths = render_results(r, dir.path()).unwrap();
     let html = std::fs::read_to_string(&paths.index_html).unwrap();
-    let mut algorithms: Vec<&str> = r.results.iter().map(|x| x.algorithm.as_str()).collect();
+    let mut algorithms: Vec<&str> = r.results.iter().map(|x| x.subject.as_str()).collect();
     algorithms.dedup();
     let titles = paths
         .charts
@@ -193,7 +193,7 @@ fn a_failure_reads_as_one_on_the_page_as_in_the_terminal() {
     let run = results
         .results
         .iter_mut()
-        .find(|x| x.scenario == "redis-outage" && x.algorithm == "gcra" && x.policy == "local-budget")
+        .find(|x| x.scenario == "redis-outage" && x.subject == "gcra" && x.policy == "local-budget")
         .unwrap();
     run.policy_check = Verdict::Broken;
     run.policy_detail = "instance 0 admitted 9 in 500 ms; budget 2".into();

@@ -26,7 +26,7 @@ mod support;
 
 fn specs(seeds: std::ops::Range<u64>, duration_ms: u64) -> Vec<RunSpec> {
     let mut s = scenario::find("baseline").expect("baseline").runs(
-        &[Subject::Algorithm(Algorithm::Gcra), Subject::Algorithm(Algorithm::SlidingLog)],
+        &[Subject::Library(Algorithm::Gcra), Subject::Library(Algorithm::SlidingLog)],
         &seeds.collect::<Vec<_>>(),
         None,
         duration_ms,

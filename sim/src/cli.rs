@@ -8,7 +8,7 @@
 //!   (`#[command(flatten)]`) and calls [`RunArgs::validate`] after parsing, for the checks that
 //!   involve more than one option.
 //! - [`SimulateArgs`]: `ratelimit-lab simulate`'s own command: [`RunArgs`] plus `--list` and
-//!   `--algorithm`.
+//!   `--subject` (also spelled `--algorithm`).
 //!
 //! Every option's value goes through a value parser that refuses bad input with a reason; clap
 //! wraps it as `invalid value 'VALUE' for '--OPTION <ARG>': REASON`, so each message names the
@@ -188,9 +188,10 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub list: bool,
 
-    /// Run only this algorithm or subject (repeatable; default: all of them)
-    #[arg(long = "algorithm", value_name = "NAME", value_parser = subject_names())]
-    pub algorithms: Vec<Subject>,
+    /// Run only this subject: one of the library's algorithms or an external subject
+    /// (repeatable; default: all of them)
+    #[arg(long = "subject", visible_alias = "algorithm", value_name = "NAME", value_parser = subject_names())]
+    pub subjects: Vec<Subject>,
 
     #[command(flatten)]
     pub run: RunArgs,
@@ -216,12 +217,12 @@ impl SimulateArgs {
         parsed.run.validate::<SimulateArgs>()?;
         // One subject named twice runs once.
         let mut unique: Vec<Subject> = Vec::new();
-        for subject in parsed.algorithms.drain(..) {
+        for subject in parsed.subjects.drain(..) {
             if !unique.contains(&subject) {
                 unique.push(subject);
             }
         }
-        parsed.algorithms = unique;
+        parsed.subjects = unique;
         Ok(parsed)
     }
 }
@@ -468,8 +469,8 @@ mod tests {
         for s in scenario::catalogue() {
             assert!(e.contains(s.name), "the message does not list scenario {}: {e}", s.name);
         }
-        let e = err("--algorithm nope");
-        assert!(e.contains("'nope'") && e.contains("--algorithm"), "{e}");
+        let e = err("--subject nope");
+        assert!(e.contains("'nope'") && e.contains("--subject"), "{e}");
         for s in Subject::catalogue() {
             assert!(e.contains(s.name()), "the message does not list subject {}: {e}", s.name());
         }
@@ -509,12 +510,11 @@ mod tests {
 
     #[test]
     fn good_arguments_parse() {
-        let o =
-            parse("--scenario baseline --algorithm gcra --algorithm naive --algorithm gcra --seeds 3 --duration 5s")
-                .expect("ok");
+        let o = parse("--scenario baseline --subject gcra --algorithm naive --subject gcra --seeds 3 --duration 5s")
+            .expect("ok");
         assert_eq!(o.run.scenarios, vec!["baseline"]);
         let naive = Subject::Client(sim_engine::subject::ClientSubject::NaiveGetSet);
-        assert_eq!(o.algorithms, vec![Subject::Algorithm(redis_ratelimit::Algorithm::Gcra), naive]);
+        assert_eq!(o.subjects, vec![Subject::Library(redis_ratelimit::Algorithm::Gcra), naive]);
         assert_eq!((o.run.seeds, o.run.duration_ms()), (3, 5_000));
         assert_eq!(o.run.seed_list(), vec![1, 2, 3]);
 
@@ -559,6 +559,7 @@ mod tests {
         let help = SimulateArgs::named_command().render_long_help().to_string();
         for option in [
             "--list",
+            "--subject",
             "--algorithm",
             "--scenario",
             "--policy",

@@ -42,11 +42,11 @@ fn mini_redis_only(o: &mut SimulateArgs) -> Result<()> {
     if o.run.scenarios.is_empty() {
         o.run.scenarios = vec![real::MINI_REDIS_SCENARIO.to_owned()];
     }
-    if o.algorithms.is_empty() {
-        o.algorithms = vec![Subject::Client(ClientSubject::NaiveGetSet)];
+    if o.subjects.is_empty() {
+        o.subjects = vec![Subject::Client(ClientSubject::NaiveGetSet)];
     }
     for scenario in &o.run.scenarios {
-        for subject in &o.algorithms {
+        for subject in &o.subjects {
             real::check_mini_redis(scenario, subject)?;
         }
     }
@@ -74,7 +74,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         mini_redis_only(&mut o)?;
     }
     let execute = campaign::executor(&o.run)?;
-    let algorithms: Vec<Subject> = if o.algorithms.is_empty() { Subject::catalogue() } else { o.algorithms.clone() };
+    let subjects: Vec<Subject> = if o.subjects.is_empty() { Subject::catalogue() } else { o.subjects.clone() };
     let o: &RunArgs = &o.run;
     let duration_ms = o.duration_ms();
     let seeds: Vec<u64> = o.seed_list();
@@ -92,8 +92,8 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             o.backend.name()
         );
     }
-    let specs = campaign::specs(o, &algorithms)?;
-    let campaign = campaign::run(o, &algorithms, &specs, &*execute)?;
+    let specs = campaign::specs(o, &subjects)?;
+    let campaign = campaign::run(o, &subjects, &specs, &*execute)?;
     let mut ok = true;
     if o.check_determinism {
         if campaign.not_deterministic.is_empty() {
@@ -115,15 +115,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         say!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
         for r in failovers {
             let extra = r.bound_detail.split(';').next().unwrap_or("");
-            say!(
-                "  {:<15} {:<13} {:<6} seed {}: {} ({})",
-                r.algorithm,
-                r.policy,
-                r.time_source,
-                r.seed,
-                extra,
-                r.bound
-            );
+            say!("  {:<15} {:<13} {:<6} seed {}: {} ({})", r.subject, r.policy, r.time_source, r.seed, extra, r.bound);
         }
     }
     let mut broken = 0;
@@ -149,7 +141,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         say!(
             "{label}: {} {} {} seed {}: {detail}{immortal}\n    replay: {}",
             r.scenario,
-            r.algorithm,
+            r.subject,
             r.policy,
             r.seed,
             r.replay

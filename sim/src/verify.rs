@@ -155,8 +155,8 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     let mut everyone: Vec<Subject> = subjects.iter().map(|f| Subject::Script(f.clone())).collect();
     for f in &subjects {
         if let Some(a) = verify::beside(f.promise) {
-            if !everyone.contains(&Subject::Algorithm(a)) {
-                everyone.push(Subject::Algorithm(a));
+            if !everyone.contains(&Subject::Library(a)) {
+                everyone.push(Subject::Library(a));
             }
         }
     }

@@ -18,7 +18,7 @@ fn run_all(specs: &[RunSpec]) -> Vec<RunResult> {
 }
 
 fn one<'a>(results: &'a [RunResult], subject: &str, pred: impl Fn(&RunResult) -> bool) -> &'a RunResult {
-    results.iter().find(|r| r.algorithm == subject && pred(r)).expect("result present")
+    results.iter().find(|r| r.subject == subject && pred(r)).expect("result present")
 }
 
 #[test]
@@ -146,7 +146,7 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
         assert!(under <= 1.0, "{a}: under-admitted {under:.2}%: {}", leased.mode_detail);
     }
     // The sliding log cannot lease; its denial cache answers many denials, each Redis's own.
-    assert!(results.iter().all(|r| !(r.algorithm == "sliding-log" && r.mode == "lease")));
+    assert!(results.iter().all(|r| !(r.subject == "sliding-log" && r.mode == "lease")));
     let cached = one(&results, "sliding-log", |r| r.mode == "denial-cache");
     assert_eq!(cached.mode_check, Verdict::Held, "{}", cached.mode_detail);
     assert!(cached.sources.denial_cache > cached.requests / 4, "{:?}", cached.sources);
@@ -155,7 +155,7 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
 
 #[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
-    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Library).collect();
     let mut all = Vec::new();
     for s in scenario::catalogue() {
         all.extend(s.runs(&promising, &[3], None, 6_000));
@@ -172,7 +172,7 @@ fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
 
 #[test]
 fn two_hundred_swarm_seeds_hold_every_promised_bound() {
-    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+    let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Library).collect();
     let swarm = scenario::find("swarm").expect("swarm");
     let mut specs = Vec::new();
     for seed in 1..=200u64 {
@@ -243,15 +243,15 @@ fn a_failover_costs_extra_admissions_within_the_stated_bound_and_replays_identic
         r.bound_detail.split_whitespace().next().and_then(|n| n.parse().ok()).expect("the detail starts with the count")
     };
     for r in &results {
-        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.subject, r.policy, r.bound_detail);
         assert!(r.bound_detail.contains("extra admissions over the promise after the failover"), "{}", r.bound_detail);
         // One burst (20) plus 20/s x 300 ms.
-        assert!(extra(r) <= 26, "{}: {}", r.algorithm, r.bound_detail);
+        assert!(extra(r) <= 26, "{}: {}", r.subject, r.bound_detail);
         assert_ne!(r.policy_check, Verdict::Broken, "{}", r.policy_detail);
     }
     // The lost writes show: a bucket admits again what it admitted in the last 300 ms.
     for a in ["token-bucket", "gcra"] {
-        assert!(results.iter().filter(|r| r.algorithm == a).any(|r| extra(r) > 0), "{a} lost nothing in a failover");
+        assert!(results.iter().filter(|r| r.subject == a).any(|r| extra(r) > 0), "{a} lost nothing in a failover");
     }
     // Fail-closed answered the gap with denials that say why.
     let closed = one(&results, "gcra", |r| r.policy == FailurePolicy::FailClosed.name());
@@ -280,10 +280,10 @@ fn at_twenty_ms_to_redis_the_store_decides_and_atomic_scripts_hold() {
     for r in run_all(&specs) {
         let decided = r.sources.store + r.sources.fail_open + r.sources.fail_closed + r.sources.local_budget;
         // The first calls wait for the connection; after that Redis answers every one.
-        assert!(r.sources.store * 100 >= decided * 97, "{}: {:?} of {} decisions", r.algorithm, r.sources, decided);
-        assert_eq!(r.bound, Verdict::Held, "{}: {}", r.algorithm, r.bound_detail);
-        assert!(r.admitted * 10 <= r.oracle_admitted * 11, "{}: {} vs {}", r.algorithm, r.admitted, r.oracle_admitted);
-        println!("{}: {} admitted, the oracle {}, {:?}", r.algorithm, r.admitted, r.oracle_admitted, r.sources);
+        assert!(r.sources.store * 100 >= decided * 97, "{}: {:?} of {} decisions", r.subject, r.sources, decided);
+        assert_eq!(r.bound, Verdict::Held, "{}: {}", r.subject, r.bound_detail);
+        assert!(r.admitted * 10 <= r.oracle_admitted * 11, "{}: {} vs {}", r.subject, r.admitted, r.oracle_admitted);
+        println!("{}: {} admitted, the oracle {}, {:?}", r.subject, r.admitted, r.oracle_admitted, r.sources);
     }
 }
 
@@ -307,7 +307,7 @@ fn every_sweep_run_replays_from_its_printed_command() {
         let args = command.strip_prefix(&prefix).expect("a simulate command");
         let o =
             sim::cli::SimulateArgs::parse_args(args.split_whitespace()).unwrap_or_else(|e| panic!("{command}: {e}"));
-        let replayed = sim::campaign::specs(&o.run, &o.algorithms).expect("the replay selects runs");
+        let replayed = sim::campaign::specs(&o.run, &o.subjects).expect("the replay selects runs");
         assert_eq!(replayed.len(), 1, "{command} selects one run, got {}", replayed.len());
         let (original, again) = (run_all(std::slice::from_ref(spec)), run_all(&replayed));
         assert_eq!(original[0].trace_hash, again[0].trace_hash, "{command} replays another run");
@@ -325,14 +325,9 @@ fn calls_given_up_on_during_a_pause_run_later_once_each_and_are_counted() {
     for r in &results {
         let late = r.late_executions.expect("one script per decision");
         let given_up = r.sources.fail_open + r.sources.fail_closed + r.sources.local_budget;
-        assert!(late > 0, "{} {}: nothing ran late: {:?}", r.algorithm, r.policy, r.sources);
-        assert!(
-            late <= given_up,
-            "{} {}: {late} late executions of {given_up} calls given up on",
-            r.algorithm,
-            r.policy
-        );
+        assert!(late > 0, "{} {}: nothing ran late: {:?}", r.subject, r.policy, r.sources);
+        assert!(late <= given_up, "{} {}: {late} late executions of {given_up} calls given up on", r.subject, r.policy);
         assert!(r.policy_detail.contains("ran on Redis later"), "{}", r.policy_detail);
-        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.algorithm, r.policy, r.bound_detail);
+        assert_eq!(r.bound, Verdict::Held, "{} {}: {}", r.subject, r.policy, r.bound_detail);
     }
 }

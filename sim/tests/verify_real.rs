@@ -57,7 +57,7 @@ fn correct_scripts_hold_every_promise_on_real_redis() {
     assert_eq!(json.verify.len(), files.len());
     // The scenarios ran for every subject, on real Redis.
     for r in &json.verify {
-        let runs = json.results.iter().filter(|x| x.algorithm == r.name).count();
+        let runs = json.results.iter().filter(|x| x.subject == r.name).count();
         assert!(runs >= 2, "{}: {runs} scenario runs", r.name);
     }
     println!("verify --backend redis: {} correct scripts held every promise", files.len());

@@ -141,7 +141,7 @@ fn runs_suite(runs: &[RunResult]) -> Suite {
                 };
                 Case {
                     class: format!("scenarios.{}", r.scenario),
-                    name: format!("{} seed {}", r.algorithm, r.seed),
+                    name: format!("{} seed {}", r.subject, r.seed),
                     outcome,
                     out: seen,
                 }
@@ -218,7 +218,7 @@ mod tests {
     fn a_failing_run_fails_its_case_and_a_passing_one_passes() {
         let run = |seed, errors| RunResult {
             scenario: "steady".into(),
-            algorithm: "gcra".into(),
+            subject: "gcra".into(),
             seed,
             bound: Verdict::Held,
             errors,

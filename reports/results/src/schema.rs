@@ -1,12 +1,13 @@
-//! The results file of `cargo xtask simulate`: JSON, schema `rate-limit-sim/1`.
+//! The results file of `cargo xtask simulate`: JSON, schema `rate-limit-sim/2`.
 //!
-//! One file per run of the command. `results` holds one object per scenario, algorithm,
+//! One file per run of the command. `results` holds one object per scenario, subject,
 //! policy, time source and seed; `race_sweep` and `skew_sweep` hold the GET+SET race and
 //! clock-skew sweeps the report charts. Fields (all integers are counts of requests unless
 //! named otherwise):
 //!
-//! - `scenario`, `description`, `algorithm`, `subject` (adr002/naive: their broken bounds
-//!   are expected findings), `policy`, `time_source` (`server`/`client`), `seed`,
+//! - `scenario`, `description`, `subject` (what the run drove: one of the library's
+//!   algorithms, or a subject it is compared with), `library` (whether it is the library's: the
+//!   others' broken bounds are expected findings), `policy`, `time_source` (`server`/`client`), `seed`,
 //!   `instances`, `limit`, `period_ms`, `burst`;
 //! - `requests`, `admitted`, `oracle_admitted`, `wrong_allow`, `wrong_limit` and the two
 //!   as `_pct` shares of all requests;
@@ -30,8 +31,9 @@
 //!   admitted; leases under-admitted no more than the units leased and never spent, plus one
 //!   lifetime's refill per idle start), `under_admitted` (units the exact limiter admitted beyond
 //!   the cluster, net, leaving out what a failure policy denied) and `lease_unspent` (units
-//!   leased and never spent nor given back). All added to `rate-limit-sim/1` with defaults, so
-//!   older files still read.
+//!   leased and never spent nor given back). All added with defaults, so older files of the same
+//!   schema still read. Schema 2 renamed 1's `algorithm` to `subject` and its `subject` flag to
+//!   the inverse `library`.
 //!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
@@ -40,7 +42,7 @@ use crate::verdict::Verdict;
 use serde::{Deserialize, Serialize};
 
 /// The schema version written in every file.
-pub const SCHEMA: &str = "rate-limit-sim/1";
+pub const SCHEMA: &str = "rate-limit-sim/2";
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -56,7 +58,7 @@ pub struct Results {
     pub seeds: Vec<u64>,
     /// Simulated duration per run (ms).
     pub duration_ms: u64,
-    /// One per scenario x algorithm x policy x time source x seed.
+    /// One per scenario x subject x policy x time source x seed.
     pub results: Vec<RunResult>,
     /// Admitted against the limit as instances and latency grow.
     pub race_sweep: Vec<RacePoint>,
@@ -180,8 +182,10 @@ pub struct RatePoint {
 pub struct RunResult {
     pub scenario: String,
     pub description: String,
-    pub algorithm: String,
-    pub subject: bool,
+    /// What the run drove (`gcra`, `adr002`, ...).
+    pub subject: String,
+    /// Whether the subject is one of the library's own algorithms or rules.
+    pub library: bool,
     pub policy: String,
     pub time_source: String,
     pub seed: u64,
@@ -335,7 +339,7 @@ pub struct FaultWindow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct RacePoint {
-    pub algorithm: String,
+    pub subject: String,
     pub instances: u64,
     /// Redis's round trip (ms): twice the one-way latency of each message.
     pub latency_ms: f64,
@@ -350,7 +354,7 @@ pub struct RacePoint {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default)]
 pub struct SkewPoint {
-    pub algorithm: String,
+    pub subject: String,
     pub time_source: String,
     pub skew_ms: i64,
     pub admitted: u64,

@@ -1,4 +1,4 @@
-//! The tables `cargo xtask simulate` prints: one per scenario, one row per algorithm,
+//! The tables `cargo xtask simulate` prints: one per scenario, one row per subject,
 //! round-trip mode, policy and time source, summed over seeds. The `bound` column is
 //! [`RowVerdict::text`]; `rt/dec` is Redis calls per decision.
 
@@ -20,11 +20,11 @@ struct Row<'a> {
     recover_ms: Option<u64>,
 }
 
-/// Renders every scenario's table. The algorithm column is as wide as the longest name (a
+/// Renders every scenario's table. The subject column is as wide as the longest name (a
 /// subject file can name its script anything), the same in every table.
 pub fn render(results: &[RunResult]) -> String {
     let mut out = String::new();
-    let w = results.iter().map(|r| r.algorithm.chars().count()).max().unwrap_or(0).max(15);
+    let w = results.iter().map(|r| r.subject.chars().count()).max().unwrap_or(0).max(15);
     let mut scenarios: Vec<&str> = Vec::new();
     for r in results {
         if !scenarios.contains(&r.scenario.as_str()) {
@@ -35,7 +35,7 @@ pub fn render(results: &[RunResult]) -> String {
         let mut rows: Vec<Row<'_>> = Vec::new();
         for r in results.iter().filter(|r| r.scenario == scenario) {
             let same = |row: &Row<'_>| {
-                row.first.algorithm == r.algorithm
+                row.first.subject == r.subject
                     && row.first.mode == r.mode
                     && row.first.policy == r.policy
                     && row.first.time_source == r.time_source
@@ -81,7 +81,7 @@ pub fn render(results: &[RunResult]) -> String {
         let _ = writeln!(
             out,
             "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6} {:>6} {:<22} {:>8}",
-            "algorithm",
+            "subject",
             "mode",
             "policy",
             "time",
@@ -104,7 +104,7 @@ pub fn render(results: &[RunResult]) -> String {
             let _ = writeln!(
                 out,
                 "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6.3} {:>6} {:<22} {:>8}",
-                row.first.algorithm,
+                row.first.subject,
                 mode,
                 row.first.policy,
                 row.first.time_source,
@@ -151,7 +151,7 @@ fn rules_lines(out: &mut String, rows: &[Row<'_>]) {
         let _ = writeln!(
             out,
             "{:<15} {:<13} all-or-nothing {aon} ({split} split); {}",
-            row.first.algorithm,
+            row.first.subject,
             row.first.policy,
             bounds.join(", ")
         );
@@ -179,11 +179,11 @@ fn wrap(text: &str, width: usize) -> String {
 mod tests {
     use super::*;
 
-    fn run(algorithm: &str, seed: u64, admitted: u64, liveness: Verdict) -> RunResult {
+    fn run(subject: &str, seed: u64, admitted: u64, liveness: Verdict) -> RunResult {
         RunResult {
             scenario: "steady-trickle".into(),
             description: "One client sends every 30 ms.".into(),
-            algorithm: algorithm.into(),
+            subject: subject.into(),
             policy: "fail-open".into(),
             time_source: "server".into(),
             seed,
@@ -214,7 +214,7 @@ mod tests {
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "== steady-trickle (1 instances, 20 per 1000 ms) ==");
         assert_eq!(lines[2], "One client sends every 30 ms.");
-        assert!(lines[3].starts_with("algorithm       mode         policy        time    requests"), "{}", lines[3]);
+        assert!(lines[3].starts_with("subject         mode         policy        time    requests"), "{}", lines[3]);
         assert_eq!(
             lines[4],
             "gcra            -            fail-open     server       400       259       259   0.00%   0.00%  1.000     20 held                          -"
@@ -227,11 +227,11 @@ mod tests {
     }
 
     #[test]
-    fn a_long_subject_name_widens_the_algorithm_column_of_every_row() {
+    fn a_long_subject_name_widens_the_subject_column_of_every_row() {
         let results = [run("gcra", 1, 259, Verdict::Held), run("a caller-timed bucket", 1, 259, Verdict::Held)];
         let text = render(&results);
         let lines: Vec<&str> = text.lines().collect();
-        assert!(lines[3].starts_with("algorithm             mode         policy"), "{}", lines[3]);
+        assert!(lines[3].starts_with("subject               mode         policy"), "{}", lines[3]);
         assert!(lines[4].starts_with("gcra                  -            fail-open"), "{}", lines[4]);
         assert!(lines[5].starts_with("a caller-timed bucket -            fail-open"), "{}", lines[5]);
     }
@@ -239,8 +239,8 @@ mod tests {
     #[test]
     fn multi_rule_rows_add_all_or_nothing_and_each_rules_bound() {
         use crate::schema::{RuleBound, RulesResult};
-        let with = |algorithm: &str, seed: u64, split: u64, global: Verdict| {
-            let mut r = run(algorithm, seed, 100, Verdict::Held);
+        let with = |subject: &str, seed: u64, split: u64, global: Verdict| {
+            let mut r = run(subject, seed, 100, Verdict::Held);
             r.scenario = "multi-rule".into();
             r.rules = Some(RulesResult {
                 all_or_nothing: if split > 0 { Verdict::Broken } else { Verdict::Held },

@@ -10,7 +10,7 @@ use results::{
 fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
     let run = RunResult {
         scenario: "partition".into(),
-        algorithm: "gcra".into(),
+        subject: "gcra".into(),
         seed: 7,
         recover_ms: Some(40),
         sources: Sources { store: 3, fail_open: 1, fail_closed: 0, local_budget: 0, ..Sources::default() },
@@ -29,7 +29,7 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
         ..RunResult::default()
     };
     let text = serde_json::to_string(&run).unwrap();
-    let fields = "scenario,description,algorithm,subject,policy,time_source,seed,instances,limit,period_ms,burst,\
+    let fields = "scenario,description,subject,library,policy,time_source,seed,instances,limit,period_ms,burst,\
                   requests,admitted,oracle_admitted,wrong_allow,wrong_limit,wrong_allow_pct,wrong_limit_pct,bound,\
                   bound_detail,expected_finding,policy_check,policy_detail,liveness,liveness_detail,peak_per_period,\
                   recover_ms,sources,errors,replay,trace_hash,series,redis,faults,mode,round_trips,mode_check,\
@@ -55,9 +55,9 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
 #[test]
 fn a_partial_file_reads_with_defaults_and_round_trips() {
     let r: Results = serde_json::from_str(
-        r#"{"schema": "rate-limit-sim/1", "results": [{"scenario": "x", "recover_ms": null}],
-            "race_sweep": [{"algorithm": "naive", "instances": 4}],
-            "skew_sweep": [{"algorithm": "gcra", "skew_ms": -250}]}"#,
+        r#"{"schema": "rate-limit-sim/2", "results": [{"scenario": "x", "recover_ms": null}],
+            "race_sweep": [{"subject": "naive", "instances": 4}],
+            "skew_sweep": [{"subject": "gcra", "skew_ms": -250}]}"#,
     )
     .unwrap();
     assert_eq!(r.schema, SCHEMA);
@@ -65,8 +65,8 @@ fn a_partial_file_reads_with_defaults_and_round_trips() {
     assert_eq!(r.results[0].series, None);
     // Written before the round-trip modes: no mode, no calls counted, no mode check.
     assert_eq!((r.results[0].mode.as_str(), r.results[0].round_trips, r.results[0].mode_check), ("", 0, Verdict::None));
-    assert_eq!(r.race_sweep, vec![RacePoint { algorithm: "naive".into(), instances: 4, ..RacePoint::default() }]);
-    assert_eq!(r.skew_sweep, vec![SkewPoint { algorithm: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
+    assert_eq!(r.race_sweep, vec![RacePoint { subject: "naive".into(), instances: 4, ..RacePoint::default() }]);
+    assert_eq!(r.skew_sweep, vec![SkewPoint { subject: "gcra".into(), skew_ms: -250, ..SkewPoint::default() }]);
     let again: Results = serde_json::from_str(&serde_json::to_string_pretty(&r).unwrap()).unwrap();
     assert_eq!(again, r);
 }

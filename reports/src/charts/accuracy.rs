@@ -18,7 +18,7 @@ use super::series::*;
 pub(crate) fn accuracy_cells(r: &Results) -> BTreeMap<(String, String), (f64, f64)> {
     let mut acc: BTreeMap<(String, String), (Vec<f64>, Vec<f64>)> = BTreeMap::new();
     for x in &r.results {
-        let e = acc.entry((x.algorithm.clone(), x.scenario.clone())).or_default();
+        let e = acc.entry((x.subject.clone(), x.scenario.clone())).or_default();
         e.0.push(x.wrong_allow_pct);
         e.1.push(x.wrong_limit_pct);
     }
@@ -125,7 +125,7 @@ pub(super) fn accuracy(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         );
     }
     let lineup = Lineup::of(r);
-    let algorithms = lineup.order(r.results.iter().map(|x| x.algorithm.as_str()));
+    let algorithms = lineup.order(r.results.iter().map(|x| x.subject.as_str()));
     let scen = scenarios(r);
     let label_w = 180;
     let bar_w = 120;

@@ -14,11 +14,11 @@ use super::series::*;
 
 /// Per algorithm: (Redis commands per request, memory bytes per key), each `None` without data.
 pub(crate) fn cost_rows(r: &Results) -> Vec<(String, Option<f64>, Option<f64>)> {
-    let algorithms = Lineup::of(r).order(r.results.iter().map(|x| x.algorithm.as_str()));
+    let algorithms = Lineup::of(r).order(r.results.iter().map(|x| x.subject.as_str()));
     algorithms
         .into_iter()
         .map(|a| {
-            let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.algorithm == a && x.redis.is_some()).collect();
+            let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.subject == a && x.redis.is_some()).collect();
             let commands: u64 = rows.iter().filter_map(|x| x.redis.as_ref()).map(|s| s.commands).sum();
             let requests: u64 = rows.iter().map(|x| x.requests).sum();
             let per_request = (requests > 0 && commands > 0).then(|| commands as f64 / requests as f64);

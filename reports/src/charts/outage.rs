@@ -24,12 +24,12 @@ const OUTAGE_ALGORITHM: Algorithm = Algorithm::TokenBucket;
 pub(crate) fn outage_runs(r: &Results) -> Vec<&RunResult> {
     let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == OUTAGE_SCENARIO && has_series(x)).collect();
     let lineup = Lineup::of(r);
-    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
+    let algorithms = lineup.order(rows.iter().map(|x| x.subject.as_str()));
     let preferred = algorithms.iter().find(|a| a.as_str() == OUTAGE_ALGORITHM.name());
-    let pick = preferred.or_else(|| algorithms.iter().find(|a| !lineup.is_subject(a))).or(algorithms.first()).cloned();
+    let pick = preferred.or_else(|| algorithms.iter().find(|a| !lineup.is_external(a))).or(algorithms.first()).cloned();
     let Some(alg) = pick else { return Vec::new() };
     let seed = first_seed(r);
-    let rows: Vec<&RunResult> = rows.into_iter().filter(|x| x.algorithm == alg).collect();
+    let rows: Vec<&RunResult> = rows.into_iter().filter(|x| x.subject == alg).collect();
     let seed = if rows.iter().any(|x| Some(x.seed) == seed) { seed } else { rows.iter().map(|x| x.seed).min() };
     let rows: Vec<&RunResult> = rows.into_iter().filter(|x| Some(x.seed) == seed).collect();
     ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES)
@@ -66,10 +66,7 @@ pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     // table and the scenario's own chart give it.
     let verdict = |x: &RunResult| {
         let row = r.results.iter().filter(|y| {
-            y.scenario == x.scenario
-                && y.algorithm == x.algorithm
-                && y.policy == x.policy
-                && y.time_source == x.time_source
+            y.scenario == x.scenario && y.subject == x.subject && y.policy == x.policy && y.time_source == x.time_source
         });
         RowVerdict::of(row).text()
     };
@@ -90,7 +87,7 @@ pub(super) fn outage(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         title,
         &format!(
             "scenario {OUTAGE_SCENARIO} · {} · seed {} · {} instances · limit {} per {} ms",
-            first.algorithm, first.seed, first.instances, first.limit, first.period_ms
+            first.subject, first.seed, first.instances, first.limit, first.period_ms
         ),
         &legend,
     )?;

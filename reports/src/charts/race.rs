@@ -20,7 +20,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     }
     let ratio = |p: &crate::schema::RacePoint| if p.limit == 0 { 0.0 } else { p.admitted as f64 / p.limit as f64 };
     let lineup = Lineup::of(r);
-    let algorithms = lineup.order(sweep.iter().map(|p| p.algorithm.as_str()));
+    let algorithms = lineup.order(sweep.iter().map(|p| p.subject.as_str()));
     let latencies = distinct(sweep.iter().map(|p| p.latency_ms));
     let mut instances: Vec<u64> = sweep.iter().map(|p| p.instances).collect();
     instances.sort_unstable();
@@ -53,7 +53,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
                 .filter_map(|(i, n)| {
                     let v: Vec<f64> = sweep
                         .iter()
-                        .filter(|p| &p.algorithm == a && p.instances == *n)
+                        .filter(|p| &p.subject == a && p.instances == *n)
                         .filter(|p| ref_latency.is_some_and(|l| same(p.latency_ms, l)))
                         .map(ratio)
                         .collect();
@@ -71,7 +71,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
                 .filter_map(|l| {
                     let v: Vec<f64> = sweep
                         .iter()
-                        .filter(|p| &p.algorithm == a && same(p.latency_ms, *l) && Some(p.instances) == ref_instances)
+                        .filter(|p| &p.subject == a && same(p.latency_ms, *l) && Some(p.instances) == ref_instances)
                         .map(ratio)
                         .collect();
                     (!v.is_empty()).then(|| (*l, mean(&v)))
@@ -136,7 +136,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     ))?;
     for ((a, pts), w) in by_instances.iter().zip(&left_bands.widths) {
         let c = lineup.color(a);
-        let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
+        let w = if lineup.is_external(a) { (*w).max(3) } else { *w };
         let pts: Vec<(SegmentValue<i32>, f64)> =
             pts.iter().map(|(i, y)| (SegmentValue::CenterOf(*i as i32), *y)).collect();
         chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(w)))?;
@@ -167,7 +167,7 @@ pub(super) fn race(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
         chart.draw_series(DashedLineSeries::new([(0.0, 1.0), (xmax, 1.0)], 8, 6, GREY.stroke_width(2)))?;
         for ((a, pts), w) in by_latency.iter().zip(&right_bands.widths) {
             let c = lineup.color(a);
-            let w = if lineup.is_subject(a) { (*w).max(3) } else { *w };
+            let w = if lineup.is_external(a) { (*w).max(3) } else { *w };
             chart.draw_series(LineSeries::new(pts.clone(), c.stroke_width(w)))?;
             chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, c.filled())))?;
         }

@@ -44,11 +44,11 @@ type Panel<'a> = (String, Vec<(usize, &'a RunResult)>);
 fn scenario_panels<'a>(r: &'a Results, scenario: &str) -> (Vary, Vec<String>, Vec<Panel<'a>>) {
     let rows: Vec<&RunResult> = r.results.iter().filter(|x| x.scenario == scenario && has_series(x)).collect();
     let lineup = Lineup::of(r);
-    let algorithms = lineup.order(rows.iter().map(|x| x.algorithm.as_str()));
+    let algorithms = lineup.order(rows.iter().map(|x| x.subject.as_str()));
     let policies = ordered(rows.iter().map(|x| x.policy.as_str()), &POLICIES);
     let clocks_vary = algorithms
         .iter()
-        .any(|a| ordered(rows.iter().filter(|x| &x.algorithm == a).map(|x| x.time_source.as_str()), &[]).len() > 1);
+        .any(|a| ordered(rows.iter().filter(|x| &x.subject == a).map(|x| x.time_source.as_str()), &[]).len() > 1);
     let vary = match (policies.len() > 1, clocks_vary) {
         (false, false) => Vary::Nothing,
         (true, false) => Vary::Policy,
@@ -71,7 +71,7 @@ fn scenario_panels<'a>(r: &'a Results, scenario: &str) -> (Vary, Vec<String>, Ve
     let panels = algorithms
         .into_iter()
         .map(|a| {
-            let mine: Vec<&RunResult> = rows.iter().filter(|x| x.algorithm == a).copied().collect();
+            let mine: Vec<&RunResult> = rows.iter().filter(|x| x.subject == a).copied().collect();
             // The first seed when this algorithm ran it, else its smallest.
             let seed =
                 if mine.iter().any(|x| Some(x.seed) == first) { first } else { mine.iter().map(|x| x.seed).min() };
@@ -105,7 +105,7 @@ fn variant_styles(vary: Vary, variants: &[String]) -> Vec<(RGBColor, String)> {
 
 /// What a panel's title says: the algorithm, and the verdict on each line it draws.
 struct Caption {
-    /// The algorithm, noted "subject" and "client time" where that applies.
+    /// The subject, noted "external" and "client time" where that applies.
     name: String,
     /// The terminal table's verdict on each line's row over every seed ([`RowVerdict::text`]),
     /// prefixed by the line's variant; one verdict alone when every line has the same. True
@@ -174,8 +174,8 @@ fn panel_caption(
     vary: Vary,
 ) -> Caption {
     let mut notes = Vec::new();
-    if runs.iter().any(|(_, x)| x.subject) || lineup.is_subject(algorithm) {
-        notes.push("subject");
+    if runs.iter().any(|(_, x)| !x.library) || lineup.is_external(algorithm) {
+        notes.push("external");
     }
     if !matches!(vary, Vary::Clock | Vary::Both) && runs.iter().all(|(_, x)| x.time_source == "client") {
         notes.push("client time");
@@ -186,7 +186,7 @@ fn panel_caption(
         .map(|(i, x)| {
             let row = scenario_rows
                 .iter()
-                .filter(|y| y.algorithm == x.algorithm && y.policy == x.policy && y.time_source == x.time_source);
+                .filter(|y| y.subject == x.subject && y.policy == x.policy && y.time_source == x.time_source);
             (variants[*i].as_str(), RowVerdict::of(row.copied()))
         })
         .collect();
@@ -306,7 +306,7 @@ mod tests {
     use crate::text_box::overlapping;
 
     /// A real simulator run: redis-outage, where ADR-002's and the naive counter's titles are
-    /// long ("adr002 (subject, client time): starved 1/1 (expected)").
+    /// long ("adr002 (external, client time): starved 1/1 (expected)").
     fn real_run() -> Results {
         serde_json::from_str(include_str!("../../tests/fixtures/real-run.json")).unwrap()
     }
@@ -327,8 +327,8 @@ mod tests {
         let found = overlaps(Titles::OneLine);
         assert!(
             found.contains(&(
-                "adr002 (subject, client time): starved 1/1 (expected)".to_string(),
-                "naive (subject, client time): broken 1/1 (expected)".to_string()
+                "adr002 (external, client time): starved 1/1 (expected)".to_string(),
+                "naive (external, client time): broken 1/1 (expected)".to_string()
             )),
             "{found:#?}"
         );

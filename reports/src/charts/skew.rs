@@ -19,7 +19,7 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
     }
     let ratio = |p: &crate::schema::SkewPoint| if p.bound == 0 { 0.0 } else { p.admitted as f64 / p.bound as f64 };
     let lineup = Lineup::of(r);
-    let algorithms = lineup.order(sweep.iter().map(|p| p.algorithm.as_str()));
+    let algorithms = lineup.order(sweep.iter().map(|p| p.subject.as_str()));
     let sources = ordered(sweep.iter().map(|p| p.time_source.as_str()), &["client", "server"]);
     let skews = distinct(sweep.iter().map(|p| p.skew_ms as f64));
     let xmax = skews.last().copied().unwrap_or(1.0).max(1.0) * 1.04;
@@ -77,7 +77,7 @@ pub(super) fn skew(r: &Results, path: &Path) -> anyhow::Result<Drawn> {
                 .filter_map(|k| {
                     let v: Vec<f64> = sweep
                         .iter()
-                        .filter(|p| &p.algorithm == a && &p.time_source == s && same(p.skew_ms as f64, *k))
+                        .filter(|p| &p.subject == a && &p.time_source == s && same(p.skew_ms as f64, *k))
                         .map(ratio)
                         .collect();
                     (!v.is_empty()).then(|| (*k, mean(&v)))

@@ -192,7 +192,7 @@ fn cut_off_share(s: &Scenario, t_ms: u64) -> f64 {
 fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64) -> RunResult {
     let mut rng = Rng::new(&[seed, hash(s.name), hash(algorithm), hash(policy), hash(time_source)]);
     let buckets = (DURATION_MS / BUCKET_MS) as usize;
-    let subject = matches!(algorithm, "adr002" | "naive");
+    let library = !matches!(algorithm, "adr002" | "naive");
     let client = time_source == "client";
     let per_bucket = (LIMIT * BUCKET_MS / PERIOD_MS) as f64;
     let (mut admitted, mut oracle) = (Vec::with_capacity(buckets), Vec::with_capacity(buckets));
@@ -259,7 +259,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
     let requests = requests as u64;
     let wrong_allow: f64 = admitted.iter().zip(&oracle).map(|(a, o)| (a - o).max(0.0)).sum();
     let wrong_limit: f64 = admitted.iter().zip(&oracle).map(|(a, o)| (o - a).max(0.0)).sum();
-    let expected_finding = subject || (client && s.name == "clock-skew");
+    let expected_finding = !library || (client && s.name == "clock-skew");
     // Peak per period (two buckets) outside the windows where a failure policy decided.
     let peak = admitted
         .windows(2)
@@ -293,7 +293,7 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
     };
     let store_requests = *sources.get("store").unwrap_or(&0);
     let commands = (store_requests as f64 * commands_per_request).round() as u64;
-    let mut replay = format!("cargo xtask simulate --scenario {} --algorithm {algorithm} --seed {seed}", s.name);
+    let mut replay = format!("cargo xtask simulate --scenario {} --subject {algorithm} --seed {seed}", s.name);
     if s.policies.len() > 1 {
         replay.push_str(&format!(" --policy {policy}"));
     }
@@ -303,8 +303,8 @@ fn run(s: &Scenario, algorithm: &str, policy: &str, time_source: &str, seed: u64
     RunResult {
         scenario: s.name.into(),
         description: s.description.into(),
-        algorithm: algorithm.into(),
-        subject,
+        subject: algorithm.into(),
+        library,
         policy: policy.into(),
         time_source: time_source.into(),
         seed,
@@ -373,7 +373,7 @@ fn race_point(algorithm: &str, instances: u64, latency_ms: f64, seed: u64) -> Ra
         _ => 1.0,
     };
     RacePoint {
-        algorithm: algorithm.into(),
+        subject: algorithm.into(),
         instances,
         latency_ms,
         limit,
@@ -396,7 +396,7 @@ fn skew_point(algorithm: &str, time_source: &str, skew_ms: f64, seed: u64) -> Sk
     let over = (sensitivity * skew_ms.abs() / PERIOD_MS as f64).min(2.0);
     let admitted = (bound * (1.0 + over) * (0.995 + 0.01 * rng.unit())).round() as u64;
     SkewPoint {
-        algorithm: algorithm.into(),
+        subject: algorithm.into(),
         time_source: time_source.into(),
         skew_ms: skew_ms as i64,
         admitted,

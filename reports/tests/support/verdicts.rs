@@ -1,10 +1,10 @@
 //! Reads verdicts back out of what a person sees: the terminal table's text and the report
-//! page's HTML, each keyed by scenario, algorithm (with its round-trip mode, if any), policy and
+//! page's HTML, each keyed by scenario, subject (with its round-trip mode, if any), policy and
 //! time source.
 
 use std::collections::BTreeMap;
 
-/// (scenario, algorithm and mode, policy, time source)
+/// (scenario, subject and mode, policy, time source)
 pub type Key = (String, String, String, String);
 
 /// The algorithm's name with its round-trip mode, as both views key it: `gcra`, `gcra lease`.
@@ -28,14 +28,14 @@ pub fn terminal(text: &str) -> BTreeMap<Key, String> {
             in_rows = false;
             continue;
         }
-        if line.starts_with("algorithm ") {
+        if line.starts_with("subject ") {
             in_rows = true;
             continue;
         }
         if !in_rows || line.trim().is_empty() {
             continue;
         }
-        // algorithm mode policy time requests admitted oracle w.allow w.limit rt/dec peak BOUND... recover
+        // subject mode policy time requests admitted oracle w.allow w.limit rt/dec peak BOUND... recover
         let words: Vec<&str> = line.split_whitespace().collect();
         assert!(words.len() >= 13, "not a table row: {line:?}");
         let recover_words = if words.last() == Some(&"ms") { 2 } else { 1 };
@@ -97,7 +97,7 @@ pub fn page(html: &str) -> BTreeMap<Key, String> {
                 let cells = elements(row, "td");
                 assert_eq!(cells.len(), 12, "a scenario table row has twelve cells: {row}");
                 let algorithm = text_of(cells[0]);
-                let algorithm = algorithm.strip_suffix(" (subject)").unwrap_or(&algorithm).to_string();
+                let algorithm = algorithm.strip_suffix(" (external)").unwrap_or(&algorithm).to_string();
                 let verdict = elements(cells[10], "span").first().map(|t| text_of(t)).unwrap_or_default();
                 let key = (
                     scenario.to_string(),

@@ -71,8 +71,8 @@ impl Mode {
     pub fn applies_to(self, subject: &Subject) -> bool {
         match (self, subject) {
             (Mode::Plain, _) => true,
-            (Mode::Lease, Subject::Algorithm(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
-            (_, Subject::Algorithm(_)) => true,
+            (Mode::Lease, Subject::Library(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
+            (_, Subject::Library(_)) => true,
             _ => false,
         }
     }

@@ -93,7 +93,7 @@ pub fn replay_command(spec: &RunSpec) -> String {
     // A catalogue subject replays through `simulate`; a subject file through `verify`.
     let mut cmd = if Subject::named(spec.subject.name()).as_ref() == Some(&spec.subject) {
         format!(
-            "{} --scenario {} --algorithm {} --seed {}",
+            "{} --scenario {} --subject {} --seed {}",
             results::command::command("simulate"),
             spec.scenario,
             spec.subject,
@@ -178,7 +178,7 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
     // With one script per decision, scripts Redis ran beyond the decisions it returned are
     // calls the limiter gave up on and Redis ran later (a sent command cannot be withdrawn).
     let one_script_per_decision = spec.mode == Mode::Plain
-        && matches!(spec.subject, Subject::Algorithm(_) | Subject::Script(_) | Subject::Rules(RulesSubject::OneCall));
+        && matches!(spec.subject, Subject::Library(_) | Subject::Script(_) | Subject::Rules(RulesSubject::OneCall));
     let late_executions = one_script_per_decision.then(|| {
         let answered = records.iter().filter(|r| r.source == Source::Store || r.error).count() as u64;
         out.redis.scripts_run.saturating_sub(answered)
@@ -231,8 +231,8 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
     RunResult {
         scenario: spec.scenario.to_owned(),
         description: scenario::find(spec.scenario).map(|s| s.description.to_owned()).unwrap_or_default(),
-        algorithm: spec.subject.name().to_owned(),
-        subject: !spec.subject.is_library(),
+        subject: spec.subject.name().to_owned(),
+        library: spec.subject.is_library(),
         policy: spec.policy.name().to_owned(),
         time_source: spec.effective_time_source().name().to_owned(),
         seed: spec.seed,
@@ -294,7 +294,7 @@ fn judge_mode(
             Default::default(),
         ),
         Mode::Lease => {
-            let Subject::Algorithm(algorithm) = spec.subject else {
+            let Subject::Library(algorithm) = spec.subject else {
                 return (none("leases are the library's"), Default::default());
             };
             let promise = spec.subject.promise();
@@ -364,7 +364,7 @@ pub fn race_points(specs: &[(RunSpec, f64)], results: &[RunResult]) -> Vec<RaceP
         .iter()
         .zip(results)
         .map(|((spec, latency), r)| RacePoint {
-            algorithm: r.algorithm.clone(),
+            subject: r.subject.clone(),
             instances: u64::from(spec.instances),
             latency_ms: *latency,
             limit: r.oracle_admitted,
@@ -404,7 +404,7 @@ pub fn skew_points(specs: &[(RunSpec, i64)], results: &[RunResult]) -> Vec<SkewP
         .iter()
         .zip(results)
         .map(|((_, skew_ms), r)| SkewPoint {
-            algorithm: r.algorithm.clone(),
+            subject: r.subject.clone(),
             time_source: r.time_source.clone(),
             skew_ms: *skew_ms,
             admitted: r.admitted,

@@ -241,7 +241,7 @@ impl Instruments {
         if !model.is_up() {
             return;
         }
-        let Subject::Algorithm(algorithm) = spec.subject else { return };
+        let Subject::Library(algorithm) = spec.subject else { return };
         let script = scripts::for_algorithm(algorithm);
         let stem = KeySpace::default().stem(key);
         let now_ms = (spec.effective_time_source() == TimeSource::Client).then_some(client_now_ms);

@@ -53,7 +53,7 @@ fn lane() -> &'static Lane {
                     "{} {} {} {}: {} requests, admitted {} (oracle {}), wrong allow {:.1}%, wrong limit {:.1}%, \
                      peak {}, bound {} ({}), policy {} ({}), recover {:?}",
                     r.scenario,
-                    r.algorithm,
+                    r.subject,
                     r.policy,
                     r.time_source,
                     r.requests,
@@ -75,13 +75,13 @@ fn lane() -> &'static Lane {
 }
 
 fn one(scenario: &str, subject: &str, pred: impl Fn(&RunResult) -> bool) -> &'static RunResult {
-    lane().redis.iter().find(|r| r.scenario == scenario && r.algorithm == subject && pred(r)).expect("result present")
+    lane().redis.iter().find(|r| r.scenario == scenario && r.subject == subject && pred(r)).expect("result present")
 }
 
 #[test]
 fn no_real_run_returns_an_error_instead_of_a_decision() {
     for r in lane().redis.iter().chain([&lane().mini]) {
-        assert_eq!(r.errors, 0, "{} {} {}: {} errors", r.scenario, r.algorithm, r.policy, r.errors);
+        assert_eq!(r.errors, 0, "{} {} {}: {} errors", r.scenario, r.subject, r.policy, r.errors);
         assert!(r.requests > 0);
     }
 }

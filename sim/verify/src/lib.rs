@@ -156,9 +156,9 @@ pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u6
     let lost_found = searched.iter().any(|s| s.check == CheckKind::LostCapacity && s.first().is_some());
     let shortfall = if lost_found { None } else { shortfall_evidence(file, &measured) };
     let design_step = calibrate::suggested_resolution(file, quota).map(|(_, words)| words);
-    let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.algorithm == file.name).collect();
+    let runs: Vec<&RunResult> = campaign.results.iter().filter(|r| r.subject == file.name).collect();
     let swept: Vec<(&RunResult, Option<i64>)> =
-        campaign.swept.iter().filter(|(r, _)| r.algorithm == file.name).map(|(r, s)| (r, *s)).collect();
+        campaign.swept.iter().filter(|(r, _)| r.subject == file.name).map(|(r, s)| (r, *s)).collect();
     verdicts::report(&verdicts::Evidence {
         file,
         quota,

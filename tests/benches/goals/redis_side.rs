@@ -101,7 +101,7 @@ pub(crate) fn leases() -> Goal {
     let busy = sim_engine::scenario::find("busy-key").expect("the busy-key scenario");
     let duration = (20_000.0 * scale()).max(2_000.0) as u64;
     let run = |mode: Mode| {
-        let mut spec = busy.runs(&[Subject::Algorithm(Algorithm::Gcra)], &[1], None, duration).remove(0);
+        let mut spec = busy.runs(&[Subject::Library(Algorithm::Gcra)], &[1], None, duration).remove(0);
         spec.mode = mode;
         let out = sim_real::execute(&spec).expect("a real-lane run");
         sim_engine::run::judge(&spec, out)

@@ -9,7 +9,7 @@ pub(crate) fn simulation() -> Goal {
     use sim_engine::workload::{Spread, Workload};
     let specs = |seeds: std::ops::Range<u64>, duration_ms: u64| -> Vec<RunSpec> {
         let mut s = sim_engine::scenario::find("baseline").expect("baseline").runs(
-            &[Subject::Algorithm(Algorithm::Gcra)],
+            &[Subject::Library(Algorithm::Gcra)],
             &seeds.collect::<Vec<_>>(),
             None,
             duration_ms,

@@ -1,6 +1,9 @@
-//! What a run drives: one of the library's algorithms through the real [`redis_ratelimit::Limiter`],
-//! a script described by a subject file ([`file`]), or a limiter whose calling library makes
-//! several round trips ([`client`]: the naive GET-then-SET counter, INCR then EXPIRE).
+//! What a run drives, its *subject*: one of the library's algorithms through the real
+//! [`redis_ratelimit::Limiter`], a script described by a subject file ([`file`]), a limiter whose
+//! calling library makes several round trips ([`client`]: the naive GET-then-SET counter, INCR
+//! then EXPIRE), or several rules through the library's enforcement point. "Subject" always
+//! includes the library's own algorithms; the others are the subjects the library is compared
+//! with, most of them shipped by real systems and broken.
 //!
 //! Every kind is driven the same way by the simulator and the real lane: an instance builds a
 //! [`Caller`] over its connection to Redis and its own clock, and asks it about each request.
@@ -48,7 +51,7 @@ pub static ADR002: LazyLock<Arc<SubjectFile>> = LazyLock::new(|| {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Subject {
     /// One of the library's algorithms, through `redis_ratelimit::Limiter`.
-    Algorithm(Algorithm),
+    Library(Algorithm),
     /// A script described by a subject file.
     Script(Arc<SubjectFile>),
     /// A limiter of several round trips, written in the harness.
@@ -62,7 +65,7 @@ impl Subject {
     /// The subjects `cargo xtask simulate` shows beside the library's algorithms: the seeds'
     /// findings.
     pub fn catalogue() -> Vec<Subject> {
-        let mut all: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Algorithm).collect();
+        let mut all: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Library).collect();
         all.push(Subject::Script(ADR002.clone()));
         all.extend(ClientSubject::ALL.into_iter().map(Subject::Client));
         all.extend(RulesSubject::ALL.into_iter().map(Subject::Rules));
@@ -77,7 +80,7 @@ impl Subject {
     /// Its name in tables, results and replay commands.
     pub fn name(&self) -> &str {
         match self {
-            Subject::Algorithm(a) => a.name(),
+            Subject::Library(a) => a.name(),
             Subject::Script(f) => &f.name,
             Subject::Client(c) => c.name(),
             Subject::Rules(r) => r.name(),
@@ -89,7 +92,7 @@ impl Subject {
     /// is a finding.
     pub fn is_library(&self) -> bool {
         match self {
-            Subject::Algorithm(_) => true,
+            Subject::Library(_) => true,
             Subject::Rules(r) => r.is_library(),
             _ => false,
         }
@@ -118,7 +121,7 @@ impl Subject {
     /// What it promises.
     pub fn promise(&self) -> Promise {
         match self {
-            Subject::Algorithm(a) => Promise::of(*a),
+            Subject::Library(a) => Promise::of(*a),
             Subject::Script(f) => f.promise,
             Subject::Client(c) => c.promise(),
             // Each rule makes its own promise; `crate::multi_rule::check` holds them.
@@ -130,7 +133,7 @@ impl Subject {
     /// says (scripts fed the caller's clock, the naive counter's window).
     pub fn forces_client_time(&self) -> bool {
         match self {
-            Subject::Algorithm(_) => false,
+            Subject::Library(_) => false,
             Subject::Script(f) => f.client_time(),
             Subject::Client(c) => c.reads_client_clock(),
             Subject::Rules(_) => false,
@@ -139,20 +142,20 @@ impl Subject {
 
     /// Whether its time is chosen by the scenario (only the library's algorithms offer both).
     pub fn has_time_source_choice(&self) -> bool {
-        matches!(self, Subject::Algorithm(_))
+        matches!(self, Subject::Library(_))
     }
 
     /// Whether its calls can fail over to the scenario's failure policy (the library's, and
     /// every rule of the enforcement point); a subject's caller does what its file says.
     pub fn has_failure_policy_choice(&self) -> bool {
-        matches!(self, Subject::Algorithm(_) | Subject::Rules(_))
+        matches!(self, Subject::Library(_) | Subject::Rules(_))
     }
 
     /// The failure policy it really runs with: the scenario's for the library, else the
     /// subject's own (fail open unless its file says deny).
     pub fn effective_policy(&self, scenario: FailurePolicy) -> FailurePolicy {
         match self {
-            Subject::Algorithm(_) | Subject::Rules(_) => scenario,
+            Subject::Library(_) | Subject::Rules(_) => scenario,
             Subject::Script(f) if f.on_error == OnError::Deny => FailurePolicy::FailClosed,
             _ => FailurePolicy::FailOpen,
         }
@@ -161,7 +164,7 @@ impl Subject {
     /// The most one request may cost: 1 for subjects that take no cost.
     pub fn max_cost(&self, q: &Quota) -> u64 {
         match self {
-            Subject::Algorithm(a) => q.capacity(*a),
+            Subject::Library(a) => q.capacity(*a),
             Subject::Script(f) if f.takes_cost() => self.promise().capacity(q),
             _ => 1,
         }
@@ -343,7 +346,7 @@ impl Caller {
         }
         .with_timeout(spec.timeout)?;
         Ok(match spec.subject {
-            Subject::Algorithm(algorithm) => {
+            Subject::Library(algorithm) => {
                 let mut builder = Limiter::builder(*algorithm, spec.quota)
                     .redis(store)
                     .clock(spec.clock)
@@ -434,7 +437,7 @@ mod tests {
         for s in &all {
             assert_eq!(Subject::named(s.name()).as_ref(), Some(s));
         }
-        assert!(all.iter().filter(|s| matches!(s, Subject::Algorithm(_))).all(|s| s.has_time_source_choice()));
+        assert!(all.iter().filter(|s| matches!(s, Subject::Library(_))).all(|s| s.has_time_source_choice()));
         // The enforcement point is the library's; its rules read Redis's clock.
         let rules = Subject::named("rules").expect("in the catalogue");
         assert!(rules.is_library() && rules.is_rules() && !rules.has_time_source_choice());
