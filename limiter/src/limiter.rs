@@ -15,7 +15,7 @@ use crate::policy::{self, Asked, FailurePolicy};
 use crate::quota::{Algorithm, Quota};
 use crate::scripts;
 use crate::store::local::LocalStore;
-use crate::store::{Backend, RedisStore};
+use crate::store::{RedisStore, Store};
 
 /// Whose clock the algorithm reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -44,7 +44,7 @@ impl TimeSource {
 pub(crate) struct Inner {
     pub(crate) algorithm: Algorithm,
     pub(crate) quota: Quota,
-    backend: Backend,
+    store: Store,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) time_source: TimeSource,
     policy: FailurePolicy,
@@ -79,7 +79,7 @@ impl std::fmt::Debug for Limiter {
 pub struct LimiterBuilder {
     algorithm: Algorithm,
     quota: Quota,
-    backend: Option<Backend>,
+    store: Option<Store>,
     clock: Arc<dyn Clock>,
     time_source: TimeSource,
     policy: FailurePolicy,
@@ -101,7 +101,7 @@ impl Limiter {
         LimiterBuilder {
             algorithm,
             quota,
-            backend: None,
+            store: None,
             clock: Arc::new(SystemClock),
             time_source: TimeSource::Server,
             policy: FailurePolicy::FailOpen,
@@ -168,12 +168,12 @@ impl Limiter {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
         let now = inner.clock.now_ms();
-        let redis = match &inner.backend {
-            Backend::Local(store) => {
-                let outcome = store.apply(inner.algorithm, &inner.quota, key, now, cost);
+        let redis = match &inner.store {
+            Store::Local(local) => {
+                let outcome = local.apply(inner.algorithm, &inner.quota, key, now, cost);
                 return Ok(inner.store_decision(outcome, now));
             }
-            Backend::Redis(redis) => redis,
+            Store::Redis(redis) => redis,
         };
         if let (Some(leases), true) = (&inner.modes.leases, cost > 0) {
             return leases.check(inner, redis, key, cost, now).await;
@@ -276,7 +276,7 @@ impl Inner {
 impl LimiterBuilder {
     /// Keeps state in Redis.
     pub fn redis(mut self, store: RedisStore) -> Self {
-        self.backend = Some(Backend::Redis(Arc::new(store)));
+        self.store = Some(Store::Redis(Arc::new(store)));
         self
     }
 
@@ -310,7 +310,7 @@ impl LimiterBuilder {
     /// Keeps state in this process (the default).
     pub fn local(mut self) -> Self {
         // Built in `build`, so a `max_local_keys` set after this still applies.
-        self.backend = None;
+        self.store = None;
         self
     }
 
@@ -393,9 +393,9 @@ impl LimiterBuilder {
             }
             None => crate::scripts::quota_state(self.algorithm, &self.quota),
         };
-        let on_redis = matches!(self.backend, Some(Backend::Redis(_)));
+        let on_redis = matches!(self.store, Some(Store::Redis(_)));
         self.modes.validate(self.algorithm, &self.quota, on_redis)?;
-        let backend = self.backend.unwrap_or_else(|| Backend::Local(LocalStore::new(self.max_local_keys)));
+        let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
         #[allow(unused_mut)] // only the harness records leases
         let mut modes = modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys);
         #[cfg(feature = "harness")]
@@ -406,7 +406,7 @@ impl LimiterBuilder {
             inner: Arc::new(Inner {
                 algorithm: self.algorithm,
                 quota: self.quota,
-                backend,
+                store,
                 clock: self.clock,
                 time_source: self.time_source,
                 policy: self.policy,

@@ -90,11 +90,11 @@ use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};
 use crate::scripts;
 use crate::store::local::{LocalStore, RuleItem};
-use crate::store::{Backend, RedisStore, StoreError};
+use crate::store::{RedisStore, Store, StoreError};
 
 struct Shared {
     rules: RwLock<Arc<RuleSet>>,
-    backend: Backend,
+    store: Store,
     clock: Arc<dyn Clock>,
     health: Health,
     budget: LocalStore,
@@ -205,9 +205,9 @@ impl EnforcerBuilder {
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
         let per_tag = self.per_tag || self.redis.as_ref().is_some_and(RedisStore::is_cluster);
-        let backend = match self.redis {
-            Some(redis) => Backend::Redis(Arc::new(redis)),
-            None => Backend::Local(LocalStore::new(self.max_local_keys)),
+        let store = match self.redis {
+            Some(redis) => Store::Redis(Arc::new(redis)),
+            None => Store::Local(LocalStore::new(self.max_local_keys)),
         };
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
         let counters = counts::Counters::default();
@@ -215,7 +215,7 @@ impl EnforcerBuilder {
         Ok(Enforcer {
             shared: Arc::new(Shared {
                 rules: RwLock::new(Arc::new(self.rules)),
-                backend,
+                store,
                 clock: self.clock,
                 health: Health::new(self.breaker, self.on_store_event),
                 budget: LocalStore::new(self.max_local_keys),
@@ -354,14 +354,14 @@ impl Shared {
 
     async fn decide(&self, planned: Vec<Planned>) -> Result<RulesDecision, Error> {
         let now = self.clock.now_ms();
-        let redis = match &self.backend {
-            Backend::Local(store) => {
+        let redis = match &self.store {
+            Store::Local(local) => {
                 let items: Vec<RuleItem<'_>> = planned.iter().map(|p| local_item(p, now)).collect();
-                let outcome = store.apply_rules(&items, true);
+                let outcome = local.apply_rules(&items, true);
                 let replies = outcome.items.iter().map(|&item| ItemReply { item, now_ms: now }).collect();
                 return Ok(self.decision(planned, outcome.allowed, replies, Source::Store, None));
             }
-            Backend::Redis(redis) => redis,
+            Store::Redis(redis) => redis,
         };
         match self.health.guard(&*self.clock, now, redis, || self.ask_redis(redis, &planned, now)).await? {
             Guarded::Answered((allowed, replies)) => Ok(self.decision(planned, allowed, replies, Source::Store, None)),

@@ -167,8 +167,8 @@ async fn memory_stays_bounded_under_a_flood_of_keys() {
     for i in 0..2_000 {
         decided(&e, &req(Some(&format!("hostile-{i}")), "192.0.2.1")).await;
     }
-    let Backend::Local(store) = &e.shared.backend else { unreachable!("in process") };
-    assert!(store.len() <= 50, "{}", store.len());
+    let Store::Local(local) = &e.shared.store else { unreachable!("in process") };
+    assert!(local.len() <= 50, "{}", local.len());
     let long = "x".repeat(600);
     assert!(matches!(e.check(&req(Some(&long), "192.0.2.1")).await, Err(Error::InvalidKey(_))));
 }

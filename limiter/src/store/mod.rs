@@ -34,7 +34,7 @@ use crate::error::Error;
 
 /// Where a limiter's or an enforcer's state lives: this process's store, or Redis (shared, as
 /// a batching limiter's flushing task holds it too).
-pub(crate) enum Backend {
+pub(crate) enum Store {
     Local(local::LocalStore),
     Redis(Arc<RedisStore>),
 }
