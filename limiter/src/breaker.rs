@@ -74,6 +74,26 @@ pub enum BreakerState {
     },
 }
 
+impl BreakerState {
+    /// The kind of state, as the metrics label it: `closed`, `half-open` or `open`.
+    pub const fn name(&self) -> &'static str {
+        match self {
+            BreakerState::Closed { .. } => "closed",
+            BreakerState::HalfOpen { .. } => "half-open",
+            BreakerState::Open { .. } => "open",
+        }
+    }
+
+    /// The kind of state as the breaker gauge shows it: 0 closed, 1 half-open, 2 open.
+    pub(crate) const fn level(&self) -> u8 {
+        match self {
+            BreakerState::Closed { .. } => 0,
+            BreakerState::HalfOpen { .. } => 1,
+            BreakerState::Open { .. } => 2,
+        }
+    }
+}
+
 /// What the breaker lets a caller do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permit {
@@ -169,7 +189,7 @@ impl CircuitBreaker {
 fn enter(state: &mut BreakerState, next: BreakerState) -> Option<BreakerState> {
     let changed = std::mem::discriminant(state) != std::mem::discriminant(&next);
     if changed {
-        crate::metrics::breaker_entered(next);
+        crate::metrics::breaker_entered(next.name(), next.level());
     }
     *state = next;
     changed.then_some(next)

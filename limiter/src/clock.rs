@@ -67,3 +67,26 @@ impl<C: Clock + ?Sized> Clock for Arc<C> {
         (**self).now_ms()
     }
 }
+
+/// Whose clock the algorithm reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum TimeSource {
+    /// Redis's `TIME`, read inside the script: one clock for every instance, so skewed
+    /// instance clocks cannot disagree about the state. The default.
+    #[default]
+    Server,
+    /// The instance's [`Clock`], sent as a script argument. Skewed instances then read the
+    /// shared state at different times; the harness shows what that costs.
+    Client,
+}
+
+impl TimeSource {
+    /// `server` or `client`, as traces and reports name it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimeSource::Server => "server",
+            TimeSource::Client => "client",
+        }
+    }
+}

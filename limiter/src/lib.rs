@@ -93,11 +93,11 @@ mod sync;
 mod table;
 
 pub use breaker::{BreakerConfig, BreakerState};
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, TimeSource};
 pub use decision::{Decision, Degraded, Source};
 pub use error::Error;
 pub use health::StoreEvent;
-pub use limiter::{Limiter, LimiterBuilder, TimeSource};
+pub use limiter::{Limiter, LimiterBuilder};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
 pub use store::RedisStore;

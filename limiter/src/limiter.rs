@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use crate::algo::Outcome;
 use crate::breaker::{BreakerConfig, BreakerState};
-use crate::clock::{Clock, SystemClock};
+use crate::clock::{Clock, SystemClock, TimeSource};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
+use crate::modes::lease::Serving;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::{self, Asked, FailurePolicy};
 use crate::quota::{Algorithm, Quota};
@@ -17,40 +18,16 @@ use crate::scripts;
 use crate::store::local::LocalStore;
 use crate::store::{RedisStore, Store};
 
-/// Whose clock the algorithm reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum TimeSource {
-    /// Redis's `TIME`, read inside the script: one clock for every instance, so skewed
-    /// instance clocks cannot disagree about the state. The default.
-    #[default]
-    Server,
-    /// The instance's [`Clock`], sent as a script argument. Skewed instances then read the
-    /// shared state at different times; the harness shows what that costs.
-    Client,
-}
-
-impl TimeSource {
-    /// `server` or `client`, as traces and reports name it.
-    pub const fn name(self) -> &'static str {
-        match self {
-            TimeSource::Server => "server",
-            TimeSource::Client => "client",
-        }
-    }
-}
-
-// The round-trip modes (`crate::modes`) decide from these too.
-pub(crate) struct Inner {
-    pub(crate) algorithm: Algorithm,
-    pub(crate) quota: Quota,
+struct Inner {
+    algorithm: Algorithm,
+    quota: Quota,
     store: Store,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) time_source: TimeSource,
+    clock: Arc<dyn Clock>,
+    time_source: TimeSource,
     policy: FailurePolicy,
     budget: LocalStore,
-    pub(crate) health: Health,
-    pub(crate) keys: KeySpace,
+    health: Health,
+    keys: KeySpace,
     /// What the keys carry after the user key: the limiter's name, or its quota.
     state: String,
     modes: modes::Runtime,
@@ -176,7 +153,20 @@ impl Limiter {
             Store::Redis(redis) => redis,
         };
         if let (Some(leases), true) = (&inner.modes.leases, cost > 0) {
-            return leases.check(inner, redis, key, cost, now).await;
+            let serving = Serving {
+                clock: &*inner.clock,
+                health: &inner.health,
+                algorithm: inner.algorithm,
+                quota: &inner.quota,
+                time_source: inner.time_source,
+                stem: &|| inner.stem(key),
+            };
+            return match leases.check(serving, redis, key, cost, now).await? {
+                Guarded::Answered(decision) => Ok(decision),
+                Guarded::Unavailable { at_ms, why, retry_after_ms } => {
+                    Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
+                }
+            };
         }
         if let Some(retry) = inner.modes.denials.as_ref().and_then(|d| d.check(key, cost, now)) {
             return Ok(inner.cached_denial(now, retry));
@@ -215,7 +205,7 @@ impl Limiter {
 
 impl Inner {
     /// `prefix:{escaped key}:STATE:`, the stem of every Redis key of `key`.
-    pub(crate) fn stem(&self, key: &str) -> String {
+    fn stem(&self, key: &str) -> String {
         let mut stem = self.keys.stem(key);
         stem.push_str(&self.state);
         stem.push(':');
@@ -251,7 +241,7 @@ impl Inner {
 
     /// The failure policy's answer, the one-rule case of a request's rules
     /// ([`crate::policy::answer`]); `retry_after_ms` is when Redis may be asked again.
-    pub(crate) fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
+    fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
         let asked = [Asked { policy: self.policy, key, cost, shadow: false }];
         let answered = policy::answer(&self.budget, &asked, now, retry_after_ms);
         let (item, source) = answered.items[0];

@@ -38,7 +38,6 @@ pub const FAILOVERS: &str = "limiter_failovers_total";
 /// Shadow-mode checks that would have denied, by rule.
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 
-use crate::breaker::BreakerState;
 use crate::decision::{Decision, Degraded};
 use crate::error::Error;
 use crate::store::StoreError;
@@ -116,20 +115,16 @@ pub(crate) fn noscript_reload() {
     metrics::counter!(NOSCRIPT_RELOADS).increment(1);
 }
 
-/// The breaker entered `state`.
-pub(crate) fn breaker_entered(state: BreakerState) {
+/// The breaker entered the state named `name`, shown on the gauge as `level`
+/// (`BreakerState::name` and `BreakerState::level`).
+pub(crate) fn breaker_entered(name: &'static str, level: u8) {
     #[cfg(feature = "metrics")]
     {
-        let (name, value) = match state {
-            BreakerState::Closed { .. } => ("closed", 0.0),
-            BreakerState::HalfOpen { .. } => ("half-open", 1.0),
-            BreakerState::Open { .. } => ("open", 2.0),
-        };
         metrics::counter!(BREAKER_TRANSITIONS, "to" => name).increment(1);
-        metrics::gauge!(BREAKER_STATE).set(value);
+        metrics::gauge!(BREAKER_STATE).set(f64::from(level));
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = state;
+    let _ = (name, level);
 }
 
 fn error_kind(e: &StoreError) -> &'static str {

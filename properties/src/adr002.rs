@@ -14,19 +14,10 @@
 use redis_ratelimit::harness::algo::Outcome;
 use redis_ratelimit::Quota;
 
-use crate::subject::{MachineState, StateMachine};
+use crate::machine::{Adr002State, MachineState, StateMachine};
 
 fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)
-}
-
-/// The script's hash: `tokens` and `lastRefillTime`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Adr002State {
-    /// `tokens` (a Lua number; integral here, possibly negative after a clock step back).
-    pub tokens: f64,
-    /// `lastRefillTime` in the caller's milliseconds.
-    pub last_refill_ms: f64,
 }
 
 /// The script's TTL, `EXPIRE key 3600`.
@@ -124,8 +115,6 @@ mod tests {
     use redis_ratelimit::Quota;
 
     use super::*;
-    use crate::schedule::{Req, Run};
-    use crate::subject::Subject;
 
     /// The subject at 2 tokens per second, burst 3, called every 400 ms: each call earns 0.8
     /// of a token, which the floored refill throws away, so after the burst it never admits
@@ -142,11 +131,10 @@ mod tests {
             (2_000, false, 0, 500, 1_500),
         ];
         let q = Quota::new(2, 1_000).with_burst(3);
-        let reqs: Vec<Req> = lines.iter().map(|l| Req { t_ms: l.0, cost: 1 }).collect();
-        let run = Run::new(&Subject::adr002(), &q, &reqs);
-        for (step, (t, allowed, remaining, retry_after_ms, reset_after_ms)) in run.steps.iter().zip(lines) {
+        let mut state = None;
+        for (t, allowed, remaining, retry_after_ms, reset_after_ms) in lines {
             let want = Outcome { allowed, remaining, retry_after_ms, reset_after_ms };
-            assert_eq!(step.outcome, want, "t={t}");
+            assert_eq!(Adr002.step(&q, &mut state, t, 1), want, "t={t}");
         }
     }
 }

@@ -38,7 +38,7 @@
 
 use redis_ratelimit::harness::algo::Outcome;
 
-use crate::subject::MachineState;
+use crate::machine::MachineState;
 use redis_ratelimit::{Algorithm, Quota};
 
 use crate::reference::{self, gcra_interval_us, ExactBucket, Point};

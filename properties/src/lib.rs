@@ -13,7 +13,8 @@
 //! `proptest-regressions/<invariant>-<subject>.txt` (committed) and is replayed first.
 //!
 //! # Layout
-//! - [`subject`]: what runs (a [`subject::StateMachine`]) and what it is held to.
+//! - [`machine`]: what decides (a [`machine::StateMachine`]) and the state it keeps per key.
+//! - [`subject`]: a state machine and what it is held to.
 //! - [`schedule`]: requests, runs, and how they print.
 //! - [`strategy`]: quotas over each algorithm's whole valid range, schedules around the
 //!   quota's time scales.
@@ -32,6 +33,7 @@
 pub mod accuracy;
 pub mod adr002;
 pub mod invariants;
+pub mod machine;
 pub mod mutants;
 pub mod reference;
 pub mod runner;
@@ -40,5 +42,6 @@ pub mod strategy;
 pub mod subject;
 
 pub use invariants::{Check, Invariant};
+pub use machine::{MachineState, StateMachine};
 pub use schedule::{Case, Req, Run, Step, Violation};
-pub use subject::{MachineState, StateMachine, Subject};
+pub use subject::Subject;

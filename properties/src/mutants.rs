@@ -11,10 +11,11 @@ use redis_ratelimit::harness::algo::sliding_window::SlidingState;
 use redis_ratelimit::harness::algo::token_bucket::BucketState;
 use redis_ratelimit::harness::algo::{Outcome, State};
 
-use crate::subject::MachineState;
+use crate::machine::MachineState;
 use redis_ratelimit::{Algorithm, Quota};
 
-use crate::subject::{StateMachine, Subject};
+use crate::machine::StateMachine;
+use crate::subject::Subject;
 
 fn ceil_div(a: u64, b: u64) -> u64 {
     a.div_ceil(b)

@@ -6,7 +6,7 @@ use std::fmt;
 use redis_ratelimit::harness::algo::Outcome;
 use redis_ratelimit::{Algorithm, Quota};
 
-use crate::subject::MachineState;
+use crate::machine::MachineState;
 use crate::subject::Subject;
 
 /// One request: at `t_ms` (the clock reading the algorithm sees), of `cost` units (0 is a

@@ -247,7 +247,7 @@ fn every_mode_keeps_its_promise_under_generated_fault_schedules() {
     let subjects: Vec<(Subject, Mode)> = Algorithm::ALL
         .into_iter()
         .flat_map(|a| [Mode::DenialCache, Mode::Lease, Mode::Batch].map(|m| (Subject::Library(a), m)))
-        .filter(|(s, m)| m.applies_to(s))
+        .filter(|(s, m)| s.runs_in(*m))
         .collect();
     let policy =
         proptest::sample::select(vec![FailurePolicy::FailOpen, FailurePolicy::FailClosed, scenario::LOCAL_BUDGET]);

@@ -3,6 +3,8 @@
 //!
 //! - crate imports: every workspace dependency edge is one the architecture allows, and the
 //!   library pulls in none of the harness's simulation crates;
+//! - no file circles: within a crate, no two files import each other, directly or around a
+//!   loop ([`circles`]);
 //! - publication: the crates for users ([`crate::PUBLISHED`]) carry what the registry shows and
 //!   depend on nothing unpublished, and every other crate stays unpublished;
 //! - `unsafe` code only in the model's Lua bridge, and every other crate root forbids it;
@@ -17,6 +19,8 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use crate::tools::root;
+
+mod circles;
 
 /// The heading of the table in `docs/ARCHITECTURE.md` that says what each workspace crate may
 /// depend on (normal, dev and build dependencies alike). Tidy reads the document itself, so the
@@ -43,7 +47,9 @@ pub fn run() -> Result<()> {
     if !problems.is_empty() {
         bail!("tidy found {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
-    println!("tidy: crate imports, unsafe code, clocks, paths, references, tests and file sizes are in order");
+    println!(
+        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests and file sizes are in order"
+    );
     Ok(())
 }
 
@@ -51,6 +57,7 @@ pub fn run() -> Result<()> {
 pub fn check(root: &Path) -> Result<Vec<String>> {
     let packages = workspace_packages(root)?;
     let mut problems = crate_imports(root, &packages);
+    problems.extend(circles::file_circles(root, &packages));
     problems.extend(publication(&packages));
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {

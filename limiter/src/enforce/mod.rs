@@ -79,12 +79,12 @@ pub use verdict::{RuleDecision, RulesDecision, Verdict};
 
 use crate::algo::all_or_nothing::ItemOutcome;
 use crate::breaker::{BreakerConfig, BreakerState};
+use crate::clock::TimeSource;
 use crate::clock::{Clock, SystemClock};
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
-use crate::limiter::TimeSource;
 use crate::quota::Algorithm;
 use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};

@@ -19,10 +19,10 @@ use std::sync::Arc;
 use super::wire::LeaseRequest;
 use super::Leases;
 use crate::algo::lease::{LeaseArgs, LeaseOutcome};
+use crate::clock::{Clock, TimeSource};
 use crate::decision::{Decision, Source};
 use crate::error::Error;
-use crate::health::Guarded;
-use crate::limiter::{Inner, TimeSource};
+use crate::health::{Guarded, Health};
 use crate::quota::{Algorithm, Quota};
 use crate::store::RedisStore;
 use crate::table::Table;
@@ -257,19 +257,21 @@ impl LeaseBook {
         }
     }
 
-    /// Decides one request of `cost` (at least 1) on `key` under leases.
+    /// Decides one request of `cost` (at least 1) on `key` under leases, for the limiter
+    /// `serving` describes. When Redis cannot be asked the limiter's failure policy answers:
+    /// that is the caller's, so it gets the outage back.
     pub(crate) async fn check(
         &self,
-        inner: &Inner,
+        serving: Serving<'_>,
         redis: &RedisStore,
         key: &str,
         cost: u64,
         now: u64,
-    ) -> Result<Decision, Error> {
+    ) -> Result<Guarded<Decision>, Error> {
         let entry = self.entry(key);
         let mut k = entry.lock().await;
         // Another check of this key may have held the lock through a whole call.
-        let now = inner.clock.now_ms().max(now);
+        let now = serving.clock.now_ms().max(now);
         k.demand.add(now, cost, self.config.lifetime_ms);
         let args = match self.local(&mut k, now, cost) {
             Step::Ask(args) => args,
@@ -277,24 +279,24 @@ impl LeaseBook {
                 if let Step::Admit { .. } = step {
                     self.note(key, |e| e.spent += cost);
                 }
-                return Ok(self.decision(&step, now));
+                return Ok(Guarded::Answered(self.decision(&step, now)));
             }
         };
-        let stem = inner.stem(key);
+        let stem = (serving.stem)();
         let request = LeaseRequest {
-            algorithm: inner.algorithm,
-            quota: &inner.quota,
+            algorithm: serving.algorithm,
+            quota: serving.quota,
             stem: &stem,
-            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
+            now_ms: (serving.time_source == TimeSource::Client).then_some(now),
             args,
         };
         let call = || {
             self.note(key, |e| e.calls += 1);
             redis.lease(request)
         };
-        match inner.health.guard(&*inner.clock, now, redis, call).await? {
+        Ok(match serving.health.guard(serving.clock, now, redis, call).await? {
             Guarded::Answered((outcome, _decided_at_ms)) => {
-                let received = inner.clock.now_ms().max(now);
+                let received = serving.clock.now_ms().max(now);
                 self.note(key, |e| {
                     e.leased += outcome.granted;
                     e.credited += outcome.credited;
@@ -303,13 +305,23 @@ impl LeaseBook {
                 if let Step::Admit { .. } = step {
                     self.note(key, |e| e.spent += cost);
                 }
-                Ok(self.decision(&step, received))
+                Guarded::Answered(self.decision(&step, received))
             }
-            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
-            }
-        }
+            Guarded::Unavailable { at_ms, why, retry_after_ms } => Guarded::Unavailable { at_ms, why, retry_after_ms },
+        })
     }
+}
+
+/// What a lease check needs of the limiter it serves: its clock, the health of its store, its
+/// algorithm, quota and time source, and how it names a key's state in Redis (only built when
+/// a call goes out).
+pub(crate) struct Serving<'a> {
+    pub(crate) clock: &'a dyn Clock,
+    pub(crate) health: &'a Health,
+    pub(crate) algorithm: Algorithm,
+    pub(crate) quota: &'a Quota,
+    pub(crate) time_source: TimeSource,
+    pub(crate) stem: &'a (dyn Fn() -> String + Sync),
 }
 
 #[cfg(all(test, not(limiter_loom)))]

@@ -36,7 +36,7 @@ use serde::Deserialize;
 use super::{
     AccessList, AccessLists, ClientIp, ForwardedHeader, KeyPart, Match, OnMissingKey, Rule, RuleError, RuleSet,
 };
-use crate::limiter::TimeSource;
+use crate::clock::TimeSource;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 

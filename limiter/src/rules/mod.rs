@@ -59,8 +59,8 @@ pub use key::{ApiKey, Identity, KeyPart, User};
 pub use matcher::{Match, PathPattern};
 pub(crate) use reading::Reading;
 
+use crate::clock::TimeSource;
 use crate::error::Error;
-use crate::limiter::TimeSource;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 

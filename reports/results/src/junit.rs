@@ -7,8 +7,9 @@
 //! reason; a check that does not apply is left out. Expected findings (the price of a design
 //! the subject file declares) pass, with what was seen in `<system-out>`.
 
+use crate::schema::Verdict;
 use crate::schema::{Results, RunResult, SubjectReport};
-use crate::verdict::{is_failure, Verdict};
+use crate::verdict::is_failure;
 
 /// The JUnit XML document for `results`.
 pub fn render(results: &Results) -> String {

@@ -28,6 +28,6 @@ pub mod verdict;
 pub use merge::merge;
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, ReplayReport, Results, RuleBound, RulesResult, RunResult,
-    Series, SkewPoint, Sources, SubjectReport, VerdictLine, SCHEMA,
+    Series, SkewPoint, Sources, SubjectReport, Verdict, VerdictLine, SCHEMA,
 };
-pub use verdict::{is_failure, RowVerdict, Verdict};
+pub use verdict::{is_failure, RowVerdict};

@@ -38,7 +38,8 @@
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
 //! sweeps) still renders; the `schema` string is what refuses an outdated file.
 
-use crate::verdict::Verdict;
+use std::fmt;
+
 use serde::{Deserialize, Serialize};
 
 /// The schema version written in every file.
@@ -360,4 +361,52 @@ pub struct SkewPoint {
     pub admitted: u64,
     pub bound: u64,
     pub seed: u64,
+}
+
+/// What one check came to. Serialised as the word the results file, the tables and the report
+/// show (`held`, `broken`, ...), so a results file reads the same as the terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The check held.
+    #[serde(rename = "held")]
+    Held,
+    /// The check broke.
+    #[serde(rename = "broken")]
+    Broken,
+    /// Nothing to check: no promise applies.
+    #[default]
+    #[serde(rename = "none")]
+    None,
+    /// A verified subject's check that broke by the subject's design, shown with its evidence
+    /// but no broken promise (the price of trusting the callers' clocks).
+    #[serde(rename = "expected")]
+    Expected,
+    /// A verified subject's check that could not be judged (its script needs a command the
+    /// Redis model does not have): neither held nor broken.
+    #[serde(rename = "not judged")]
+    NotJudged,
+    /// A verified subject's check that has nothing to judge (no scenario cut it off from
+    /// Redis).
+    #[serde(rename = "n/a")]
+    NotApplicable,
+}
+
+impl Verdict {
+    /// The word for it, as the results file spells it.
+    pub const fn word(self) -> &'static str {
+        match self {
+            Verdict::Held => "held",
+            Verdict::Broken => "broken",
+            Verdict::None => "none",
+            Verdict::Expected => "expected",
+            Verdict::NotJudged => "not judged",
+            Verdict::NotApplicable => "n/a",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.word())
+    }
 }

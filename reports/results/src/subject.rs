@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::schema::SubjectReport;
-use crate::verdict::Verdict;
+use crate::schema::Verdict;
 
 /// The profile as labelled rows: what it delivers, how far it bursts and starves, how it
 /// stands under the race and clock skew, what it leaves in Redis.

@@ -5,7 +5,8 @@
 use std::fmt::Write;
 
 use crate::schema::RunResult;
-use crate::verdict::{RowVerdict, Verdict};
+use crate::schema::Verdict;
+use crate::verdict::RowVerdict;
 
 struct Row<'a> {
     first: &'a RunResult,

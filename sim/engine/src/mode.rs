@@ -20,8 +20,6 @@ use std::fmt;
 use redis_ratelimit::modes::{Batching, DenialCache, Leases};
 use redis_ratelimit::{Algorithm, LimiterBuilder, Quota};
 
-use crate::subject::Subject;
-
 /// The lease lifetime the simulator runs leases with.
 pub const LEASE_LIFETIME_MS: u64 = 100;
 
@@ -64,17 +62,6 @@ impl Mode {
     /// Looks a mode up by name.
     pub fn named(name: &str) -> Option<Mode> {
         Mode::ALL.into_iter().find(|m| m.name() == name)
-    }
-
-    /// Whether `subject` can run in this mode: modes are the library's, and only the bucket
-    /// algorithms lease.
-    pub fn applies_to(self, subject: &Subject) -> bool {
-        match (self, subject) {
-            (Mode::Plain, _) => true,
-            (Mode::Lease, Subject::Library(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
-            (_, Subject::Library(_)) => true,
-            _ => false,
-        }
     }
 
     /// What one sentence says the mode does, for `--help` and `--list`.

@@ -370,7 +370,7 @@ impl Scenario {
                 if subject.is_rules() != self.rules {
                     continue;
                 }
-                for &mode in self.modes.iter().filter(|m| m.applies_to(subject)) {
+                for &mode in self.modes.iter().filter(|&&m| subject.runs_in(m)) {
                     for &policy in &self.policies {
                         if !subject.has_failure_policy_choice() && policy != self.policies[0] {
                             continue;

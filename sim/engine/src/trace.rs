@@ -2,7 +2,7 @@
 
 use redis_ratelimit::Source;
 
-use crate::subject::{Answer, DecidedBy};
+use crate::subject::{Answer, DecidedBy, RuleMark};
 use crate::workload::Arrival;
 
 /// One decision as the harness saw it.
@@ -43,15 +43,6 @@ pub struct Record {
     /// For a subject that enforces several rules per request: each rule's part, in rule
     /// order (empty otherwise).
     pub rules: Vec<RuleMark>,
-}
-
-/// One rule's part in a multi-rule decision, as Redis (or the failure policy) answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RuleMark {
-    /// Whether this rule alone admitted the request.
-    pub allowed: bool,
-    /// Whether the request's cost was taken from this rule.
-    pub consumed: bool,
 }
 
 impl Record {

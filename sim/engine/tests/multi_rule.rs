@@ -4,6 +4,8 @@
 //! store would have to across slots) charges requests another rule denied, and the checker
 //! says so.
 
+use redis_ratelimit::FailurePolicy;
+use sim_engine::multi_rule::limit_per_bucket;
 use sim_engine::results::{RunResult, Verdict};
 use sim_engine::run::{self, is_failure};
 use sim_engine::scenario;
@@ -57,4 +59,18 @@ fn a_multi_rule_run_replays_byte_identically() {
     specs.truncate(1);
     let twice = run::run_many(&[specs[0].clone(), specs[0].clone()], 2, &|| {}).expect("runs");
     assert_eq!(twice[0].trace_hash, twice[1].trace_hash);
+}
+
+#[test]
+fn the_rules_are_valid_for_the_catalogue_quota_and_count_by_three_things() {
+    let q = scenario::QUOTA;
+    let set = RulesSubject::rule_set(q, FailurePolicy::FailClosed).expect("valid");
+    assert_eq!(set.rules().len(), 3);
+    let rules = RulesSubject::rules(q);
+    assert_eq!(rules.iter().map(|r| r.identity(5)).collect::<Vec<_>>(), [5, 1, 0]);
+    // Six users: 60 per 500 ms per user, 40 per route pair, 30 global: the global binds.
+    let six: std::collections::BTreeSet<u32> = (0..6).collect();
+    assert_eq!(limit_per_bucket(&rules, &six, 500), 30.0);
+    let one: std::collections::BTreeSet<u32> = [3].into();
+    assert_eq!(limit_per_bucket(&rules, &one, 500), 10.0);
 }

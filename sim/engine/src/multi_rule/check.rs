@@ -98,7 +98,7 @@ mod tests {
 
     use super::*;
     use crate::multi_rule::By;
-    use crate::trace::RuleMark;
+    use crate::subject::RuleMark;
 
     fn rec(at_ms: u64, key: u32, allowed: bool, marks: &[(bool, bool)]) -> Record {
         Record {

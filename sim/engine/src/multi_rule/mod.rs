@@ -137,22 +137,3 @@ impl RulesSubject {
         Ok(builder.build()?)
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_rules_are_valid_for_the_catalogue_quota_and_count_by_three_things() {
-        let q = crate::scenario::QUOTA;
-        let set = RulesSubject::rule_set(q, FailurePolicy::FailClosed).expect("valid");
-        assert_eq!(set.rules().len(), 3);
-        let rules = RulesSubject::rules(q);
-        assert_eq!(rules.iter().map(|r| r.identity(5)).collect::<Vec<_>>(), [5, 1, 0]);
-        // Six users: 60 per 500 ms per user, 40 per route pair, 30 global: the global binds.
-        let six: std::collections::BTreeSet<u32> = (0..6).collect();
-        assert_eq!(limit_per_bucket(&rules, &six, 500), 30.0);
-        let one: std::collections::BTreeSet<u32> = [3].into();
-        assert_eq!(limit_per_bucket(&rules, &one, 500), 10.0);
-    }
-}

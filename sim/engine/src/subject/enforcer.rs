@@ -10,7 +10,7 @@ use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, So
 
 use super::{Answer, DecidedBy};
 use crate::multi_rule::{route_of, RulesSubject};
-use crate::trace::RuleMark;
+use crate::subject::RuleMark;
 
 /// See the module docs.
 pub struct RulesCaller {

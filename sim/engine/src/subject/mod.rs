@@ -27,9 +27,9 @@ use redis_ratelimit::{
     Algorithm, BreakerConfig, Clock, Decision, Error, FailurePolicy, Limiter, Quota, RedisStore, Source, TimeSource,
 };
 
+use crate::mode::Mode;
 pub use crate::multi_rule::RulesSubject;
 use crate::promise::Promise;
-use crate::trace::RuleMark;
 pub use client::ClientSubject;
 pub use file::{FileError, OnError, SubjectFile};
 
@@ -62,6 +62,17 @@ pub enum Subject {
 }
 
 impl Subject {
+    /// Whether this subject can run in `mode`: modes are the library's, and only the bucket
+    /// algorithms lease.
+    pub fn runs_in(&self, mode: Mode) -> bool {
+        match (mode, self) {
+            (Mode::Plain, _) => true,
+            (Mode::Lease, Subject::Library(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
+            (_, Subject::Library(_)) => true,
+            _ => false,
+        }
+    }
+
     /// The subjects `cargo xtask simulate` shows beside the library's algorithms: the seeds'
     /// findings.
     pub fn catalogue() -> Vec<Subject> {
@@ -219,6 +230,15 @@ pub struct Answer {
     pub rules: Vec<RuleMark>,
 }
 
+/// One rule's part in a multi-rule decision, as Redis (or the failure policy) answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleMark {
+    /// Whether this rule alone admitted the request.
+    pub allowed: bool,
+    /// Whether the request's cost was taken from this rule.
+    pub consumed: bool,
+}
+
 impl Answer {
     /// The answer of the library's limiter running `algorithm`.
     pub fn of_limiter(
@@ -299,7 +319,7 @@ pub struct CallerSpec<'a> {
     /// Makes request ids unique across instances.
     pub instance: u32,
     /// The library's round-trip mode (the library's algorithms only).
-    pub mode: crate::mode::Mode,
+    pub mode: Mode,
     /// Where the library's leases are recorded, outliving the instance (leases only).
     pub lease_ledger: Option<Arc<redis_ratelimit::harness::LeaseLedger>>,
 }
