@@ -1,12 +1,13 @@
 //! What a run, and a row of runs, came to.
 //!
-//! A run is judged on the algorithm's bound (`bound`), the failure policy's promise while
-//! Redis was unreachable (`policy_check`), liveness (`liveness`: no key starved where the exact
-//! oracle admitted), and, when it ran one, the round-trip mode's own promise (`mode_check`). A broken check is either a *finding* the run set
-//! out to show (a subject, or client time under clock skew) or a *failure* that makes
-//! `cargo xtask simulate` exit non-zero. This module is the one place that decides which, and
-//! the words for it: the terminal table, the HTML tables, the chart titles and the findings
-//! list all take their verdicts from here, so they cannot disagree.
+//! A run is judged on the subject's bound (`bound`), the failure policy's promise while Redis
+//! was unreachable (`policy_check`), liveness (`liveness`: no key starved where the exact oracle
+//! admitted), and, when it ran one, the round-trip mode's own promise (`mode_check`). A broken
+//! check is either a *finding* the run set out to show (an external subject, or client time
+//! under clock skew) or a *failure* that makes `cargo xtask simulate` exit non-zero. This module
+//! is the one place that decides which (the words are [`Verdict`]'s, in the schema): the
+//! terminal table, the HTML tables, the chart titles and the findings list all take their
+//! verdicts from here, so they cannot disagree.
 
 use crate::schema::{RunResult, Verdict};
 

@@ -184,6 +184,8 @@ pub fn start_failure(config: &Path, redis_url: &str) -> (Option<i32>, Vec<String
 /// An HTTP response: status, headers (names lower-case, in order) and body.
 #[derive(Debug, Clone)]
 pub struct Reply {
+    /// The status line (`HTTP/1.1 200 OK`).
+    pub status_line: String,
     /// The status code.
     pub status: u16,
     /// The header fields.
@@ -219,12 +221,13 @@ pub async fn request(to: SocketAddr, from: &str, method: &str, path: &str, heade
 fn parse(raw: &str) -> Reply {
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((raw, ""));
     let mut lines = head.split("\r\n");
-    let status = lines.next().and_then(|l| l.split(' ').nth(1)).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let status_line = lines.next().unwrap_or("").to_owned();
+    let status = status_line.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let headers = lines
         .filter_map(|l| l.split_once(':'))
         .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
         .collect();
-    Reply { status, headers, body: body.to_owned() }
+    Reply { status_line, status, headers, body: body.to_owned() }
 }
 
 /// The partition-key secret the test gateways share.
