@@ -9,7 +9,8 @@
 //!   depend on nothing unpublished, and every other crate stays unpublished;
 //! - `unsafe` code only in the model's Lua bridge, and every other crate root forbids it;
 //! - the wall clock read only where the architecture allows it to be;
-//! - no machine paths and no references to documents the repository does not contain;
+//! - no machine paths, no references to documents the repository does not contain, and no path
+//!   in the docs or a comment that names a file or folder the repository does not have;
 //! - no test marked ignored or expected to panic (a test either runs or is deleted);
 //! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`].
 
@@ -89,6 +90,9 @@ fn check_file(root: &Path, path: &str, text: &str) -> Vec<String> {
     }
     problems.extend(machine_paths(path, text));
     problems.extend(outside_references(root, path, text));
+    if is_rust || path.ends_with(".md") {
+        problems.extend(missing_paths(root, path, text));
+    }
     problems
 }
 
@@ -342,6 +346,66 @@ fn outside_references(root: &Path, path: &str, text: &str) -> Vec<String> {
     problems
 }
 
+/// The top-level folders a path in the docs or a comment starts from.
+const TOP_LEVEL: &[&str] =
+    &["limiter/", "sim/", "properties/", "reports/", "lua/", "tests/", "xtask/", "docs/", ".ci/"];
+
+/// Every path of the repository that a document or a comment names (`sim/engine/src/oracle.rs`,
+/// `docs/`) must exist, from the root or from a folder the file is in (a crate's own
+/// `tests/`, as `properties/` names its suites): a file that moved leaves no sentence pointing where it was. In Rust files
+/// only comments are read (a test's string may name a file it makes up).
+fn missing_paths(root: &Path, path: &str, text: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let prose = if path.ends_with(".rs") {
+            match line.find("//") {
+                Some(at) => &line[at..],
+                None => continue,
+            }
+        } else {
+            line
+        };
+        for named in repository_paths(prose) {
+            // From the root, or from a folder the file is in (its crate's `tests/`, say).
+            let mut bases = Path::new(path).ancestors().skip(1);
+            if !bases.any(|base| root.join(base).join(&named).exists()) {
+                problems.push(format!("{path}:{}: names {named}, which the repository does not contain", i + 1));
+            }
+        }
+    }
+    problems
+}
+
+/// The repository paths in a line: words starting with a top-level folder, up to the first
+/// character no path here has, without trailing punctuation. Patterns (`*`, `{`, `<`, `N`) are
+/// no paths.
+fn repository_paths(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes = line.as_bytes();
+    for top in TOP_LEVEL {
+        let mut from = 0;
+        while let Some(at) = line[from..].find(top) {
+            let start = from + at;
+            from = start + top.len();
+            let before = start.checked_sub(1).map(|b| bytes[b]);
+            if before.is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'/' | b'.' | b':')) {
+                continue;
+            }
+            let end = line[start..]
+                .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/')))
+                .map_or(line.len(), |e| start + e);
+            let next = line[end..].chars().next();
+            if matches!(next, Some('*' | '{' | '<' | '$')) {
+                continue;
+            }
+            let named = line[start..end].trim_end_matches(['.', ',', ':']);
+            out.push((start, named.to_owned()));
+        }
+    }
+    out.sort();
+    out.into_iter().map(|(_, named)| named).collect()
+}
+
 /// The `….md` names in a line (letters, digits, `_`, `-`, `.` and `/` before `.md`).
 fn markdown_names(line: &str) -> Vec<String> {
     let mut names = Vec::new();
@@ -446,6 +510,23 @@ mod tests {
         assert_eq!(outside_references(&root, "sim/engine/src/checker.rs", &format!("see {missing}'s table")).len(), 1);
         assert!(outside_references(&root, "sim/engine/src/checker.rs", "see docs/ARCHITECTURE.md").is_empty());
         assert!(outside_references(&root, "README.md", "as `docs/ORIGINS.md` says").is_empty());
+    }
+
+    #[test]
+    fn repository_paths_are_cut_out_of_their_line_and_patterns_are_none() {
+        assert_eq!(
+            repository_paths("see `sim/engine/src/oracle.rs`, then docs/. Also lua/gcra.lua: here"),
+            ["sim/engine/src/oracle.rs", "docs/", "lua/gcra.lua"]
+        );
+        assert!(repository_paths("sim/subjects/*.toml, tests/tests/{a,b}.rs, foo/sim/x, ../sim/x").is_empty());
+        let root = root();
+        let made_up = ["sim/src/made", "-up.rs"].concat();
+        let doc = ["x", ".md"].concat();
+        assert_eq!(missing_paths(&root, &doc, &format!("see `{made_up}` and docs/ARCHITECTURE.md")).len(), 1);
+        assert!(missing_paths(&root, "x.rs", &format!("let p = \"{made_up}\"; /{}/ see docs/", "")).is_empty());
+        assert_eq!(missing_paths(&root, "x.rs", &format!("/{}/ see {made_up}", "")).len(), 1);
+        let crate_relative = format!("/{}/ the suites are {}", "", ["tests/", "suite/"].concat());
+        assert!(missing_paths(&root, "properties/src/lib.rs", &crate_relative).is_empty());
     }
 
     #[test]
