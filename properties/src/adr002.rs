@@ -23,7 +23,7 @@ fn ceil_div(a: u64, b: u64) -> u64 {
 /// The script's TTL, `EXPIRE key 3600`.
 pub const TTL_MS: u64 = 3_600_000;
 
-/// Refill rate in tokens per second as the script receives it (ARGV[3]).
+/// Refill rate in tokens per second as the script receives it (`ARGV[3]`).
 pub fn refill_rate_per_sec(q: &Quota) -> f64 {
     (q.limit() as f64 * 1000.0) / q.period_ms() as f64
 }

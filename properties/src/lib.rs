@@ -18,7 +18,7 @@
 //! - [`schedule`]: requests, runs, and how they print.
 //! - [`strategy`]: quotas over each algorithm's whole valid range, schedules around the
 //!   quota's time scales.
-//! - [`reference`]: exact references written from the promises (window sums, the counter's
+//! - [`reference`](mod@reference): exact references written from the promises (window sums, the counter's
 //!   estimate, an exact integer bucket, schedules within the rate).
 //! - [`invariants`]: the checks, with a table of what each asserts.
 //! - [`mutants`]: one-bug copies of the correct algorithms.

@@ -6,7 +6,8 @@
 //! - `cargo xtask report --from RESULTS.json [--from MORE.json] --out DIR`: re-renders a
 //!   report, merging several results files (the shards of a `--shard I/N` sweep) into one.
 //! - `cargo xtask test`: installs what the tests need (redis-server, chromium), then rustfmt check,
-//!   clippy with `-D warnings`, and every test in the workspace. CI runs exactly this.
+//!   clippy with `-D warnings`, rustdoc with its links checked, and every test in the workspace.
+//!   CI runs exactly this.
 //! - `cargo xtask bench`: the speed goals as ratios against references from the same run.
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.

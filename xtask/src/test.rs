@@ -28,6 +28,11 @@ pub fn run_all() -> Result<()> {
     clippy.args(["clippy", "--workspace", "--all-targets", "--features", testbins::FEATURES, "--", "-D", "warnings"]);
     step("clippy", || tools::run(clippy))?;
 
+    // Every doc comment's links resolve (a renamed item leaves no link pointing at nothing).
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps", "--all-features", "--keep-going"]).env("RUSTDOCFLAGS", "-D warnings");
+    step("rustdoc, its links checked", || tools::run(doc))?;
+
     let mut built = step("building every test", testbins::build)?;
     // The real lanes wait on real Redis in real time for most of theirs: they run beside the
     // steps below instead of after them.

@@ -16,7 +16,7 @@
 //!    one Redis (and in process) this is one call of the all-or-nothing script
 //!    (`algo::all_or_nothing` explains it): atomic, at one clock reading. Cost 0 peeks every rule.
 //! 4. When Redis cannot be asked (down, slow, the breaker open), each rule's own
-//!    [`FailurePolicy`] answers, still all-or-nothing across the rules' local budgets.
+//!    [`FailurePolicy`](crate::FailurePolicy) answers, still all-or-nothing across the rules' local budgets.
 //!
 //! # Rules whose keys cannot share a slot
 //!

@@ -11,7 +11,7 @@
 //! - [`subject`]: what a subject `cargo xtask verify` judged came to, in words.
 //! - [`command`]: how a printed replay names the tool (`ratelimit-lab`, or `cargo xtask` here).
 //! - [`junit`]: a results file as JUnit XML for CI systems.
-//! - [`merge`]: several results files (the shards of one sweep, or separate runs) as one.
+//! - [`merge`](mod@merge): several results files (the shards of one sweep, or separate runs) as one.
 //!
 //! The crate depends on serde alone, so the report builds without the simulator.
 

@@ -1,5 +1,5 @@
 //! What a run drives, its *subject*: one of the library's algorithms through the real
-//! [`redis_ratelimit::Limiter`], a script described by a subject file ([`file`]), a limiter whose
+//! [`redis_ratelimit::Limiter`], a script described by a subject file ([`file`](mod@file)), a limiter whose
 //! calling library makes several round trips ([`client`]: the naive GET-then-SET counter, INCR
 //! then EXPIRE), or several rules through the library's enforcement point. "Subject" always
 //! includes the library's own algorithms; the others are the subjects the library is compared
