@@ -56,12 +56,13 @@ struct Args {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// How often the rules file is checked for changes, in ms.
-    #[arg(long, default_value_t = 1000)]
-    reload_interval_ms: u64,
-    /// How long one Redis call may take before the rules' failure policies answer, in ms.
-    #[arg(long, default_value_t = 250)]
-    redis_timeout_ms: u64,
+    /// How often the rules file is checked for changes (`1s`, `500ms`: a whole number and its
+    /// unit, as in the rules file).
+    #[arg(long, default_value = "1s", value_parser = redis_ratelimit::duration::parse_ms)]
+    reload_interval: u64,
+    /// How long one Redis call may take before the rules' failure policies answer (`250ms`).
+    #[arg(long, default_value = "250ms", value_parser = redis_ratelimit::duration::parse_ms)]
+    redis_timeout: u64,
     /// Prefix of every Redis key.
     #[arg(long, default_value = "gateway")]
     key_prefix: String,
@@ -112,7 +113,7 @@ async fn run(args: Args) -> Result<(), String> {
     let rules = RuleSet::from_toml(&text).map_err(|e| format!("rules file {}: {e}", args.config.display()))?;
     let count = rules.rules().len();
     let store = RedisStore::from_url(&args.redis_url)
-        .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout_ms)))
+        .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout)))
         .map_err(|e| e.to_string())?;
     let mut builder = Enforcer::builder(rules)
         .redis(store)
@@ -128,7 +129,7 @@ async fn run(args: Args) -> Result<(), String> {
     let enforcer = builder.build().map_err(|e| e.to_string())?;
     let config = args.config.display().to_string();
     let _watch =
-        enforcer.watch(&args.config, Duration::from_millis(args.reload_interval_ms), move |outcome| match outcome {
+        enforcer.watch(&args.config, Duration::from_millis(args.reload_interval), move |outcome| match outcome {
             Ok(rules) => eprintln!("rules reloaded from {config}: {} rules", rules.rules().len()),
             Err(e) => eprintln!("reload rejected, the rules in force stay: {e}"),
         });

@@ -43,6 +43,8 @@
 //!   all-or-nothing in one script call, reloadable) and [`http`] (the tower layers:
 //!   [`http::RulesLayer`] with the RateLimit header fields and problem details, and the
 //!   single-limiter [`http::RateLimitLayer`]). `examples/gateway.rs` is a whole gateway.
+//! - [`duration`]: the one way durations are written, in rules files and on command lines
+//!   (`250ms`, `30s`, `5m`, `1h`, `1d`; a bare number is refused).
 //!
 //! # Features
 //! - `config` (default): [`rules::RuleSet::from_toml`] and reloading from a file, with serde
@@ -69,6 +71,7 @@ mod algo;
 mod breaker;
 mod clock;
 mod decision;
+pub mod duration;
 pub mod enforce;
 mod error;
 #[cfg(feature = "harness")]

@@ -80,6 +80,18 @@ impl Quota {
         self.period_ms
     }
 
+    /// The window as the RateLimit fields name it (`w`), in whole seconds: a period that is not
+    /// one (`250ms`, `1500ms`) is named by the whole seconds that hold it, rounded up, so a
+    /// client that keeps to the limit per that many seconds is never refused for it.
+    pub(crate) const fn window_secs(&self) -> u64 {
+        let secs = self.period_ms.div_ceil(1000);
+        if secs == 0 {
+            1
+        } else {
+            secs
+        }
+    }
+
     /// Bucket capacity of the bucket algorithms.
     pub const fn burst(&self) -> u64 {
         self.burst

@@ -74,7 +74,7 @@ match = { path = "/users/*/login" }
 key = ["ip"]
 algorithm = "sliding-log"
 limit = 10
-period = 60
+period = "60s"
 failure_policy = "fail-closed"
 "#;
 

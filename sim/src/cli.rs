@@ -384,19 +384,12 @@ where
     }
 }
 
-/// A duration in ms: plain milliseconds, or with an `ms` or `s` suffix; from 100 ms to 1 h.
+/// A duration from 100 ms to 1 h, written as everywhere else ([`redis_ratelimit::duration`]:
+/// `12s`, `2500ms`, `1m`; a bare number is refused).
 pub fn duration_ms(text: &str) -> Result<u64, String> {
-    let (digits, scale) = if let Some(d) = text.strip_suffix("ms") {
-        (d, 1)
-    } else if let Some(d) = text.strip_suffix('s') {
-        (d, 1000)
-    } else {
-        (text, 1)
-    };
-    let n: u64 = digits.trim().parse().map_err(|_| "expected e.g. 12000, 12000ms or 12s".to_owned())?;
-    let ms = n.checked_mul(scale).ok_or_else(|| "too long: at most 1 h".to_owned())?;
+    let ms = redis_ratelimit::duration::parse_ms(text)?;
     if !(100..=3_600_000).contains(&ms) {
-        return Err(format!("must be between 100 ms and 1 h, got {ms} ms"));
+        return Err(format!("must be between 100 ms and 1 h, got {}", redis_ratelimit::duration::format_ms(ms)));
     }
     Ok(ms)
 }
@@ -488,10 +481,11 @@ mod tests {
         refused("--instances -3", "--instances", "'-3'", "expected a whole number from 1 to 64");
 
         // Durations: the syntax and the bounds.
-        refused("--duration 5m", "--duration", "'5m'", "expected e.g. 12000, 12000ms or 12s");
-        refused("--duration 10", "--duration", "'10'", "must be between 100 ms and 1 h, got 10 ms");
-        refused("--duration 3601s", "--duration", "'3601s'", "between 100 ms and 1 h, got 3601000 ms");
-        refused("--duration 99999999999999999999s", "--duration", "'99999999999999999999s'", "expected e.g.");
+        refused("--duration 12000", "--duration", "'12000'", "has no unit: write e.g. \"12000s\" or \"12000ms\"");
+        refused("--duration 5fortnights", "--duration", "'5fortnights'", "units: ms, s, m, h, d");
+        refused("--duration 10ms", "--duration", "'10ms'", "must be between 100 ms and 1 h, got 10ms");
+        refused("--duration 3601s", "--duration", "'3601s'", "between 100 ms and 1 h, got 3601s");
+        refused("--duration 99999999999999999999s", "--duration", "'99999999999999999999s'", "too long");
         refused("--duration 18446744073709551615s", "--duration", "'18446744073709551615s'", "too long");
 
         // Faults: the schedule's own message, and the one-scenario rule.
@@ -536,6 +530,7 @@ mod tests {
         assert_eq!(parse("").expect("ok").run.duration_ms(), DEFAULT_DURATION_MS);
         assert_eq!(parse("--backend redis").expect("ok").run.duration_ms(), sim_real::DEFAULT_DURATION_MS);
         assert_eq!(parse("--backend mini-redis --duration 9s").expect("ok").run.duration_ms(), 9_000);
+        assert_eq!(parse("--duration 1m").expect("ok").run.duration_ms(), 60_000);
     }
 
     #[test]

@@ -199,7 +199,7 @@ fn the_shards_of_a_sweep_merge_back_into_the_unsharded_sweep() {
     use sim_engine::results::{Results, SCHEMA};
     let subjects: Vec<Subject> = ["gcra", "fixed-window"].iter().filter_map(|s| Subject::named(s)).collect();
     let results_of = |extra: &[&str]| {
-        let mut args = vec!["--scenario", "baseline", "--scenario", "swarm", "--seeds", "3", "--duration", "1500"];
+        let mut args = vec!["--scenario", "baseline", "--scenario", "swarm", "--seeds", "3", "--duration", "1500ms"];
         args.extend_from_slice(extra);
         let o = SimulateArgs::parse_args(args).expect("arguments").run;
         let specs = sim::campaign::specs(&o, &subjects).expect("runs");

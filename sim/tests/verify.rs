@@ -284,11 +284,7 @@ fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_repr
     assert_eq!(json.verify[0].name, "adr002");
     // The scenario ran on real Redis, and its replay says so.
     let run = json.results.iter().find(|r| r.subject == "adr002").expect("the subject's run");
-    assert!(
-        run.replay.ends_with("--scenario steady-trickle --seed 1 --duration 3000 --backend redis"),
-        "{}",
-        run.replay
-    );
+    assert!(run.replay.ends_with("--scenario steady-trickle --seed 1 --duration 3s --backend redis"), "{}", run.replay);
     let html = std::fs::read_to_string(dir.path().join("index.html")).expect("the report");
     assert!(html.contains("<h2>Verified subjects</h2>") && dir.path().join("rate.png").is_file());
 

@@ -182,7 +182,7 @@ async fn a_bad_file_leaves_the_rules_in_force_and_the_watch_reports_each_change_
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("rules.toml");
     let good =
-        "[[rule]]\nname = \"r\"\nkey = [\"header:x-api-key\"]\nalgorithm = \"fixed-window\"\nlimit = 1\nperiod = 60\n";
+        "[[rule]]\nname = \"r\"\nkey = [\"header:x-api-key\"]\nalgorithm = \"fixed-window\"\nlimit = 1\nperiod = \"60s\"\n";
     std::fs::write(&path, good).unwrap();
     let clock = ManualClock::new(0);
     let e = enforcer(RuleSet::from_toml(good).unwrap(), &clock);

@@ -3,7 +3,9 @@
 //!
 //! - `RateLimit-Policy`: one item per enforced rule the request matched, a String naming the
 //!   policy (the rule's name) with `q` (the quota: the rule's limit), `w` (its period in whole
-//!   seconds) and `pk` (the partition key, below).
+//!   seconds; a sub-second or fractional period, `250ms` or `1500ms`, is named by the whole
+//!   seconds that hold it, rounded up, so a client keeping to `q` per `w` is never refused for
+//!   it) and `pk` (the partition key, below).
 //! - `RateLimit`: one item per enforced rule with `r` (what the rule still admits after this
 //!   request: a request of cost `r` under this rule alone would be admitted now), `t` (whole
 //!   seconds, rounded up, until the rule's quota for this key is whole again) and `pk`.
@@ -99,7 +101,7 @@ fn policy_list(items: &[Item<'_>]) -> Option<String> {
         let mut item = list
             .bare_item(StringRef::from_str(it.name).ok()?)
             .parameter(key("q"), int(quota.limit()))
-            .parameter(key("w"), int(quota.period_ms() / 1000));
+            .parameter(key("w"), int(quota.window_secs()));
         if let Some(pk) = &it.pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
@@ -252,6 +254,9 @@ mod tests {
         let b64 = policy_field(&d).unwrap();
         assert!(b64.starts_with("\"per-key\";q=5;w=60;pk=:"), "{b64}");
         assert!(b64.ends_with(":, \"global\";q=5;w=60"), "{b64}");
+        // A sub-second window is named by the whole second that holds it.
+        let short = crate::quota::Quota::new(5, 250);
+        assert_eq!((short.window_secs(), crate::quota::Quota::new(5, 1500).window_secs()), (1, 2));
         let status = ratelimit_field(&d).unwrap();
         assert!(status.starts_with("\"per-key\";r=0;t=60;pk=:"), "{status}");
         assert!(status.ends_with(":, \"global\";r=3;t=1"), "{status}");

@@ -18,7 +18,7 @@
 //! key = ["api-key"]                   # user, api-key, ip, route, method, header:NAME, const:TEXT
 //! algorithm = "token-bucket"
 //! limit = 5
-//! period = "1s"                       # whole seconds: 30, "30s", "5m", "1h", "1d"
+//! period = "1s"                       # a whole number and its unit: "250ms", "30s", "5m", "1h", "1d"
 //! burst = 5                           # bucket algorithms; defaults to limit
 //! cost = 1                            # default 1; 0 peeks
 //! failure_policy = "fail-open"        # fail-closed, or local-budget with
@@ -132,35 +132,22 @@ enum OneOrMany {
     Many(Vec<String>),
 }
 
-/// A period: whole seconds as an integer, or text with a unit (`500ms`, `30s`, `5m`, `1h`, `1d`).
+/// A period as a rules file writes it: text with a unit ([`crate::duration`]). A number is read
+/// too, only to refuse it by name: `30` could be seconds or milliseconds.
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum Period {
-    Seconds(u64),
+    Number(f64),
     Text(String),
 }
 
 impl Period {
     fn ms(&self) -> Result<u64, String> {
         match self {
-            Period::Seconds(s) => s.checked_mul(1000).ok_or_else(|| format!("{s} s is too long")),
-            Period::Text(t) => {
-                let digits_end = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-                let (n, unit) = t.split_at(digits_end);
-                let scale = match unit.trim() {
-                    "ms" => 1,
-                    "s" | "" => 1_000,
-                    "m" => 60_000,
-                    "h" => 3_600_000,
-                    "d" => 86_400_000,
-                    _ => {
-                        return Err(format!("{t:?} is not a period; write e.g. 30, \"30s\", \"5m\", \"1h\" or \"1d\""))
-                    }
-                };
-                let n: u64 =
-                    n.parse().map_err(|_| format!("{t:?} is not a period; write e.g. 30, \"30s\" or \"5m\""))?;
-                n.checked_mul(scale).ok_or_else(|| format!("{t:?} is too long"))
-            }
+            Period::Number(n) => Err(format!(
+                "{n} has no unit: write it as text with one, e.g. \"{n}s\" or \"{n}ms\" (units: ms, s, m, h, d)"
+            )),
+            Period::Text(t) => crate::duration::parse_ms(t),
         }
     }
 }
@@ -387,7 +374,7 @@ mod tests {
         limit = 1000
         period = "1d"
         failure_policy = "local-budget"
-        local_budget = { limit = 10, period = 60 }
+        local_budget = { limit = 10, period = "1m" }
         time_source = "client"
         shadow = true
         on_missing_key = "fallback-ip"
@@ -428,7 +415,8 @@ mod tests {
             (rule("cost = 9"), Some("r1"), "cost"),
             (rule("").replace("\"gcra\"", "\"leaky\""), Some("r1"), "algorithm"),
             (rule("").replace("\"1s\"", "\"1 fortnight\""), Some("r1"), "period"),
-            (rule("").replace("\"1s\"", "\"1500ms\""), Some("r1"), "period"),
+            (rule("").replace("\"1s\"", "30"), Some("r1"), "period"),
+            (rule("").replace("\"1s\"", "\"0ms\""), Some("r1"), "period"),
             (rule("").replace("[\"ip\"]", "[\"ip\", \"cookie\"]"), Some("r1"), "key[1]"),
             (rule("").replace("name = \"r1\"\n", ""), Some("#1"), "name"),
             ("[client_ip]\ntrusted_proxies = [\"10.0.0.0/33\"]".into(), None, "client_ip.trusted_proxies[0]"),
@@ -443,5 +431,23 @@ mod tests {
         }
         let e = RuleSet::from_toml(&rule("burst = \"five\"")).unwrap_err();
         assert_eq!(e.to_string(), "rule \"r1\", field burst: invalid type: string \"five\", expected u64");
+        let bare = RuleSet::from_toml(&rule("").replace("\"1s\"", "30")).unwrap_err().to_string();
+        assert!(
+            bare.contains("30 has no unit") && bare.contains("\"30s\"") && bare.contains("ms, s, m, h, d"),
+            "{bare}"
+        );
+    }
+
+    #[test]
+    fn sub_second_periods_are_read_and_the_policy_field_names_the_seconds_that_hold_them() {
+        let set = RuleSet::from_toml(
+            "[[rule]]\nname = \"burst\"\nkey = [\"ip\"]\nalgorithm = \"sliding-log\"\nlimit = 5\nperiod = \"250ms\"\n\
+             failure_policy = \"local-budget\"\nlocal_budget = { limit = 2, period = \"1500ms\" }\n",
+        )
+        .expect("valid");
+        let r = &set.rules()[0];
+        assert_eq!(r.quota().period_ms(), 250);
+        assert_eq!(r.policy(), FailurePolicy::LocalBudget { limit: 2, period_ms: 1500 });
+        assert_eq!(r.window_secs(), 1);
     }
 }

@@ -253,9 +253,11 @@ impl Rule {
         self.on_missing_key
     }
 
-    /// The window the RateLimit-Policy field names, in whole seconds.
+    /// The window the RateLimit-Policy field names: the field counts whole seconds, so a
+    /// period that is not one (`250ms`, `1500ms`) is named by the whole seconds that hold it.
+    /// A client that keeps to `q` per that many seconds is never refused for it.
     pub fn window_secs(&self) -> u64 {
-        self.quota.period_ms() / 1000
+        self.quota.window_secs()
     }
 
     /// Refuses anything the enforcement point could not enforce exactly, naming the field.
@@ -276,28 +278,6 @@ impl Rule {
         };
         self.quota.validate(self.algorithm).map_err(from_library)?;
         self.policy.validate().map_err(from_library)?;
-        if self.quota.period_ms() % 1000 != 0 {
-            return Err(RuleError::in_rule(
-                name,
-                "period",
-                format!(
-                    "must be a whole number of seconds (the RateLimit-Policy field names windows in seconds), got {} ms",
-                    self.quota.period_ms()
-                ),
-            ));
-        }
-        if let FailurePolicy::LocalBudget { period_ms, .. } = self.policy {
-            if period_ms % 1000 != 0 {
-                return Err(RuleError::in_rule(
-                    name,
-                    "local_budget.period",
-                    format!(
-                        "must be a whole number of seconds (while it answers, the RateLimit-Policy field names the \
-                         local budget's window in seconds), got {period_ms} ms"
-                    ),
-                ));
-            }
-        }
         let capacity = self.quota.capacity(self.algorithm);
         if self.cost > capacity {
             return Err(RuleError::in_rule(
@@ -433,13 +413,12 @@ mod tests {
             (Rule::new("", Algorithm::Gcra, Quota::per_second(1)), "name"),
             (Rule::new("a b", Algorithm::Gcra, Quota::per_second(1)), "name"),
             (Rule::new("r", Algorithm::TokenBucket, Quota::per_second(5).with_burst(0)), "burst"),
-            (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 1_500)), "period"),
             (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 0)), "period"),
             (ok().cost(4), "cost"),
             (ok().key([]), "key"),
             (ok().key([KeyPart::header("bad header")]), "key"),
             (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "local_budget.limit"),
-            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 500 }), "local_budget.period"),
+            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 0 }), "local_budget.period"),
             (ok().matching(Match::any().path("no-slash")), "match.path"),
         ];
         for (rule, field) in cases {
@@ -450,5 +429,9 @@ mod tests {
         let twice = RuleSet::builder().rule(ok()).rule(ok()).build().unwrap_err();
         assert_eq!(twice.to_string(), "rule \"r\", field name: is used by an earlier rule; names must be unique");
         assert!(build(ok().cost(3)).is_ok());
+        // Periods need not be whole seconds (the policy field names the seconds that hold them).
+        let short = Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 1_500))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 250 });
+        assert!(build(short).is_ok());
     }
 }

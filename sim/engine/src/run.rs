@@ -116,7 +116,7 @@ pub fn replay_command(spec: &RunSpec) -> String {
     if scenario.as_ref().map(|s| s.instances) != Some(spec.instances) {
         cmd.push_str(&format!(" --instances {}", spec.instances));
     }
-    cmd.push_str(&format!(" --duration {}", spec.duration_ms));
+    cmd.push_str(&format!(" --duration {}", redis_ratelimit::duration::format_ms(spec.duration_ms)));
     if let Some(scenario) = &scenario {
         cmd.push_str(&scenario::Overrides::of(spec, scenario));
     }
