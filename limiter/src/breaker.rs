@@ -113,12 +113,19 @@ pub enum Permit {
 pub struct CircuitBreaker {
     config: BreakerConfig,
     state: Mutex<BreakerState>,
+    /// Whose breaker it is, as the metrics label it (a limiter's state name, `rules`).
+    label: String,
 }
 
 impl CircuitBreaker {
     /// A closed breaker. The config must be valid ([`BreakerConfig::validate`]).
     pub fn new(config: BreakerConfig) -> Self {
-        CircuitBreaker { config, state: Mutex::new(BreakerState::Closed { failures: 0 }) }
+        Self::labelled(config, "")
+    }
+
+    /// A closed breaker whose changes of state the metrics count under `label`.
+    pub(crate) fn labelled(config: BreakerConfig, label: &str) -> Self {
+        CircuitBreaker { config, state: Mutex::new(BreakerState::Closed { failures: 0 }), label: label.to_owned() }
     }
 
     /// The current state.
@@ -147,7 +154,7 @@ impl CircuitBreaker {
                 Permit::Reject { retry_after_ms: since_ms + self.config.open_ms - now_ms }
             }
             BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => {
-                enter(&mut state, BreakerState::HalfOpen { since_ms: now_ms });
+                enter(&self.label, &mut state, BreakerState::HalfOpen { since_ms: now_ms });
                 Permit::Probe
             }
         }
@@ -159,7 +166,7 @@ impl CircuitBreaker {
         let mut state = lock(&self.state);
         match (*state, permit) {
             (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Permit::Probe) => {
-                enter(&mut state, BreakerState::Closed { failures: 0 })
+                enter(&self.label, &mut state, BreakerState::Closed { failures: 0 })
             }
             // A call let through before the breaker opened proves little about now.
             _ => None,
@@ -176,9 +183,9 @@ impl CircuitBreaker {
                 let failures = failures + 1;
                 let next =
                     if failures >= self.config.failure_threshold { open } else { BreakerState::Closed { failures } };
-                enter(&mut state, next)
+                enter(&self.label, &mut state, next)
             }
-            (BreakerState::HalfOpen { .. }, Permit::Probe) => enter(&mut state, open),
+            (BreakerState::HalfOpen { .. }, Permit::Probe) => enter(&self.label, &mut state, open),
             _ => None,
         }
     }
@@ -186,10 +193,10 @@ impl CircuitBreaker {
 
 /// Sets the state, counting a change of state (closed, open, half-open) for the metrics; the
 /// state entered when it is one.
-fn enter(state: &mut BreakerState, next: BreakerState) -> Option<BreakerState> {
+fn enter(label: &str, state: &mut BreakerState, next: BreakerState) -> Option<BreakerState> {
     let changed = std::mem::discriminant(state) != std::mem::discriminant(&next);
     if changed {
-        crate::metrics::breaker_entered(next.name(), next.level());
+        crate::metrics::breaker_entered(label, next.name(), next.level());
     }
     *state = next;
     changed.then_some(next)

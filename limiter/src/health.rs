@@ -88,8 +88,10 @@ pub(crate) struct Health {
 }
 
 impl Health {
-    pub(crate) fn new(config: BreakerConfig, report: Option<OnStoreEvent>) -> Self {
-        Health { breaker: CircuitBreaker::new(config), report, outage: Mutex::new(None) }
+    /// The health of `label`'s store (its state name, `rules` for an enforcer: how the breaker's
+    /// metrics name it).
+    pub(crate) fn new(config: BreakerConfig, report: Option<OnStoreEvent>, label: &str) -> Self {
+        Health { breaker: CircuitBreaker::labelled(config, label), report, outage: Mutex::new(None) }
     }
 
     /// The breaker's state.

@@ -30,6 +30,8 @@ struct Inner {
     keys: KeySpace,
     /// What the keys carry after the user key: the limiter's name, or its quota.
     state: String,
+    /// The share of the limit at which an admitted decision counts as near it.
+    near_limit_ratio: f64,
     modes: modes::Runtime,
 }
 
@@ -67,6 +69,7 @@ pub struct LimiterBuilder {
     max_key_len: usize,
     max_local_keys: usize,
     modes: ModeConfig,
+    near_limit_ratio: f64,
     #[cfg(feature = "harness")]
     ledger: Option<Arc<modes::lease::LeaseLedger>>,
 }
@@ -89,6 +92,7 @@ impl Limiter {
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
             modes: ModeConfig::default(),
+            near_limit_ratio: crate::metrics::DEFAULT_NEAR_LIMIT_RATIO,
             #[cfg(feature = "harness")]
             ledger: None,
         }
@@ -132,7 +136,7 @@ impl Limiter {
     pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let decision = self.decide(key, cost).await;
         if let Ok(d) = &decision {
-            crate::metrics::decision(d);
+            crate::metrics::decision(d, &self.inner.state, self.inner.near_limit_ratio);
         }
         decision
     }
@@ -367,11 +371,20 @@ impl LimiterBuilder {
         self
     }
 
+    /// The share of the limit (above 0, at most 1; default 0.8) at which an admitted decision
+    /// also counts in `limiter_near_limit_total` ([`crate::metrics`]): an early warning that a
+    /// key is about to be limited.
+    pub fn near_limit_ratio(mut self, ratio: f64) -> Self {
+        self.near_limit_ratio = ratio;
+        self
+    }
+
     /// Validates everything and builds the limiter.
     pub fn build(self) -> Result<Limiter, Error> {
         self.quota.validate(self.algorithm)?;
         self.policy.validate()?;
         self.breaker.validate()?;
+        crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
@@ -401,9 +414,10 @@ impl LimiterBuilder {
                 time_source: self.time_source,
                 policy: self.policy,
                 budget: LocalStore::new(self.max_local_keys),
-                health: Health::new(self.breaker, self.on_store_event),
+                health: Health::new(self.breaker, self.on_store_event, &state),
                 keys,
                 state,
+                near_limit_ratio: self.near_limit_ratio,
                 modes,
             }),
         })

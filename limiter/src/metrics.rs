@@ -9,11 +9,12 @@
 //!
 //! | name | kind | labels |
 //! |---|---|---|
-//! | `limiter_decisions_total` | counter | one per limiter check and per enforced rule of an enforcer check: `outcome` (allowed, denied), `source` (store, fail-open, fail-closed, local-budget), `degraded` (none, timeout, unavailable, refused, breaker-open) |
+//! | `limiter_decisions_total` | counter | one per limiter check and per enforced rule of an enforcer check: `limiter` (the limiter's state name, or the rule's name), `outcome` (allowed, denied), `source` (store, fail-open, fail-closed, local-budget, ...), `degraded` (none, timeout, unavailable, refused, breaker-open) |
+//! | `limiter_near_limit_total` | counter | `limiter`: admitted decisions that left at most 1 - ratio of the limit (ratio 0.8 unless the builder's `near_limit_ratio` says otherwise), as envoy's ratelimit counts `near_limit` |
 //! | `limiter_store_call_seconds` | histogram | `algorithm` (the script's: an algorithm, or `rules` for the enforcer's), `result` (ok, timeout, unavailable, refused, error) |
 //! | `limiter_store_errors_total` | counter | `kind` (timeout, unavailable, refused, wrong-type, reply, server) |
-//! | `limiter_breaker_state` | gauge | 0 closed, 1 half-open, 2 open |
-//! | `limiter_breaker_transitions_total` | counter | `to` (closed, half-open, open) |
+//! | `limiter_breaker_state` | gauge | `limiter` (a limiter's state name, `rules` for an enforcer): 0 closed, 1 half-open, 2 open |
+//! | `limiter_breaker_transitions_total` | counter | `limiter`, `to` (closed, half-open, open) |
 //! | `limiter_reconnects_total` | counter | new connections after the first (one server), or calls getting through again after a lost primary (cluster) |
 //! | `limiter_noscript_reloads_total` | counter | EVALSHA answered NOSCRIPT, so EVAL sent the script |
 //! | `limiter_failovers_total` | counter | Sentinel named another primary; a cluster slot's primary came back (a promoted replica) |
@@ -21,6 +22,8 @@
 
 /// Decisions by outcome, source and why the store was skipped.
 pub const DECISIONS: &str = "limiter_decisions_total";
+/// Admitted decisions close to their limit, by limiter or rule.
+pub const NEAR_LIMIT: &str = "limiter_near_limit_total";
 /// Latency of each store call (seconds), connecting included, by algorithm and result.
 pub const STORE_CALL_SECONDS: &str = "limiter_store_call_seconds";
 /// Store calls that produced no decision, by kind.
@@ -58,6 +61,7 @@ pub fn describe() {
         describe_counter!(NOSCRIPT_RELOADS, "Scripts sent again by EVAL after NOSCRIPT");
         describe_counter!(FAILOVERS, "Failovers to a new primary the store followed");
         describe_counter!(SHADOW_WOULD_DENY, "Shadow-mode checks that would have denied, by rule");
+        describe_counter!(NEAR_LIMIT, "Admitted decisions that left little of the limit, by limiter or rule");
     }
 }
 
@@ -79,18 +83,47 @@ fn degraded_name(d: Option<Degraded>) -> &'static str {
     }
 }
 
-/// Counts one decision.
-pub(crate) fn decision(d: &Decision) {
+/// The share of the limit used at which an admitted decision counts as near it, unless a
+/// builder says otherwise (envoy's ratelimit counts `near_limit` at 80% too).
+pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
+
+/// Refuses a near-limit ratio outside (0, 1].
+pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), Error> {
+    if ratio > 0.0 && ratio <= 1.0 {
+        Ok(())
+    } else {
+        Err(Error::config("near_limit_ratio", format!("must be above 0 and at most 1, got {ratio}")))
+    }
+}
+
+/// Whether an admitted decision used at least `ratio` of its limit. Fail-open enforces no
+/// limit, so its answers are never near one.
+fn near_limit(d: &Decision, ratio: f64) -> bool {
+    d.allowed
+        && d.source != crate::decision::Source::FailOpen
+        && d.limit > 0
+        && (d.limit.saturating_sub(d.remaining)) as f64 >= ratio * d.limit as f64
+}
+
+/// Counts one decision of the limiter or rule named `limiter`; `near_ratio` is the share of the
+/// limit at which an admitted one counts as near it too.
+pub(crate) fn decision(d: &Decision, limiter: &str, near_ratio: f64) {
     #[cfg(feature = "metrics")]
-    metrics::counter!(
-        DECISIONS,
-        "outcome" => if d.allowed { "allowed" } else { "denied" },
-        "source" => d.source.name(),
-        "degraded" => degraded_name(d.degraded),
-    )
-    .increment(1);
+    {
+        metrics::counter!(
+            DECISIONS,
+            "limiter" => limiter.to_owned(),
+            "outcome" => if d.allowed { "allowed" } else { "denied" },
+            "source" => d.source.name(),
+            "degraded" => degraded_name(d.degraded),
+        )
+        .increment(1);
+        if near_limit(d, near_ratio) {
+            metrics::counter!(NEAR_LIMIT, "limiter" => limiter.to_owned()).increment(1);
+        }
+    }
     #[cfg(not(feature = "metrics"))]
-    let _ = (d, degraded_name);
+    let _ = (d, limiter, near_ratio, degraded_name, near_limit);
 }
 
 /// A new connection: `reconnect` when it is not the store's first, `failover` when it
@@ -115,16 +148,16 @@ pub(crate) fn noscript_reload() {
     metrics::counter!(NOSCRIPT_RELOADS).increment(1);
 }
 
-/// The breaker entered the state named `name`, shown on the gauge as `level`
+/// The breaker of `limiter` entered the state named `name`, shown on the gauge as `level`
 /// (`BreakerState::name` and `BreakerState::level`).
-pub(crate) fn breaker_entered(name: &'static str, level: u8) {
+pub(crate) fn breaker_entered(limiter: &str, name: &'static str, level: u8) {
     #[cfg(feature = "metrics")]
     {
-        metrics::counter!(BREAKER_TRANSITIONS, "to" => name).increment(1);
-        metrics::gauge!(BREAKER_STATE).set(f64::from(level));
+        metrics::counter!(BREAKER_TRANSITIONS, "limiter" => limiter.to_owned(), "to" => name).increment(1);
+        metrics::gauge!(BREAKER_STATE, "limiter" => limiter.to_owned()).set(f64::from(level));
     }
     #[cfg(not(feature = "metrics"))]
-    let _ = (name, level);
+    let _ = (limiter, name, level);
 }
 
 fn error_kind(e: &StoreError) -> &'static str {
@@ -195,5 +228,22 @@ impl StoreCall {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (outcome, self.script, error_kind);
+    }
+}
+
+#[cfg(test)]
+mod near_limit_tests {
+    use super::*;
+
+    #[test]
+    fn an_admitted_decision_that_used_the_ratio_of_its_limit_is_near_it() {
+        let d = |allowed, remaining| Decision::store(allowed, 10, remaining, 0, 0, 0);
+        assert!(near_limit(&d(true, 2), 0.8) && near_limit(&d(true, 0), 0.8));
+        assert!(!near_limit(&d(true, 3), 0.8), "7 of 10 used is below 80%");
+        assert!(!near_limit(&d(false, 0), 0.8), "a denial is counted as one, not as near the limit");
+        let open = Decision { source: crate::decision::Source::FailOpen, ..d(true, 0) };
+        assert!(!near_limit(&open, 0.8), "fail-open enforces no limit");
+        assert!(check_near_limit_ratio(0.0).is_err() && check_near_limit_ratio(1.5).is_err());
+        assert!(check_near_limit_ratio(1.0).is_ok());
     }
 }

@@ -63,6 +63,11 @@ fn the_exposition_counts_what_the_requests_did() {
     let body = scrape(metrics_addr);
     let store = |outcome| value(&body, "limiter_decisions_total", &[("outcome", outcome), ("source", "store")]);
     assert_eq!((store("allowed"), store("denied")), (5.0, 2.0), "{body}");
+    // Each decision is labelled by its limiter's state name; the 4th and 5th admissions left at
+    // most a fifth of the burst of 5, near the limit at the default ratio of 0.8.
+    let name = limiter.state_name().to_owned();
+    assert_eq!(value(&body, "limiter_decisions_total", &[("limiter", &name)]), 7.0, "{body}");
+    assert_eq!(value(&body, "limiter_near_limit_total", &[("limiter", &name)]), 2.0, "{body}");
     assert_eq!(value(&body, "limiter_store_call_seconds_count", &[("result", "ok")]), 7.0, "{body}");
     // The first call found no script in Redis: one NOSCRIPT, one EVAL.
     assert_eq!(value(&body, "limiter_noscript_reloads_total", &[]), 1.0, "{body}");
@@ -84,7 +89,9 @@ fn the_exposition_counts_what_the_requests_did() {
     assert_eq!((open("unavailable"), open("breaker-open")), (5.0, 3.0), "{body}");
     assert_eq!(value(&body, "limiter_store_errors_total", &[("kind", "unavailable")]), 5.0, "{body}");
     assert_eq!(value(&body, "limiter_breaker_transitions_total", &[("to", "open")]), 1.0, "{body}");
-    assert_eq!(value(&body, "limiter_breaker_state", &[]), 2.0, "{body}");
+    assert_eq!(value(&body, "limiter_breaker_state", &[("limiter", &name)]), 2.0, "{body}");
+    // Fail-open answers are near no limit.
+    assert_eq!(value(&body, "limiter_near_limit_total", &[]), 2.0, "{body}");
 
     // Redis comes back empty: once the breaker lets a probe through, the store reconnects,
     // reloads its script (a new process has none) and decides again.
@@ -121,7 +128,11 @@ fn the_exposition_counts_what_the_requests_did() {
     let rules_calls = |body: &str, result| {
         value(body, "limiter_store_call_seconds_count", &[("algorithm", "rules"), ("result", result)])
     };
-    assert_eq!(rules_calls(&scrape(metrics_addr), "ok"), 3.0);
+    let body = scrape(metrics_addr);
+    assert_eq!(rules_calls(&body, "ok"), 3.0);
+    for rule in ["per-key", "global"] {
+        assert_eq!(value(&body, "limiter_decisions_total", &[("limiter", rule), ("source", "store")]), 3.0, "{body}");
+    }
     server.kill();
     rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);

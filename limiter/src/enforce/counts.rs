@@ -49,13 +49,15 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub(crate) fn record(&self, verdict: &Verdict) {
+    /// Counts `verdict`; `near_limit_ratio` is the share of a rule's limit at which an admitted
+    /// decision counts as near it in the metrics.
+    pub(crate) fn record(&self, verdict: &Verdict, near_limit_ratio: f64) {
         let mut m = lock(&self.inner);
         match verdict {
             Verdict::Allowlisted => m.allowlisted += 1,
             Verdict::Denylisted => m.denylisted += 1,
             Verdict::MissingKey { .. } | Verdict::RepeatedHeader { .. } => m.missing_key += 1,
-            Verdict::Decided(d) => record_decision(&mut m, d),
+            Verdict::Decided(d) => record_decision(&mut m, d, near_limit_ratio),
             Verdict::Unmatched => {}
         }
     }
@@ -70,7 +72,7 @@ impl Counters {
     }
 }
 
-fn record_decision(m: &mut Counts, d: &RulesDecision) {
+fn record_decision(m: &mut Counts, d: &RulesDecision, near_limit_ratio: f64) {
     if d.allowed {
         m.allowed += 1;
     } else {
@@ -85,7 +87,7 @@ fn record_decision(m: &mut Counts, d: &RulesDecision) {
         c.decided += 1;
         c.denied += !r.decision.allowed as u64;
         if !r.shadow {
-            crate::metrics::decision(&r.decision);
+            crate::metrics::decision(&r.decision, &r.rule, near_limit_ratio);
         } else if !r.decision.allowed {
             crate::metrics::shadow_would_deny(&r.rule);
         }

@@ -102,6 +102,8 @@ struct Shared {
     counters: counts::Counters,
     per_tag: bool,
     pk_secret: Option<PartitionSecret>,
+    /// The share of a rule's limit at which an admitted decision counts as near it.
+    near_limit_ratio: f64,
 }
 
 /// Decides requests against a reloadable [`RuleSet`]; see the module docs. Cheap to clone:
@@ -129,9 +131,18 @@ pub struct EnforcerBuilder {
     max_local_keys: usize,
     per_tag: bool,
     pk_secret: Option<Vec<u8>>,
+    near_limit_ratio: f64,
 }
 
 impl EnforcerBuilder {
+    /// The share of a rule's limit (above 0, at most 1; default 0.8) at which an admitted
+    /// decision also counts in `limiter_near_limit_total` under the rule's name
+    /// ([`crate::metrics`]).
+    pub fn near_limit_ratio(mut self, ratio: f64) -> Self {
+        self.near_limit_ratio = ratio;
+        self
+    }
+
     /// The secret the RateLimit fields' partition keys (`pk`) are keyed with: the same on every
     /// gateway of a deployment, at least 16 bytes, from its configuration (not from the rules
     /// file, which is often shared). Without it the fields carry no `pk` (see
@@ -199,6 +210,7 @@ impl EnforcerBuilder {
     /// Validates everything and builds the enforcer.
     pub fn build(self) -> Result<Enforcer, Error> {
         self.breaker.validate()?;
+        crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
             return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
         }
@@ -217,12 +229,13 @@ impl EnforcerBuilder {
                 rules: RwLock::new(Arc::new(self.rules)),
                 store,
                 clock: self.clock,
-                health: Health::new(self.breaker, self.on_store_event),
+                health: Health::new(self.breaker, self.on_store_event, "rules"),
                 budget: LocalStore::new(self.max_local_keys),
                 keys,
                 counters,
                 per_tag,
                 pk_secret,
+                near_limit_ratio: self.near_limit_ratio,
             }),
         })
     }
@@ -255,6 +268,7 @@ impl Enforcer {
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
             per_tag: false,
             pk_secret: None,
+            near_limit_ratio: crate::metrics::DEFAULT_NEAR_LIMIT_RATIO,
         }
     }
 
@@ -293,7 +307,7 @@ impl Enforcer {
                 Plan::Done(verdict) => verdict,
                 Plan::Decide(planned) => Verdict::Decided(shared.decide(planned).await?),
             };
-            shared.counters.record(&verdict);
+            shared.counters.record(&verdict, shared.near_limit_ratio);
             Ok(verdict)
         }
     }
