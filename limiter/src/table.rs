@@ -8,21 +8,29 @@
 //! most `capacity` keys and makes room in constant amortized time by CLOCK (second chance), the
 //! approximation of least-recently-used that operating systems use for pages:
 //!
-//! - every entry lives in a slot of a dense array, with a `used` bit that each lookup sets;
+//! - every entry lives in a slot of an array, with a `used` bit that each lookup sets;
 //! - a full table advances a hand over the slots, clearing `used` bits, and takes the first slot
 //!   whose bit was already clear: a key not asked for since the hand last passed it, the
-//!   likeliest to be at rest. Each step of the hand clears a bit some lookup set, so the hand
-//!   moves at most once per lookup plus once per insertion: O(1) amortized, never a scan per
-//!   request. If the key that goes was still live, that one key starts afresh (the cost of a
+//!   likeliest to be at rest. Each step of the hand clears a bit some lookup set or passes one of
+//!   the free slots (a full array has at most one for every two keys), so the hand moves at most
+//!   a few times per lookup and insertion: O(1) amortized, never a scan per request. If the key that goes was still live, that one key starts afresh (the cost of a
 //!   bound, stated where each table is used).
 //!
 //! Why this and not a cache crate: `moka` evicts in background maintenance, so which key goes
 //! depends on timing, where here it depends only on the order of requests (a simulated run stays
 //! a function of its seed); `lru` keeps its entries on a linked list, and moving an entry to the
 //! front touches both its neighbours, which with a million keys are three cache misses per
-//! decision (measured: 7x the cost of a one-key decision). Here the index is a `hashbrown` table
-//! of 4-byte slot numbers, small enough to stay in cache, and a slot holds its hash, the key
-//! (inline when short) and the value together: a lookup reads one slot.
+//! decision (measured: 7x the cost of a one-key decision).
+//!
+//! With a million live keys a table is far larger than the caches, so what a lookup costs is the
+//! number of cache lines it must wait for. A map with a separate index (`hashbrown`'s control
+//! bytes, its buckets, then the entry they point to) waits for three. Here a shard is one open-
+//! addressed array whose slots each fill one 64-byte line, holding the key's hash, the key
+//! (inline when short) and the value together: a key's hash names its slot, and a lookup reads
+//! that line, and the next one on the rare collision (linear probing, the array at most two
+//! thirds full, so most keys sit in their own slot and the rest in the lines just after it, which
+//! the hardware fetches ahead). Keys longer than [`INLINE`] bytes are kept on the heap, and
+//! comparing one costs a second line.
 //!
 //! Decisions on different keys should not wait for each other, so a large table is split into
 //! shards, each behind its own mutex; a key's shard is picked by its hash. The locks are held for
@@ -31,8 +39,6 @@
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{BuildHasher, BuildHasherDefault};
-
-use hashbrown::HashTable;
 
 use crate::sync::{lock, Guard, Mutex};
 
@@ -44,9 +50,15 @@ type Hasher = BuildHasherDefault<DefaultHasher>;
 const MAX_SHARDS: usize = 16;
 /// A table is split only when each shard keeps at least this many keys.
 const MIN_KEYS_PER_SHARD: usize = 4_096;
-/// Keys up to this many bytes are kept inside their slot (user keys, IP addresses, most API
-/// keys); longer ones (a rule's whole stem) on the heap.
-const INLINE: usize = 46;
+/// Keys up to this many bytes are kept inside their slot (user keys, IPv4 addresses, short API
+/// keys); longer ones (an IPv6 address, a rule's whole stem) on the heap. With a value of at
+/// most 32 bytes (every algorithm's state, a lease, a cached denial) a slot is one cache line.
+const INLINE: usize = 22;
+/// A shard's array holds at most this many slots per key it may keep (3/2: at most two thirds
+/// full), so linear probing stays short.
+const SLOTS_PER_KEY: (usize, usize) = (3, 2);
+/// A shard's first array, grown by doubling as keys come.
+const FIRST_SLOTS: usize = 8;
 
 /// A key's text as a slot keeps it.
 #[derive(Debug)]
@@ -75,19 +87,43 @@ impl Text {
     }
 }
 
+/// One key's entry, aligned so that it starts a cache line.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Slot<V> {
-    hash: u64,
+    /// The key's hash with its lowest bit replaced by the clock's `used` bit (see the module
+    /// docs): one word for both, so the slot stays one line.
+    tag: u64,
     text: Text,
     value: V,
-    used: bool,
 }
 
-/// One shard: the slots, the index from hash to slot number, and the clock's hand.
+impl<V> Slot<V> {
+    fn holds(&self, key: Key<'_>) -> bool {
+        (self.tag ^ key.hash) & !1 == 0 && self.text.is(key.text)
+    }
+
+    fn used(&self) -> bool {
+        self.tag & 1 == 1
+    }
+
+    fn mark(&mut self, used: bool) {
+        self.tag = (self.tag & !1) | u64::from(used);
+    }
+}
+
+/// Where a key with hash `hash` belongs in an array of `n` slots: the hash's bits above its
+/// lowest (which a slot reuses) scaled to `0..n`, so `n` need not be a power of two.
+fn home(hash: u64, n: usize) -> usize {
+    (((hash >> 1) as u128 * n as u128) >> 63) as usize
+}
+
+/// One shard: its slots (`None` is free), how many hold a key, the clock's hand, and the most
+/// keys it keeps.
 #[derive(Debug)]
 struct Shard<V> {
-    index: HashTable<u32>,
-    slots: Vec<Slot<V>>,
+    slots: Vec<Option<Slot<V>>>,
+    len: usize,
     hand: usize,
     capacity: usize,
 }
@@ -117,41 +153,101 @@ pub(crate) struct Locked<'a, V> {
 }
 
 impl<V> Shard<V> {
-    fn find(&self, key: Key<'_>) -> Option<usize> {
-        let slots = &self.slots;
-        self.index
-            .find(key.hash, |&i| slots[i as usize].hash == key.hash && slots[i as usize].text.is(key.text))
-            .map(|&i| i as usize)
+    fn new(capacity: usize) -> Self {
+        Shard { slots: Vec::new(), len: 0, hand: 0, capacity }
     }
 
-    /// Drops slot `i`'s entry from the index and moves the last slot into its place.
-    fn take(&mut self, i: usize) -> V {
-        if let Ok(entry) = self.index.find_entry(self.slots[i].hash, |&j| j as usize == i) {
-            entry.remove();
+    /// The most slots the shard's array ever has: two thirds full when it keeps `capacity`
+    /// keys, and always one free slot, which ends every probe.
+    fn most_slots(&self) -> usize {
+        (self.capacity * SLOTS_PER_KEY.0).div_ceil(SLOTS_PER_KEY.1).max(self.capacity + 1)
+    }
+
+    fn next(&self, i: usize) -> usize {
+        if i + 1 == self.slots.len() {
+            0
+        } else {
+            i + 1
         }
-        let last = self.slots.len() - 1;
-        if i != last {
-            if let Some(moved) = self.index.find_mut(self.slots[last].hash, |&j| j as usize == last) {
-                // Slot numbers fit in u32: a shard holds at most u32::MAX keys.
-                *moved = i as u32;
+    }
+
+    fn find(&self, key: Key<'_>) -> Option<usize> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mut i = home(key.hash, self.slots.len());
+        // The array always has a free slot (see `most_slots`), so this ends.
+        loop {
+            match &self.slots[i] {
+                None => return None,
+                Some(slot) if slot.holds(key) => return Some(i),
+                Some(_) => i = self.next(i),
             }
         }
-        let slot = self.slots.swap_remove(i);
-        if self.hand >= self.slots.len() {
-            self.hand = 0;
-        }
-        slot.value
     }
 
-    /// The slot the clock gives up: the first from the hand whose `used` bit is clear, clearing
-    /// the bits it passes.
+    /// Puts `slot` in the first free slot from its home. The caller has made sure there is one
+    /// to spare.
+    fn place(&mut self, slot: Slot<V>) -> usize {
+        let mut i = home(slot.tag, self.slots.len());
+        while self.slots[i].is_some() {
+            i = self.next(i);
+        }
+        self.slots[i] = Some(slot);
+        self.len += 1;
+        i
+    }
+
+    /// Grows the array (doubling, up to [`Shard::most_slots`]) when one more key would fill it
+    /// past two thirds, placing every key afresh: O(1) amortized per insertion.
+    fn reserve_one(&mut self) {
+        let n = self.slots.len();
+        if (self.len + 1) * SLOTS_PER_KEY.0 <= n * SLOTS_PER_KEY.1 && self.len + 1 < n {
+            return;
+        }
+        let grown = (2 * n).max(FIRST_SLOTS).min(self.most_slots());
+        if grown <= n {
+            return;
+        }
+        let old = std::mem::replace(&mut self.slots, (0..grown).map(|_| None).collect());
+        self.len = 0;
+        self.hand = 0;
+        for slot in old.into_iter().flatten() {
+            self.place(slot);
+        }
+    }
+
+    /// Empties slot `i` and moves back the keys after it that probed past it (backward-shift
+    /// deletion, so a probe still ends at the first free slot). `None` if `i` was free.
+    fn take(&mut self, mut i: usize) -> Option<V> {
+        let taken = self.slots[i].take()?;
+        self.len -= 1;
+        let n = self.slots.len();
+        let mut j = i;
+        loop {
+            j = self.next(j);
+            let Some(slot) = &self.slots[j] else { break };
+            // The key at `j` may move to `i` if `i` lies on its probe path, from its home to `j`.
+            let from_home = (j + n - home(slot.tag, n)) % n;
+            if from_home >= (j + n - i) % n {
+                self.slots[i] = self.slots[j].take();
+                i = j;
+            }
+        }
+        Some(taken.value)
+    }
+
+    /// The slot the clock gives up: the first held slot from the hand whose `used` bit is
+    /// clear, clearing the bits it passes. Called on a full shard, which holds at least one key.
     fn victim(&mut self) -> usize {
         loop {
             let i = self.hand;
-            self.hand = (i + 1) % self.slots.len();
-            let slot = &mut self.slots[i];
-            if !std::mem::replace(&mut slot.used, false) {
-                return i;
+            self.hand = self.next(i);
+            if let Some(slot) = &mut self.slots[i] {
+                if !slot.used() {
+                    return i;
+                }
+                slot.mark(false);
             }
         }
     }
@@ -161,40 +257,32 @@ impl<V> Locked<'_, V> {
     /// The value of `key`, marked as just used.
     pub(crate) fn get_mut(&mut self, key: Key<'_>) -> Option<&mut V> {
         let i = self.shard.find(key)?;
-        let slot = &mut self.shard.slots[i];
-        slot.used = true;
+        let slot = self.shard.slots[i].as_mut()?;
+        slot.mark(true);
         Some(&mut slot.value)
     }
 
     /// Takes `key`'s value out.
     pub(crate) fn remove(&mut self, key: Key<'_>) -> Option<V> {
         let i = self.shard.find(key)?;
-        Some(self.shard.take(i))
+        self.shard.take(i)
     }
 
     /// Keeps `value` for `key`, first giving up the clock's victim if the shard is full. O(1)
     /// amortized (see the module docs).
     pub(crate) fn insert(&mut self, key: Key<'_>, value: V) {
         let shard = &mut *self.shard;
-        if let Some(i) = shard.find(key) {
-            shard.slots[i].value = value;
-            shard.slots[i].used = true;
+        if let Some(slot) = shard.find(key).and_then(|i| shard.slots[i].as_mut()) {
+            slot.value = value;
+            slot.mark(true);
             return;
         }
-        let slot = Slot { hash: key.hash, text: Text::new(key.text), value, used: false };
-        let i = if shard.slots.len() < shard.capacity {
-            shard.slots.push(slot);
-            shard.slots.len() - 1
-        } else {
+        if shard.len >= shard.capacity {
             let i = shard.victim();
-            if let Ok(entry) = shard.index.find_entry(shard.slots[i].hash, |&j| j as usize == i) {
-                entry.remove();
-            }
-            shard.slots[i] = slot;
-            i
-        };
-        let slots = &shard.slots;
-        shard.index.insert_unique(key.hash, i as u32, |&j| slots[j as usize].hash);
+            shard.take(i);
+        }
+        shard.reserve_one();
+        shard.place(Slot { tag: key.hash & !1, text: Text::new(key.text), value });
     }
 }
 
@@ -203,15 +291,10 @@ impl<V> Table<V> {
     pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1);
         let n = (capacity / MIN_KEYS_PER_SHARD).clamp(1, MAX_SHARDS);
-        // The capacity split exactly: the first `capacity % n` shards take one more key.
-        let shards = (0..n)
-            .map(|i| {
-                let room = (capacity / n + usize::from(i < capacity % n)).min(u32::MAX as usize);
-                // Grown as keys come, instead of reserving the whole capacity up front for tables
-                // that may stay empty.
-                Mutex::new(Shard { index: HashTable::new(), slots: Vec::new(), hand: 0, capacity: room })
-            })
-            .collect();
+        // The capacity split exactly: the first `capacity % n` shards take one more key. Arrays
+        // grow as keys come, instead of reserving the whole capacity up front for tables that
+        // may stay empty.
+        let shards = (0..n).map(|i| Mutex::new(Shard::new(capacity / n + usize::from(i < capacity % n)))).collect();
         Table { shards, hasher: Hasher::default() }
     }
 
@@ -220,11 +303,11 @@ impl<V> Table<V> {
         Key { hash: self.hasher.hash_one(text), text }
     }
 
-    /// The index of `key`'s shard. The shard is picked by the hash's upper half: the index uses
-    /// the lower bits for buckets (and the top seven as tags), so the keys of one shard still
-    /// spread over all of its buckets.
+    /// The index of `key`'s shard. The shard is picked by the hash's lower half: a slot is
+    /// picked by its upper bits ([`home`]), so the keys of one shard still spread over all of
+    /// its slots.
     pub(crate) fn shard_of(&self, key: Key<'_>) -> usize {
-        ((key.hash >> 32) as usize) % self.shards.len()
+        ((key.hash >> 1) as u32 as usize) % self.shards.len()
     }
 
     /// Locks the shard with index `index` (from [`Table::shard_of`]).
@@ -239,7 +322,7 @@ impl<V> Table<V> {
 
     /// Keys held.
     pub(crate) fn len(&self) -> usize {
-        self.shards.iter().map(|s| lock(s).slots.len()).sum()
+        self.shards.iter().map(|s| lock(s).len).sum()
     }
 }
 
@@ -263,12 +346,12 @@ mod tests {
         for (i, k) in ["a", "b", "c"].into_iter().enumerate() {
             put(&t, k, i as u32);
         }
-        // "a" is asked for again, so it gets a second chance; "b" has none.
+        // "a" is asked for again, so it gets a second chance; "b" and "c" have none.
         assert_eq!(get(&t, "a"), Some(0));
         put(&t, "d", 3);
         assert_eq!(t.len(), 3);
-        assert_eq!(get(&t, "b"), None);
-        assert_eq!((get(&t, "a"), get(&t, "c"), get(&t, "d")), (Some(0), Some(2), Some(3)));
+        assert_eq!((get(&t, "a"), get(&t, "d")), (Some(0), Some(3)));
+        assert_eq!([get(&t, "b"), get(&t, "c")].iter().flatten().count(), 1, "one of b and c went");
         // A flood of new keys pushes out the old ones in turn, never more than the capacity.
         for i in 0..100 {
             put(&t, &format!("new-{i}"), i);
@@ -279,21 +362,69 @@ mod tests {
 
     #[test]
     fn removing_keeps_every_other_key_findable() {
-        let t: Table<u32> = Table::new(100);
-        let long = "k".repeat(INLINE + 10);
-        for i in 0..50 {
-            put(&t, &format!("{long}{i}"), i);
+        // Short keys inline and long ones on the heap, in arrays small enough that many keys
+        // probe past their home slot and removals shift them back.
+        for base in [String::new(), "k".repeat(INLINE + 10)] {
+            let t: Table<u32> = Table::new(100);
+            for i in 0..100 {
+                put(&t, &format!("{base}{i}"), i);
+            }
+            for i in (0..100).step_by(3) {
+                let k = format!("{base}{i}");
+                let key = t.key(&k);
+                assert_eq!(t.lock(key).remove(key), Some(i));
+                assert_eq!(t.lock(key).remove(key), None);
+            }
+            for i in 0..100 {
+                let expected = (i % 3 != 0).then_some(i);
+                assert_eq!(get(&t, &format!("{base}{i}")), expected, "{base}{i}");
+            }
+            assert_eq!(t.len(), 100 - 34);
         }
-        for i in (0..50).step_by(3) {
-            let k = format!("{long}{i}");
+    }
+
+    #[test]
+    fn every_key_held_is_found_through_growth_eviction_and_removal() {
+        // Against a model: a table never forgets a key it holds or invents one, whatever the
+        // order of inserts, lookups and removals, while it grows and while it is full.
+        let t: Table<u64> = Table::new(50);
+        let mut held = std::collections::HashMap::new();
+        let mut x: u64 = 1;
+        for step in 0..20_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let k = format!("key-{}", (x >> 33) % 120);
             let key = t.key(&k);
-            assert_eq!(t.lock(key).remove(key), Some(i));
+            let mut shard = t.lock(key);
+            let mut may_evict = false;
+            match (x >> 20) % 3 {
+                0 => assert_eq!(shard.remove(key), held.remove(&k), "{step}: remove {k}"),
+                // The model holds exactly what the table does (see below), so a lookup finds
+                // what the model has.
+                1 => assert_eq!(shard.get_mut(key).copied(), held.get(&k).copied(), "{step}: get {k}"),
+                _ => {
+                    may_evict = !held.contains_key(&k) && held.len() == 50;
+                    shard.insert(key, step);
+                    assert_eq!(shard.get_mut(key).copied(), Some(step), "{step}: {k} just inserted");
+                    held.insert(k, step);
+                }
+            }
+            drop(shard);
+            // A key given up to make room leaves the model too; only then may one have gone.
+            let before = held.len();
+            held.retain(|k, _| {
+                let key = t.key(k);
+                t.lock(key).get_mut(key).is_some()
+            });
+            assert!(before - held.len() <= usize::from(may_evict), "{step}: keys went missing");
+            assert!(t.len() <= 50 && t.len() == held.len(), "{step}: {} held, {} in the model", t.len(), held.len());
         }
-        for i in 0..50 {
-            let expected = (i % 3 != 0).then_some(i);
-            assert_eq!(get(&t, &format!("{long}{i}")), expected, "{i}");
-        }
-        assert_eq!(t.len(), 50 - 17);
+    }
+
+    #[test]
+    fn a_slot_is_one_cache_line() {
+        use crate::algo::State;
+        assert_eq!(std::mem::size_of::<Option<Slot<Option<State>>>>(), 64);
+        assert_eq!(std::mem::align_of::<Option<Slot<Option<State>>>>(), 64);
     }
 
     #[test]
@@ -307,8 +438,11 @@ mod tests {
             t.lock(key).insert(key, ());
         }
         assert!(t.len() <= 100_003, "{}", t.len());
-        // Every shard was used: keys spread over them.
-        assert!(t.shards.iter().all(|s| !lock(s).slots.is_empty()));
+        // Every shard was used, and filled: keys spread over them.
+        assert!(t.shards.iter().all(|s| {
+            let s = lock(s);
+            s.len == s.capacity && s.slots.len() == s.most_slots()
+        }));
         assert_eq!(Table::<()>::new(5_000).shards.len(), 1);
     }
 }

@@ -180,7 +180,7 @@ fn log_expire(log: &mut LogState, cutoff: Option<u64>) {
 
 fn log_kth_oldest(log: &LogState, k: u64) -> Option<u64> {
     let mut seen = 0;
-    for (&score, &n) in &log.entries {
+    for (&score, &n) in log.entries.iter() {
         seen += n;
         if seen >= k {
             return Some(score);

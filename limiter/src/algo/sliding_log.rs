@@ -12,8 +12,10 @@ use crate::quota::Quota;
 /// Admission times with their multiplicity (a request of cost N adds N members).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LogState {
-    /// Admission time (ms) -> units admitted at that time.
-    pub entries: BTreeMap<u64, u64>,
+    /// Admission time (ms) -> units admitted at that time. Boxed, so that every algorithm's
+    /// state fits in 32 bytes and a key's slot in the in-process tables in one cache line
+    /// (`crate::table`); a log's entries are on the heap in any case.
+    pub entries: Box<BTreeMap<u64, u64>>,
     /// Sum of `entries`' values.
     pub total: u64,
 }

@@ -137,11 +137,13 @@ mod tests {
     fn a_key_not_asked_for_since_the_hand_passed_goes_first() {
         let store = LocalStore::new(2);
         let q = Quota::per_second(1);
-        store.apply(Algorithm::FixedWindow, &q, "old", 0, 1);
+        store.apply(Algorithm::FixedWindow, &q, "a", 0, 1);
+        store.apply(Algorithm::FixedWindow, &q, "b", 0, 1);
+        // A full table: the hand passes both (both were just asked for) and gives one up.
         store.apply(Algorithm::FixedWindow, &q, "live", 5_000, 1);
+        // Full again: the one of "a" and "b" left has not been asked for since the hand passed
+        // it, "live" has, so it goes and "live" still blocks its window.
         store.apply(Algorithm::FixedWindow, &q, "new", 5_001, 1);
-        // "old" had gone longest without a request (and was idle: its window ended) and went;
-        // "live" still blocks its window.
         assert!(!store.apply(Algorithm::FixedWindow, &q, "live", 5_002, 1).allowed);
         assert_eq!(store.len(), 2);
     }
