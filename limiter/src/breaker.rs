@@ -119,6 +119,7 @@ pub struct CircuitBreaker {
 
 impl CircuitBreaker {
     /// A closed breaker. The config must be valid ([`BreakerConfig::validate`]).
+    #[cfg(any(test, feature = "harness"))]
     pub fn new(config: BreakerConfig) -> Self {
         Self::labelled(config, "")
     }
