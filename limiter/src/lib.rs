@@ -52,6 +52,9 @@
 //! - `metrics`: [`metrics`] lists what the limiter measures; with the feature it reports
 //!   through the `metrics` facade and wraps store calls in `tracing` spans. Off by default, so
 //!   an application that exports nothing links neither.
+//! - `axum`: the client IP rules read axum's `ConnectInfo<SocketAddr>` (what an axum server
+//!   served with `into_make_service_with_connect_info::<SocketAddr>()` records) as the peer
+//!   address, so an axum application needs no middleware of its own to supply it.
 //! - `harness`: the building blocks below, for the harness only.
 //!
 //! The harness that verifies this library (simulator, property suites, conformance tests) also

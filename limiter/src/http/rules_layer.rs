@@ -401,4 +401,44 @@ mod tests {
         assert_eq!((denied.status(), denied.body().as_str()), (StatusCode::IM_A_TEAPOT, "no (429)"));
         assert!(!denied.headers().contains_key("retry-after"), "the hook's response is the whole response");
     }
+
+    /// An axum server that records each connection's peer (`ConnectInfo`) is all the client-IP
+    /// rules need: no middleware copies the address into the request. Over real TCP, so what is
+    /// tested is what axum itself puts in the request's extensions.
+    #[cfg(feature = "axum")]
+    #[tokio::test]
+    async fn axum_connect_info_is_the_peer_address() {
+        use std::net::SocketAddr;
+
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let rules = RuleSet::builder()
+            .rule(
+                Rule::new("per-ip", Algorithm::SlidingLog, Quota::per_minute(1)).key([crate::rules::KeyPart::ClientIp]),
+            )
+            .build()
+            .unwrap();
+        let app = axum::Router::new()
+            .route("/", axum::routing::get(|| async { "ok" }))
+            .layer(RulesLayer::new(Enforcer::builder(rules).build().unwrap()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await
+        });
+        let get = || async move {
+            let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+            conn.write_all(b"GET / HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n").await.unwrap();
+            let mut reply = String::new();
+            conn.read_to_string(&mut reply).await.unwrap();
+            reply
+        };
+        let first = get().await;
+        assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+        // Another connection from the same address is the same client: without the peer the
+        // rule would have no key and the request would be refused as keyless (400) instead.
+        let second = get().await;
+        assert!(second.starts_with("HTTP/1.1 429"), "{second}");
+        server.abort();
+    }
 }

@@ -16,8 +16,9 @@ use http::Request;
 use ipnet::IpNet;
 
 /// The peer address of a request (the other end of its connection), put in the request's
-/// extensions by the server (the example gateway does it from axum's `ConnectInfo`). A
-/// `std::net::SocketAddr` in the extensions is read too.
+/// extensions by the server. A `std::net::SocketAddr` in the extensions is read too, and with
+/// the `axum` feature so is axum's `ConnectInfo<SocketAddr>`, which an axum server served with
+/// `into_make_service_with_connect_info::<SocketAddr>()` records for every request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub IpAddr);
 
@@ -139,10 +140,14 @@ impl ClientIp {
     }
 }
 
-/// The peer address from the extensions: [`PeerAddr`], else a `SocketAddr`.
+/// The peer address from the extensions: [`PeerAddr`], else a `SocketAddr`, else (with the
+/// `axum` feature) axum's `ConnectInfo<SocketAddr>`.
 fn peer_of<B>(req: &Request<B>) -> Option<IpAddr> {
     let ext = req.extensions();
-    ext.get::<PeerAddr>().map(|p| p.0).or_else(|| ext.get::<SocketAddr>().map(SocketAddr::ip)).map(canonical)
+    let peer = ext.get::<PeerAddr>().map(|p| p.0).or_else(|| ext.get::<SocketAddr>().map(SocketAddr::ip));
+    #[cfg(feature = "axum")]
+    let peer = peer.or_else(|| ext.get::<axum::extract::ConnectInfo<SocketAddr>>().map(|info| info.0.ip()));
+    peer.map(canonical)
 }
 
 /// An IPv4 address mapped into IPv6 (`::ffff:1.2.3.4`, as dual-stack sockets report IPv4
