@@ -108,6 +108,11 @@ impl Decision {
         }
     }
 
+    /// The store's decision `o` on a quota of `limit`, made at `decided_at_ms`.
+    pub(crate) const fn from_store(o: crate::algo::Outcome, limit: u64, decided_at_ms: u64) -> Self {
+        Decision::store(o.allowed, limit, o.remaining, o.retry_after_ms, o.reset_after_ms, decided_at_ms)
+    }
+
     /// Retry-After in whole seconds for HTTP, rounded up so a client that obeys it is not
     /// refused again for having come back a fraction of a second early.
     pub const fn retry_after_secs(&self) -> u64 {

@@ -28,8 +28,12 @@ struct Inner {
     budget: LocalStore,
     health: Health,
     keys: KeySpace,
-    /// What the keys carry after the user key: the limiter's name, or its quota.
+    /// The limiter's name, or its quota: its metrics label.
     state: String,
+    /// Whether `state` is a name given to it ([`LimiterBuilder::name`]).
+    named: bool,
+    /// What the keys of a decision under `quota` carry after the user key ([`key_state`]).
+    key_state: String,
     /// The share of the limit at which an admitted decision counts as near it.
     near_limit_ratio: f64,
     modes: modes::Runtime,
@@ -135,10 +139,83 @@ impl Limiter {
     /// could never fit, or a Redis reply the caller must hear about.
     pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let decision = self.decide(key, cost).await;
+        self.measured(decision)
+    }
+
+    /// Checks one request of `cost` units against `key` under `quota` instead of the limiter's
+    /// own: the quota of the client's plan, looked up per request. `quota` is validated as
+    /// [`LimiterBuilder::build`] validates the limiter's, and the decision's `limit` is its.
+    ///
+    /// Which state it counts against is the rule a change of quota follows: a named limiter
+    /// keeps one state per key for every quota (a client moving to a larger plan keeps what it
+    /// used), except a token bucket under another period (its units are counted in periods:
+    /// another period is another bucket); a limiter without a name keeps each quota's state
+    /// apart, since its keys carry the quota. The round-trip modes (denial cache, leases,
+    /// batching) serve the limiter's own quota: a request under another is one script call.
+    ///
+    /// ```
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(2)).name("api").build().unwrap();
+    /// let pro = Quota::per_minute(5);
+    /// for _ in 0..2 {
+    ///     assert!(limiter.check("free-user", 1).await.unwrap().allowed);
+    /// }
+    /// assert!(!limiter.check("free-user", 1).await.unwrap().allowed);
+    /// let upgraded = limiter.check_with("free-user", pro, 1).await.unwrap();
+    /// assert_eq!((upgraded.allowed, upgraded.limit, upgraded.remaining), (true, 5, 2));
+    /// # });
+    /// ```
+    pub async fn check_with(&self, key: &str, quota: Quota, cost: u64) -> Result<Decision, Error> {
+        if quota == self.inner.quota {
+            return self.check(key, cost).await;
+        }
+        let decision = self.decide_under(key, &quota, cost).await;
+        self.measured(decision)
+    }
+
+    fn measured(&self, decision: Result<Decision, Error>) -> Result<Decision, Error> {
         if let Ok(d) = &decision {
             crate::metrics::decision(d, &self.inner.state, self.inner.near_limit_ratio);
         }
         decision
+    }
+
+    /// [`Limiter::check_with`] for a quota other than the limiter's own.
+    async fn decide_under(&self, key: &str, quota: &Quota, cost: u64) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        quota.validate(inner.algorithm)?;
+        let capacity = quota.capacity(inner.algorithm);
+        if cost > capacity {
+            return Err(Error::CostExceedsCapacity { cost, capacity });
+        }
+        let state = key_state(inner.algorithm, inner.named.then_some(inner.state.as_str()), quota);
+        let now = inner.clock.now_ms();
+        let redis = match &inner.store {
+            Store::Local(local) => {
+                let outcome = match inner.local_space(&state, quota) {
+                    None => local.apply(inner.algorithm, quota, key, now, cost),
+                    Some(space) => local.apply_in(&space, inner.algorithm, quota, key, now, cost),
+                };
+                return Ok(Decision::from_store(outcome, capacity, now));
+            }
+            Store::Redis(redis) => redis,
+        };
+        let stem = inner.stem_in(key, &state);
+        let request = scripts::Request {
+            algorithm: inner.algorithm,
+            quota,
+            stem: &stem,
+            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
+            cost,
+        };
+        match inner.health.guard(&*inner.clock, now, redis, || redis.evaluate(request)).await? {
+            Guarded::Answered((outcome, decided_at_ms)) => Ok(Decision::from_store(outcome, capacity, decided_at_ms)),
+            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
+                Ok(inner.fallback(key, quota, at_ms, cost, why, retry_after_ms))
+            }
+        }
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -168,7 +245,7 @@ impl Limiter {
             return match leases.check(serving, redis, key, cost, now).await? {
                 Guarded::Answered(decision) => Ok(decision),
                 Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                    Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
+                    Ok(inner.fallback(key, &inner.quota, at_ms, cost, why, retry_after_ms))
                 }
             };
         }
@@ -201,17 +278,48 @@ impl Limiter {
             }
             // Down, slow or refusing this client: an outage, the failure policy answers.
             Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                Ok(inner.fallback(key, at_ms, cost, why, retry_after_ms))
+                Ok(inner.fallback(key, &inner.quota, at_ms, cost, why, retry_after_ms))
             }
         }
+    }
+}
+
+/// What the keys of a decision under `quota` carry after the user key: the limiter's `name`
+/// (for a token bucket with its period, since its units are counted in periods and a bucket
+/// under another period is another bucket, as a rule's is), or without a name the quota itself
+/// ([`scripts::quota_state`]).
+fn key_state(algorithm: Algorithm, name: Option<&str>, quota: &Quota) -> String {
+    match name {
+        Some(name) if algorithm == Algorithm::TokenBucket => format!("{name}:p{}", quota.period_ms()),
+        Some(name) => name.to_owned(),
+        None => scripts::quota_state(algorithm, quota),
     }
 }
 
 impl Inner {
     /// `prefix:{escaped key}:STATE:`, the stem of every Redis key of `key`.
     fn stem(&self, key: &str) -> String {
+        self.stem_in(key, &self.key_state)
+    }
+
+    /// Where the local store keeps a key's state under `quota`, whose keys carry `state`:
+    /// `None` where Redis would read the limiter's own keys, else a namespace of its own. A
+    /// window's Redis key names its window by its index in periods (`:fw:N`), so windows of
+    /// another period are other keys even under one name; the local store, one state per key,
+    /// keeps them apart by namespace.
+    fn local_space(&self, state: &str, quota: &Quota) -> Option<String> {
+        let windowed = matches!(self.algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+        if windowed && quota.period_ms() != self.quota.period_ms() {
+            Some(format!("{state}:p{}", quota.period_ms()))
+        } else {
+            (state != self.key_state).then(|| state.to_owned())
+        }
+    }
+
+    /// The stem of `key`'s Redis keys that carry `state`.
+    fn stem_in(&self, key: &str, state: &str) -> String {
         let mut stem = self.keys.stem(key);
-        stem.push_str(&self.state);
+        stem.push_str(state);
         stem.push(':');
         stem
     }
@@ -225,8 +333,7 @@ impl Inner {
     }
 
     fn store_decision(&self, o: Outcome, decided_at_ms: u64) -> Decision {
-        let limit = self.capacity();
-        Decision::store(o.allowed, limit, o.remaining, o.retry_after_ms, o.reset_after_ms, decided_at_ms)
+        Decision::from_store(o, self.capacity(), decided_at_ms)
     }
 
     /// The denial cache's answer: Redis denied this key moments ago and would still.
@@ -245,7 +352,7 @@ impl Inner {
 
     /// The failure policy's answer, the one-rule case of a request's rules
     /// ([`crate::policy::answer`]); `retry_after_ms` is when Redis may be asked again.
-    fn fallback(&self, key: &str, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
+    fn fallback(&self, key: &str, quota: &Quota, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
         let asked = [Asked { policy: self.policy, key, cost, shadow: false }];
         let answered = policy::answer(&self.budget, &asked, now, retry_after_ms);
         let (item, source) = answered.items[0];
@@ -255,7 +362,7 @@ impl Inner {
             // What the answer enforced: the local budget when that answered.
             limit: match self.policy {
                 FailurePolicy::LocalBudget { limit, .. } => limit,
-                _ => self.quota.capacity(self.algorithm),
+                _ => quota.capacity(self.algorithm),
             },
             remaining: o.remaining,
             retry_after_ms: o.retry_after_ms,
@@ -350,7 +457,9 @@ impl LimiterBuilder {
     /// keys become `prefix:{key}:NAME:suffix` instead of carrying the quota. Limiters of one
     /// prefix and algorithm share state exactly when they have the same name, so a name is how
     /// instances keep their counters across a change of quota (a larger limit applies to what
-    /// was already counted). Without a name, a limiter's keys carry its quota and no limiter of
+    /// was already counted). A token bucket's keys carry its period beside the name
+    /// (`NAME:p60000`): its units are counted in periods, so a bucket under another period is
+    /// another bucket. Without a name, a limiter's keys carry its quota and no limiter of
     /// another quota ever reads them.
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(name.to_owned());
@@ -396,6 +505,7 @@ impl LimiterBuilder {
             }
             None => crate::scripts::quota_state(self.algorithm, &self.quota),
         };
+        let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
         let on_redis = matches!(self.store, Some(Store::Redis(_)));
         self.modes.validate(self.algorithm, &self.quota, on_redis)?;
         let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
@@ -416,6 +526,8 @@ impl LimiterBuilder {
                 budget: LocalStore::new(self.max_local_keys),
                 health: Health::new(self.breaker, self.on_store_event, &state),
                 keys,
+                named: self.name.is_some(),
+                key_state,
                 state,
                 near_limit_ratio: self.near_limit_ratio,
                 modes,

@@ -303,6 +303,13 @@ impl<V> Table<V> {
         Key { hash: self.hasher.hash_one(text), text }
     }
 
+    /// `text` in the namespace `space`: another entry than `text` alone or in any other
+    /// namespace, though the text is the same (its hash covers both; a slot compares the hash
+    /// and the text). For state a user key keeps apart by what it is counted under.
+    pub(crate) fn key_in<'k>(&self, space: &str, text: &'k str) -> Key<'k> {
+        Key { hash: self.hasher.hash_one((space, text)), text }
+    }
+
     /// The index of `key`'s shard. The shard is picked by the hash's lower half: a slot is
     /// picked by its upper bits ([`home`]), so the keys of one shard still spread over all of
     /// its slots.

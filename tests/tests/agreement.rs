@@ -66,18 +66,41 @@ fn generate(rng: &mut SmallRng, q: &Quota, backwards: bool) -> Vec<(i64, usize, 
 }
 
 async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed: u64, backwards: bool) -> usize {
+    run_tiers(server, algorithm, &[q], None, seed, backwards).await
+}
+
+/// Each request is decided under one of `tiers`, drawn per request (`Limiter::check_with`; the
+/// first tier is the limiter's own), by limiters named `name` or, without one, by their quota.
+async fn run_tiers(
+    server: &RedisServer,
+    algorithm: Algorithm,
+    tiers: &[Quota],
+    name: Option<&str>,
+    seed: u64,
+    backwards: bool,
+) -> usize {
+    let q = tiers[0];
     let mut rng = SmallRng::seed_from_u64(seed);
-    let steps = generate(&mut rng, &q, backwards);
+    let steps = generate(&mut rng, tiers.iter().max_by_key(|t| t.period_ms()).unwrap_or(&q), backwards);
+    let mut pick = SmallRng::seed_from_u64(!seed);
     let clock = ManualClock::new(BASE_MS);
     let prefix = format!("agree{seed}");
-    let redis = Limiter::builder(algorithm, q)
-        .redis(RedisStore::from_url(&server.url()).expect("url"))
-        .clock(Arc::new(clock.clone()))
-        .time_source(TimeSource::Client)
-        .key_prefix(&prefix)
+    let built = |builder: redis_ratelimit::LimiterBuilder| {
+        let builder = builder.clock(Arc::new(clock.clone()));
+        match name {
+            Some(name) => builder.name(name),
+            None => builder,
+        }
         .build()
-        .expect("valid limiter");
-    let twin = Limiter::builder(algorithm, q).local().clock(Arc::new(clock.clone())).build().expect("valid limiter");
+        .expect("valid limiter")
+    };
+    let redis = built(
+        Limiter::builder(algorithm, q)
+            .redis(RedisStore::from_url(&server.url()).expect("url"))
+            .time_source(TimeSource::Client)
+            .key_prefix(&prefix),
+    );
+    let twin = built(Limiter::builder(algorithm, q).local());
 
     let started = Instant::now();
     let mut now = BASE_MS as i64;
@@ -95,12 +118,14 @@ async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed
         high = high.max(now);
         clock.set(now as u64);
         let key = format!("user-{key}");
-        let expected: Decision = twin.check(&key, cost).await.expect("twin decides");
-        let got: Decision = redis.check(&key, cost).await.expect("redis decides");
+        let tier = tiers[pick.random_range(0..tiers.len())];
+        let cost = cost.min(tier.capacity(algorithm));
+        let expected: Decision = twin.check_with(&key, tier, cost).await.expect("twin decides");
+        let got: Decision = redis.check_with(&key, tier, cost).await.expect("redis decides");
         assert_eq!(
             got,
             expected,
-            "{algorithm} quota {q:?} seed {seed}: request #{i} (key {key}, cost {cost}, t={}) differs",
+            "{algorithm} quota {tier:?} of {tiers:?} ({name:?}) seed {seed}: request #{i} (key {key}, cost {cost}, t={}) differs",
             now - BASE_MS as i64
         );
     }
@@ -129,6 +154,30 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
     }
     println!("agreement: {total} requests over {} algorithms, all identical", Algorithm::ALL.len());
     assert!(total >= Algorithm::ALL.len() * 5 * REQUESTS);
+}
+
+/// A quota chosen per request (a client's plan) is decided alike by the twin and the script:
+/// without a name each quota keeps its own state, and with one the tiers share a key's state
+/// as a change of quota carries it (`Limiter::check_with`). A named limiter's state is shared
+/// across tiers whose reading of it expires alike (the key's TTL is the writer's, the twin's
+/// forgetting the reader's): any tiers for the windows and GCRA, one period for a sliding log, and
+/// for a token bucket tiers of different periods, each its own bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
+    let server = RedisServer::start().expect("redis-server starts");
+    let tiers = [Quota::new(3, 1_000), Quota::new(8, 1_000).with_burst(5), Quota::new(5, 2_000).with_burst(2)];
+    let mut total = 0;
+    for (seed, algorithm) in (100..).zip(Algorithm::ALL) {
+        total += run_tiers(&server, algorithm, &tiers, None, seed, false).await;
+        let shared: &[Quota] = match algorithm {
+            Algorithm::SlidingLog => &tiers[..2],
+            Algorithm::TokenBucket => &[tiers[0], tiers[2], Quota::new(4, 1_500)],
+            _ => &tiers,
+        };
+        total += run_tiers(&server, algorithm, shared, Some("plans"), seed + 50, false).await;
+    }
+    println!("agreement: {total} requests under a quota per request, all identical");
+    assert_eq!(total, 2 * Algorithm::ALL.len() * REQUESTS);
 }
 
 /// The all-or-nothing script of several rules and its twin (`redis_ratelimit::harness::algo::all_or_nothing`)

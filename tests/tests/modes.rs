@@ -144,3 +144,39 @@ fn a_mode_that_cannot_work_is_refused_by_name() {
     );
     assert!(e.starts_with("denial_cache.max_keys:"), "{e}");
 }
+
+/// The modes serve the limiter's own quota; a request under another (`Limiter::check_with`) is
+/// one script call of its own, decided under its quota: a cached denial of the limiter's quota
+/// does not deny it, a lease does not answer it, and a batch does not carry it under the wrong
+/// quota. (Without a name the other quota has state of its own, so each mode, were it to
+/// answer, would answer wrongly.)
+#[tokio::test]
+async fn a_quota_per_request_is_decided_by_redis_under_that_quota_whatever_the_mode() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let (own, larger) = (Quota::per_minute(2), Quota::per_minute(4));
+    type Mode = fn(redis_ratelimit::LimiterBuilder) -> redis_ratelimit::LimiterBuilder;
+    let modes: [(&str, Mode); 3] = [
+        ("denials", |b| b.denial_cache(DenialCache::default())),
+        ("leases", |b| b.leases(Leases::default())),
+        ("batching", |b| b.batching(Batching::default())),
+    ];
+    for (mode, with) in modes {
+        let l = with(builder(&server, Algorithm::Gcra, own, mode)).build().expect("valid");
+        let mut own_admitted = 0;
+        for _ in 0..3 {
+            own_admitted += l.check("k", 1).await.expect("decides").allowed as u64;
+        }
+        // Leases leave a part of a small burst unused; the third request is denied either way
+        // (for the denial cache, a denial it now holds).
+        assert!((1..=2).contains(&own_admitted), "{mode}: {own_admitted}");
+        let before = script_calls(&server);
+        let mut admitted = Vec::new();
+        for _ in 0..5 {
+            let d = l.check_with("k", larger, 1).await.expect("decides");
+            assert_eq!((d.source, d.limit), (Source::Store, 4), "{mode}: {d:?}");
+            admitted.push(d.allowed);
+        }
+        assert_eq!(admitted, [true, true, true, true, false], "{mode}");
+        assert_eq!(script_calls(&server) - before, 5, "{mode}: one call per request under another quota");
+    }
+}

@@ -210,3 +210,46 @@ async fn limiters_of_different_quotas_never_share_state_unless_they_share_a_name
     let bad = Limiter::builder(Algorithm::Gcra, Quota::per_minute(1)).name("a:b").build().unwrap_err();
     assert!(bad.to_string().contains("name") && bad.to_string().contains("\"a:b\""), "{bad}");
 }
+
+/// A quota chosen per request (`Limiter::check_with`, a client's plan) counts where a limiter
+/// of that quota would: without a name in the quota's own keys, with one in the name's, but a
+/// token bucket under another period in a bucket of its own. What it cannot enforce is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    let (free, pro, hourly) = (Quota::per_minute(2), Quota::per_minute(5), Quota::new(100, 3_600_000));
+    let unnamed = limiter_on(&server, Algorithm::TokenBucket, free);
+    for _ in 0..2 {
+        assert!(unnamed.check("u", 1).await.expect("decides").allowed);
+    }
+    assert!(!unnamed.check("u", 1).await.expect("decides").allowed);
+    let d = unnamed.check_with("u", pro, 1).await.expect("decides");
+    assert_eq!((d.allowed, d.limit, d.remaining), (true, 5, 4), "its own bucket: {d:?}");
+    let mut keys: Vec<String> = conn.keys("ratelimiter:*").expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, ["ratelimiter:{u}:q=2/60000ms/b2:tb", "ratelimiter:{u}:q=5/60000ms/b5:tb"]);
+
+    let named = Limiter::builder(Algorithm::TokenBucket, free)
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .name("api")
+        .key_prefix("named")
+        .build()
+        .expect("valid");
+    for _ in 0..2 {
+        assert!(named.check("u", 1).await.expect("decides").allowed);
+    }
+    // The larger plan reads the same bucket: it is empty, whatever the burst it may refill to.
+    let same_period = named.check_with("u", pro, 1).await.expect("decides");
+    assert_eq!((same_period.allowed, same_period.limit), (false, 5), "{same_period:?}");
+    let other_period = named.check_with("u", hourly, 1).await.expect("decides");
+    assert_eq!((other_period.allowed, other_period.remaining), (true, 99), "a bucket of its own: {other_period:?}");
+    let mut keys: Vec<String> = conn.keys("named:*").expect("KEYS");
+    keys.sort();
+    assert_eq!(keys, ["named:{u}:api:p3600000:tb", "named:{u}:api:p60000:tb"]);
+
+    let zero = named.check_with("u", Quota::new(0, 1_000), 1).await.unwrap_err();
+    assert!(matches!(zero, Error::Config { field: "limit", .. }), "{zero}");
+    let too_dear = named.check_with("u", Quota::per_minute(3), 4).await.unwrap_err();
+    assert_eq!(too_dear, Error::CostExceedsCapacity { cost: 4, capacity: 3 });
+}

@@ -64,10 +64,7 @@ impl AtomicLimiter {
             let mut state = (current != 0 && !gcra::expired(&self.quota, &read, now_ms)).then_some(read);
             let outcome = gcra::step(&self.quota, &mut state, now_ms, cost);
             let next = state.map_or(0, |s| s.tat_us);
-            let decision = || {
-                let o = outcome;
-                Decision::store(o.allowed, capacity, o.remaining, o.retry_after_ms, o.reset_after_ms, now_ms)
-            };
+            let decision = || Decision::from_store(outcome, capacity, now_ms);
             if !outcome.allowed || next == current {
                 // Nothing to write: a denial or a peek decided on a value that was current
                 // when read, which is as good as deciding at that instant.

@@ -3,7 +3,7 @@
 use crate::algo::all_or_nothing::{self, RulesOutcome};
 use crate::algo::{self, Outcome, State};
 use crate::quota::{Algorithm, Quota};
-use crate::table::Table;
+use crate::table::{Key, Table};
 
 /// One rule of [`LocalStore::apply_rules`].
 #[derive(Debug, Clone, Copy)]
@@ -52,7 +52,25 @@ impl LocalStore {
 
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
-        let key = self.states.key(key);
+        self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost)
+    }
+
+    /// Decides one request against `key`'s state named `state`: state of its own, apart from
+    /// `key`'s under [`LocalStore::apply`] and under every other name, as a Redis key naming
+    /// `state` is.
+    pub(crate) fn apply_in(
+        &self,
+        state: &str,
+        algorithm: Algorithm,
+        quota: &Quota,
+        key: &str,
+        now_ms: u64,
+        cost: u64,
+    ) -> Outcome {
+        self.apply_to(self.states.key_in(state, key), algorithm, quota, now_ms, cost)
+    }
+
+    fn apply_to(&self, key: Key<'_>, algorithm: Algorithm, quota: &Quota, now_ms: u64, cost: u64) -> Outcome {
         let mut shard = self.states.lock(key);
         if let Some(state) = shard.get_mut(key) {
             let outcome = algo::step(algorithm, quota, state, now_ms, cost);
