@@ -185,7 +185,8 @@ async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
 /// every request with the same decision for every rule: verdict, remaining, Retry-After,
 /// reset, and whether it consumed. The rules mix every algorithm, costs of 0 to 2 and a
 /// shadow rule, over three API keys, so requests are often denied by one rule while the
-/// others would admit them.
+/// others would admit them; a third of the requests are on the `pro` plan, whose tiers change
+/// limits and, for the windows and the token bucket, periods.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_all_or_nothing_script_and_its_twin_agree() {
     use redis_ratelimit::enforce::{Enforcer, Verdict};
@@ -197,11 +198,16 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         Rule::new(name, algorithm, q).key(key()).cost(cost).time_source(TimeSource::Client)
     };
     let rules = RuleSet::builder()
-        .rule(rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1))
-        .rule(rule("sw", Algorithm::SlidingWindow, Quota::new(6, 30_000), 0))
-        .rule(rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1))
-        .rule(rule("tb", Algorithm::TokenBucket, Quota::new(4, 30_000).with_burst(6), 2))
-        .rule(rule("gcra", Algorithm::Gcra, Quota::new(10, 60_000).with_burst(3), 1))
+        .rule(rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1).tier("pro", Quota::new(12, 30_000)))
+        .rule(rule("sw", Algorithm::SlidingWindow, Quota::new(6, 30_000), 0).tier("pro", Quota::new(4, 20_000)))
+        .rule(rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1).tier("pro", Quota::new(8, 30_000)))
+        .rule(
+            rule("tb", Algorithm::TokenBucket, Quota::new(4, 30_000).with_burst(6), 2)
+                .tier("pro", Quota::new(6, 20_000).with_burst(8)),
+        )
+        .rule(
+            rule("gcra", Algorithm::Gcra, Quota::new(10, 60_000).with_burst(3), 1).tier("pro", Quota::new(20, 30_000)),
+        )
         .rule(rule("dark", Algorithm::SlidingLog, Quota::new(2, 30_000), 1).shadow(true))
         .build()
         .expect("valid rules");
@@ -229,8 +235,11 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         now = now.max(real + lead + 1);
         lead = lead.max(now - real);
         clock.set(now as u64);
-        let req =
+        let mut req =
             http::Request::builder().header("x-api-key", format!("k{}", rng.random_range(0..3))).body(()).unwrap();
+        if rng.random_range(0..3) == 0 {
+            req.extensions_mut().insert(redis_ratelimit::rules::Plan("pro".into()));
+        }
         let (Verdict::Decided(got), Verdict::Decided(want)) =
             (redis.check(&req).await.expect("redis decides"), twin.check(&req).await.expect("twin decides"))
         else {

@@ -85,7 +85,7 @@ use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
-use crate::quota::Algorithm;
+use crate::quota::{Algorithm, Quota};
 use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
 use crate::rules_script::{self, ItemReply, RulesRequest};
 use crate::scripts;
@@ -244,6 +244,8 @@ impl EnforcerBuilder {
 /// One matched rule of one request, ready to decide.
 struct Planned {
     rule: Rule,
+    /// The quota enforced: the rule's, or its tier's for the request's plan.
+    quota: Quota,
     identity: Identity,
     stem: String,
 }
@@ -339,8 +341,9 @@ impl Enforcer {
                 },
             };
             self.shared.keys.check(&identity.text())?;
-            let stem = self.shared.stem(rule, &identity);
-            planned.push(Planned { rule: rule.clone(), identity, stem });
+            let quota = rule.quota_for(reading.plan);
+            let stem = self.shared.stem(rule, &quota, &identity);
+            planned.push(Planned { rule: rule.clone(), quota, identity, stem });
         }
         if planned.is_empty() {
             return Ok(Plan::Done(Verdict::Unmatched));
@@ -351,8 +354,10 @@ impl Enforcer {
 
 impl Shared {
     /// `prefix:{tag}:rest:rule:`, and for a token bucket the period too (its stored units are
-    /// counted in periods, so a bucket under another period is another bucket).
-    fn stem(&self, rule: &Rule, identity: &Identity) -> String {
+    /// counted in periods, so a bucket under another period is another bucket), and for a
+    /// window a tier's period other than the rule's (Redis keys its windows by their index in
+    /// periods already; the in-process store, one state per stem, needs the stems apart).
+    fn stem(&self, rule: &Rule, quota: &Quota, identity: &Identity) -> String {
         let mut stem = self.keys.stem(identity.tag());
         if !identity.rest().is_empty() {
             stem.push_str(identity.rest());
@@ -360,8 +365,9 @@ impl Shared {
         }
         stem.push_str(rule.name());
         stem.push(':');
-        if rule.algorithm() == Algorithm::TokenBucket {
-            stem.push_str(&format!("p{}:", rule.quota().period_ms()));
+        let windowed = matches!(rule.algorithm(), Algorithm::FixedWindow | Algorithm::SlidingWindow);
+        if rule.algorithm() == Algorithm::TokenBucket || (windowed && quota.period_ms() != rule.quota().period_ms()) {
+            stem.push_str(&format!("p{}:", quota.period_ms()));
         }
         stem
     }
@@ -470,7 +476,7 @@ fn rule_decision(
     RuleDecision {
         decision: Decision {
             allowed: o.allowed,
-            limit: p.rule.quota().capacity(p.rule.algorithm()),
+            limit: p.quota.capacity(p.rule.algorithm()),
             remaining: o.remaining,
             retry_after_ms: o.retry_after_ms,
             reset_after_ms: o.reset_after_ms,
@@ -481,7 +487,7 @@ fn rule_decision(
         consumed: item.consumed,
         rule: p.rule.name().to_owned(),
         algorithm: p.rule.algorithm(),
-        quota: p.rule.quota(),
+        quota: p.quota,
         policy: p.rule.policy(),
         shadow: p.rule.is_shadow(),
         cost: p.rule.request_cost(),
@@ -494,7 +500,7 @@ fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
     rules_script::Item {
         request: scripts::Request {
             algorithm: p.rule.algorithm(),
-            quota: &p.rule.quota,
+            quota: &p.quota,
             stem: &p.stem,
             now_ms: (p.rule.clock() == TimeSource::Client).then_some(now),
             cost: p.rule.request_cost(),
@@ -506,7 +512,7 @@ fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
 fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
     RuleItem {
         algorithm: p.rule.algorithm(),
-        quota: &p.rule.quota,
+        quota: &p.quota,
         key: &p.stem,
         now_ms: now,
         cost: p.rule.request_cost(),

@@ -227,3 +227,47 @@ async fn a_bad_file_leaves_the_rules_in_force_and_the_watch_reports_each_change_
     assert!(heard[0].starts_with("err ") && heard[1] == "ok 4", "{heard:?}");
     assert_eq!(e.rules().rules()[0].quota().limit(), 4);
 }
+
+#[tokio::test]
+async fn a_tier_is_chosen_by_the_plan_an_authentication_layer_set_never_by_a_header() {
+    let clock = ManualClock::new(0);
+    let rules = RuleSet::builder()
+        .rule(
+            Rule::new("api", Algorithm::SlidingLog, Quota::new(1, 60_000))
+                .key([KeyPart::User])
+                .tier("pro", Quota::new(3, 60_000)),
+        )
+        .build()
+        .unwrap();
+    let e = enforcer(rules, &clock);
+    let on = |user: &str, plan: Option<&str>| {
+        let mut r = req(None, "192.0.2.1");
+        r.headers_mut().insert("x-plan", "pro".parse().unwrap());
+        r.extensions_mut().insert(User(user.into()));
+        if let Some(plan) = plan {
+            r.extensions_mut().insert(crate::rules::Plan(plan.into()));
+        }
+        r
+    };
+    // A header naming the plan is only what the client says: the rule's own quota applies.
+    assert!(decided(&e, &on("free", None)).await.allowed);
+    let refused = decided(&e, &on("free", None)).await;
+    assert_eq!((refused.allowed, refused.rules[0].decision.limit), (false, 1));
+    let admitted: Vec<_> = admissions(&e, &on("paying", Some("pro")), 4).await;
+    assert_eq!(admitted, [true, true, true, false]);
+    let d = decided(&e, &on("paying", Some("pro"))).await;
+    assert_eq!((d.rules[0].quota, d.rules[0].decision.limit), (Quota::new(3, 60_000), 3), "the tier is reported");
+    // A plan the rule does not name gets its own quota; the tiers share a key's state, so the
+    // free user moving to pro has used one of its three.
+    assert!(!decided(&e, &on("paying", Some("gold"))).await.allowed);
+    assert_eq!(admissions(&e, &on("free", Some("pro")), 3).await, [true, true, false]);
+}
+
+/// Whether each of `n` copies of `r` is admitted, in turn.
+async fn admissions(e: &Enforcer, r: &Request<()>, n: usize) -> Vec<bool> {
+    let mut admitted = Vec::new();
+    for _ in 0..n {
+        admitted.push(decided(e, r).await.allowed);
+    }
+    admitted
+}

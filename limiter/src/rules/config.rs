@@ -26,8 +26,12 @@
 //! time_source = "server"              # or client
 //! shadow = false
 //! on_missing_key = "reject"           # fallback-ip, skip
+//! # Other quotas by the client's plan, which the authentication layer sets (`rules::Plan`);
+//! # period defaults to the rule's, burst to the tier's limit.
+//! tiers = { pro = { limit = 50 }, enterprise = { limit = 500, period = "1s", burst = 100 } }
 //! ```
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnet::IpNet;
@@ -100,6 +104,18 @@ struct RuleConfig {
     shadow: bool,
     #[serde(default)]
     on_missing_key: Option<String>,
+    #[serde(default)]
+    tiers: BTreeMap<String, TierConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TierConfig {
+    limit: u64,
+    #[serde(default)]
+    period: Option<Period>,
+    #[serde(default)]
+    burst: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -335,7 +351,15 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
     for h in &c.matcher.headers {
         matcher = matcher.header(h);
     }
-    Ok(Rule::new(&c.name, algorithm, quota)
+    let mut rule = Rule::new(&c.name, algorithm, quota);
+    for (plan, t) in &c.tiers {
+        let period = match &t.period {
+            Some(p) => p.ms().map_err(|m| err(&format!("tiers.{plan}.period"), m))?,
+            None => period,
+        };
+        rule = rule.tier(plan, Quota::new(t.limit, period).with_burst(t.burst.unwrap_or(t.limit)));
+    }
+    Ok(rule
         .matching(matcher)
         .key(key)
         .cost(c.cost.unwrap_or(1))
@@ -365,6 +389,7 @@ mod tests {
         algorithm = "token-bucket"
         limit = 5
         period = "1s"
+        tiers = { pro = { limit = 50 }, enterprise = { limit = 500, period = "1m", burst = 100 } }
 
         [[rule]]
         name = "daily"
@@ -385,6 +410,9 @@ mod tests {
         let set = RuleSet::from_toml(GOOD).unwrap();
         let hello = set.rule("hello").unwrap();
         assert_eq!((hello.algorithm(), hello.quota()), (Algorithm::TokenBucket, Quota::per_second(5)));
+        assert_eq!(hello.quota_for(Some("pro")), Quota::per_second(50), "the rule's period, a burst of the limit");
+        assert_eq!(hello.quota_for(Some("enterprise")), Quota::per_minute(500).with_burst(100));
+        assert_eq!(hello.quota_for(None), hello.quota());
         let daily = set.rule("daily").unwrap();
         assert_eq!(daily.quota(), Quota::new(1000, 86_400_000));
         assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period_ms: 60_000 });
@@ -419,6 +447,11 @@ mod tests {
             (rule("").replace("\"1s\"", "\"0ms\""), Some("r1"), "period"),
             (rule("").replace("[\"ip\"]", "[\"ip\", \"cookie\"]"), Some("r1"), "key[1]"),
             (rule("").replace("name = \"r1\"\n", ""), Some("#1"), "name"),
+            (rule("tiers = { pro = { limit = 0 } }"), Some("r1"), "tiers.pro.limit"),
+            (rule("tiers = { pro = { limit = 9, period = \"9\" } }"), Some("r1"), "tiers.pro.period"),
+            (rule("tiers = { pro = { limt = 9 } }"), Some("r1"), "tiers.pro.limt"),
+            (rule("tiers = { \"a:b\" = { limit = 9 } }"), Some("r1"), "tiers"),
+            (rule("cost = 2\ntiers = { basic = { limit = 1 } }"), Some("r1"), "tiers.basic.limit"),
             ("[client_ip]\ntrusted_proxies = [\"10.0.0.0/33\"]".into(), None, "client_ip.trusted_proxies[0]"),
             ("[access]\ndeny_ips = [\"x\"]".into(), None, "access.deny_ips[0]"),
             ("[access]\nkey_headers = [\"x-k\"]\nallow_keys = [\"vip\"]".into(), None, "access.allow_keys"),

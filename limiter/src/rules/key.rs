@@ -28,6 +28,13 @@ pub struct User(pub String);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ApiKey(pub String);
 
+/// The plan (tier) of a request's client, put in its extensions by the authentication layer
+/// that knows it (from the account a verified key or token belongs to): a rule with tiers
+/// ([`crate::rules::Rule::tier`]) enforces that plan's quota. Like [`User`], never set it from
+/// a value the client merely sent, or anyone could name the largest plan.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Plan(pub String);
+
 /// One part of a rule's key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

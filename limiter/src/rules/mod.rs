@@ -55,7 +55,7 @@ pub use access::{Access, AccessList, AccessLists};
 pub use client_ip::{ClientIp, ForwardedHeader, PeerAddr};
 #[cfg(test)]
 pub(crate) use key::identity_of;
-pub use key::{ApiKey, Identity, KeyPart, User};
+pub use key::{ApiKey, Identity, KeyPart, Plan, User};
 pub use matcher::{Match, PathPattern};
 pub(crate) use reading::Reading;
 
@@ -138,6 +138,8 @@ pub struct Rule {
     pub(crate) time_source: TimeSource,
     pub(crate) shadow: bool,
     pub(crate) on_missing_key: OnMissingKey,
+    /// Other quotas by plan, in the order given ([`Rule::tier`]).
+    pub(crate) tiers: Vec<(String, Quota)>,
 }
 
 impl Rule {
@@ -157,6 +159,7 @@ impl Rule {
             time_source: TimeSource::Server,
             shadow: false,
             on_missing_key: OnMissingKey::Reject,
+            tiers: Vec::new(),
         }
     }
 
@@ -201,6 +204,37 @@ impl Rule {
     pub fn on_missing_key(mut self, treatment: OnMissingKey) -> Self {
         self.on_missing_key = treatment;
         self
+    }
+
+    /// Enforces `quota` instead of the rule's own for a request whose client is on `plan`
+    /// ([`Plan`], which only an authentication layer sets; a request without one, or on a plan
+    /// the rule does not name, gets the rule's own quota). The tiers share the rule's state per
+    /// key as a reload of its quota would: a client moving to a larger plan keeps what it used,
+    /// and a token bucket or window under another period counts apart.
+    ///
+    /// ```
+    /// use redis_ratelimit::rules::{KeyPart, Rule};
+    /// use redis_ratelimit::{Algorithm, Quota};
+    /// let rule = Rule::new("api", Algorithm::Gcra, Quota::per_minute(60))
+    ///     .key([KeyPart::User])
+    ///     .tier("pro", Quota::per_minute(600))
+    ///     .tier("enterprise", Quota::per_minute(6_000).with_burst(500));
+    /// assert_eq!(rule.quota_for(Some("pro")).limit(), 600);
+    /// assert_eq!(rule.quota_for(Some("unknown")).limit(), 60);
+    /// ```
+    pub fn tier(mut self, plan: &str, quota: Quota) -> Self {
+        self.tiers.push((plan.to_owned(), quota));
+        self
+    }
+
+    /// The quota a request on `plan` gets: its tier's, else the rule's own.
+    pub fn quota_for(&self, plan: Option<&str>) -> Quota {
+        plan.and_then(|plan| self.tiers.iter().find(|(p, _)| p == plan)).map_or(self.quota, |&(_, q)| q)
+    }
+
+    /// The tiers: each plan and its quota.
+    pub fn tiers(&self) -> impl Iterator<Item = (&str, Quota)> {
+        self.tiers.iter().map(|(p, q)| (p.as_str(), *q))
     }
 
     /// The name.
@@ -285,6 +319,25 @@ impl Rule {
                 "cost",
                 format!("{} exceeds the rule's capacity {capacity}: no request could ever be admitted", self.cost),
             ));
+        }
+        for (i, (plan, quota)) in self.tiers.iter().enumerate() {
+            let at = |field: &str| format!("tiers.{plan}.{field}");
+            crate::key::check_name(plan).map_err(|m| RuleError::in_rule(name, "tiers", format!("plan {m}")))?;
+            if self.tiers[..i].iter().any(|(p, _)| p == plan) {
+                return Err(RuleError::in_rule(name, "tiers", format!("names the plan {plan:?} twice")));
+            }
+            quota.validate(self.algorithm).map_err(|e| {
+                let e = from_library(e);
+                RuleError::in_rule(name, at(&e.field), e.message)
+            })?;
+            let capacity = quota.capacity(self.algorithm);
+            if self.cost > capacity {
+                return Err(RuleError::in_rule(
+                    name,
+                    at("limit"),
+                    format!("the plan's capacity {capacity} is below the rule's cost {}: no request on it could ever be admitted", self.cost),
+                ));
+            }
         }
         if self.key.is_empty() {
             return Err(RuleError::in_rule(

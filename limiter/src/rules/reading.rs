@@ -12,7 +12,7 @@ use std::net::IpAddr;
 
 use http::Request;
 
-use super::key::{ApiKey, User};
+use super::key::{ApiKey, Plan, User};
 
 /// A header that says who the client is arrived more than once.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,8 @@ pub(crate) struct Reading<'r> {
     pub(crate) user: Option<&'r str>,
     /// The API key an authentication layer verified.
     pub(crate) api_key: Option<&'r str>,
+    /// The plan an authentication layer found for the client.
+    pub(crate) plan: Option<&'r str>,
     /// Each identifying header and its one value (None: absent, or not text).
     headers: Vec<(&'r str, Option<&'r str>)>,
     /// The path, without the query.
@@ -59,6 +61,7 @@ impl<'r> Reading<'r> {
             ip,
             user: ext.get::<User>().map(|u| u.0.as_str()),
             api_key: ext.get::<ApiKey>().map(|k| k.0.as_str()),
+            plan: ext.get::<Plan>().map(|p| p.0.as_str()),
             headers,
             route: req.uri().path(),
             method: req.method().as_str(),
