@@ -25,7 +25,13 @@ fn one_script_call_holds_all_or_nothing_and_every_rules_bound_under_every_policy
         let rules = r.rules.as_ref().expect("a multi-rule run reports its rules");
         assert_eq!(rules.all_or_nothing, Verdict::Held, "{}: {}", r.replay, rules.all_or_nothing_detail);
         assert_eq!(rules.split_requests, 0);
-        assert_eq!(rules.rules.len(), 3);
+        // The per-user rule is held to each of its tiers on the users it applies to.
+        let names: Vec<&str> = rules.rules.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(names, ["per-user", "per-user (pro)", "per-route", "global"]);
+        assert_eq!(
+            (rules.rules[0].limit * 2, rules.rules[0].period_ms),
+            (rules.rules[1].limit, rules.rules[1].period_ms)
+        );
         for b in &rules.rules {
             assert_eq!(b.bound, Verdict::Held, "{} rule {}: {}", r.replay, b.name, b.bound_detail);
             assert!(b.consumed > 0, "rule {} took nothing", b.name);
@@ -68,7 +74,14 @@ fn the_rules_are_valid_for_the_catalogue_quota_and_count_by_three_things() {
     assert_eq!(set.rules().len(), 3);
     let rules = RulesSubject::rules(q);
     assert_eq!(rules.iter().map(|r| r.identity(5)).collect::<Vec<_>>(), [5, 1, 0]);
-    // Six users: 60 per 500 ms per user, 40 per route pair, 30 global: the global binds.
+    // User 4 is on the pro plan: twice the per-user quota, the same shared rules.
+    assert_eq!(
+        rules.iter().map(|r| r.quota_for(4).limit()).collect::<Vec<_>>(),
+        [2 * q.limit(), 2 * q.limit(), 3 * q.limit()]
+    );
+    assert_eq!(rules[0].quota_for(5), q);
+    // Six users (two on pro): 80 per 500 ms per user, 40 per route pair, 30 global: the
+    // global binds.
     let six: std::collections::BTreeSet<u32> = (0..6).collect();
     assert_eq!(limit_per_bucket(&rules, &six, 500), 30.0);
     let one: std::collections::BTreeSet<u32> = [3].into();

@@ -11,7 +11,7 @@ use redis_ratelimit::Source;
 
 use results::{RuleBound, RulesResult};
 
-use super::SimRule;
+use super::{is_pro, SimRule};
 use crate::checker::{self, Check, Verdict};
 use crate::promise::Tolerance;
 use crate::trace::Record;
@@ -51,30 +51,38 @@ pub fn check(rules: &[SimRule], records: &[Record], data_losses: u64) -> (Check,
     };
     let mut bounds = Vec::new();
     for (i, rule) in rules.iter().enumerate() {
-        // What Redis took from this rule, per identity, as records of a single limiter (a
-        // failure policy's local budget is checked as the policy's promise).
-        let taken: Vec<Record> = records
-            .iter()
-            .filter(|r| r.source == Source::Store && r.rules.get(i).is_some_and(|m| m.consumed))
-            .map(|r| Record {
-                key: rule.identity(r.key),
-                allowed: true,
-                source: Source::Store,
-                rules: Vec::new(),
-                ..r.clone()
-            })
-            .collect();
-        let c = checker::check_bound(rule.promise(), &rule.quota, &taken, data_losses, Tolerance::EXACT);
-        bounds.push(RuleBound {
-            name: rule.name.to_owned(),
-            algorithm: rule.algorithm.name().to_owned(),
-            limit: rule.quota.limit(),
-            period_ms: rule.quota.period_ms(),
-            burst: rule.quota.burst(),
-            consumed: taken.iter().map(|r| r.cost).sum(),
-            bound: c.verdict,
-            bound_detail: c.detail,
-        });
+        // A rule with a tier is held to each quota on the users it applies to.
+        let mut tiers = vec![(rule.name.to_owned(), rule.quota, false)];
+        if let Some(pro) = rule.pro {
+            tiers.push((format!("{} (pro)", rule.name), pro, true));
+        }
+        for (name, quota, pro) in tiers {
+            // What Redis took from this rule, per identity, as records of a single limiter (a
+            // failure policy's local budget is checked as the policy's promise).
+            let taken: Vec<Record> = records
+                .iter()
+                .filter(|r| r.source == Source::Store && r.rules.get(i).is_some_and(|m| m.consumed))
+                .filter(|r| rule.pro.is_none() || is_pro(r.key) == pro)
+                .map(|r| Record {
+                    key: rule.identity(r.key),
+                    allowed: true,
+                    source: Source::Store,
+                    rules: Vec::new(),
+                    ..r.clone()
+                })
+                .collect();
+            let c = checker::check_bound(rule.promise(), &quota, &taken, data_losses, Tolerance::EXACT);
+            bounds.push(RuleBound {
+                name,
+                algorithm: rule.algorithm.name().to_owned(),
+                limit: quota.limit(),
+                period_ms: quota.period_ms(),
+                burst: quota.burst(),
+                consumed: taken.iter().map(|r| r.cost).sum(),
+                bound: c.verdict,
+                bound_detail: c.detail,
+            });
+        }
     }
     let broken_rule = bounds.iter().find(|b| b.bound == Verdict::Broken);
     let check = match (aon, broken_rule) {
@@ -109,8 +117,20 @@ mod tests {
 
     fn rules() -> [SimRule; 2] {
         [
-            SimRule { name: "u", algorithm: Algorithm::SlidingLog, quota: Quota::new(2, 1_000), by: By::User },
-            SimRule { name: "g", algorithm: Algorithm::SlidingLog, quota: Quota::new(3, 1_000), by: By::Global },
+            SimRule {
+                name: "u",
+                algorithm: Algorithm::SlidingLog,
+                quota: Quota::new(2, 1_000),
+                by: By::User,
+                pro: None,
+            },
+            SimRule {
+                name: "g",
+                algorithm: Algorithm::SlidingLog,
+                quota: Quota::new(3, 1_000),
+                by: By::Global,
+                pro: None,
+            },
         ]
     }
 
@@ -126,6 +146,22 @@ mod tests {
         assert!(c.detail.contains("consumed from rules [0] while rules [1] denied it"), "{}", c.detail);
         let unpaid = [rec(0, 0, true, &[(true, true), (true, false)])];
         assert_eq!(check(&rules(), &unpaid, 0).1.split_requests, 1);
+    }
+
+    #[test]
+    fn a_tier_holds_its_users_to_its_own_quota() {
+        let tiered = [SimRule {
+            name: "u",
+            algorithm: Algorithm::SlidingLog,
+            quota: Quota::new(2, 1_000),
+            by: By::User,
+            pro: Some(Quota::new(3, 1_000)),
+        }];
+        // User 1 is on pro (3 a second), user 0 is not (2): three each within one period.
+        let recs: Vec<Record> = (0..6).map(|i| rec(i, (i % 2) as u32, true, &[(true, true)])).collect();
+        let (_, r) = check(&tiered, &recs, 0);
+        let bounds: Vec<_> = r.rules.iter().map(|b| (b.name.as_str(), b.limit, b.consumed, b.bound)).collect();
+        assert_eq!(bounds, [("u", 2, 3, Verdict::Broken), ("u (pro)", 3, 3, Verdict::Held)]);
     }
 
     #[test]

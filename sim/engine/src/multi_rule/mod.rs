@@ -4,7 +4,10 @@
 //! bound.
 //!
 //! Every request of the scenario matches three rules: one per user (the arrival's key), one
-//! per route (the key's route, `key % ROUTES`), and one global. Each rule's first key part is
+//! per route (the key's route, `key % ROUTES`), and one global. A third of the users are on
+//! the `pro` plan ([`is_pro`]), for which the per-user rule has a tier of twice its quota: the
+//! enforcer learns the plan from the request, the oracle from the user, and each tier is held
+//! to its own bound. Each rule's first key part is
 //! its Redis Cluster hash tag, so the three live in three different slots: the library decides
 //! them in one script call on one Redis ([`RulesSubject::OneCall`], what `redis_ratelimit::enforce`
 //! does), and the `rules-per-slot` subject runs the path a cluster would need, one dry and one
@@ -53,6 +56,13 @@ pub struct SimRule {
     pub quota: Quota,
     /// What it counts by.
     pub by: By,
+    /// The quota of users on the `pro` plan, if it has a tier for them.
+    pub pro: Option<Quota>,
+}
+
+/// Whether the user `key` is on the `pro` plan: a third of the users.
+pub fn is_pro(key: u32) -> bool {
+    key % 3 == 1
 }
 
 impl SimRule {
@@ -65,6 +75,14 @@ impl SimRule {
         }
     }
 
+    /// The quota a request on `key` is held to: the `pro` tier's for a user on that plan.
+    pub fn quota_for(&self, key: u32) -> Quota {
+        match self.pro {
+            Some(pro) if is_pro(key) => pro,
+            _ => self.quota,
+        }
+    }
+
     /// What it promises.
     pub fn promise(&self) -> Promise {
         Promise::of(self.algorithm)
@@ -72,13 +90,19 @@ impl SimRule {
 }
 
 /// What the rules together admit per `bucket_ms` over `keys` (the users seen): the tightest
-/// of each rule's rate times the identities it has among them.
+/// of each rule's rates summed over the identities it has among them (each at its tier's).
 pub fn limit_per_bucket(rules: &[SimRule], keys: &std::collections::BTreeSet<u32>, bucket_ms: u64) -> f64 {
     rules
         .iter()
         .map(|r| {
-            let identities: std::collections::BTreeSet<u32> = keys.iter().map(|&k| r.identity(k)).collect();
-            r.quota.limit() as f64 * bucket_ms as f64 / r.quota.period_ms() as f64 * identities.len().max(1) as f64
+            let identities: std::collections::BTreeMap<u32, Quota> =
+                keys.iter().map(|&k| (r.identity(k), r.quota_for(k))).collect();
+            let rate = |q: &Quota| q.limit() as f64 * bucket_ms as f64 / q.period_ms() as f64;
+            if identities.is_empty() {
+                rate(&r.quota)
+            } else {
+                identities.values().map(rate).sum()
+            }
         })
         .fold(f64::INFINITY, f64::min)
 }
@@ -106,18 +130,26 @@ impl RulesSubject {
     }
 
     /// The scenario's rules for its quota `q` (the per-user rule's): per user a token bucket
-    /// of `q`, per route a sliding log of twice `q`'s limit, and a global GCRA of three times
-    /// it, so each binds at the scenario's load.
+    /// of `q` (twice `q` for `pro` users), per route a sliding log of twice `q`'s limit, and a
+    /// global GCRA of three times it, so each binds at the scenario's load.
     pub fn rules(q: Quota) -> Vec<SimRule> {
         let (l, w) = (q.limit(), q.period_ms());
+        let pro = Some(Quota::new(2 * l, w).with_burst(2 * q.burst()));
         vec![
-            SimRule { name: "per-user", algorithm: Algorithm::TokenBucket, quota: q, by: By::User },
-            SimRule { name: "per-route", algorithm: Algorithm::SlidingLog, quota: Quota::new(2 * l, w), by: By::Route },
+            SimRule { name: "per-user", algorithm: Algorithm::TokenBucket, quota: q, by: By::User, pro },
+            SimRule {
+                name: "per-route",
+                algorithm: Algorithm::SlidingLog,
+                quota: Quota::new(2 * l, w),
+                by: By::Route,
+                pro: None,
+            },
             SimRule {
                 name: "global",
                 algorithm: Algorithm::Gcra,
                 quota: Quota::new(3 * l, w).with_burst(l),
                 by: By::Global,
+                pro: None,
             },
         ]
     }
@@ -131,8 +163,12 @@ impl RulesSubject {
                 By::Route => KeyPart::Route,
                 By::Global => KeyPart::Const("all".into()),
             };
-            builder = builder
-                .rule(Rule::new(r.name, r.algorithm, r.quota).matching(Match::any()).key([key]).failure_policy(policy));
+            let mut rule =
+                Rule::new(r.name, r.algorithm, r.quota).matching(Match::any()).key([key]).failure_policy(policy);
+            if let Some(pro) = r.pro {
+                rule = rule.tier("pro", pro);
+            }
+            builder = builder.rule(rule);
         }
         Ok(builder.build()?)
     }

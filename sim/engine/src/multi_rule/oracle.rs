@@ -25,7 +25,7 @@ pub fn judge(rules: &[SimRule], records: &[Record]) -> (Vec<bool>, Accuracy) {
             .map(|(i, rule)| {
                 let id = (i, rule.identity(r.key));
                 let mut state = states.get(&id).cloned().flatten();
-                let ok = algo::step(rule.algorithm, &rule.quota, &mut state, now, r.cost).allowed;
+                let ok = algo::step(rule.algorithm, &rule.quota_for(r.key), &mut state, now, r.cost).allowed;
                 (id, state, ok)
             })
             .collect();
@@ -60,8 +60,20 @@ mod tests {
     #[test]
     fn a_request_one_rule_denies_is_charged_to_none() {
         let rules = [
-            SimRule { name: "u", algorithm: Algorithm::SlidingLog, quota: Quota::new(1, 1_000), by: By::User },
-            SimRule { name: "g", algorithm: Algorithm::SlidingLog, quota: Quota::new(2, 1_000), by: By::Global },
+            SimRule {
+                name: "u",
+                algorithm: Algorithm::SlidingLog,
+                quota: Quota::new(1, 1_000),
+                by: By::User,
+                pro: None,
+            },
+            SimRule {
+                name: "g",
+                algorithm: Algorithm::SlidingLog,
+                quota: Quota::new(2, 1_000),
+                by: By::Global,
+                pro: None,
+            },
         ];
         // Key 0 twice (the second denied by the per-user rule), then key 1: the global rule
         // still has room, because the denied request took nothing from it.

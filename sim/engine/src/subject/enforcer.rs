@@ -5,11 +5,11 @@
 use std::sync::Arc;
 
 use redis_ratelimit::enforce::{Enforcer, Verdict};
-use redis_ratelimit::rules::User;
+use redis_ratelimit::rules::{Plan, User};
 use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
 
 use super::{Answer, DecidedBy};
-use crate::multi_rule::{route_of, RulesSubject};
+use crate::multi_rule::{is_pro, route_of, RulesSubject};
 use crate::subject::RuleMark;
 
 /// See the module docs.
@@ -43,11 +43,15 @@ impl RulesCaller {
     /// Decides one request on `key` (`key-N`).
     pub async fn check(&self, key: &str, cost: u64) -> Answer {
         let n: u32 = key.rsplit('-').next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        let request = http::Request::builder()
+        let mut request = http::Request::builder()
             .uri(format!("/r/{}", route_of(n)))
             .extension(User(key.to_owned()))
             .body(())
             .expect("a request from a valid path");
+        // What an authentication layer would know of the user.
+        if is_pro(n) {
+            request.extensions_mut().insert(Plan("pro".into()));
+        }
         let failed = |error: String| Answer {
             allowed: false,
             cost,
