@@ -52,6 +52,16 @@ pub enum Error {
         /// What was refused.
         detail: String,
     },
+    /// Redis could not be asked (down, slow, partitioned, refusing this client, or the breaker
+    /// open), so an operation that no failure policy can stand in for did not happen: a
+    /// [`crate::Limiter::reset`] that Redis never heard.
+    #[error("Redis could not be asked ({why:?}), so {operation} did not happen")]
+    Unavailable {
+        /// What did not happen.
+        operation: &'static str,
+        /// Why Redis could not be asked.
+        why: crate::Degraded,
+    },
     /// Redis refused a command or a script raised an error.
     #[error("Redis refused the {algorithm} call: {detail}")]
     Server {

@@ -123,8 +123,9 @@ impl Limiter {
     }
 
     /// What this limiter's Redis keys carry after the user key, `prefix:{key}:STATE:suffix`:
-    /// its name ([`LimiterBuilder::name`]), or else its quota (`q=100/60000ms`, see the
-    /// README on keys and on migrating keys written without it).
+    /// its name ([`LimiterBuilder::name`]; a named token bucket's keys add its period,
+    /// `NAME:p60000`), or else its quota (`q=100/60000ms`, see the README on keys and on
+    /// migrating keys written without it). Its metrics are labelled by it.
     pub fn state_name(&self) -> &str {
         &self.inner.state
     }
@@ -172,6 +173,48 @@ impl Limiter {
         }
         let decision = self.decide_under(key, &quota, cost).await;
         self.measured(decision)
+    }
+
+    /// Forgets `key`'s state, as if the key had never been seen: a support team unblocking a
+    /// customer, a login limit cleared after a successful sign-in. It is the state of the
+    /// limiter's own quota (for a named limiter, the state every quota of its period shares,
+    /// see [`Limiter::check_with`]); a window algorithm's windows are those within one period of
+    /// this instance's clock. The denial cache and the leases drop what they hold for the key.
+    /// No failure policy can stand in for a reset: when Redis cannot be asked it is an error,
+    /// [`Error::Unavailable`], and nothing was reset in Redis.
+    ///
+    /// ```
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build().unwrap();
+    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(!limiter.check("alice", 1).await.unwrap().allowed);
+    /// limiter.reset("alice").await.unwrap();
+    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// # });
+    /// ```
+    pub async fn reset(&self, key: &str) -> Result<(), Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        let redis = match &inner.store {
+            Store::Local(local) => {
+                local.forget(key);
+                return Ok(());
+            }
+            Store::Redis(redis) => redis,
+        };
+        if let Some(denials) = &inner.modes.denials {
+            denials.forget(key);
+        }
+        if let Some(leases) = &inner.modes.leases {
+            leases.forget(key);
+        }
+        let now = inner.clock.now_ms();
+        let keys = scripts::state_keys(inner.algorithm, &inner.quota, &inner.stem(key), now);
+        match inner.health.guard(&*inner.clock, now, redis, || redis.reset(keys)).await? {
+            Guarded::Answered(_) => Ok(()),
+            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the reset", why }),
+        }
     }
 
     fn measured(&self, decision: Result<Decision, Error>) -> Result<Decision, Error> {

@@ -58,6 +58,25 @@ pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
     }
 }
 
+/// The script forgetting one key's state (`lua/reset.lua`): called with [`state_keys`] as
+/// KEYS and no ARGV, it deletes them and returns how many existed.
+pub const RESET: &str = redis_ratelimit_scripts::RESET;
+
+/// The Redis keys holding the state whose stem is `stem` (a limiter's whole stem,
+/// `prefix:{key}:STATE:`) under `algorithm` and `quota`, as seen at `now_ms`: the algorithm's
+/// one key, or for the windows every window an instance whose clock is within one period of
+/// `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`).
+pub fn state_keys(algorithm: Algorithm, quota: &Quota, stem: &str, now_ms: u64) -> Vec<String> {
+    let key = format!("{stem}{}", key_suffix(algorithm));
+    match algorithm {
+        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+            let n = now_ms / quota.period_ms();
+            (n.saturating_sub(2)..=n + 1).map(|i| format!("{key}:{i}")).collect()
+        }
+        _ => vec![key],
+    }
+}
+
 /// The key suffix of each algorithm, after the `prefix:{key}:` stem.
 pub const fn key_suffix(algorithm: Algorithm) -> &'static str {
     match algorithm {

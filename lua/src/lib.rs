@@ -34,6 +34,8 @@ pub const GCRA: &str = include_str!("../gcra.lua");
 pub const LEASE_GCRA: &str = include_str!("../lease_gcra.lua");
 /// Leases of token-bucket units.
 pub const LEASE_TOKEN_BUCKET: &str = include_str!("../lease_token_bucket.lua");
+/// Forgets one key's state: deletes its keys.
+pub const RESET: &str = include_str!("../reset.lua");
 /// Many requests of one algorithm in one call; [`BATCH_PLACEHOLDER`] marks where the
 /// algorithm's own script goes.
 pub const BATCH_TEMPLATE: &str = include_str!("../batch.lua");
@@ -44,7 +46,7 @@ pub const BATCH_PLACEHOLDER: &str = "--@ALGORITHM@";
 pub const ALL_OR_NOTHING_TEMPLATE: &str = include_str!("../all_or_nothing.lua");
 
 /// Every file of this crate by its name, as the templates' placeholders name them.
-pub const FILES: [(&str, &str); 9] = [
+pub const FILES: [(&str, &str); 10] = [
     ("fixed_window.lua", FIXED_WINDOW),
     ("sliding_window.lua", SLIDING_WINDOW),
     ("sliding_log.lua", SLIDING_LOG),
@@ -52,6 +54,7 @@ pub const FILES: [(&str, &str); 9] = [
     ("gcra.lua", GCRA),
     ("lease_gcra.lua", LEASE_GCRA),
     ("lease_token_bucket.lua", LEASE_TOKEN_BUCKET),
+    ("reset.lua", RESET),
     ("batch.lua", BATCH_TEMPLATE),
     ("all_or_nothing.lua", ALL_OR_NOTHING_TEMPLATE),
 ];

@@ -180,3 +180,27 @@ async fn a_quota_per_request_is_decided_by_redis_under_that_quota_whatever_the_m
         assert_eq!(script_calls(&server) - before, 5, "{mode}: one call per request under another quota");
     }
 }
+
+/// A reset reaches past the modes: the denial cache forgets the key's denial and the leases
+/// drop its lease, so the next request is decided afresh, and admitted.
+#[tokio::test]
+async fn a_reset_clears_what_the_modes_hold_for_the_key() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let quota = Quota::per_minute(2);
+    type Mode = fn(redis_ratelimit::LimiterBuilder) -> redis_ratelimit::LimiterBuilder;
+    let modes: [(&str, Mode); 2] = [
+        ("reset-denials", |b| b.denial_cache(DenialCache::default())),
+        ("reset-leases", |b| b.leases(Leases::default())),
+    ];
+    for (mode, with) in modes {
+        let l = with(builder(&server, Algorithm::Gcra, quota, mode)).build().expect("valid");
+        let mut denied = false;
+        for _ in 0..4 {
+            denied |= !l.check("k", 1).await.expect("decides").allowed;
+        }
+        assert!(denied, "{mode}: the key is spent");
+        l.reset("k").await.expect("reset");
+        let d = l.check("k", 1).await.expect("decides");
+        assert!(d.allowed, "{mode}: decided afresh after the reset: {d:?}");
+    }
+}

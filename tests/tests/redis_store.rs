@@ -253,3 +253,43 @@ async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
     let too_dear = named.check_with("u", Quota::per_minute(3), 4).await.unwrap_err();
     assert_eq!(too_dear, Error::CostExceedsCapacity { cost: 4, capacity: 3 });
 }
+
+/// A reset forgets one key's state for every algorithm: the key is admitted its whole quota
+/// again, none of its keys is left in Redis, and another key keeps its state. With Redis gone
+/// no failure policy can stand in: the reset is an error saying it did not happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() {
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    // Two per ten minutes: nothing refills while the test runs.
+    let q = Quota::new(2, 600_000);
+    for algorithm in Algorithm::ALL {
+        let l = limiter_on(&server, algorithm, q);
+        let (reset, kept) = (format!("reset-{algorithm}"), format!("kept-{algorithm}"));
+        let admitted = |key: String| {
+            let l = l.clone();
+            async move {
+                let mut admitted = Vec::new();
+                for _ in 0..3 {
+                    admitted.push(l.check(&key, 1).await.expect("decides").allowed);
+                }
+                admitted
+            }
+        };
+        assert_eq!(admitted(reset.clone()).await, [true, true, false], "{algorithm}");
+        assert_eq!(admitted(kept.clone()).await, [true, true, false], "{algorithm}");
+        l.reset(&reset).await.expect("reset");
+        let left: Vec<String> = conn.keys(format!("ratelimiter:{{{reset}}}:*")).expect("KEYS");
+        assert!(left.is_empty(), "{algorithm}: {left:?} left after the reset");
+        assert_eq!(admitted(reset).await, [true, true, false], "{algorithm}: the whole quota again");
+        assert!(!l.check(&kept, 1).await.expect("decides").allowed, "{algorithm}: another key keeps its state");
+    }
+    let gone = Limiter::builder(Algorithm::Gcra, q)
+        .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
+        .build()
+        .expect("valid");
+    let e = gone.reset("k").await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable { operation: "the reset", .. }), "{e}");
+    assert!(e.to_string().contains("did not happen"), "{e}");
+    assert!(matches!(gone.reset("").await.unwrap_err(), Error::InvalidKey(_)));
+}

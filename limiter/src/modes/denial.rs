@@ -30,6 +30,12 @@ impl Denials {
         (cost >= e.min_cost && now_ms < e.until_ms).then(|| e.until_ms - now_ms)
     }
 
+    /// Forgets what is cached for `key` (its state was reset).
+    pub(crate) fn forget(&self, key: &str) {
+        let key = self.entries.key(key);
+        self.entries.lock(key).remove(key);
+    }
+
     /// Redis denied `key` for `cost` with `retry_after_ms`, in a call sent at `sent_at_ms`.
     pub(crate) fn record(&self, key: &str, cost: u64, sent_at_ms: u64, retry_after_ms: u64) {
         // Shortened by the share this instance's clock may run slow, so the denial ends before

@@ -153,6 +153,12 @@ impl LeaseBook {
     }
 
     /// The most one request may cost.
+    /// Drops the lease held for `key` (its state was reset, and its units with it).
+    pub(crate) fn forget(&self, key: &str) {
+        let key = self.keys.key(key);
+        self.keys.lock(key).remove(key);
+    }
+
     pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }

@@ -30,10 +30,17 @@ static BY_ALGORITHM: LazyLock<[Loaded; Algorithm::ALL.len()]> = LazyLock::new(||
 
 static RULES: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
 
+static RESET: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::RESET));
+
 /// `algorithm`'s scripts.
 pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
     // `Algorithm::ALL` lists the variants in declaration order (checked where it is defined).
     &BY_ALGORITHM[algorithm as usize]
+}
+
+/// The script deleting a key's state (`lua/reset.lua`).
+pub(super) fn reset() -> &'static EvalScript {
+    &RESET
 }
 
 /// The all-or-nothing script of several rules (`crate::rules_script`).

@@ -87,6 +87,12 @@ impl LocalStore {
         outcome
     }
 
+    /// Forgets `key`'s state (under [`LocalStore::apply`]).
+    pub(crate) fn forget(&self, key: &str) {
+        let key = self.states.key(key);
+        self.states.lock(key).remove(key);
+    }
+
     /// Decides several rules of one request all-or-nothing (`algo::all_or_nothing`), under the
     /// locks of every shard their keys live in (taken in shard order, so two requests never wait
     /// for each other in a cycle). Each item is a rule's algorithm, quota, key, clock reading,

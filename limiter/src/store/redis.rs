@@ -208,6 +208,16 @@ impl RedisStore {
         .await
     }
 
+    /// Deletes `keys` (one key's state, in one slot) with `lua/reset.lua`: how many existed.
+    pub(crate) async fn reset(&self, keys: Vec<String>) -> Result<u64, StoreError> {
+        let call = Invocation { keys, args: Vec::new() };
+        self.run("reset", loaded::reset(), &call, |reply| match reply {
+            Value::Int(n) if n >= 0 => Ok(n as u64),
+            other => Err(bad_reply(&other)),
+        })
+        .await
+    }
+
     /// The one way the store sends a script: `script` with `call` on the store's connection,
     /// its reply read by `read`, bounded by the timeout, measured as a call of the script
     /// `name` (`metrics::StoreCall`), with errors sorted for the failure policy (see
