@@ -175,6 +175,13 @@ impl Limiter {
         self.measured(decision)
     }
 
+    /// What a request on `key` would be answered now, without consuming anything: a peek
+    /// (`check(key, 0)`), for showing a client its quota. Not counted as a decision in the
+    /// metrics, since nothing was asked of the limit.
+    pub async fn state(&self, key: &str) -> Result<Decision, Error> {
+        self.decide(key, 0).await
+    }
+
     /// Forgets `key`'s state, as if the key had never been seen: a support team unblocking a
     /// customer, a login limit cleared after a successful sign-in. It is the state of the
     /// limiter's own quota (for a named limiter, the state every quota of its period shares,

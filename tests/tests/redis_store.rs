@@ -255,7 +255,8 @@ async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
 }
 
 /// A reset forgets one key's state for every algorithm: the key is admitted its whole quota
-/// again, none of its keys is left in Redis, and another key keeps its state. With Redis gone
+/// again, none of its keys is left in Redis, and another key keeps its state; `state` reads
+/// it without consuming. With Redis gone
 /// no failure policy can stand in: the reset is an error saying it did not happen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() {
@@ -278,9 +279,12 @@ async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() 
         };
         assert_eq!(admitted(reset.clone()).await, [true, true, false], "{algorithm}");
         assert_eq!(admitted(kept.clone()).await, [true, true, false], "{algorithm}");
+        // A key's state, read without consuming: spent, then whole again after the reset.
+        assert_eq!(l.state(&reset).await.expect("peeks").remaining, 0, "{algorithm}");
         l.reset(&reset).await.expect("reset");
         let left: Vec<String> = conn.keys(format!("ratelimiter:{{{reset}}}:*")).expect("KEYS");
         assert!(left.is_empty(), "{algorithm}: {left:?} left after the reset");
+        assert_eq!(l.state(&reset).await.expect("peeks").remaining, 2, "{algorithm}");
         assert_eq!(admitted(reset).await, [true, true, false], "{algorithm}: the whole quota again");
         assert!(!l.check(&kept, 1).await.expect("decides").allowed, "{algorithm}: another key keeps its state");
     }
