@@ -37,14 +37,89 @@
 //! one pure step, no I/O, so `std` mutexes are right (mini-redis argues the same for its `Db`).
 //! Small tables keep one shard, so their eviction order spans all their keys.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{BuildHasher, BuildHasherDefault};
+use std::hash::BuildHasher;
 
 use crate::sync::{lock, Guard, Mutex};
 
-/// The hasher: SipHash with fixed keys, so which key a full table drops is the same on every
-/// run, as the simulator needs.
-type Hasher = BuildHasherDefault<DefaultHasher>;
+/// Where a table's hashes start: a secret drawn once per table, so no client can choose keys
+/// that collide. A hash anyone can compute lets a client that chooses its keys (a raw header a
+/// rule counts by) send keys that all land on neighbouring slots, and each lookup then probes
+/// through all of them: a scan per request, which the bound on the table's size does not
+/// prevent. With the feature `harness` the start is fixed instead, so which key a full table
+/// drops is the same on every run, as the simulator needs (a simulated run is a function of
+/// its seed); the library an application builds never has that feature.
+#[derive(Debug, Clone, Copy)]
+struct Hasher {
+    seed: u64,
+}
+
+impl Hasher {
+    fn new() -> Self {
+        Hasher { seed: if cfg!(feature = "harness") { SEED } else { secret() } }
+    }
+}
+
+/// A secret start: the standard library's random keys (drawn from the operating system once
+/// per process, then varied per call), folded into one word.
+fn secret() -> u64 {
+    std::collections::hash_map::RandomState::new().hash_one(SEED)
+}
+
+impl BuildHasher for Hasher {
+    type Hasher = FoldHasher;
+
+    fn build_hasher(&self) -> FoldHasher {
+        FoldHasher(self.seed)
+    }
+}
+
+/// A folded-multiply hash (the mixing step of wyhash and foldhash): each 8-byte word is mixed
+/// in by a 64 x 64 -> 128-bit multiply whose halves are xored, which spreads every input bit
+/// over every output bit, and a last fold after the length. A key is hashed once per decision,
+/// so its cost is on every request: SipHash took several times as long here. It starts from the
+/// table's secret ([`Hasher`]), and every later step depends on it non-linearly, so where a key
+/// lands cannot be worked out without the secret, as with the random state of the standard
+/// library's maps (it is no cryptographic hash, and need not be: nothing is signed with it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FoldHasher(u64);
+
+/// The multiplier of the mix (the 64-bit golden ratio, odd) and the starting value.
+const MIX: u64 = 0x9e37_79b9_7f4a_7c15;
+const SEED: u64 = 0x243f_6a88_85a3_08d3;
+
+impl FoldHasher {
+    fn mix(&mut self, word: u64) {
+        let product = u128::from(self.0 ^ word) * u128::from(MIX);
+        self.0 = (product as u64) ^ ((product >> 64) as u64);
+    }
+}
+
+impl std::hash::Hasher for FoldHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.mix(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.mix(u64::from_le_bytes(last));
+        }
+        // The length, so "a" and "a\0" differ.
+        self.mix(bytes.len() as u64);
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.mix(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        let mut last = *self;
+        last.mix(MIX);
+        last.0
+    }
+}
 
 /// At most this many shards: enough for two to many cores deciding at once.
 const MAX_SHARDS: usize = 16;
@@ -295,7 +370,7 @@ impl<V> Table<V> {
         // grow as keys come, instead of reserving the whole capacity up front for tables that
         // may stay empty.
         let shards = (0..n).map(|i| Mutex::new(Shard::new(capacity / n + usize::from(i < capacity % n)))).collect();
-        Table { shards, hasher: Hasher::default() }
+        Table { shards, hasher: Hasher::new() }
     }
 
     /// `text` hashed.
@@ -333,7 +408,7 @@ impl<V> Table<V> {
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -425,6 +500,17 @@ mod tests {
             assert!(before - held.len() <= usize::from(may_evict), "{step}: keys went missing");
             assert!(t.len() <= 50 && t.len() == held.len(), "{step}: {} held, {} in the model", t.len(), held.len());
         }
+    }
+
+    #[test]
+    fn tables_outside_the_harness_hash_from_secrets_of_their_own() {
+        let (a, b) = (Hasher { seed: secret() }, Hasher { seed: secret() });
+        assert_ne!(a.seed, b.seed, "each table draws its own");
+        // Where a key lands depends on the secret: the same keys, other homes.
+        let homes = |h: &Hasher| (0..64).map(|i| home(h.hash_one(format!("k{i}")), 1024)).collect::<Vec<_>>();
+        assert_ne!(homes(&a), homes(&b));
+        // The harness fixes it, for runs a seed replays; an application's build never does.
+        assert_eq!(Hasher::new().seed == SEED, cfg!(feature = "harness"));
     }
 
     #[test]
