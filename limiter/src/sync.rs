@@ -1,13 +1,13 @@
-//! Synchronisation primitives, swapped for loom's under `--cfg limiter_loom` so the loom
+//! Synchronisation primitives, swapped for loom's under the feature `loom` so the loom
 //! models explore every interleaving of the in-process concurrent pieces.
 
-#[cfg(limiter_loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::atomic::{AtomicU64, Ordering};
-#[cfg(limiter_loom)]
+#[cfg(feature = "loom")]
 pub(crate) use loom::sync::Mutex;
-#[cfg(not(limiter_loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
-#[cfg(not(limiter_loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) use std::sync::Mutex;
 
 /// Locks, recovering from poisoning: a panic elsewhere while holding the lock must not
@@ -20,7 +20,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> crate::sync::Guard<'_, T> {
     }
 }
 
-#[cfg(limiter_loom)]
+#[cfg(feature = "loom")]
 pub(crate) type Guard<'a, T> = loom::sync::MutexGuard<'a, T>;
-#[cfg(not(limiter_loom))]
+#[cfg(not(feature = "loom"))]
 pub(crate) type Guard<'a, T> = std::sync::MutexGuard<'a, T>;

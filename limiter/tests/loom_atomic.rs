@@ -1,8 +1,7 @@
 //! loom model of the lock-free `AtomicLimiter` (GCRA on one `AtomicU64`, CAS loop): under
 //! every interleaving loom explores, concurrent callers are admitted exactly up to the
 //! burst, and the same GCRA done as load, decide, store is caught over-admitting. Run with
-//! `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
-#![cfg(limiter_loom)]
+//! `cargo xtask loom` (the feature `loom`).
 
 mod loom_support;
 

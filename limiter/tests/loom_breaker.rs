@@ -1,8 +1,7 @@
 //! loom models of the circuit breaker: under every interleaving loom explores, exactly one
 //! of several concurrent callers gets the half-open probe, and concurrent failures are all
 //! counted (the breaker opens exactly when the count reaches the threshold). Run with
-//! `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
-#![cfg(limiter_loom)]
+//! `cargo xtask loom` (the feature `loom`).
 
 mod loom_support;
 

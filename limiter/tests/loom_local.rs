@@ -1,8 +1,7 @@
 //! loom models of the in-process store: under every interleaving loom explores, threads
 //! admitting against one `LocalStore` key never over-admit (and never under-admit), and a
 //! deliberately racy load-then-store counter is shown to over-admit, so the models can
-//! fail. Run with `cargo xtask loom` (`RUSTFLAGS="--cfg limiter_loom"`, release).
-#![cfg(limiter_loom)]
+//! fail. Run with `cargo xtask loom` (the feature `loom`).
 
 mod loom_support;
 

@@ -1,44 +1,38 @@
 //! `cargo xtask loom`: the loom models of the in-process concurrent pieces
-//! (`limiter/tests/loom_*.rs`: the circuit breaker and the local store), built with
-//! `--cfg limiter_loom` into `target/loom`, so the cfg change does not invalidate the normal
-//! build. The models take seconds; the build is what costs, so it is the workspace's own
-//! profile (lightly optimised), not release. `LOOM_MAX_PREEMPTIONS` defaults to 3.
+//! (`limiter/tests/loom_*.rs`: the circuit breaker, the local store, the lock-free GCRA), built
+//! with the library's feature `loom`, which swaps its synchronisation for loom's. The feature
+//! is added to the workspace's own selection (`cargo test --workspace` with the features every
+//! build of `cargo xtask test` enables), so every dependency resolves as in the test build and
+//! is reused: only the library and the three models compile again. The models take seconds;
+//! the build is what costs, so it is the workspace's own profile (lightly optimised), not
+//! release. `LOOM_MAX_PREEMPTIONS` defaults to 3.
 
 use std::io::{BufRead, BufReader};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use crate::tools::{cargo, root};
+use crate::tools::cargo;
+
+/// `cargo test` of the loom models, `args` after the target selection (`--no-run`, or `--` and
+/// the harness's options).
+pub fn cargo_test(args: &[&str]) -> Command {
+    let features = format!("{},redis-ratelimit/loom", crate::testbins::FEATURES);
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--features", &features, "--test", "loom_*"])
+        .args(args)
+        .env("LOOM_MAX_PREEMPTIONS", preemptions());
+    cmd
+}
+
+/// The bound on preemptions loom explores: `LOOM_MAX_PREEMPTIONS`, 3 unless set.
+fn preemptions() -> String {
+    std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned())
+}
 
 pub fn run() -> Result<()> {
-    let rustflags = match std::env::var("RUSTFLAGS") {
-        Ok(existing) if !existing.trim().is_empty() => format!("{existing} --cfg limiter_loom"),
-        _ => "--cfg limiter_loom".to_owned(),
-    };
-    let preemptions = std::env::var("LOOM_MAX_PREEMPTIONS").unwrap_or_else(|_| "3".to_owned());
-    let target = root().join("target").join("loom");
-    let mut cmd = cargo();
-    cmd.args([
-        "test",
-        "-p",
-        "redis-ratelimit",
-        "--features",
-        "harness",
-        "--test",
-        "loom_*",
-        "--",
-        "--nocapture",
-        "--test-threads",
-        "1",
-    ])
-    .env("RUSTFLAGS", &rustflags)
-    .env("LOOM_MAX_PREEMPTIONS", &preemptions)
-    .env("CARGO_TARGET_DIR", &target);
-    println!(
-        "$ RUSTFLAGS={rustflags:?} LOOM_MAX_PREEMPTIONS={preemptions} CARGO_TARGET_DIR={} {cmd:?}",
-        target.display()
-    );
+    let mut cmd = cargo_test(&["--", "--nocapture", "--test-threads", "1"]);
+    println!("$ {cmd:?}");
     let mut child = cmd.stdout(Stdio::piped()).spawn().context("cannot start cargo test for the loom models")?;
     let mut models: Vec<String> = Vec::new();
     let mut passed = 0u64;
@@ -65,11 +59,12 @@ pub fn run() -> Result<()> {
         bail!("loom models failed ({status}); loom prints the failing interleaving above");
     }
     if models.is_empty() {
-        bail!("no loom model ran: are the tests still under limiter/tests/loom_*.rs and `#![cfg(limiter_loom)]`?");
+        bail!("no loom model ran: are the tests still under limiter/tests/loom_*.rs, requiring the feature loom?");
     }
     println!(
-        "\nloom: {} models held, {caught} racy mutants caught, {passed} tests passed (LOOM_MAX_PREEMPTIONS={preemptions})",
-        models.len()
+        "\nloom: {} models held, {caught} racy mutants caught, {passed} tests passed (LOOM_MAX_PREEMPTIONS={})",
+        models.len(),
+        preemptions()
     );
     for m in &models {
         println!("  {m}");

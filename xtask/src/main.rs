@@ -90,7 +90,7 @@ enum Command {
     Bench,
     /// The property suites over the algorithms and the whole stack
     Props(props::PropsArgs),
-    /// The loom models of the breaker, the local store and the lock-free GCRA (in target/loom)
+    /// The loom models of the breaker, the local store and the lock-free GCRA (feature `loom`)
     ///
     /// Set LOOM_MAX_PREEMPTIONS to change the bound on preemptions (default 3).
     Loom,
