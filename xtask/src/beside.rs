@@ -1,48 +1,128 @@
-//! Test executables that run beside the other steps of `cargo xtask test`.
+//! Jobs that run beside the other steps of `cargo xtask test`.
 //!
-//! The real lanes spend most of their minutes waiting on real Redis in real time. Run after
-//! everything else they would add those minutes to every CI run; run beside the CPU-bound
-//! steps they cost little. Each runs in a process group of its own, its output going to a
-//! log file that is printed whole when it ends (two suites writing into one terminal at once
-//! would be unreadable). If `cargo xtask test` stops early, the groups are killed: the
-//! redis-server processes a test started go with it.
+//! Three kinds. The real lanes spend most of their minutes waiting on real Redis in real time:
+//! run after everything else they would add those minutes to every CI run; run beside the
+//! CPU-bound steps they cost little. The builds that only the last steps need are the
+//! opposite, all CPU and no waiting: the published packages and the adopter run at the lowest
+//! priority (`nice -n 19`) beside the tests, so they take only the cores the tests leave idle
+//! while those wait on Redis, on a server's start or on real time, and a test that measures
+//! time is not slowed by them; they build in a target directory of their own, since cargo locks
+//! a target directory for a whole build and the tests run `cargo build` of the example gateway
+//! in the workspace's. The builds in the workspace's own target directory (the installed
+//! command line, the loom models) run beside the steps that need no cargo (the model lane,
+//! memcheck, the property suites), which leave a core idle.
+//!
+//! A job is one or more commands run one after the other, in a process group of their own,
+//! their output going to a log file that is printed whole when the job ends (several jobs
+//! writing into one terminal at once would be unreadable). If `cargo xtask test` stops early,
+//! the groups are killed: the redis-server processes a test started, and the compilers a build
+//! started, go with them.
 
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
+use std::process::{Command, ExitStatus};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 
 use anyhow::{bail, Context, Result};
 
-use crate::testbins::Executable;
 use crate::tools;
 
-/// Test executables started and not yet waited for.
+/// Commands to run one after the other beside the next steps, and what to call them.
+pub struct Job {
+    pub label: String,
+    pub cmds: Vec<Command>,
+}
+
+impl Job {
+    /// `cmds`, one after the other.
+    pub fn new(label: &str, cmds: Vec<Command>) -> Job {
+        Job { label: label.to_owned(), cmds }
+    }
+
+    /// `cmds` at the lowest CPU priority: they run only on cores nothing else wants.
+    pub fn niced(label: &str, cmds: &[Command]) -> Job {
+        let niced = cmds
+            .iter()
+            .map(|cmd| {
+                let mut niced = Command::new("nice");
+                niced.args(["-n", "19"]).arg(cmd.get_program()).args(cmd.get_args());
+                if let Some(dir) = cmd.get_current_dir() {
+                    niced.current_dir(dir);
+                }
+                for (key, value) in cmd.get_envs() {
+                    match value {
+                        Some(value) => niced.env(key, value),
+                        None => niced.env_remove(key),
+                    };
+                }
+                niced
+            })
+            .collect();
+        Job::new(label, niced)
+    }
+}
+
+/// Jobs started and not yet waited for.
 pub struct Beside {
     running: Vec<Running>,
 }
 
+#[derive(Default)]
+struct Current {
+    group: Option<u32>,
+    stopped: bool,
+}
+
 struct Running {
     label: String,
-    child: Child,
     log: PathBuf,
+    /// The process group of the command running now, and whether xtask stopped early (then no
+    /// further command starts, and the running one is killed).
+    current: Arc<Mutex<Current>>,
+    /// The status of the first command that failed, or of the last.
+    done: JoinHandle<std::io::Result<ExitStatus>>,
 }
 
 impl Beside {
-    /// Starts each of `binaries` (one test at a time inside each, as they assume).
-    pub fn start(binaries: &[Executable]) -> Result<Beside> {
+    /// Starts every job, each with its output in `target/xtask/<name>.log`.
+    pub fn start(jobs: Vec<Job>) -> Result<Beside> {
         let dir = tools::target_dir().join("xtask");
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
         let mut beside = Beside { running: Vec::new() };
-        for b in binaries {
-            let log = dir.join(format!("{}.log", b.name));
+        for Job { label, cmds } in jobs {
+            let file: String = label.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '-' }).collect();
+            let log = dir.join(format!("{file}.log"));
             let out = File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
-            let mut cmd = b.command();
-            cmd.args(["--show-output", "--test-threads", "1"]);
-            cmd.stdout(out.try_clone().context("cannot share the log file")?).stderr(out).process_group(0);
-            let child = cmd.spawn().with_context(|| format!("cannot start {}", b.exe.display()))?;
-            println!("started {} beside the next steps; its output goes to {}", b.label(), log.display());
-            beside.running.push(Running { label: b.label(), child, log });
+            let current = Arc::new(Mutex::new(Current::default()));
+            let shared = current.clone();
+            let done = std::thread::spawn(move || {
+                let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
+                let mut last = None;
+                for mut cmd in cmds {
+                    cmd.stdout(out.try_clone()?).stderr(out.try_clone()?).process_group(0);
+                    // Spawned under the lock, so a stop either comes first or sees the group.
+                    let mut child = {
+                        let mut now = lock();
+                        if now.stopped {
+                            return Err(std::io::Error::other("stopped"));
+                        }
+                        let child = cmd.spawn()?;
+                        now.group = Some(child.id());
+                        child
+                    };
+                    let status = child.wait()?;
+                    lock().group = None;
+                    if !status.success() {
+                        return Ok(status);
+                    }
+                    last = Some(status);
+                }
+                last.ok_or_else(|| std::io::Error::other("a job without a command"))
+            });
+            println!("started {label} beside the next steps; its output goes to {}", log.display());
+            beside.running.push(Running { label, log, current, done });
         }
         Ok(beside)
     }
@@ -50,8 +130,11 @@ impl Beside {
     /// Waits for every one, prints each one's output, and fails naming those that failed.
     pub fn finish(mut self) -> Result<()> {
         let mut failed = Vec::new();
-        for mut r in std::mem::take(&mut self.running) {
-            let status = r.child.wait().with_context(|| format!("waiting for {}", r.label))?;
+        for r in std::mem::take(&mut self.running) {
+            let status = match r.done.join() {
+                Ok(status) => status.with_context(|| format!("running {}", r.label))?,
+                Err(_) => bail!("the thread running {} panicked", r.label),
+            };
             let output = std::fs::read_to_string(&r.log).unwrap_or_else(|e| format!("({}: {e})", r.log.display()));
             println!("---- {} ({status}) ----\n{output}", r.label);
             if !status.success() {
@@ -67,11 +150,16 @@ impl Beside {
 
 impl Drop for Beside {
     fn drop(&mut self) {
-        for r in &mut self.running {
-            // The negative pid names the process group: the test and every server it started.
-            let group = format!("-{}", r.child.id());
-            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-            let _ = r.child.wait();
+        for r in std::mem::take(&mut self.running) {
+            // The negative pid names the process group: the command and everything it started.
+            // Killed, it ends its job's thread (a job stops at its first failed command).
+            let mut now = r.current.lock().unwrap_or_else(|p| p.into_inner());
+            now.stopped = true;
+            if let Some(pid) = now.group {
+                let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+            }
+            drop(now);
+            let _ = r.done.join();
         }
     }
 }

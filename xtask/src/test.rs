@@ -1,16 +1,20 @@
 //! `cargo xtask test`: the one test command, the one CI runs.
 
+use std::path::PathBuf;
+use std::process::Command;
+
 use anyhow::Result;
 
-use crate::beside::Beside;
+use crate::beside::{Beside, Job};
 use crate::testbins::{self, Executable};
-use crate::tools::{self, cargo, ensure_installed};
+use crate::tools::{self, cargo};
 
 pub fn run_all() -> Result<()> {
     // Tests start their own redis-server processes (clusters joined by redis-cli, Sentinels
     // by redis-sentinel), the report test opens the report in headless Chromium, and the Lua
-    // bridge's tests run once more under valgrind.
-    ensure_installed(&[
+    // bridge's tests run once more under valgrind. What is missing installs while the checks
+    // and the build below run.
+    let installing = tools::start_installing(&[
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),
         ("redis-sentinel", "redis-sentinel"),
@@ -18,11 +22,17 @@ pub fn run_all() -> Result<()> {
         ("valgrind", "valgrind"),
     ])?;
 
-    for manifest in ["Cargo.toml", "tests/adopter/Cargo.toml"] {
+    for manifest in ["Cargo.toml", ADOPTER] {
         let mut fmt = cargo();
         fmt.args(["fmt", "--all", "--manifest-path", manifest, "--", "--check"]);
         step("rustfmt", || tools::run(fmt))?;
     }
+    // The adopter builds last and with --locked: a lock the library's dependencies outgrew
+    // should fail now, not after the tests.
+    let mut lock = cargo();
+    lock.args(["tree", "--locked", "--prefix", "none", "--manifest-path", ADOPTER]);
+    lock.stdout(std::process::Stdio::null());
+    step("the adopter's lock is current", || tools::run(lock))?;
 
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--features", testbins::FEATURES, "--", "-D", "warnings"]);
@@ -34,24 +44,48 @@ pub fn run_all() -> Result<()> {
     step("rustdoc, its links checked", || tools::run(doc))?;
 
     let mut built = step("building every test", testbins::build)?;
-    // The real lanes wait on real Redis in real time for most of theirs: they run beside the
-    // steps below instead of after them.
+    step("installing what the tests need", || installing.wait())?;
+    // The doc tests build as they run, so they go before anything builds beside.
+    step("the doc tests", || tools::run(testbins::cargo_test(&["--doc", "--", "--show-output"])))?;
+
+    // The real lanes wait on real Redis in real time for most of theirs, and the builds only
+    // later steps need use the cores the tests leave idle (see `beside`): all of them run
+    // beside the steps below.
     let real = testbins::take(&mut built, &REAL_LANES)?;
-    let beside = Beside::start(&real)?;
+    let lanes = Beside::start(
+        real.iter()
+            .map(|b| {
+                let mut cmd = b.command();
+                // One test at a time inside each, as they assume.
+                cmd.args(["--show-output", "--test-threads", "1"]);
+                Job::new(&b.label(), vec![cmd])
+            })
+            .collect(),
+    )?;
+    // One target directory for both: the packages' own build leaves the adopter little to do.
+    let packages = Beside::start(vec![Job::niced(
+        "packaging the published crates, then building the adopter",
+        &[published_crates_package_and_build(), adopter_tests(&["--no-run"])],
+    )])?;
+
     let properties: Vec<Executable> = built.iter().filter(|b| b.test && b.package == "properties").cloned().collect();
     let tests: Vec<&Executable> = built.iter().filter(|b| b.test && b.package != "properties").collect();
-
     step("every test", || {
-        // --show-output: the suites print what they covered (conformance cases agreed, swarm
-        // seeds held, agreement requests), and a count is only worth having if it is seen.
         for b in &tests {
-            println!("running {} ({})", b.label(), b.exe.display());
+            // --show-output: the suites print what they covered (conformance cases agreed, swarm
+            // seeds held, agreement requests), and a count is only worth having if it is seen.
             let mut cmd = b.command();
             cmd.arg("--show-output");
-            tools::run(cmd)?;
+            tools::run_timed(&b.label(), cmd)?;
         }
-        tools::run(testbins::cargo_test(&["--doc", "--", "--show-output"]))
+        Ok(())
     })?;
+    // The builds in the workspace's own target directory wait for the tests (which run cargo
+    // build there) and go beside the steps that run no cargo, which leave a core idle.
+    let ours = Beside::start(vec![Job::new(
+        "installing ratelimit-lab, then building the loom models",
+        vec![install_the_command_line(), crate::loom::cargo_test(&["--no-run"])],
+    )])?;
     step("the limiter's Redis tests on the model", || limiter_tests_on_the_model(&built))?;
     step("the Lua bridge under memcheck", || lua_bridge_under_memcheck(&built))?;
     step("the property suites", || {
@@ -62,10 +96,13 @@ pub fn run_all() -> Result<()> {
         });
         crate::props::run_commands(crate::props::DEFAULT_CASES, suites.collect())
     })?;
-    step("packaging the published crates", published_crates_package_and_build)?;
-    step("an adopter outside the workspace", an_adopter_outside_the_workspace)?;
+    step("the builds beside (packaging the published crates among them)", || {
+        ours.finish()?;
+        packages.finish()
+    })?;
+    step("an adopter outside the workspace", || tools::run(adopter_tests(&[])))?;
     step("the loom models", crate::loom::run)?;
-    step("the real lanes (run beside the steps above)", || beside.finish())
+    step("the real lanes (run beside the steps above)", || lanes.finish())
 }
 
 /// Runs `f` as one named step of the test command and says how long it took: CI's time is
@@ -88,34 +125,49 @@ const REAL_LANES: [(&str, &str, &str); 2] = [("sim", "test", "real_catalogue"), 
 /// The crates published for users, packaged as the registry would take them and built from the
 /// packages alone (`cargo publish --dry-run` packs, unpacks and builds each, the library against
 /// the packed scripts crate): a file read from outside a crate's folder, a path dependency
-/// without a version or missing metadata fails here, not at release time.
-fn published_crates_package_and_build() -> Result<()> {
+/// without a version or missing metadata fails here, not at release time. It builds in the
+/// adopter's target directory: beside the tests, out of the workspace's, and what it builds
+/// (the library's dependencies, with a registry user's features) is what the adopter needs.
+fn published_crates_package_and_build() -> Command {
     let mut publish = cargo();
     publish.args(["publish", "--dry-run", "--allow-dirty"]);
     for package in crate::PUBLISHED {
         publish.args(["-p", package]);
     }
-    tools::run(publish)
+    publish.env("CARGO_TARGET_DIR", adopter_dir().join("target"));
+    publish
+}
+
+/// The adopter's manifest.
+const ADOPTER: &str = "tests/adopter/Cargo.toml";
+
+/// Where the adopter's things go: the installed command line, and its own target directory.
+fn adopter_dir() -> PathBuf {
+    tools::target_dir().join("adopter")
+}
+
+/// `ratelimit-lab` installed as a user installs it, `cargo install --path sim`, into
+/// `target/adopter/install` (never the user's `~/.cargo/bin`), reusing this workspace's build.
+fn install_the_command_line() -> Command {
+    let mut install = cargo();
+    install
+        .args(["install", "--locked", "--debug", "--quiet", "--path", "sim", "--root"])
+        .arg(adopter_dir().join("install"));
+    install.env("CARGO_TARGET_DIR", tools::target_dir());
+    install
 }
 
 /// A project of someone else's (`tests/adopter`, its own workspace) depends on the library by
-/// path with the features a registry user gets, and its tests drive `ratelimit-lab` installed
-/// by `cargo install --path sim`, as that project's CI would. The install goes to
-/// `target/adopter/install` (never the user's `~/.cargo/bin`) and reuses this workspace's
-/// build; the adopter builds in a target directory of its own, since nothing of the workspace
-/// (features, profiles) may reach it.
-fn an_adopter_outside_the_workspace() -> Result<()> {
-    let root = tools::root();
-    let adopter = root.join("target/adopter");
-    let mut install = cargo();
-    install.args(["install", "--locked", "--debug", "--quiet", "--path", "sim", "--root"]).arg(adopter.join("install"));
-    install.env("CARGO_TARGET_DIR", root.join("target"));
-    tools::run(install)?;
+/// path with the features a registry user gets, and its tests drive the installed
+/// `ratelimit-lab`, as that project's CI would: `cargo test` of it with `args`. It builds in a
+/// target directory of its own, since nothing of the workspace (features, profiles) may
+/// reach it.
+fn adopter_tests(args: &[&str]) -> Command {
     let mut test = cargo();
-    test.args(["test", "--locked", "--manifest-path", "tests/adopter/Cargo.toml"]);
-    test.env("CARGO_TARGET_DIR", adopter.join("target"));
-    test.env("RATELIMIT_LAB", adopter.join("install/bin/ratelimit-lab"));
-    tools::run(test)
+    test.args(["test", "--locked", "--manifest-path", ADOPTER]).args(args);
+    test.env("CARGO_TARGET_DIR", adopter_dir().join("target"));
+    test.env("RATELIMIT_LAB", adopter_dir().join("install/bin/ratelimit-lab"));
+    test
 }
 
 /// The model's Lua bridge (`sim/model/src/lua_stack.rs`) is the one module in the workspace
@@ -127,7 +179,7 @@ fn lua_bridge_under_memcheck(built: &[Executable]) -> Result<()> {
     let wanted = [("sim/model", "lib", "redis_model"), ("tests", "test", "conformance_lua")];
     for b in testbins::take(&mut built.to_vec(), &wanted)? {
         println!("running {} under valgrind", b.label());
-        tools::run(b.command_under(&["valgrind", "-q", "--error-exitcode=9"]))?;
+        tools::run_timed(&b.label(), b.command_under(&["valgrind", "-q", "--error-exitcode=9"]))?;
     }
     Ok(())
 }
@@ -149,7 +201,7 @@ fn limiter_tests_on_the_model(built: &[Executable]) -> Result<()> {
         println!("running {} on the model", b.label());
         let mut cmd = b.command();
         cmd.env("REDIS_TESTS_SERVER", &model.exe);
-        tools::run(cmd)?;
+        tools::run_timed(&b.label(), cmd)?;
     }
     Ok(())
 }

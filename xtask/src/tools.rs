@@ -19,11 +19,37 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// `cargo` as invoked (respects the toolchain that runs xtask).
+/// `cargo` as invoked (respects the toolchain that runs xtask), without the variables cargo
+/// set for xtask itself (see [`without_crate_env`]).
 pub fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(root());
+    without_crate_env(&mut cmd);
     cmd
+}
+
+/// Removes from `cmd`'s environment what cargo sets for the crate it runs (`cargo xtask` is
+/// `cargo run -p xtask`; a test executable gets the same): `CARGO_MANIFEST_DIR`, `CARGO_PKG_*`
+/// and their kin. A build script may read them (ring's does, through `cc`) and ask to run again
+/// when they change, so a cargo started with xtask's `CARGO_MANIFEST_DIR` and one started by a
+/// test with its own recompile ring and everything above it for each other. Without them every
+/// build of `cargo xtask test` sees one environment and reuses one set of artifacts.
+pub fn without_crate_env(cmd: &mut Command) {
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo = ["CARGO_PKG_", "CARGO_BIN_"].iter().any(|p| key.starts_with(p))
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&key);
+        if set_by_cargo {
+            cmd.env_remove(key);
+        }
+    }
 }
 
 /// Runs `cmd`, failing with its command line if it fails.
@@ -37,6 +63,42 @@ pub fn run(mut cmd: Command) -> Result<()> {
     Ok(())
 }
 
+/// Runs `cmd` as [`run`] does, then prints how long `label` took and the CPU it used: what CI's
+/// minutes went to, and whether a step waited (wall time well above its CPU time) or computed.
+pub fn run_timed(label: &str, cmd: Command) -> Result<()> {
+    #[allow(clippy::disallowed_methods)] // a step's wall time, printed for the reader
+    let started = std::time::Instant::now();
+    let cpu_before = children_cpu_seconds();
+    let ran = run(cmd);
+    let wall = started.elapsed().as_secs_f64();
+    match (cpu_before, children_cpu_seconds()) {
+        (Some(before), Some(after)) => println!("{label}: {wall:.1} s, {:.1} s of CPU", after - before),
+        _ => println!("{label}: {wall:.1} s"),
+    }
+    ran
+}
+
+/// The CPU time (user and system, in seconds) of every child this process has waited for, from
+/// `/proc/self/stat` (its `cutime` and `cstime`, in clock ticks); None where there is no such
+/// file.
+fn children_cpu_seconds() -> Option<f64> {
+    static TICKS_PER_SECOND: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    let ticks = *TICKS_PER_SECOND.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+            .unwrap_or(100.0)
+    });
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command name (in parentheses, which may hold spaces) come the fields from the
+    // third on: cutime and cstime are the 16th and 17th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
+    Some((field(16)? + field(17)?) / ticks)
+}
+
 fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
@@ -47,17 +109,40 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
-/// Makes sure every `(program, Debian package)` is on PATH: installs the missing packages
-/// with apt-get (one update, one install) when running as root, otherwise stops and says
-/// what to install.
-pub fn ensure_installed(tools: &[(&str, &str)]) -> Result<()> {
-    let missing: Vec<_> = tools.iter().filter(|(program, _)| !on_path(program)).collect();
-    if missing.is_empty() {
-        return Ok(());
+/// The Debian packages being installed for the programs that were missing, in the background:
+/// downloading and unpacking them waits on the network and the disk, and the steps that need
+/// none of them (rustfmt, clippy, building the tests) use the cores meanwhile.
+pub struct Installing {
+    job: Option<(String, std::thread::JoinHandle<Result<()>>)>,
+}
+
+impl Installing {
+    /// Waits until every program is on PATH, or fails saying what went wrong (apt-get's output
+    /// is in the log the message names).
+    pub fn wait(self) -> Result<()> {
+        let Some((packages, job)) = self.job else { return Ok(()) };
+        match job.join() {
+            Ok(done) => done.with_context(|| format!("installing Debian's {packages}")),
+            Err(_) => bail!("installing Debian's {packages}: the installing thread panicked"),
+        }
     }
-    let packages: Vec<&str> = missing.iter().map(|(_, package)| *package).collect();
+}
+
+/// Makes sure every `(program, Debian package)` will be on PATH: when some are missing, starts
+/// installing their packages with apt-get (an update and an install, tried up to three times)
+/// if running as root, and otherwise stops at once and says what to install.
+pub fn start_installing(tools: &[(&str, &str)]) -> Result<Installing> {
+    let missing: Vec<(String, String)> = tools
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(program, package)| (program.to_string(), package.to_string()))
+        .collect();
+    if missing.is_empty() {
+        return Ok(Installing { job: None });
+    }
+    let packages: Vec<String> = missing.iter().map(|(_, package)| package.clone()).collect();
     if !(is_root() && on_path("apt-get")) {
-        let programs: Vec<&str> = missing.iter().map(|(program, _)| *program).collect();
+        let programs: Vec<&str> = missing.iter().map(|(program, _)| program.as_str()).collect();
         bail!(
             "missing {}: install Debian's {} (apt-get install {}) and run again",
             programs.join(", "),
@@ -65,20 +150,71 @@ pub fn ensure_installed(tools: &[(&str, &str)]) -> Result<()> {
             packages.join(" ")
         );
     }
-    println!("installing Debian's {} (missing)", packages.join(", "));
-    let mut update = Command::new("apt-get");
-    update.args(["update", "-qq"]);
-    run(update)?;
-    let mut install = Command::new("apt-get");
-    install
-        .args(["install", "-y", "-qq", "--no-install-recommends"])
-        .args(&packages)
-        .env("DEBIAN_FRONTEND", "noninteractive");
-    run(install)?;
-    for (program, package) in missing {
-        if !on_path(program) {
-            bail!("installed `{package}` but `{program}` is still not on PATH");
+    let dir = target_dir().join("xtask");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let log = dir.join("apt-get.log");
+    println!(
+        "installing Debian's {} (missing) in the background; apt-get's output goes to {}",
+        packages.join(", "),
+        log.display()
+    );
+    let named = packages.join(", ");
+    let job = std::thread::spawn(move || -> Result<()> {
+        let out = std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+        let apt_get = |args: &[&str]| -> Result<()> {
+            let mut cmd = Command::new("apt-get");
+            // A fresh machine may still be running its own apt-get or unattended-upgrades when
+            // this starts: wait for dpkg's lock rather than fail on it at once.
+            cmd.args(["-o", "DPkg::Lock::Timeout=300"]).args(args).env("DEBIAN_FRONTEND", "noninteractive");
+            cmd.stdout(out.try_clone()?).stderr(out.try_clone()?);
+            let shown = format!("{cmd:?}");
+            let status = cmd.status().with_context(|| format!("cannot start {shown}"))?;
+            if !status.success() {
+                bail!("{shown} failed: {status}; the end of its output ({}):\n{}", log.display(), tail(&log, 15));
+            }
+            Ok(())
+        };
+        let install: Vec<&str> = ["install", "-y", "-qq", "--no-install-recommends"]
+            .into_iter()
+            .chain(packages.iter().map(String::as_str))
+            .collect();
+        // A mirror that fails halfway (a package list being replaced, a dropped download) is the
+        // common failure and a passing one: each try refreshes the lists and installs again.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match apt_get(&["update", "-qq"]).and_then(|()| apt_get(&install)) {
+                Ok(()) => break,
+                Err(e) if tries < 3 => {
+                    eprintln!("xtask: installing Debian's packages failed (try {tries} of 3), trying again: {e:#}");
+                    std::thread::sleep(std::time::Duration::from_secs(10 * tries));
+                }
+                Err(e) => return Err(e),
+            }
         }
+        for (program, package) in &missing {
+            if !on_path(program) {
+                bail!("installed `{package}` but `{program}` is still not on PATH");
+            }
+        }
+        Ok(())
+    });
+    Ok(Installing { job: Some((named, job)) })
+}
+
+/// The last `lines` lines of the file at `path`, or a note that it could not be read.
+fn tail(path: &std::path::Path, lines: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("(cannot read it: {e})"),
     }
-    Ok(())
+}
+
+/// Makes sure every `(program, Debian package)` is on PATH before returning (see
+/// [`start_installing`]).
+pub fn ensure_installed(tools: &[(&str, &str)]) -> Result<()> {
+    start_installing(tools)?.wait()
 }
