@@ -270,10 +270,14 @@ impl RedisCluster {
             moved += keys.len() as u64;
             between();
         }
-        for port in self.ports() {
+        // Every node learns the new owner (replicas and other primaries would also learn it by
+        // gossip, later): the destination first, then the source, as Redis's documentation of
+        // resharding prescribes. The other way round there is a moment when the source already
+        // answers MOVED to the destination while the destination, still importing, answers
+        // MOVED back, and a client bouncing between the two may run out of redirections.
+        let others = self.ports().into_iter().filter(|&p| p != to && p != from);
+        for port in [to, from].into_iter().chain(others) {
             if self.nodes.iter().any(|n| n.process.port() == port && n.process.is_running()) {
-                // Every node learns the new owner (replicas and other primaries would also
-                // learn it by gossip, later).
                 let _ = query::<()>(port, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
             }
         }
