@@ -14,12 +14,13 @@
 --   replies.
 --
 -- So a request of n rules costs Redis each rule's own reads and writes once, as n separate
--- scripts would, in one call.
+-- scripts would, in one call. A blockable rule runs behind its key's block (guard.lua), the
+-- last of its keys: a blocked rule does not fit, and writes nothing.
 -- KEYS: every rule's keys, in rule order
 -- ARGV[1]: the number of rules   ARGV[2]: 1 to consume, 0 for a dry run (decide, consume nothing)
 -- then per rule: its algorithm's key suffix (fw, sw, sl, tb, gcra), 1 for a shadow rule or 0,
---   its key count, its argument count, and its arguments exactly as its own script takes them
---   (the cost is the last)
+--   1 for a blockable rule or 0, its key count, its argument count, and its arguments exactly
+--   as its own script takes them (the cost is the last)
 -- returns: {allowed, rules, then per rule allowed, remaining, retry_after_ms, reset_after_ms,
 --   now_ms, consumed}
 local clock
@@ -64,19 +65,24 @@ end
 local gcra = function(KEYS, ARGV, redis)
 --@gcra.lua@
 end
+--@guard.lua@
 local algorithms = {fw = fw, sw = sw, sl = sl, tb = tb, gcra = gcra}
 local n = tonumber(ARGV[1])
 local commit = ARGV[2] == '1'
 local rules = {}
 local a, k = 3, 1
 for i = 1, n do
-  local r = {run = algorithms[ARGV[a]], shadow = ARGV[a + 1] == '1', keys = {}, args = {}}
-  if not r.run then return redis.error_reply('unknown algorithm ' .. tostring(ARGV[a])) end
-  local nkeys, nargs = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local algorithm = algorithms[ARGV[a]]
+  if not algorithm then return redis.error_reply('unknown algorithm ' .. tostring(ARGV[a])) end
+  local r = {run = algorithm, shadow = ARGV[a + 1] == '1', keys = {}, args = {}}
+  if ARGV[a + 2] == '1' then
+    r.run = function(KEYS, ARGV, redis) return guarded(algorithm, KEYS, ARGV, redis) end
+  end
+  local nkeys, nargs = tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4])
   for j = 1, nkeys do r.keys[j] = KEYS[k + j - 1] end
-  for j = 1, nargs do r.args[j] = ARGV[a + 3 + j] end
+  for j = 1, nargs do r.args[j] = ARGV[a + 4 + j] end
   k = k + nkeys
-  a = a + 4 + nargs
+  a = a + 5 + nargs
   r.cost = tonumber(r.args[nargs])
   rules[i] = r
 end

@@ -23,6 +23,18 @@
 //! request without the header goes on anonymous. Why it matters: the allow list lets a request
 //! skip every rule, so it must only ever see identities this layer checked, never a value the
 //! client merely sent.
+//!
+//! With `--admin-token-file FILE` (the file holds the token, so it never shows in a process
+//! list), `POST /admin/reset`, `/admin/refund` and `/admin/block` act on the state one identity
+//! counts against under one rule, for a support team: `Authorization: Bearer TOKEN` and a JSON
+//! body naming the rule and the identity as a request would carry it,
+//! `{"rule": "login", "ip": "192.0.2.7"}`, `{"rule": "per-user", "user": "alice", "plan":
+//! "pro", "units": 1}` or `{"rule": "login", "ip": "192.0.2.7", "duration": "15m"}` (also
+//! `api_key` and `headers`, an object of header values; a block's `duration` of `"0ms"` lifts
+//! it, and only a rule with `blockable = true` can be blocked). They answer 200 with what was
+//! done, 401 without the token, 400 naming what is wrong with the body, and 503 when Redis
+//! could not be asked (nothing was done). The admin routes sit outside the rules and the
+//! API-key layer: the token is their own credential.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -75,6 +87,10 @@ struct Args {
     /// Without it nothing is authenticated: no request has an API key or a user.
     #[arg(long)]
     api_keys: Option<PathBuf>,
+    /// A file holding the bearer token of the admin routes (at least 16 bytes; surrounding
+    /// whitespace is ignored). Without it there are no admin routes.
+    #[arg(long)]
+    admin_token_file: Option<PathBuf>,
     /// Serve the limiter's metrics as a Prometheus exposition on this address (built with
     /// `--features metrics`).
     #[cfg(feature = "metrics")]
@@ -127,6 +143,10 @@ async fn run(args: Args) -> Result<(), String> {
         builder = builder.partition_key_secret(secret.trim());
     }
     let enforcer = builder.build().map_err(|e| e.to_string())?;
+    let admin = match &args.admin_token_file {
+        Some(path) => Some(AdminToken::load(path)?),
+        None => None,
+    };
     let config = args.config.display().to_string();
     let _watch =
         enforcer.watch(&args.config, Duration::from_millis(args.reload_interval), move |outcome| match outcome {
@@ -134,14 +154,24 @@ async fn run(args: Args) -> Result<(), String> {
             Err(e) => eprintln!("reload rejected, the rules in force stay: {e}"),
         });
 
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/api/hello", get(|| async { "hello\n" }))
         .route("/api/items/{id}", get(|Path(id): Path<String>| async move { format!("item {id}\n") }))
         .route("/login", post(|| async { "logged in\n" }))
         .route("/health", get(|| async { "ok\n" }))
-        .layer(RulesLayer::new(enforcer))
+        .layer(RulesLayer::new(enforcer.clone()))
         // Outermost, so it runs first: the rules read what it puts in the extensions.
         .layer(middleware::from_fn_with_state(Arc::new(keys), identify));
+    if let Some(token) = admin {
+        let admin = Arc::new(Admin { token, enforcer });
+        app = app.merge(
+            Router::new()
+                .route("/admin/reset", post(|s, h, b| admin_call(s, h, b, Op::Reset)))
+                .route("/admin/refund", post(|s, h, b| admin_call(s, h, b, Op::Refund)))
+                .route("/admin/block", post(|s, h, b| admin_call(s, h, b, Op::Block)))
+                .with_state(admin),
+        );
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
@@ -223,4 +253,152 @@ async fn identify(
         }
     }
     next.run(req).await
+}
+
+/// The admin routes' bearer token, from `--admin-token-file`.
+struct AdminToken(Vec<u8>);
+
+impl AdminToken {
+    fn load(path: &std::path::Path) -> Result<AdminToken, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the admin token file {}: {e}", path.display()))?;
+        let token = text.trim();
+        if token.len() < 16 {
+            return Err(format!(
+                "the admin token in {} is {} bytes; it must be at least 16",
+                path.display(),
+                token.len()
+            ));
+        }
+        Ok(AdminToken(token.as_bytes().to_vec()))
+    }
+
+    /// Whether `header` is `Bearer TOKEN`, compared in time that does not depend on where the
+    /// first wrong byte is.
+    fn accepts(&self, header: Option<&header::HeaderValue>) -> bool {
+        let Some(sent) = header.and_then(|h| h.as_bytes().strip_prefix(b"Bearer ")) else { return false };
+        sent.len() == self.0.len() && sent.iter().zip(&self.0).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+}
+
+struct Admin {
+    token: AdminToken,
+    enforcer: Enforcer,
+}
+
+#[derive(Clone, Copy)]
+enum Op {
+    Reset,
+    Refund,
+    Block,
+}
+
+/// `POST /admin/reset`, `/admin/refund` and `/admin/block`: see the module docs.
+async fn admin_call(
+    State(admin): State<Arc<Admin>>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+    op: Op,
+) -> Response {
+    if !admin.token.accepts(headers.get(header::AUTHORIZATION)) {
+        return refused(StatusCode::UNAUTHORIZED, "Unauthorized", "The admin routes need their own bearer token.");
+    }
+    let AdminRequest { rule, req, units, duration_ms } = match admin_request(&body, op) {
+        Ok(parsed) => parsed,
+        Err(detail) => return refused(StatusCode::BAD_REQUEST, "Bad admin request", &detail),
+    };
+    let done = match op {
+        Op::Reset => admin.enforcer.reset(&rule, &req).await.map(|()| serde_json::json!({"rule": rule, "reset": true})),
+        Op::Refund => admin
+            .enforcer
+            .refund(&rule, &req, units)
+            .await
+            .map(|given| serde_json::json!({"rule": rule, "refunded": given})),
+        Op::Block => admin
+            .enforcer
+            .block(&rule, &req, Duration::from_millis(duration_ms))
+            .await
+            .map(|()| serde_json::json!({"rule": rule, "blocked_ms": duration_ms})),
+    };
+    match done {
+        Ok(answer) => {
+            (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], answer.to_string()).into_response()
+        }
+        Err(e @ redis_ratelimit::Error::Unavailable { .. }) => {
+            refused(StatusCode::SERVICE_UNAVAILABLE, "Redis unavailable", &e.to_string())
+        }
+        Err(e) => refused(StatusCode::BAD_REQUEST, "Bad admin request", &e.to_string()),
+    }
+}
+
+/// What an admin call's body names.
+struct AdminRequest {
+    rule: String,
+    /// A request carrying the identity the body names, as the authentication layer would have
+    /// put it there.
+    req: axum::http::Request<()>,
+    /// A refund's units (1 unless given).
+    units: u64,
+    /// How long a block lasts (0 lifts it).
+    duration_ms: u64,
+}
+
+fn admin_request(body: &[u8], op: Op) -> Result<AdminRequest, String> {
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| format!("the body is not JSON: {e}"))?;
+    let fields = value.as_object().ok_or("the body must be a JSON object")?;
+    let text = |name: &str| -> Result<Option<String>, String> {
+        match fields.get(name) {
+            None => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("{name} must be a string, got {other}")),
+        }
+    };
+    for name in fields.keys() {
+        let own = match op {
+            Op::Reset => None,
+            Op::Refund => Some("units"),
+            Op::Block => Some("duration"),
+        };
+        if !["rule", "ip", "user", "api_key", "plan", "headers"].contains(&name.as_str()) && own != Some(name) {
+            return Err(format!("unknown field {name:?}"));
+        }
+    }
+    let rule = text("rule")?.ok_or("rule is missing: name the rule whose state to change")?;
+    let mut req = axum::http::Request::builder();
+    if let Some(ip) = text("ip")? {
+        let ip: std::net::IpAddr = ip.parse().map_err(|_| format!("ip {ip:?} is not an IP address"))?;
+        req = req.extension(PeerAddr(ip));
+    }
+    if let Some(user) = text("user")? {
+        req = req.extension(User(user));
+    }
+    if let Some(key) = text("api_key")? {
+        req = req.extension(ApiKey(key));
+    }
+    if let Some(plan) = text("plan")? {
+        req = req.extension(redis_ratelimit::rules::Plan(plan));
+    }
+    match fields.get("headers") {
+        None => {}
+        Some(serde_json::Value::Object(headers)) => {
+            for (name, value) in headers {
+                let value = value.as_str().ok_or_else(|| format!("headers.{name} must be a string"))?;
+                req = req.header(name.as_str(), value);
+            }
+        }
+        Some(other) => return Err(format!("headers must be an object of header values, got {other}")),
+    }
+    let units = match fields.get("units") {
+        None => 1,
+        Some(n) => n.as_u64().ok_or_else(|| format!("units must be a whole number of at least 0, got {n}"))?,
+    };
+    let duration_ms = match (op, text("duration")?) {
+        (Op::Block, None) => {
+            return Err("duration is missing: say how long the block lasts (\"15m\"; \"0ms\" lifts it)".into())
+        }
+        (_, None) => 0,
+        (_, Some(d)) => redis_ratelimit::duration::parse_ms(&d).map_err(|e| format!("duration: {e}"))?,
+    };
+    let req = req.body(()).map_err(|e| format!("headers: {e}"))?;
+    Ok(AdminRequest { rule, req, units, duration_ms })
 }

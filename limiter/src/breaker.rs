@@ -203,7 +203,7 @@ fn enter(label: &str, state: &mut BreakerState, next: BreakerState) -> Option<Br
     changed.then_some(next)
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

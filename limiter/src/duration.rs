@@ -41,6 +41,27 @@ pub fn format_ms(ms: u64) -> String {
     format!("{}{unit}", ms / scale)
 }
 
+use std::time::Duration;
+
+use crate::error::Error;
+
+/// The longest block: about 34 years, so that the instant it ends stays an exact integer in
+/// Lua's doubles for any clock this century.
+pub(crate) const MAX_BLOCK_MS: u64 = 1 << 40;
+
+/// `duration` in whole milliseconds, a fraction of one rounded up (so only zero lifts a block),
+/// refused past [`MAX_BLOCK_MS`].
+pub(crate) fn block_ms(duration: Duration) -> Result<u64, Error> {
+    let ms = duration.as_nanos().div_ceil(1_000_000);
+    match u64::try_from(ms) {
+        Ok(ms) if ms <= MAX_BLOCK_MS => Ok(ms),
+        _ => Err(Error::config(
+            "block",
+            format!("must last at most {MAX_BLOCK_MS} ms (about 34 years), got {duration:?}"),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,6 +75,17 @@ mod tests {
         assert_eq!(format_ms(1500), "1500ms");
         assert_eq!(format_ms(0), "0ms");
         assert_eq!(parse_ms(" 12s "), Ok(12_000));
+    }
+
+    #[test]
+    fn a_block_lasts_whole_milliseconds_rounded_up_and_at_most_34_years() {
+        assert_eq!(block_ms(Duration::ZERO), Ok(0));
+        assert_eq!(block_ms(Duration::from_nanos(1)), Ok(1), "only zero lifts a block");
+        assert_eq!(block_ms(Duration::from_micros(1_500)), Ok(2));
+        assert_eq!(block_ms(Duration::from_millis(MAX_BLOCK_MS)), Ok(MAX_BLOCK_MS));
+        let e = block_ms(Duration::from_millis(MAX_BLOCK_MS + 1)).unwrap_err().to_string();
+        assert!(e.contains("block") && e.contains("at most"), "{e}");
+        assert!(block_ms(Duration::MAX).is_err());
     }
 
     #[test]

@@ -16,6 +16,9 @@ pub enum Error {
     /// A rate-limit key that cannot be used (empty, too long).
     #[error("invalid key: {0}")]
     InvalidKey(String),
+    /// An operation named a rule the rules in force do not have.
+    #[error("no rule is named {0:?}")]
+    UnknownRule(String),
     /// A request costing more than the limiter could ever admit.
     #[error("cost {cost} exceeds the capacity {capacity}: such a request could never be admitted")]
     CostExceedsCapacity {

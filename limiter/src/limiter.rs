@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+mod key_ops;
+
 use crate::algo::Outcome;
 use crate::breaker::{BreakerConfig, BreakerState};
 use crate::clock::{Clock, SystemClock, TimeSource};
@@ -36,6 +38,10 @@ struct Inner {
     key_state: String,
     /// The share of the limit at which an admitted decision counts as near it.
     near_limit_ratio: f64,
+    /// Its decisions' counters, labelled by `state`.
+    counter: crate::metrics::DecisionCounter,
+    /// Its decisions read the block on their key ([`LimiterBuilder::blockable`]).
+    blockable: bool,
     modes: modes::Runtime,
 }
 
@@ -74,6 +80,7 @@ pub struct LimiterBuilder {
     max_local_keys: usize,
     modes: ModeConfig,
     near_limit_ratio: f64,
+    blockable: bool,
     #[cfg(feature = "harness")]
     ledger: Option<Arc<modes::lease::LeaseLedger>>,
 }
@@ -97,6 +104,7 @@ impl Limiter {
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
             modes: ModeConfig::default(),
             near_limit_ratio: crate::metrics::DEFAULT_NEAR_LIMIT_RATIO,
+            blockable: false,
             #[cfg(feature = "harness")]
             ledger: None,
         }
@@ -182,51 +190,9 @@ impl Limiter {
         self.decide(key, 0).await
     }
 
-    /// Forgets `key`'s state, as if the key had never been seen: a support team unblocking a
-    /// customer, a login limit cleared after a successful sign-in. It is the state of the
-    /// limiter's own quota (for a named limiter, the state every quota of its period shares,
-    /// see [`Limiter::check_with`]); a window algorithm's windows are those within one period of
-    /// this instance's clock. The denial cache and the leases drop what they hold for the key.
-    /// No failure policy can stand in for a reset: when Redis cannot be asked it is an error,
-    /// [`Error::Unavailable`], and nothing was reset in Redis.
-    ///
-    /// ```
-    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
-    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-    /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build().unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
-    /// assert!(!limiter.check("alice", 1).await.unwrap().allowed);
-    /// limiter.reset("alice").await.unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
-    /// # });
-    /// ```
-    pub async fn reset(&self, key: &str) -> Result<(), Error> {
-        let inner = &*self.inner;
-        inner.keys.check(key)?;
-        let redis = match &inner.store {
-            Store::Local(local) => {
-                local.forget(key);
-                return Ok(());
-            }
-            Store::Redis(redis) => redis,
-        };
-        if let Some(denials) = &inner.modes.denials {
-            denials.forget(key);
-        }
-        if let Some(leases) = &inner.modes.leases {
-            leases.forget(key);
-        }
-        let now = inner.clock.now_ms();
-        let keys = scripts::state_keys(inner.algorithm, &inner.quota, &inner.stem(key), now);
-        match inner.health.guard(&*inner.clock, now, redis, || redis.reset(keys)).await? {
-            Guarded::Answered(_) => Ok(()),
-            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the reset", why }),
-        }
-    }
-
     fn measured(&self, decision: Result<Decision, Error>) -> Result<Decision, Error> {
         if let Ok(d) = &decision {
-            crate::metrics::decision(d, &self.inner.state, self.inner.near_limit_ratio);
+            self.inner.counter.count(d, self.inner.near_limit_ratio);
         }
         decision
     }
@@ -244,9 +210,11 @@ impl Limiter {
         let now = inner.clock.now_ms();
         let redis = match &inner.store {
             Store::Local(local) => {
-                let outcome = match inner.local_space(&state, quota) {
-                    None => local.apply(inner.algorithm, quota, key, now, cost),
-                    Some(space) => local.apply_in(&space, inner.algorithm, quota, key, now, cost),
+                let block = inner.blockable.then_some(key);
+                let outcome = match (inner.local_space(&state, quota), block) {
+                    (None, None) => local.apply(inner.algorithm, quota, key, now, cost),
+                    (None, Some(block)) => local.apply_blockable(block, inner.algorithm, quota, key, now, cost),
+                    (Some(space), block) => local.apply_in(&space, block, inner.algorithm, quota, key, now, cost),
                 };
                 return Ok(Decision::from_store(outcome, capacity, now));
             }
@@ -260,7 +228,8 @@ impl Limiter {
             now_ms: (inner.time_source == TimeSource::Client).then_some(now),
             cost,
         };
-        match inner.health.guard(&*inner.clock, now, redis, || redis.evaluate(request)).await? {
+        let block = inner.block_key(key);
+        match inner.health.guard(&*inner.clock, now, redis, || redis.evaluate(request, block.as_deref())).await? {
             Guarded::Answered((outcome, decided_at_ms)) => Ok(Decision::from_store(outcome, capacity, decided_at_ms)),
             Guarded::Unavailable { at_ms, why, retry_after_ms } => {
                 Ok(inner.fallback(key, quota, at_ms, cost, why, retry_after_ms))
@@ -278,7 +247,10 @@ impl Limiter {
         let now = inner.clock.now_ms();
         let redis = match &inner.store {
             Store::Local(local) => {
-                let outcome = local.apply(inner.algorithm, &inner.quota, key, now, cost);
+                let outcome = match inner.blockable {
+                    false => local.apply(inner.algorithm, &inner.quota, key, now, cost),
+                    true => local.apply_blockable(key, inner.algorithm, &inner.quota, key, now, cost),
+                };
                 return Ok(inner.store_decision(outcome, now));
             }
             Store::Redis(redis) => redis,
@@ -315,7 +287,8 @@ impl Limiter {
                         now_ms: client_now,
                         cost,
                     };
-                    redis.evaluate(request).await
+                    let block = inner.blockable.then(|| scripts::block_key(inner.algorithm, &stem));
+                    redis.evaluate(request, block.as_deref()).await
                 }
             }
         };
@@ -350,6 +323,12 @@ impl Inner {
     /// `prefix:{escaped key}:STATE:`, the stem of every Redis key of `key`.
     fn stem(&self, key: &str) -> String {
         self.stem_in(key, &self.key_state)
+    }
+
+    /// For a blockable limiter, the Redis key of the block on `key`: under the limiter's own
+    /// stem, whatever quota a request is decided under, so a block stops the key on every plan.
+    fn block_key(&self, key: &str) -> Option<String> {
+        self.blockable.then(|| scripts::block_key(self.algorithm, &self.stem(key)))
     }
 
     /// Where the local store keeps a key's state under `quota`, whose keys carry `state`:
@@ -538,6 +517,16 @@ impl LimiterBuilder {
         self
     }
 
+    /// Makes the limiter blockable: its decisions read the block on their key, so
+    /// [`Limiter::block`] can stop a key for a while (a support team stopping an abusive
+    /// client, a sign-in form locking an account after repeated failures). It costs Redis one
+    /// more read per decision, which is why it is off unless asked for. Cannot be combined with
+    /// leases, which spend units without asking Redis.
+    pub fn blockable(mut self) -> Self {
+        self.blockable = true;
+        self
+    }
+
     /// Validates everything and builds the limiter.
     pub fn build(self) -> Result<Limiter, Error> {
         self.quota.validate(self.algorithm)?;
@@ -557,10 +546,11 @@ impl LimiterBuilder {
         };
         let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
         let on_redis = matches!(self.store, Some(Store::Redis(_)));
-        self.modes.validate(self.algorithm, &self.quota, on_redis)?;
+        self.modes.validate(self.algorithm, &self.quota, on_redis, self.blockable)?;
         let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
         #[allow(unused_mut)] // only the harness records leases
-        let mut modes = modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys);
+        let mut modes =
+            modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys, self.blockable);
         #[cfg(feature = "harness")]
         if let (Some(book), Some(ledger)) = (&mut modes.leases, self.ledger) {
             book.set_ledger(ledger);
@@ -578,8 +568,10 @@ impl LimiterBuilder {
                 keys,
                 named: self.name.is_some(),
                 key_state,
+                counter: crate::metrics::DecisionCounter::new(&state),
                 state,
                 near_limit_ratio: self.near_limit_ratio,
+                blockable: self.blockable,
                 modes,
             }),
         })

@@ -41,7 +41,7 @@ pub const FAILOVERS: &str = "limiter_failovers_total";
 /// Shadow-mode checks that would have denied, by rule.
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 
-use crate::decision::{Decision, Degraded};
+use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
 use crate::store::StoreError;
 
@@ -100,9 +100,86 @@ pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), Error> {
 /// limit, so its answers are never near one.
 fn near_limit(d: &Decision, ratio: f64) -> bool {
     d.allowed
-        && d.source != crate::decision::Source::FailOpen
+        && d.source != Source::FailOpen
         && d.limit > 0
         && (d.limit.saturating_sub(d.remaining)) as f64 >= ratio * d.limit as f64
+}
+
+/// The decision counters of one limiter: their keys (the name and the labels, hashed) are built
+/// once per combination of labels and kept, so a decision is counted without building its
+/// labels again (a `String`, a `Vec` and a hash per decision otherwise, on every request of an
+/// in-process limiter). The recorder is still asked for the counter on every decision, as
+/// [`metrics::counter!`] asks it, so a recorder installed after the limiter was built counts it.
+#[derive(Debug)]
+pub(crate) struct DecisionCounter {
+    #[cfg(feature = "metrics")]
+    label: metrics::SharedString,
+    /// By outcome (2), source (6) and degradation (none and 4).
+    #[cfg(feature = "metrics")]
+    keys: [std::sync::OnceLock<metrics::Key>; 60],
+    #[cfg(feature = "metrics")]
+    near: metrics::Key,
+}
+
+/// What the `counter!` macro registers its counters with: this module, at level INFO.
+#[cfg(feature = "metrics")]
+static METADATA: metrics::Metadata<'static> =
+    metrics::Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+impl DecisionCounter {
+    /// The counters of the limiter labelled `limiter`.
+    pub(crate) fn new(limiter: &str) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            let label = metrics::SharedString::from(limiter.to_owned());
+            let near = metrics::Key::from_parts(NEAR_LIMIT, vec![metrics::Label::new("limiter", label.clone())]);
+            DecisionCounter { label, keys: std::array::from_fn(|_| std::sync::OnceLock::new()), near }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = limiter;
+            DecisionCounter {}
+        }
+    }
+
+    /// Counts `d`, as [`decision`] does.
+    pub(crate) fn count(&self, d: &Decision, near_ratio: f64) {
+        #[cfg(feature = "metrics")]
+        {
+            let degraded = match d.degraded {
+                None => 0,
+                Some(Degraded::Timeout) => 1,
+                Some(Degraded::Unavailable) => 2,
+                Some(Degraded::BreakerOpen) => 3,
+                Some(Degraded::Refused) => 4,
+            };
+            // Exhaustive, so a new source or degradation cannot index past the array.
+            let source = match d.source {
+                Source::Store => 0,
+                Source::FailOpen => 1,
+                Source::FailClosed => 2,
+                Source::LocalBudget => 3,
+                Source::Lease => 4,
+                Source::DenialCache => 5,
+            };
+            let i = (usize::from(d.allowed) * 6 + source) * 5 + degraded;
+            let key = self.keys[i].get_or_init(|| {
+                let labels = vec![
+                    metrics::Label::new("limiter", self.label.clone()),
+                    metrics::Label::new("outcome", if d.allowed { "allowed" } else { "denied" }),
+                    metrics::Label::new("source", d.source.name()),
+                    metrics::Label::new("degraded", degraded_name(d.degraded)),
+                ];
+                metrics::Key::from_parts(DECISIONS, labels)
+            });
+            metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(1);
+            if near_limit(d, near_ratio) {
+                metrics::with_recorder(|r| r.register_counter(&self.near, &METADATA)).increment(1);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (d, near_ratio);
+    }
 }
 
 /// Counts one decision of the limiter or rule named `limiter`; `near_ratio` is the share of the

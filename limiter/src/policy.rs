@@ -146,6 +146,8 @@ pub(crate) fn answer(budget: &LocalStore, asked: &[Asked<'_>], now: u64, retry_a
             // Costs above the budget are answered below without asking it.
             cost: asked[i].cost.min(limit),
             shadow: asked[i].shadow,
+            // A local budget answers for Redis, whose blocks it cannot read.
+            block: None,
         })
         .collect();
     let decided = budget.apply_rules(&items, !enforced_denial);

@@ -6,10 +6,11 @@
 //! decided once and written only if every enforced rule fits. A request of n rules costs Redis
 //! each rule's own reads and writes once, as n separate scripts would, in one call.
 //!
-//! Call: KEYS are every rule's keys in rule order. ARGV is the number of rules, `1` to consume
-//! or `0` for a dry run (decide, consume nothing: a cluster's first pass), then per rule
-//! its algorithm's key suffix (`fw`, `sw`, `sl`, `tb`, `gcra`), `1` for a shadow rule or `0`,
-//! its key count, its argument count, and its arguments exactly as its own script takes them
+//! Call: KEYS are every rule's keys in rule order (a blockable rule's block last among its
+//! own). ARGV is the number of rules, `1` to consume or `0` for a dry run (decide, consume
+//! nothing: a cluster's first pass), then per rule its algorithm's key suffix (`fw`, `sw`,
+//! `sl`, `tb`, `gcra`), `1` for a shadow rule or `0`, `1` for a blockable rule or `0`, its key
+//! count, its argument count, and its arguments exactly as its own script takes them
 //! (`scripts::Request::invocation`; the cost is the last). Reply: `{allowed, rules, then per
 //! rule allowed, remaining, retry_after_ms, reset_after_ms, now_ms, consumed}`.
 
@@ -23,13 +24,17 @@ pub fn source() -> &'static str {
     redis_ratelimit_scripts::all_or_nothing()
 }
 
-/// One rule of a batch: its script request and whether it is a shadow rule.
+/// One rule of a batch: its script request, whether it is a shadow rule, and whether it reads
+/// blocks.
 #[derive(Debug, Clone, Copy)]
 pub struct Item<'a> {
     /// What the rule's own script would be called with.
     pub request: scripts::Request<'a>,
     /// A shadow rule is decided and reported but never denies the request.
     pub shadow: bool,
+    /// For a blockable rule, the key of its block ([`scripts::block_key`]), which goes last
+    /// among its keys; None for a rule that reads no block.
+    pub block: Option<&'a str>,
 }
 
 /// Several rules of one request, decided together.
@@ -74,9 +79,14 @@ impl RulesRequest<'_> {
         let mut args = vec![self.items.len().to_string(), if self.commit { "1" } else { "0" }.to_owned()];
         for item in &self.items {
             // A rule's stem names its state (the rule's name), so its keys carry no quota.
-            let one = item.request.invocation_of_stem();
-            args.push(key_suffix(item.request.algorithm).to_owned());
+            let r = &item.request;
+            let one = match item.block {
+                Some(block) => r.blockable_invocation(block),
+                None => r.invocation_of_stem(),
+            };
+            args.push(key_suffix(r.algorithm).to_owned());
             args.push(if item.shadow { "1" } else { "0" }.to_owned());
+            args.push(if item.block.is_some() { "1" } else { "0" }.to_owned());
             args.push(one.keys.len().to_string());
             args.push(one.args.len().to_string());
             keys.extend(one.keys);
@@ -150,6 +160,7 @@ mod tests {
                         cost: 1,
                     },
                     shadow: false,
+                    block: Some("rl:{k}:a:sl:blk"),
                 },
                 Item {
                     request: scripts::Request {
@@ -160,15 +171,19 @@ mod tests {
                         cost: 2,
                     },
                     shadow: true,
+                    block: None,
                 },
             ],
             commit: true,
         };
         let call = batch.invocation();
-        assert_eq!(call.keys, ["rl:{k}:a:sl", "rl:{k}:b:gcra"]);
+        assert_eq!(call.keys, ["rl:{k}:a:sl", "rl:{k}:a:sl:blk", "rl:{k}:b:gcra"]);
         assert_eq!(
             call.args,
-            ["2", "1", "sl", "0", "1", "4", "", "5", "1000", "1", "gcra", "1", "1", "4", "7", "600000", "100", "2"]
+            [
+                "2", "1", "sl", "0", "1", "2", "4", "", "5", "1000", "1", "gcra", "1", "0", "1", "4", "7", "600000",
+                "100", "2"
+            ]
         );
         let reply = [0, 2, 1, 4, 0, 200, 99, 1, 0, 0, 600, 1200, 7, 0];
         let read = batch.read_reply(&reply).expect("well-formed");

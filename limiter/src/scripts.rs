@@ -62,10 +62,32 @@ pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
 /// KEYS and no ARGV, it deletes them and returns how many existed.
 pub const RESET: &str = redis_ratelimit_scripts::RESET;
 
+/// The script giving units back to one key's state (`lua/refund.lua`), called as
+/// [`Request::refund_invocation`] builds it; it returns 1 if anything was given back, else 0.
+pub const REFUND: &str = redis_ratelimit_scripts::REFUND;
+
+/// The script setting or lifting a key's block (`lua/block.lua`), called as
+/// [`block_invocation`] builds it; it returns the instant the block ends (0: lifted).
+pub const BLOCK: &str = redis_ratelimit_scripts::BLOCK;
+
+/// The script a blockable limiter sends for one request of `algorithm`: the algorithm's own
+/// behind its key's block (`lua/blockable.lua` around it; same KEYS, ARGV and reply).
+pub fn blockable_source(algorithm: Algorithm) -> &'static str {
+    use std::sync::LazyLock;
+    static SOURCES: LazyLock<[String; Algorithm::ALL.len()]> = LazyLock::new(|| {
+        Algorithm::ALL.map(|a| {
+            redis_ratelimit_scripts::around(redis_ratelimit_scripts::BLOCKABLE_TEMPLATE, for_algorithm(a).source)
+        })
+    });
+    // `Algorithm::ALL` lists the variants in declaration order (checked where it is defined).
+    &SOURCES[algorithm as usize]
+}
+
 /// The Redis keys holding the state whose stem is `stem` (a limiter's whole stem,
 /// `prefix:{key}:STATE:`) under `algorithm` and `quota`, as seen at `now_ms`: the algorithm's
 /// one key, or for the windows every window an instance whose clock is within one period of
-/// `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`).
+/// `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`). The key's
+/// block is apart ([`block_key`]).
 pub fn state_keys(algorithm: Algorithm, quota: &Quota, stem: &str, now_ms: u64) -> Vec<String> {
     let key = format!("{stem}{}", key_suffix(algorithm));
     match algorithm {
@@ -75,6 +97,21 @@ pub fn state_keys(algorithm: Algorithm, quota: &Quota, stem: &str, now_ms: u64) 
         }
         _ => vec![key],
     }
+}
+
+/// The call of `lua/block.lua` blocking for `duration_ms` (0 lifts the block) the key whose
+/// block is `block` ([`block_key`]), on the clock `now_ms` (None: Redis's `TIME`).
+pub fn block_invocation(block: &str, now_ms: Option<u64>, duration_ms: u64) -> Invocation {
+    let now = now_ms.map_or(String::new(), |n| n.to_string());
+    Invocation { keys: vec![block.to_owned()], args: vec![now, duration_ms.to_string()] }
+}
+
+/// The key holding the block on the user key whose stem is `stem` (`lua/guard.lua`): the
+/// algorithm's key (a window algorithm's key stem) and `:blk`, in the same hash tag. A
+/// limiter's is under its own stem, whatever quota a request is decided under
+/// ([`crate::Limiter::check_with`]): a block stops the key, not one of its plans.
+pub fn block_key(algorithm: Algorithm, stem: &str) -> String {
+    format!("{stem}{}:blk", key_suffix(algorithm))
 }
 
 /// The key suffix of each algorithm, after the `prefix:{key}:` stem.
@@ -157,6 +194,23 @@ impl Request<'_> {
             Algorithm::Gcra => (vec![key], vec![now, q.gcra_interval_us().to_string(), q.burst().to_string(), cost]),
         };
         Invocation { keys, args }
+    }
+
+    /// The call of `lua/refund.lua` giving `self.cost` units back: the algorithm's own KEYS
+    /// and ARGV ([`Request::invocation_of_stem`]), with the algorithm's key suffix after them.
+    pub fn refund_invocation(&self) -> Invocation {
+        let mut call = self.invocation_of_stem();
+        call.args.push(key_suffix(self.algorithm).to_owned());
+        call
+    }
+
+    /// The call a blockable limiter sends (`lua/blockable.lua`, [`blockable_source`]): the
+    /// algorithm's own KEYS and ARGV ([`Request::invocation_of_stem`]), with `block`, the key's
+    /// block ([`block_key`]), as the last of KEYS.
+    pub fn blockable_invocation(&self, block: &str) -> Invocation {
+        let mut call = self.invocation_of_stem();
+        call.keys.push(block.to_owned());
+        call
     }
 
     /// Reads the script's reply (its integers) into the outcome and the clock reading it

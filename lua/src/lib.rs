@@ -36,17 +36,27 @@ pub const LEASE_GCRA: &str = include_str!("../lease_gcra.lua");
 pub const LEASE_TOKEN_BUCKET: &str = include_str!("../lease_token_bucket.lua");
 /// Forgets one key's state: deletes its keys.
 pub const RESET: &str = include_str!("../reset.lua");
-/// Many requests of one algorithm in one call; [`BATCH_PLACEHOLDER`] marks where the
-/// algorithm's own script goes.
+/// Gives units back to one key's state, for every algorithm.
+pub const REFUND: &str = include_str!("../refund.lua");
+/// Blocks one key for a while (or lifts its block), for blockable limiters.
+pub const BLOCK: &str = include_str!("../block.lua");
+/// The block's check, a function the templates below splice in: a request on a blocked key is
+/// refused and writes nothing.
+pub const GUARD: &str = include_str!("../guard.lua");
+/// One request of a blockable limiter: an algorithm's script behind its key's block;
+/// [`ALGORITHM_PLACEHOLDER`] marks where the algorithm's script goes (see [`around`]).
+pub const BLOCKABLE_TEMPLATE: &str = include_str!("../blockable.lua");
+/// Many requests of one algorithm in one call; [`ALGORITHM_PLACEHOLDER`] marks where the
+/// algorithm's own script goes (see [`around`]).
 pub const BATCH_TEMPLATE: &str = include_str!("../batch.lua");
-/// The line of [`BATCH_TEMPLATE`] the algorithm's script replaces.
-pub const BATCH_PLACEHOLDER: &str = "--@ALGORITHM@";
+/// The line of [`BLOCKABLE_TEMPLATE`] and [`BATCH_TEMPLATE`] the algorithm's script replaces.
+pub const ALGORITHM_PLACEHOLDER: &str = "--@ALGORITHM@";
 /// Several rules of one request all-or-nothing, before the algorithm scripts are spliced in
 /// (each line `--@FILE@` stands for that file); [`all_or_nothing`] is the script itself.
 pub const ALL_OR_NOTHING_TEMPLATE: &str = include_str!("../all_or_nothing.lua");
 
 /// Every file of this crate by its name, as the templates' placeholders name them.
-pub const FILES: [(&str, &str); 10] = [
+pub const FILES: [(&str, &str); 14] = [
     ("fixed_window.lua", FIXED_WINDOW),
     ("sliding_window.lua", SLIDING_WINDOW),
     ("sliding_log.lua", SLIDING_LOG),
@@ -55,6 +65,10 @@ pub const FILES: [(&str, &str); 10] = [
     ("lease_gcra.lua", LEASE_GCRA),
     ("lease_token_bucket.lua", LEASE_TOKEN_BUCKET),
     ("reset.lua", RESET),
+    ("refund.lua", REFUND),
+    ("block.lua", BLOCK),
+    ("guard.lua", GUARD),
+    ("blockable.lua", BLOCKABLE_TEMPLATE),
     ("batch.lua", BATCH_TEMPLATE),
     ("all_or_nothing.lua", ALL_OR_NOTHING_TEMPLATE),
 ];
@@ -64,6 +78,24 @@ pub const FILES: [(&str, &str); 10] = [
 pub fn all_or_nothing() -> &'static str {
     static SCRIPT: LazyLock<String> = LazyLock::new(|| splice(ALL_OR_NOTHING_TEMPLATE));
     &SCRIPT
+}
+
+/// `template` (one with an [`ALGORITHM_PLACEHOLDER`] line: [`BLOCKABLE_TEMPLATE`],
+/// [`BATCH_TEMPLATE`]) around `algorithm`, an algorithm's script: the placeholder line replaced
+/// by it, and every `--@FILE@` line by that file's text.
+pub fn around(template: &str, algorithm: &str) -> String {
+    let mut out = String::with_capacity(template.len() + algorithm.len());
+    for line in splice(template).split_inclusive('\n') {
+        if line.trim_end() == ALGORITHM_PLACEHOLDER {
+            out.push_str(algorithm);
+            if !algorithm.ends_with('\n') {
+                out.push('\n');
+            }
+        } else {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// `template` with each line that is exactly `--@NAME@`, for a file NAME of [`FILES`], replaced
@@ -104,6 +136,17 @@ mod tests {
             let first = text.lines().next().unwrap_or_default();
             assert_eq!(first, format!("-- name: {}", file.trim_end_matches(".lua")), "{file}");
         }
+    }
+
+    #[test]
+    fn a_template_around_an_algorithm_holds_the_algorithm_and_the_guard_and_no_placeholder() {
+        for template in [BLOCKABLE_TEMPLATE, BATCH_TEMPLATE] {
+            let script = around(template, GCRA);
+            assert!(!script.lines().any(|l| l.starts_with("--@")), "a placeholder was left in:\n{script}");
+            assert_eq!(script.matches(GCRA).count(), 1, "{script}");
+            assert_eq!(script.matches(GUARD).count(), 1, "{script}");
+        }
+        assert!(all_or_nothing().contains(GUARD), "the rules script checks blocks");
     }
 
     #[test]

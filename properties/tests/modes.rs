@@ -206,7 +206,7 @@ fn a_batch_on_the_redis_model_decides_as_its_requests_one_after_the_other() {
                 .zip(&stems)
                 .map(|((_, cost), stem)| (stem.as_str(), Some(now), (*cost).min(q.capacity(algorithm))))
                 .collect();
-            let req = BatchRequest { algorithm, quota: &q, requests };
+            let req = BatchRequest { algorithm, quota: &q, requests, blockable: false };
             let call = req.invocation();
             let n = call.keys.len().to_string();
             let mut argv: Vec<&[u8]> = vec![b"EVAL", source.as_bytes(), n.as_bytes()];

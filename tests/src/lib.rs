@@ -88,6 +88,32 @@ fn is_conformance_suite() -> bool {
         .unwrap_or(false)
 }
 
+/// `cargo` (the one running the tests, `CARGO`) in the workspace root, without what cargo
+/// sets for the crate it runs (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*` and their kin), as
+/// `cargo xtask test` starts its own builds: a build script may ask to run again when those
+/// change (ring's does), so a build started here with the test's own would recompile ring and
+/// everything above it instead of reusing the build the tests came from.
+pub fn cargo() -> std::process::Command {
+    let mut cmd = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new(".")));
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo = ["CARGO_PKG_", "CARGO_BIN_"].iter().any(|p| key.starts_with(p))
+            || [
+                "CARGO_MANIFEST_DIR",
+                "CARGO_MANIFEST_PATH",
+                "CARGO_CRATE_NAME",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+            ]
+            .contains(&key);
+        if set_by_cargo {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
 /// True when [`RedisServer::start`] runs something other than `redis-server` (see
 /// [`SERVER_ENV`]).
 pub fn server_overridden() -> bool {

@@ -66,11 +66,13 @@ fn generate(rng: &mut SmallRng, q: &Quota, backwards: bool) -> Vec<(i64, usize, 
 }
 
 async fn run_sequence(server: &RedisServer, algorithm: Algorithm, q: Quota, seed: u64, backwards: bool) -> usize {
-    run_tiers(server, algorithm, &[q], None, seed, backwards).await
+    run_tiers(server, algorithm, &[q], None, seed, backwards, false).await
 }
 
 /// Each request is decided under one of `tiers`, drawn per request (`Limiter::check_with`; the
 /// first tier is the limiter's own), by limiters named `name` or, without one, by their quota.
+/// With `blocks`, both limiters are blockable and a tenth of the steps block a key instead
+/// (for up to three periods, or 0 to lift the block), on both.
 async fn run_tiers(
     server: &RedisServer,
     algorithm: Algorithm,
@@ -78,6 +80,7 @@ async fn run_tiers(
     name: Option<&str>,
     seed: u64,
     backwards: bool,
+    blocks: bool,
 ) -> usize {
     let q = tiers[0];
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -87,6 +90,7 @@ async fn run_tiers(
     let prefix = format!("agree{seed}");
     let built = |builder: redis_ratelimit::LimiterBuilder| {
         let builder = builder.clock(Arc::new(clock.clone()));
+        let builder = if blocks { builder.blockable() } else { builder };
         match name {
             Some(name) => builder.name(name),
             None => builder,
@@ -118,6 +122,13 @@ async fn run_tiers(
         high = high.max(now);
         clock.set(now as u64);
         let key = format!("user-{key}");
+        if blocks && pick.random_range(0..10) == 0 {
+            let ms = if pick.random_bool(0.2) { 0 } else { pick.random_range(1..=3 * q.period_ms()) };
+            let duration = std::time::Duration::from_millis(ms);
+            twin.block(&key, duration).await.expect("twin blocks");
+            redis.block(&key, duration).await.expect("redis blocks");
+            continue;
+        }
         let tier = tiers[pick.random_range(0..tiers.len())];
         let cost = cost.min(tier.capacity(algorithm));
         let expected: Decision = twin.check_with(&key, tier, cost).await.expect("twin decides");
@@ -168,16 +179,36 @@ async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
     let tiers = [Quota::new(3, 1_000), Quota::new(8, 1_000).with_burst(5), Quota::new(5, 2_000).with_burst(2)];
     let mut total = 0;
     for (seed, algorithm) in (100..).zip(Algorithm::ALL) {
-        total += run_tiers(&server, algorithm, &tiers, None, seed, false).await;
+        total += run_tiers(&server, algorithm, &tiers, None, seed, false, false).await;
         let shared: &[Quota] = match algorithm {
             Algorithm::SlidingLog => &tiers[..2],
             Algorithm::TokenBucket => &[tiers[0], tiers[2], Quota::new(4, 1_500)],
             _ => &tiers,
         };
-        total += run_tiers(&server, algorithm, shared, Some("plans"), seed + 50, false).await;
+        total += run_tiers(&server, algorithm, shared, Some("plans"), seed + 50, false, false).await;
     }
     println!("agreement: {total} requests under a quota per request, all identical");
     assert_eq!(total, 2 * Algorithm::ALL.len() * REQUESTS);
+}
+
+/// Blocks are decided alike too: blockable limiters on Redis and in process, on one generated
+/// clock, with keys blocked for up to three periods and blocks lifted among the requests, give
+/// the same decision for every request (refused while blocked, with the same Retry-After and
+/// reset), under the limiter's own quota and under others chosen per request: a block stops the
+/// key whatever its plan, named or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blocks_are_decided_alike_by_twin_and_script() {
+    let server = RedisServer::start().expect("redis-server starts");
+    let tiers = [Quota::new(3, 1_000), Quota::new(8, 1_000).with_burst(5)];
+    let mut total = 0;
+    for (seed, algorithm) in (200..).zip(Algorithm::ALL) {
+        total += run_tiers(&server, algorithm, &fast_quotas()[..1], None, seed, false, true).await;
+        total += run_tiers(&server, algorithm, &tiers, None, seed + 50, false, true).await;
+        let name = (algorithm != Algorithm::TokenBucket).then_some("plans");
+        total += run_tiers(&server, algorithm, &tiers, name, seed + 100, false, true).await;
+    }
+    println!("agreement: {total} steps of requests and blocks, all identical");
+    assert_eq!(total, 3 * Algorithm::ALL.len() * REQUESTS);
 }
 
 /// The all-or-nothing script of several rules and its twin (`redis_ratelimit::harness::algo::all_or_nothing`)
@@ -186,10 +217,10 @@ async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
 /// reset, and whether it consumed. The rules mix every algorithm, costs of 0 to 2 and a
 /// shadow rule, over three API keys, so requests are often denied by one rule while the
 /// others would admit them; a third of the requests are on the `pro` plan, whose tiers change
-/// limits and, for the windows and the token bucket, periods.
+/// limits and, for the windows and the token bucket, periods. Three rules are blockable, and
+/// now and then a key is blocked under one of them (or its block lifted), on both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_all_or_nothing_script_and_its_twin_agree() {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
     use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let server = RedisServer::start().expect("redis-server starts");
@@ -198,12 +229,21 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         Rule::new(name, algorithm, q).key(key()).cost(cost).time_source(TimeSource::Client)
     };
     let rules = RuleSet::builder()
-        .rule(rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1).tier("pro", Quota::new(12, 30_000)))
+        .rule(
+            rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1)
+                .tier("pro", Quota::new(12, 30_000))
+                .blockable(true),
+        )
         .rule(rule("sw", Algorithm::SlidingWindow, Quota::new(6, 30_000), 0).tier("pro", Quota::new(4, 20_000)))
-        .rule(rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1).tier("pro", Quota::new(8, 30_000)))
+        .rule(
+            rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1)
+                .tier("pro", Quota::new(8, 30_000))
+                .blockable(true),
+        )
         .rule(
             rule("tb", Algorithm::TokenBucket, Quota::new(4, 30_000).with_burst(6), 2)
-                .tier("pro", Quota::new(6, 20_000).with_burst(8)),
+                .tier("pro", Quota::new(6, 20_000).with_burst(8))
+                .blockable(true),
         )
         .rule(
             rule("gcra", Algorithm::Gcra, Quota::new(10, 60_000).with_burst(3), 1).tier("pro", Quota::new(20, 30_000)),
@@ -211,19 +251,42 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         .rule(rule("dark", Algorithm::SlidingLog, Quota::new(2, 30_000), 1).shadow(true))
         .build()
         .expect("valid rules");
+    let (admitted, mixed, blocks) = enforcers_agree(&server, rules, &["fw", "sl", "tb"], 11).await;
+    println!(
+        "agreement: {REQUESTS} multi-rule requests, {admitted} admitted, {mixed} denied by one rule while others \
+         admitted, {blocks} blocks set or lifted"
+    );
+    assert!(mixed > 20 && admitted > 20 && blocks > 10, "mixed {mixed}, admitted {admitted}, blocks {blocks}");
+}
+
+/// Counts of one run of [`enforcers_agree`]: admitted requests, requests denied by one rule while
+/// another admitted them, blocks set or lifted.
+type Agreed = (usize, usize, usize);
+
+/// An enforcer of `rules` on Redis and one in process, on one generated clock, answer every one
+/// of [`REQUESTS`] requests (three API keys, a third on the `pro` plan) with the same decision
+/// for every rule: verdict, remaining, Retry-After, reset, and whether it consumed. Now and then
+/// a key is blocked under one of the `blockable` rules, or its block lifted, on both.
+async fn enforcers_agree(
+    server: &RedisServer,
+    rules: redis_ratelimit::rules::RuleSet,
+    blockable: &[&str],
+    seed: u64,
+) -> Agreed {
+    use redis_ratelimit::enforce::{Enforcer, Verdict};
     let clock = ManualClock::new(BASE_MS);
     let redis = Enforcer::builder(rules.clone())
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .clock(Arc::new(clock.clone()))
-        .key_prefix("batch")
+        .key_prefix(&format!("batch{seed}"))
         .build()
         .expect("valid enforcer");
     let twin = Enforcer::builder(rules).clock(Arc::new(clock.clone())).build().expect("valid enforcer");
 
-    let mut rng = SmallRng::seed_from_u64(11);
+    let mut rng = SmallRng::seed_from_u64(seed);
     let started = Instant::now();
     let (mut now, mut lead) = (BASE_MS as i64, 0i64);
-    let (mut mixed, mut admitted) = (0, 0);
+    let (mut mixed, mut admitted, mut blocks) = (0, 0, 0);
     for i in 0..REQUESTS {
         now += match rng.random_range(0..10) {
             0..=3 => 0,
@@ -239,6 +302,14 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
             http::Request::builder().header("x-api-key", format!("k{}", rng.random_range(0..3))).body(()).unwrap();
         if rng.random_range(0..3) == 0 {
             req.extensions_mut().insert(redis_ratelimit::rules::Plan("pro".into()));
+        }
+        if !blockable.is_empty() && rng.random_range(0..15) == 0 {
+            let rule = blockable[rng.random_range(0..blockable.len())];
+            let ms = if rng.random_bool(0.2) { 0 } else { rng.random_range(1..=20_000) };
+            let duration = std::time::Duration::from_millis(ms);
+            redis.block(rule, &req, duration).await.expect("redis blocks");
+            twin.block(rule, &req, duration).await.expect("twin blocks");
+            blocks += 1;
         }
         let (Verdict::Decided(got), Verdict::Decided(want)) =
             (redis.check(&req).await.expect("redis decides"), twin.check(&req).await.expect("twin decides"))
@@ -259,6 +330,33 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
         admitted += got.allowed as usize;
         mixed += (!got.allowed && got.rules.iter().any(|r| !r.shadow && r.decision.allowed)) as usize;
     }
-    println!("agreement: {REQUESTS} multi-rule requests, {admitted} admitted, {mixed} denied by one rule while others admitted");
-    assert!(mixed > 20 && admitted > 20, "mixed {mixed}, admitted {admitted}");
+    (admitted, mixed, blocks)
+}
+
+/// A request that one rule decides alone goes to that rule's own script, not the all-or-nothing
+/// one: for every algorithm, as an enforced rule (blockable, now and then blocked) and as a
+/// shadow rule, an enforcer on Redis and one in process decide every request alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_one_rule_decides_is_decided_alike_by_its_own_script_and_the_twin() {
+    use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
+
+    let server = RedisServer::start().expect("redis-server starts");
+    let mut total = (0, 0);
+    for (seed, algorithm) in (300..).zip(Algorithm::ALL) {
+        for shadow in [false, true] {
+            let rule = Rule::new("one", algorithm, Quota::new(4, 20_000).with_burst(5))
+                .key([KeyPart::header("x-api-key")])
+                .cost(1 + seed % 2)
+                .time_source(TimeSource::Client)
+                .tier("pro", Quota::new(6, 20_000))
+                .shadow(shadow)
+                .blockable(!shadow);
+            let rules = RuleSet::builder().rule(rule).build().expect("valid rules");
+            let blockable: &[&str] = if shadow { &[] } else { &["one"] };
+            let (admitted, _, blocks) = enforcers_agree(&server, rules, blockable, seed + 10 * u64::from(shadow)).await;
+            total = (total.0 + admitted, total.1 + blocks);
+            assert!(admitted > 0 && (admitted < REQUESTS || shadow), "{algorithm}: {admitted} admitted");
+        }
+    }
+    println!("agreement: {} one-rule requests, {} admitted, {} blocks set or lifted", 10 * REQUESTS, total.0, total.1);
 }

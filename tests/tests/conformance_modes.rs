@@ -25,7 +25,7 @@ use rand::{Rng, SeedableRng};
 use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
 use redis_ratelimit::harness::algo::{self, State};
 use redis_ratelimit::harness::mode_scripts::{self, BatchRequest, LeaseRequest};
-use redis_ratelimit::harness::scripts::Invocation;
+use redis_ratelimit::harness::scripts::{self, Invocation};
 use redis_ratelimit::{Algorithm, Quota};
 
 use conformance_support::{show, show_cmd, Pair, V};
@@ -160,7 +160,7 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
     let replay = format!("CONFORMANCE_SEED={seed} cargo test -p redis-tests --test conformance_modes");
     let mut pair = Pair::start();
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xba7c);
-    let (mut decided, mut errors) = (0, 0);
+    let (mut decided, mut errors, mut blocked) = (0, 0, 0);
     for algorithm in Algorithm::ALL {
         let source = mode_scripts::batch_source(algorithm);
         for batch_no in 0..calls {
@@ -171,7 +171,7 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
             // A key of the wrong type for the algorithm (where it has one key to spoil): its
             // requests fail alone.
             let poisoned = format!("{prefix}:{{k9}}:");
-            let key = format!("{poisoned}{}", redis_ratelimit::harness::scripts::key_suffix(algorithm)).into_bytes();
+            let key = format!("{poisoned}{}", scripts::key_suffix(algorithm)).into_bytes();
             let poison = match algorithm {
                 Algorithm::Gcra => Some(vec![b"HSET".to_vec(), key, b"u".to_vec(), b"1".to_vec()]),
                 // A hash is the token bucket's old form (read and replaced), a list is no form of it.
@@ -196,7 +196,25 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
                 .collect();
             let requests: Vec<(&str, Option<u64>, u64)> =
                 stems.iter().map(|s| (s.as_str(), Some(now), rng.random_range(0..=cap))).collect();
-            let batch = BatchRequest { algorithm, quota: &q, requests: requests.clone() };
+            // Half the batches are a blockable limiter's, some of whose keys are blocked (for
+            // at least a second of real time, or lifted), so each request runs behind its block.
+            let blockable = rng.random_bool(0.5);
+            let mut blocks: BTreeMap<String, Option<u64>> = BTreeMap::new();
+            for k in 0..3 {
+                if blockable && rng.random_bool(0.5) {
+                    let stem = format!("{prefix}:{{k{k}}}:");
+                    let duration = if rng.random_bool(0.2) { 0 } else { rng.random_range(1_000..=60_000) };
+                    let block = scripts::block_key(algorithm, &stem);
+                    same(
+                        &mut pair,
+                        &eval(scripts::BLOCK, &scripts::block_invocation(&block, Some(now), duration)),
+                        &replay,
+                    );
+                    blocks.insert(stem, algo::block::ends(now, duration));
+                    blocked += 1;
+                }
+            }
+            let batch = BatchRequest { algorithm, quota: &q, requests: requests.clone(), blockable };
             let reply = same(&mut pair, &eval(&source, &batch.invocation()), &replay);
             let V::Array(Some(entries)) = &reply else { panic!("{algorithm}: {}\nreplay: {replay}", reply.render()) };
             assert_eq!(entries.len(), n, "{algorithm}: one entry per request\nreplay: {replay}");
@@ -208,7 +226,9 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
                     errors += 1;
                     continue;
                 }
-                let twin = algo::step(algorithm, &q, states.entry(stem.to_owned()).or_default(), now, cost);
+                let block = blocks.get(stem).copied().flatten();
+                let twin =
+                    algo::block::guarded(algorithm, &q, states.entry(stem.to_owned()).or_default(), block, now, cost);
                 let got = ints(entry).and_then(|r| batch.read_entry(i, Ok(&r)));
                 assert_eq!(got, Some(Ok((twin, now))), "{algorithm} {q:?} request #{i} of {n}\nreplay: {replay}");
                 decided += 1;
@@ -217,10 +237,10 @@ fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
     }
     println!(
         "conformance: {decided} batched decisions over {} algorithms agreed with redis-server and one call after \
-         another ({errors} WRONGTYPE requests failed alone)",
+         another ({errors} WRONGTYPE requests failed alone, {blocked} keys blocked or lifted before a blockable batch)",
         Algorithm::ALL.len()
     );
-    assert!(errors > 0);
+    assert!(errors > 0 && blocked > 0);
 }
 
 /// With `now` = "" each server reads its own TIME: only shapes and decisions are compared.
@@ -246,7 +266,8 @@ fn server_time_leases_and_batches_agree_on_shape_and_decision() {
     for algorithm in Algorithm::ALL {
         let source = mode_scripts::batch_source(algorithm);
         let stem = format!("server:{{batch-{algorithm}}}:");
-        let batch = BatchRequest { algorithm, quota: &q, requests: vec![(stem.as_str(), None, 1); 3] };
+        let batch =
+            BatchRequest { algorithm, quota: &q, requests: vec![(stem.as_str(), None, 1); 3], blockable: false };
         let (r, m) = pair.pipeline_both(&[eval(&source, &batch.invocation())]);
         for (replies, server) in [(&r, "redis"), (&m, "model")] {
             let V::Array(Some(entries)) = &replies[0].1 else { panic!("{algorithm} on {server}") };

@@ -9,7 +9,7 @@ mod gateway_support;
 
 use std::time::Duration;
 
-use gateway_support::{pk, pk_with, request, start_failure, ConfigFile, Gateway};
+use gateway_support::{pk, pk_with, request, request_with_body, start_failure, ConfigFile, Gateway};
 use redis_tests::RedisServer;
 
 const PER_KEY: &str = r#"
@@ -406,4 +406,107 @@ async fn the_example_s_own_files_load_and_authenticate_before_limiting() {
     assert_eq!(gateway.get("/api/hello", &[("x-api-key", "sk-demo-revoked-1Zc6")]).await.status, 403);
     let batch = gateway.get("/api/hello", &[("x-api-key", "sk-demo-internal-batch-7Qx2")]).await;
     assert_eq!((batch.status, batch.header("ratelimit")), (200, None), "allow-listed: {batch:?}");
+}
+
+/// The admin routes reset, refund and block one identity's state under one rule, behind their
+/// own bearer token (read from a file, never logged), and answer what is wrong with a bad call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_routes_reset_refund_and_block_one_identity_behind_their_own_token() {
+    let redis = RedisServer::start().expect("redis-server starts");
+    let config = ConfigFile::new(&format!(
+        r#"
+        [[rule]]
+        name = "login"
+        match = {{ method = "POST", path = "/login" }}
+        key = ["ip"]
+        algorithm = "fixed-window"
+        limit = 2
+        period = "1h"
+        blockable = true
+        {PER_KEY}"#
+    ));
+    const TOKEN: &str = "the-admin-token-of-these-tests";
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (token_file, short_file) = (dir.path().join("admin-token"), dir.path().join("short-token"));
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("write the token");
+    std::fs::write(&short_file, "short").expect("write the token");
+    let short = Gateway::try_start(&config.path, &redis.url(), &["--admin-token-file", short_file.to_str().unwrap()]);
+    let lines = short.err().expect("a short token is refused at start");
+    assert!(lines.iter().any(|l| l.contains("at least 16")), "{lines:?}");
+
+    let mut gateway =
+        Gateway::start_with(&config.path, &redis.url(), &["--admin-token-file", token_file.to_str().unwrap()]);
+    let bearer = format!("Bearer {TOKEN}");
+    let addr = gateway.addr;
+    let admin = |path: &'static str, auth: String, body: &'static str| async move {
+        request_with_body(addr, "127.0.0.1", "POST", path, &[("authorization", auth.as_str())], body).await
+    };
+    let login = || request(addr, "127.0.0.5", "POST", "/login", &[]);
+    assert_eq!((login().await.status, login().await.status, login().await.status), (200, 200, 429));
+    let reset = r#"{"rule": "login", "ip": "127.0.0.5"}"#;
+    for auth in [String::new(), "Bearer the-admin-token-of-these-testz".into(), TOKEN.into()] {
+        assert_eq!(admin("/admin/reset", auth, reset).await.status, 401);
+    }
+    assert_eq!(login().await.status, 429, "nothing was reset without the token");
+    let done = admin("/admin/reset", bearer.clone(), reset).await;
+    assert_eq!(done.status, 200, "{done:?}");
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&done.body).unwrap()["reset"], true);
+    assert_eq!((login().await.status, login().await.status, login().await.status), (200, 200, 429));
+
+    let key = [("x-api-key", "k")];
+    for _ in 0..5 {
+        assert_eq!(gateway.get("/api/hello", &key).await.status, 200);
+    }
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 429);
+    let refund = r#"{"rule": "per-key", "headers": {"x-api-key": "k"}, "units": 1}"#;
+    let given = admin("/admin/refund", bearer.clone(), refund).await;
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&given.body).unwrap()["refunded"], true, "{given:?}");
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 200, "the unit given back");
+    assert_eq!(gateway.get("/api/hello", &key).await.status, 429, "and no more");
+
+    // A block: the address is refused whatever its quota says, for as long as the block lasts,
+    // and another address is not; lifted, the quota decides again.
+    let block = r#"{"rule": "login", "ip": "127.0.0.6", "duration": "1h"}"#;
+    let blocked = admin("/admin/block", bearer.clone(), block).await;
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&blocked.body).unwrap()["blocked_ms"],
+        3_600_000,
+        "{blocked:?}"
+    );
+    let refused = request(addr, "127.0.0.6", "POST", "/login", &[]).await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    let retry: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");
+    assert!((3_595..=3_600).contains(&retry), "until the block ends: {refused:?}");
+    assert_eq!(request(addr, "127.0.0.7", "POST", "/login", &[]).await.status, 200, "only the blocked address");
+    let lift = r#"{"rule": "login", "ip": "127.0.0.6", "duration": "0ms"}"#;
+    assert_eq!(admin("/admin/block", bearer.clone(), lift).await.status, 200);
+    assert_eq!(request(addr, "127.0.0.6", "POST", "/login", &[]).await.status, 200, "the block lifted");
+    for (body, says) in [
+        (r#"{"rule": "per-key", "headers": {"x-api-key": "k"}, "duration": "1m"}"#, "reads no blocks"),
+        (r#"{"rule": "login", "ip": "127.0.0.6"}"#, "duration is missing"),
+        (r#"{"rule": "login", "ip": "127.0.0.6", "duration": "30"}"#, "units: ms, s, m, h, d"),
+        (r#"{"rule": "login", "ip": "127.0.0.6", "units": 1}"#, "unknown field"),
+    ] {
+        let bad = admin("/admin/block", bearer.clone(), body).await;
+        assert_eq!(bad.status, 400, "{body}: {bad:?}");
+        assert!(bad.body.contains(says), "{body}: {}", bad.body);
+    }
+
+    for (body, says) in [
+        (r#"{"rule": "nope", "ip": "127.0.0.5"}"#, "no rule is named"),
+        (r#"{"rule": "login"}"#, "has no ip for the rule login"),
+        (r#"{"rule": "login", "ip": "nowhere"}"#, "not an IP address"),
+        (r#"{"rule": "login", "ip": "127.0.0.5", "bogus": 1}"#, "unknown field"),
+        ("rule=login", "not JSON"),
+    ] {
+        let bad = admin("/admin/reset", bearer.clone(), body).await;
+        assert_eq!(bad.status, 400, "{body}: {bad:?}");
+        assert!(bad.body.contains(says), "{body}: {}", bad.body);
+    }
+    assert!(gateway.wait_for_quiet(Duration::from_millis(100)), "the gateway still runs");
+    assert!(gateway.seen.iter().all(|l| !l.contains(TOKEN)), "the token is never logged");
+    let plain = Gateway::start(&config.path, &redis.url());
+    let none =
+        request_with_body(plain.addr, "127.0.0.1", "POST", "/admin/reset", &[("authorization", &bearer)], reset).await;
+    assert_eq!(none.status, 404, "no token file, no admin routes");
 }

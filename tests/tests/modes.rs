@@ -204,3 +204,46 @@ async fn a_reset_clears_what_the_modes_hold_for_the_key() {
         assert!(d.allowed, "{mode}: decided afresh after the reset: {d:?}");
     }
 }
+
+/// A refund reaches past the denial cache: the cached denial is forgotten, so the next request
+/// is asked of Redis, which now has room.
+#[tokio::test]
+async fn a_refund_clears_the_cached_denial_of_the_key() {
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let l = builder(&server, Algorithm::FixedWindow, Quota::new(2, 600_000), "refund-denials")
+        .denial_cache(DenialCache::default())
+        .build()
+        .expect("valid");
+    for _ in 0..2 {
+        assert!(l.check("k", 1).await.expect("decides").allowed);
+    }
+    assert!(!l.check("k", 1).await.expect("decides").allowed, "spent, and the denial is cached");
+    assert!(l.refund("k", 1).await.expect("refund"));
+    let d = l.check("k", 1).await.expect("decides");
+    assert!(d.allowed, "asked of Redis again after the refund: {d:?}");
+}
+
+/// Blocks reach through the modes that keep using Redis: a blockable limiter's batches run each
+/// request behind its key's block, and a lifted block makes the denial cache forget the denial
+/// it cached while the key was blocked.
+#[tokio::test]
+async fn blocks_reach_through_batching_and_the_denial_cache() {
+    use std::time::Duration;
+    let server = RedisServer::start_real().expect("redis-server starts");
+    let quota = Quota::new(10, 600_000);
+    type Mode = fn(redis_ratelimit::LimiterBuilder) -> redis_ratelimit::LimiterBuilder;
+    let modes: [(&str, Mode); 2] = [
+        ("block-batches", |b| b.batching(Batching::default())),
+        ("block-denials", |b| b.denial_cache(DenialCache::default())),
+    ];
+    for (mode, with) in modes {
+        let l = with(builder(&server, Algorithm::SlidingWindow, quota, mode)).blockable().build().expect("valid");
+        l.block("k", Duration::from_secs(60)).await.expect("blocks");
+        let checks = futures::future::join_all((0..4).map(|_| l.check("k", 1))).await;
+        assert!(checks.iter().all(|d| !d.as_ref().expect("decides").allowed), "{mode}: blocked: {checks:?}");
+        assert!(l.check("other", 1).await.expect("decides").allowed, "{mode}: another key is not blocked");
+        l.block("k", Duration::ZERO).await.expect("lifts");
+        let d = l.check("k", 1).await.expect("decides");
+        assert!(d.allowed && d.source == Source::Store, "{mode}: asked of Redis again once lifted: {d:?}");
+    }
+}

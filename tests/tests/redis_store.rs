@@ -297,3 +297,110 @@ async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() 
     assert!(e.to_string().contains("did not happen"), "{e}");
     assert!(matches!(gone.reset("").await.unwrap_err(), Error::InvalidKey(_)));
 }
+
+/// A refund gives units back for every algorithm, never beyond the quota: a spent key admits
+/// what was given back and no more, a refund of a key at its full quota gives nothing, and one
+/// larger than the quota restores the quota exactly. With Redis gone it is an error saying it
+/// did not happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refund_gives_units_back_up_to_the_quota_and_says_so_when_redis_cannot_hear_it() {
+    let server = RedisServer::start().expect("redis-server");
+    // Three per ten minutes: nothing refills while the test runs.
+    let q = Quota::new(3, 600_000);
+    for algorithm in Algorithm::ALL {
+        let l = limiter_on(&server, algorithm, q);
+        let key = format!("refund-{algorithm}");
+        let admitted = |n: usize| {
+            let (l, key) = (l.clone(), key.clone());
+            async move {
+                let mut admitted = 0;
+                for _ in 0..n {
+                    admitted += usize::from(l.check(&key, 1).await.expect("decides").allowed);
+                }
+                admitted
+            }
+        };
+        assert!(!l.refund(&key, 1).await.expect("refund"), "{algorithm}: an unseen key has nothing to take");
+        assert_eq!(admitted(4).await, 3, "{algorithm}");
+        assert!(l.refund(&key, 2).await.expect("refund"), "{algorithm}");
+        assert_eq!(l.state(&key).await.expect("state").remaining, 2, "{algorithm}: two given back");
+        assert_eq!(admitted(3).await, 2, "{algorithm}: what was given back, and no more");
+        assert!(l.refund(&key, 1_000).await.expect("refund"), "{algorithm}");
+        assert_eq!(l.state(&key).await.expect("state").remaining, 3, "{algorithm}: never above the quota");
+        assert!(!l.refund(&key, 1).await.expect("refund"), "{algorithm}: a full quota has nothing to take");
+        assert_eq!(admitted(4).await, 3, "{algorithm}: the whole quota, once");
+    }
+    let gone = Limiter::builder(Algorithm::Gcra, q)
+        .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
+        .build()
+        .expect("valid");
+    let e = gone.refund("k", 1).await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable { operation: "the refund", .. }), "{e}");
+    assert!(matches!(gone.refund("", 1).await.unwrap_err(), Error::InvalidKey(_)));
+}
+
+/// A block refuses a blockable limiter's key for as long as it lasts, on Redis's clock, for
+/// every algorithm: refused with nothing remaining and a Retry-After of the block's end, under
+/// another quota too, while another key is untouched; lifted, the key decides by the state the
+/// block left (nothing was consumed while refused); a reset forgets the block with the state.
+/// A limiter built without `.blockable()` refuses to block (its scripts would ignore it), leases
+/// cannot be combined with blocks, and with Redis gone the block is an error saying it did not
+/// happen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_refuses_a_key_until_lifted_and_says_so_when_redis_cannot_hear_it() {
+    use std::time::Duration;
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("client");
+    // Three per ten minutes: nothing refills while the test runs.
+    let q = Quota::new(3, 600_000);
+    for algorithm in Algorithm::ALL {
+        let l = Limiter::builder(algorithm, q)
+            .redis(RedisStore::from_url(&server.url()).expect("url"))
+            .blockable()
+            .build()
+            .expect("valid");
+        let (key, other) = (format!("block-{algorithm}"), format!("free-{algorithm}"));
+        assert!(l.check(&key, 1).await.expect("decides").allowed, "{algorithm}");
+        l.block(&key, Duration::from_secs(60)).await.expect("blocks");
+        for _ in 0..3 {
+            let d = l.check(&key, 1).await.expect("decides");
+            assert!(!d.allowed && d.remaining == 0, "{algorithm}: blocked: {d:?}");
+            assert!((59_000..=60_000).contains(&d.retry_after_ms), "{algorithm}: until the block ends: {d:?}");
+        }
+        let plan = l.check_with(&key, Quota::new(30, 600_000), 1).await.expect("decides");
+        assert!(!plan.allowed, "{algorithm}: blocked under another quota too: {plan:?}");
+        assert!(!l.state(&key).await.expect("peeks").allowed, "{algorithm}: a peek is refused too");
+        assert!(l.check(&other, 1).await.expect("decides").allowed, "{algorithm}: another key is not blocked");
+        l.block(&key, Duration::ZERO).await.expect("lifts");
+        assert_eq!(l.state(&key).await.expect("peeks").remaining, 2, "{algorithm}: nothing consumed while blocked");
+        l.block(&key, Duration::from_secs(60)).await.expect("blocks");
+        l.reset(&key).await.expect("reset");
+        let left: Vec<String> = conn.keys(format!("ratelimiter:{{{key}}}:*")).expect("KEYS");
+        assert!(left.is_empty(), "{algorithm}: {left:?} left after the reset");
+        assert!(l.check(&key, 1).await.expect("decides").allowed, "{algorithm}: the reset forgot the block");
+        // A block of a few milliseconds ends by itself, on Redis's clock.
+        l.block(&key, Duration::from_millis(30)).await.expect("blocks");
+        assert!(!l.check(&key, 1).await.expect("decides").allowed, "{algorithm}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert!(l.check(&key, 1).await.expect("decides").allowed, "{algorithm}: the block ended");
+    }
+    let plain = limiter_on(&server, Algorithm::Gcra, q);
+    let e = plain.block("k", Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(e, Error::Config { field: "blockable", .. }) && e.to_string().contains(".blockable()"), "{e}");
+    let leased = Limiter::builder(Algorithm::Gcra, q)
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .leases(redis_ratelimit::modes::Leases::default())
+        .blockable()
+        .build()
+        .unwrap_err();
+    assert!(matches!(leased, Error::Config { field: "leases", .. }), "{leased}");
+    let gone = Limiter::builder(Algorithm::Gcra, q)
+        .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
+        .blockable()
+        .build()
+        .expect("valid");
+    let e = gone.block("k", Duration::from_secs(1)).await.unwrap_err();
+    assert!(matches!(e, Error::Unavailable { operation: "the block", .. }), "{e}");
+    let too_long = gone.block("k", Duration::from_secs(u64::MAX)).await.unwrap_err();
+    assert!(matches!(too_long, Error::Config { field: "block", .. }), "{too_long}");
+}

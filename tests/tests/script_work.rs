@@ -49,7 +49,10 @@ fn requests(q: &Quota, cost: u64) -> Vec<Request<'_>> {
 }
 
 fn rules<'a>(reqs: &'a [Request<'a>]) -> RulesRequest<'a> {
-    RulesRequest { items: reqs.iter().map(|&request| Item { request, shadow: false }).collect(), commit: true }
+    RulesRequest {
+        items: reqs.iter().map(|&request| Item { request, shadow: false, block: None }).collect(),
+        commit: true,
+    }
 }
 
 #[test]
@@ -104,4 +107,41 @@ fn a_request_the_rules_script_refuses_writes_nothing() {
     let keys_after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     assert_eq!(keys_after, keys_before);
     println!("script work: a refused request of 5 rules ran {ran:?}");
+}
+
+/// A request that one rule decides alone costs Redis that rule's own script: the enforcer
+/// sends it instead of the all-or-nothing script, which only a request of several rules loads.
+#[test]
+fn a_request_of_one_rule_is_its_own_script_and_one_of_two_is_the_rules_script() {
+    use redis_ratelimit::enforce::Enforcer;
+    use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
+    use redis_ratelimit::RedisStore;
+
+    let sha1 = |source: &str| -> String {
+        let digest = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, source.as_bytes());
+        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    };
+    let (own, together) = (sha1(scripts::for_algorithm(Algorithm::Gcra).source), sha1(rules_script::source()));
+    let server = RedisServer::start().expect("redis-server");
+    let mut conn = server.client().expect("connect");
+    let loaded = |conn: &mut redis::Connection| -> Vec<bool> {
+        redis::cmd("SCRIPT").arg("EXISTS").arg(&own).arg(&together).query(conn).expect("SCRIPT EXISTS")
+    };
+    let rules = RuleSet::builder()
+        .rule(Rule::new("per-key", Algorithm::Gcra, Quota::per_second(5)).key([KeyPart::header("x-api-key")]))
+        .rule(Rule::new("login", Algorithm::FixedWindow, Quota::per_second(5)).matching(Match::any().path("/login")))
+        .build()
+        .expect("rules");
+    let enforcer =
+        Enforcer::builder(rules).redis(RedisStore::from_url(&server.url()).expect("url")).build().expect("valid");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let ask = |path: &str| {
+        let req = http::Request::builder().uri(path).header("x-api-key", "k").body(()).expect("request");
+        rt.block_on(enforcer.check(&req)).expect("decides")
+    };
+    assert_eq!(loaded(&mut conn), [false, false]);
+    ask("/api");
+    assert_eq!(loaded(&mut conn), [true, false], "one rule: the rule's own script, and no other");
+    ask("/login");
+    assert_eq!(loaded(&mut conn), [true, true], "two rules: the all-or-nothing script");
 }

@@ -17,7 +17,8 @@
 //! until every rule has fitted): that a rule admits cost `c` exactly when its peek reports
 //! `remaining >= c` is what makes the two agree.
 
-use super::{step, Outcome, State};
+use super::block::guarded;
+use super::{Outcome, State};
 use crate::quota::{Algorithm, Quota};
 
 /// One rule of a batch, with its key's state.
@@ -35,6 +36,8 @@ pub struct Item<'a> {
     pub cost: u64,
     /// A shadow rule is decided and reported but never denies the request.
     pub shadow: bool,
+    /// When a block on its key ends, for a blockable rule (`algo::block`; None: no block).
+    pub block: Option<u64>,
 }
 
 /// What one rule of a batch answered.
@@ -69,7 +72,9 @@ pub fn fits(peek: &Outcome, cost: u64) -> bool {
 /// `commit` false it is a dry run: every rule is decided, nothing is consumed, and `allowed`
 /// says whether the request would have been admitted.
 pub fn decide(items: &mut [Item<'_>], commit: bool) -> RulesOutcome {
-    let peeks: Vec<Outcome> = items.iter_mut().map(|i| step(i.algorithm, i.quota, i.state, i.now_ms, 0)).collect();
+    // A blocked rule's peek reports nothing remaining: it fits no cost.
+    let peeks: Vec<Outcome> =
+        items.iter_mut().map(|i| guarded(i.algorithm, i.quota, i.state, i.block, i.now_ms, 0)).collect();
     let fit: Vec<bool> = items.iter().zip(&peeks).map(|(i, p)| fits(p, i.cost)).collect();
     let all_fit = items.iter().zip(&fit).all(|(i, &f)| f || i.shadow);
     let mut allowed = all_fit;
@@ -81,7 +86,7 @@ pub fn decide(items: &mut [Item<'_>], commit: bool) -> RulesOutcome {
             if i.cost == 0 || (fit && !take) {
                 return ItemOutcome { outcome: peek, consumed: false };
             }
-            let outcome = step(i.algorithm, i.quota, i.state, i.now_ms, i.cost);
+            let outcome = guarded(i.algorithm, i.quota, i.state, i.block, i.now_ms, i.cost);
             // By the peek fact a fitting rule admits; should it not, the request is denied
             // rather than served past a limit (the property suites would show it).
             if fit && !outcome.allowed && !i.shadow {
@@ -201,6 +206,7 @@ mod tests {
                             now_ms: now,
                             cost,
                             shadow,
+                            block: None,
                         })
                         .collect();
                     by_definition(&mut items)
@@ -219,6 +225,7 @@ mod tests {
                             now_ms: now,
                             cost,
                             shadow,
+                            block: None,
                         })
                         .collect();
                     decide(&mut items, false)
@@ -238,6 +245,7 @@ mod tests {
                             now_ms: now,
                             cost,
                             shadow,
+                            block: None,
                         })
                         .collect();
                     decide(&mut items, true)

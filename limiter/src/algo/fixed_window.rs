@@ -50,6 +50,21 @@ pub fn step(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64) 
     }
 }
 
+/// Takes up to `units` off the current window's count (the key is deleted at zero); an
+/// earlier window no longer counts and is left alone.
+pub fn refund(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, units: u64) -> bool {
+    match state {
+        Some(s) if s.window == now_ms / q.period_ms() && s.count > 0 => {
+            s.count = s.count.saturating_sub(units);
+            if s.count == 0 {
+                *state = None;
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
 /// A window's key expires at the window's end, and only the current window's key is read:
 /// it is never read expired.
 pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {

@@ -49,6 +49,23 @@ pub fn step_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, cost: u64)
     }
 }
 
+/// Moves the TAT back by `units` emission intervals, never before now (a TAT at or before
+/// now is a full bucket: the key is deleted).
+pub fn refund(q: &Quota, state: &mut Option<GcraState>, now_ms: u64, units: u64) -> bool {
+    refund_us(q, state, now_ms * 1000, units)
+}
+
+/// [`refund`] with time in microseconds.
+pub fn refund_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, units: u64) -> bool {
+    let Some(GcraState { tat_us }) = *state else { return false };
+    if tat_us <= now_us {
+        return false;
+    }
+    let tat_us = tat_us.saturating_sub(units * q.gcra_interval_us()).max(now_us);
+    *state = (tat_us > now_us).then_some(GcraState { tat_us });
+    true
+}
+
 /// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends at the first
 /// millisecond at or after the TAT.
 pub fn expired(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {

@@ -9,6 +9,7 @@
 //! Redis keys carry a TTL of exactly that long, and the in-process store drops idle states.
 
 pub mod all_or_nothing;
+pub mod block;
 pub mod fixed_window;
 pub mod gcra;
 pub mod lease;
@@ -74,6 +75,40 @@ pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_
             let outcome = $module::step(quota, &mut own, now_ms, cost);
             *state = own.map(State::$variant);
             outcome
+        }};
+    }
+    match algorithm {
+        Algorithm::FixedWindow => run!(Window, fixed_window),
+        Algorithm::SlidingWindow => run!(Sliding, sliding_window),
+        Algorithm::SlidingLog => run!(Log, sliding_log),
+        Algorithm::TokenBucket => run!(Bucket, token_bucket),
+        Algorithm::Gcra => run!(Gcra, gcra),
+    }
+}
+
+/// Gives `units` back to `state` at `now_ms` (a refund: a request that should not have
+/// counted, a sign-in that succeeded), never beyond the quota: a window's count never below
+/// zero, a bucket never above its burst, a TAT never before now. The units taken back are the
+/// newest: a sliding log forgets its latest entries, a sliding-window counter takes from the
+/// current window before the previous one. Returns whether anything was given back (a key at
+/// its full quota has nothing to take). `units` must not exceed the quota's capacity, as a
+/// cost must not.
+pub fn refund(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, units: u64) -> bool {
+    // Nothing to give back: the script returns before it reads a key, so a state Redis would
+    // drop on reading it stays (a clock that then steps back still sees it).
+    if units == 0 {
+        return false;
+    }
+    // As in `step`: a state of another type, or one Redis has dropped, is no state.
+    macro_rules! run {
+        ($variant:ident, $module:ident) => {{
+            let mut own = match state.take() {
+                Some(State::$variant(s)) if !$module::expired(quota, &s, now_ms) => Some(s),
+                _ => None,
+            };
+            let given = $module::refund(quota, &mut own, now_ms, units);
+            *state = own.map(State::$variant);
+            given
         }};
     }
     match algorithm {

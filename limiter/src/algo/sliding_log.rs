@@ -101,6 +101,32 @@ pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> 
     outcome
 }
 
+/// Forgets the newest `units` live entries (entries that have left the window go too, as
+/// an admission trims them).
+pub fn refund(q: &Quota, state: &mut Option<LogState>, now_ms: u64, units: u64) -> bool {
+    let w = q.period_ms();
+    let Some(log) = state else { return false };
+    if log.newest_live(now_ms, w).is_none() {
+        return false;
+    }
+    log.expire(now_ms, w);
+    let mut left = units;
+    while left > 0 {
+        let Some(mut newest) = log.entries.last_entry() else { break };
+        let taken = (*newest.get()).min(left);
+        *newest.get_mut() -= taken;
+        if *newest.get() == 0 {
+            newest.remove();
+        }
+        log.total -= taken;
+        left -= taken;
+    }
+    if log.total == 0 {
+        *state = None;
+    }
+    true
+}
+
 fn reset_after(newest: Option<u64>, now_ms: u64, w: u64) -> u64 {
     // Entries newer than now exist only when the clock stepped back; they last longer.
     newest.map_or(0, |newest| newest + w - now_ms)

@@ -67,6 +67,24 @@ pub fn step(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64)
     }
 }
 
+/// Takes up to `units` off the current window's count, then what is left of them off the
+/// previous window's (a counter is deleted at zero): the newest units go first.
+pub fn refund(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u64) -> bool {
+    let window = now_ms / q.period_ms();
+    let (cur, prev) = match *state {
+        Some(s) if s.window == window => (s.cur, s.prev),
+        Some(s) if s.window + 1 == window => (0, s.cur),
+        _ => return false,
+    };
+    if cur + prev == 0 {
+        return false;
+    }
+    let from_cur = cur.min(units);
+    let (cur, prev) = (cur - from_cur, prev - prev.min(units - from_cur));
+    *state = (cur + prev > 0).then_some(SlidingState { window, cur, prev });
+    true
+}
+
 fn reset_after(w: u64, e: u64, cur: u64, prev: u64) -> u64 {
     if cur > 0 {
         2 * w - e

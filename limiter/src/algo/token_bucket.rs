@@ -55,6 +55,28 @@ pub fn step(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) 
     Outcome { allowed, remaining: units / period, retry_after_ms, reset_after_ms: ahead + ceil_div(cap - units, limit) }
 }
 
+/// Puts `units` tokens back, up to the burst, after refilling to `now_ms` as a request
+/// would. A bucket that is full (or has no state, which is full) has nothing to take; one
+/// that the refund fills, with no time stored ahead of now, is deleted, which is full too.
+pub fn refund(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u64) -> bool {
+    let (limit, period) = (q.limit(), q.period_ms());
+    let cap = q.burst() * period;
+    let Some(BucketState { units: mut held, mut ts_ms }) = *state else { return false };
+    held = held.min(cap);
+    if now_ms > ts_ms {
+        let fill_ms = ceil_div(cap - held, limit);
+        held = if now_ms - ts_ms >= fill_ms { cap } else { held + (now_ms - ts_ms) * limit };
+        ts_ms = now_ms;
+    }
+    if held == cap {
+        return false;
+    }
+    held = cap.min(held + units * period);
+    let ttl_ms = (ts_ms - now_ms) + ceil_div(cap - held, limit);
+    *state = (ttl_ms > 0).then_some(BucketState { units: held, ts_ms });
+    true
+}
+
 /// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends when the bucket
 /// is full (`ts + fill`), and Redis expires a key strictly after its deadline.
 pub fn expired(q: &Quota, s: &BucketState, now_ms: u64) -> bool {

@@ -14,7 +14,8 @@
 //! 3. All matched rules are decided **all-or-nothing**: a request denied by one rule consumes
 //!    nothing from the others, and a shadow rule is decided and counted but never denies. On
 //!    one Redis (and in process) this is one call of the all-or-nothing script
-//!    (`algo::all_or_nothing` explains it): atomic, at one clock reading. Cost 0 peeks every rule.
+//!    (`algo::all_or_nothing` explains it): atomic, at one clock reading; a request that one
+//!    rule decides alone is one call of that rule's own script. Cost 0 peeks every rule.
 //! 4. When Redis cannot be asked (down, slow, the breaker open), each rule's own
 //!    [`FailurePolicy`](crate::FailurePolicy) answers, still all-or-nothing across the rules' local budgets.
 //!
@@ -60,6 +61,7 @@
 
 mod counts;
 mod fallback;
+mod key_ops;
 mod partition;
 #[cfg(feature = "config")]
 mod reload;
@@ -248,6 +250,8 @@ struct Planned {
     quota: Quota,
     identity: Identity,
     stem: String,
+    /// A blockable rule's block on this identity ([`Shared::block_key`]).
+    block: Option<String>,
 }
 
 /// What the synchronous part of a check found.
@@ -343,7 +347,8 @@ impl Enforcer {
             self.shared.keys.check(&identity.text())?;
             let quota = rule.quota_for(reading.plan);
             let stem = self.shared.stem(rule, &quota, &identity);
-            planned.push(Planned { rule: rule.clone(), quota, identity, stem });
+            let block = rule.is_blockable().then(|| self.shared.block_key(rule, &identity));
+            planned.push(Planned { rule: rule.clone(), quota, identity, stem, block });
         }
         if planned.is_empty() {
             return Ok(Plan::Done(Verdict::Unmatched));
@@ -372,6 +377,12 @@ impl Shared {
         stem
     }
 
+    /// The key of the block on `identity` under `rule`: under the stem of the rule's own quota,
+    /// so a block stops the identity whatever its plan's tier.
+    fn block_key(&self, rule: &Rule, identity: &Identity) -> String {
+        scripts::block_key(rule.algorithm(), &self.stem(rule, &rule.quota(), identity))
+    }
+
     async fn decide(&self, planned: Vec<Planned>) -> Result<RulesDecision, Error> {
         let now = self.clock.now_ms();
         let redis = match &self.store {
@@ -393,13 +404,23 @@ impl Shared {
     }
 
     /// One call of the all-or-nothing script; or, per hash tag, a dry pass and a committing
-    /// pass (see the module docs).
+    /// pass (see the module docs). A request that one rule decides alone is that rule's own
+    /// script: for one rule, all or nothing is the rule's decision, and its own script costs
+    /// Redis what the rule does and no more (the all-or-nothing script parses and answers for
+    /// every rule around it).
     async fn ask_redis(
         &self,
         redis: &RedisStore,
         planned: &[Planned],
         now: u64,
     ) -> Result<(bool, Vec<ItemReply>), StoreError> {
+        if let [one] = planned {
+            let item = script_item(one, now);
+            let (outcome, now_ms) = redis.evaluate(item.request, item.block).await?;
+            let consumed = outcome.allowed && item.request.cost > 0;
+            let reply = ItemReply { item: ItemOutcome { outcome, consumed }, now_ms };
+            return Ok((outcome.allowed || item.shadow, vec![reply]));
+        }
         let groups = self.groups(planned);
         let request_of = |group: &[usize], commit: bool| RulesRequest {
             items: group.iter().map(|&i| script_item(&planned[i], now)).collect(),
@@ -506,6 +527,7 @@ fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
             cost: p.rule.request_cost(),
         },
         shadow: p.rule.is_shadow(),
+        block: p.block.as_deref(),
     }
 }
 
@@ -517,8 +539,9 @@ fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
         now_ms: now,
         cost: p.rule.request_cost(),
         shadow: p.rule.is_shadow(),
+        block: p.block.as_deref(),
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests;

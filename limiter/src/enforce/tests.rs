@@ -271,3 +271,87 @@ async fn admissions(e: &Enforcer, r: &Request<()>, n: usize) -> Vec<bool> {
     }
     admitted
 }
+
+/// A reset and a refund reach the state one identity's checks count against under one rule,
+/// under its plan's tier, and no other identity's; errors name the rule or the missing part.
+#[tokio::test]
+async fn a_reset_and_a_refund_reach_one_identitys_state_under_one_rule() {
+    let clock = ManualClock::new(1_000_000);
+    let rule = per_key(2).tier("pro", Quota::new(3, 60_000));
+    let e = enforcer(RuleSet::builder().rule(rule).build().unwrap(), &clock);
+    let alice = req(Some("alice"), "192.0.2.1");
+    let spend = |key: &'static str| {
+        let e = e.clone();
+        async move {
+            let mut admitted = 0;
+            for _ in 0..4 {
+                admitted += usize::from(decided(&e, &req(Some(key), "192.0.2.1")).await.allowed);
+            }
+            admitted
+        }
+    };
+    assert_eq!((spend("alice").await, spend("bob").await), (2, 2));
+    assert!(e.refund("per-key", &alice, 1).await.expect("refund"));
+    assert_eq!(spend("alice").await, 1, "one given back");
+    e.reset("per-key", &alice).await.expect("reset");
+    assert_eq!((spend("alice").await, spend("bob").await), (2, 0), "alice afresh, bob untouched");
+    // The pro tier's state is the one a pro request counts against.
+    let mut pro = req(Some("carol"), "192.0.2.1");
+    pro.extensions_mut().insert(crate::rules::Plan("pro".into()));
+    for _ in 0..3 {
+        assert!(decided(&e, &pro).await.allowed);
+    }
+    assert!(!decided(&e, &pro).await.allowed);
+    assert!(e.refund("per-key", &pro, 10).await.expect("refund"));
+    assert_eq!(decided(&e, &pro).await.rules[0].decision.remaining, 2, "the tier's quota, not above it");
+    assert_eq!(e.reset("nope", &alice).await.unwrap_err(), Error::UnknownRule("nope".into()));
+    let anonymous = req(None, "192.0.2.1");
+    let missing = e.refund("per-key", &anonymous, 1).await.unwrap_err();
+    assert!(
+        matches!(&missing, Error::InvalidKey(m) if m.contains("header:x-api-key") && m.contains("per-key")),
+        "{missing}"
+    );
+}
+
+/// A block stops one identity under one blockable rule, on every tier and until it ends, with
+/// a Retry-After of its end; the other rules of the request consume nothing meanwhile (all or
+/// nothing), another identity is untouched, and a lifted or ended block lets the quota decide.
+/// A rule that is not blockable refuses to be blocked, naming why.
+#[tokio::test]
+async fn a_block_stops_one_identity_under_one_rule_until_it_ends() {
+    use std::time::Duration;
+    let clock = ManualClock::new(1_000_000);
+    let global = Rule::new("global", Algorithm::SlidingLog, Quota::new(100, 60_000));
+    let rules = RuleSet::builder()
+        .rule(per_key(5).tier("pro", Quota::new(50, 60_000)).blockable(true))
+        .rule(global)
+        .build()
+        .unwrap();
+    let e = enforcer(rules, &clock);
+    let alice = req(Some("alice"), "192.0.2.1");
+    let mut pro = req(Some("alice"), "192.0.2.1");
+    pro.extensions_mut().insert(crate::rules::Plan("pro".into()));
+    assert!(decided(&e, &alice).await.allowed);
+    e.block("per-key", &alice, Duration::from_secs(30)).await.expect("blocks");
+    for r in [&alice, &pro] {
+        let d = decided(&e, r).await;
+        assert!(!d.allowed, "{d:?}");
+        let per_key = &d.rules[0].decision;
+        assert_eq!((per_key.remaining, per_key.retry_after_ms), (0, 30_000), "{d:?}");
+        assert!(d.rules.iter().all(|r| !r.consumed), "nothing consumed: {d:?}");
+    }
+    assert!(decided(&e, &req(Some("bob"), "192.0.2.1")).await.allowed, "another identity");
+    clock.advance(30_000);
+    assert!(decided(&e, &alice).await.allowed, "the block ended");
+    e.block("per-key", &alice, Duration::from_secs(30)).await.expect("blocks");
+    e.block("per-key", &alice, Duration::ZERO).await.expect("lifts");
+    assert!(decided(&e, &alice).await.allowed, "lifted");
+    e.block("per-key", &alice, Duration::from_secs(30)).await.expect("blocks");
+    e.reset("per-key", &alice).await.expect("reset");
+    assert_eq!(decided(&e, &alice).await.rules[0].decision.remaining, 4, "the reset forgot the block and the state");
+    let refused = e.block("global", &alice, Duration::from_secs(1)).await.unwrap_err();
+    assert!(
+        matches!(&refused, Error::Config { field: "blockable", message } if message.contains("\"global\"")),
+        "{refused}"
+    );
+}

@@ -200,7 +200,7 @@ fn error_response<RB: Default>(e: &Error) -> Response<RB> {
     response
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use std::convert::Infallible;
 

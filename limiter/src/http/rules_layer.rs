@@ -295,7 +295,7 @@ fn with_problem(status: StatusCode, text: String) -> Response<String> {
     response
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use std::convert::Infallible;
     use std::time::Duration;

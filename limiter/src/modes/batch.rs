@@ -38,12 +38,14 @@ struct Queue {
 /// See the module docs.
 pub(crate) struct Batcher {
     config: Batching,
+    /// Its limiter is blockable: each request runs behind its key's block.
+    blockable: bool,
     queue: Mutex<Queue>,
 }
 
 impl Batcher {
-    pub(crate) fn new(config: Batching) -> Self {
-        Batcher { config, queue: Mutex::new(Queue::default()) }
+    pub(crate) fn new(config: Batching, blockable: bool) -> Self {
+        Batcher { config, blockable, queue: Mutex::new(Queue::default()) }
     }
 
     /// Decides one request in the next batch.
@@ -96,6 +98,7 @@ async fn flush(batcher: Arc<Batcher>, store: Arc<RedisStore>, algorithm: Algorit
                 algorithm,
                 quota: &quota,
                 requests: group.iter().map(|p| (p.stem.as_str(), p.now_ms, p.cost)).collect(),
+                blockable: batcher.blockable,
             };
             let replies = store.evaluate_batch(&request).await;
             for (i, p) in group.into_iter().enumerate() {

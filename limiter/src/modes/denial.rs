@@ -52,7 +52,7 @@ impl Denials {
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

@@ -152,13 +152,13 @@ impl LeaseBook {
         self.ledger = Some(ledger);
     }
 
-    /// The most one request may cost.
     /// Drops the lease held for `key` (its state was reset, and its units with it).
     pub(crate) fn forget(&self, key: &str) {
         let key = self.keys.key(key);
         self.keys.lock(key).remove(key);
     }
 
+    /// The most one request may cost.
     pub(crate) fn capacity(&self) -> u64 {
         self.capacity
     }
@@ -330,7 +330,7 @@ pub(crate) struct Serving<'a> {
     pub(crate) stem: &'a (dyn Fn() -> String + Sync),
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

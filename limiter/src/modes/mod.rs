@@ -14,7 +14,9 @@
 //! instances can only make that state worse (admit more) before then; time only refills, and
 //! `R` counts the refill. So the cache changes no decision, as long as the instance's clock runs
 //! within the tolerance of Redis's and Redis keeps its data (a Redis that loses a key forgives
-//! it at once; the cache keeps the denial until `R`). What it saves: a flood on one denied key
+//! it at once; the cache keeps the denial until `R`), and no one forgives the key meanwhile: a
+//! reset, a refund or a lifted block reaches this instance's cache at once, another instance's
+//! when its cached denial ends. What it saves: a flood on one denied key
 //! costs Redis nothing until the key can admit again.
 //!
 //! **Leases.** An instance takes up to `k` units of a key in one script call, then spends them
@@ -243,7 +245,13 @@ pub(crate) struct ModeConfig {
 
 impl ModeConfig {
     /// Refuses what cannot work, naming the mode and the reason.
-    pub(crate) fn validate(&self, algorithm: Algorithm, quota: &Quota, on_redis: bool) -> Result<(), Error> {
+    pub(crate) fn validate(
+        &self,
+        algorithm: Algorithm,
+        quota: &Quota,
+        on_redis: bool,
+        blockable: bool,
+    ) -> Result<(), Error> {
         let any = self.denial_cache.is_some() || self.leases.is_some() || self.batching.is_some();
         if any && !on_redis {
             return Err(Error::config(
@@ -256,6 +264,14 @@ impl ModeConfig {
             return Err(Error::config(
                 "batching",
                 "cannot be combined with leases: a leased key is decided locally, with nothing left to batch".into(),
+            ));
+        }
+        if self.leases.is_some() && blockable {
+            return Err(Error::config(
+                "leases",
+                "cannot be combined with blocks (.blockable()): a leased unit is spent without asking Redis, so \
+                 a block could not reach the instances holding leases"
+                    .into(),
             ));
         }
         if let Some(d) = &self.denial_cache {
@@ -279,11 +295,17 @@ pub(crate) struct Runtime {
 }
 
 impl Runtime {
-    pub(crate) fn new(config: ModeConfig, algorithm: Algorithm, quota: &Quota, max_keys: usize) -> Runtime {
+    pub(crate) fn new(
+        config: ModeConfig,
+        algorithm: Algorithm,
+        quota: &Quota,
+        max_keys: usize,
+        blockable: bool,
+    ) -> Runtime {
         Runtime {
             denials: config.denial_cache.map(denial::Denials::new),
             leases: config.leases.map(|l| lease::LeaseBook::new(l, algorithm, quota, max_keys)),
-            batcher: config.batching.map(|b| std::sync::Arc::new(batch::Batcher::new(b))),
+            batcher: config.batching.map(|b| std::sync::Arc::new(batch::Batcher::new(b, blockable))),
         }
     }
 }

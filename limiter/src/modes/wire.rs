@@ -25,8 +25,6 @@ pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
 pub const BATCH_FILE: &str = "batch.lua";
 /// The batch script with its placeholder for the algorithm's script.
 pub const BATCH_TEMPLATE: &str = redis_ratelimit_scripts::BATCH_TEMPLATE;
-/// The line of [`BATCH_TEMPLATE`] the algorithm's script replaces.
-pub const BATCH_PLACEHOLDER: &str = redis_ratelimit_scripts::BATCH_PLACEHOLDER;
 
 /// The lease script of `algorithm`, if it can lease.
 pub fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
@@ -34,9 +32,9 @@ pub fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
 }
 
 /// The batch script deciding requests of `algorithm`: `lua/batch.lua` with the algorithm's own
-/// script as its `decide` function.
+/// script as its `decide` function (and the block's check, `lua/guard.lua`).
 pub fn batch_source(algorithm: Algorithm) -> String {
-    BATCH_TEMPLATE.replacen(BATCH_PLACEHOLDER, scripts::for_algorithm(algorithm).source, 1)
+    redis_ratelimit_scripts::around(BATCH_TEMPLATE, scripts::for_algorithm(algorithm).source)
 }
 
 /// One lease call as its script sees it.
@@ -120,6 +118,9 @@ pub struct BatchRequest<'a> {
     /// [`scripts::Request::invocation_of_stem`] takes it), client time (None: Redis's `TIME`)
     /// and cost.
     pub requests: Vec<(&'a str, Option<u64>, u64)>,
+    /// The limiter is blockable: each request runs behind its key's block, the last of its keys
+    /// ([`scripts::block_key`] of its stem).
+    pub blockable: bool,
 }
 
 /// One request's part of a batch reply: its outcome and clock, or the error its own call would
@@ -133,14 +134,18 @@ impl BatchRequest<'_> {
         let mut args = Vec::new();
         let (mut per_keys, mut per_args) = (0, 0);
         for &(stem, now_ms, cost) in &self.requests {
-            let one = scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost }
-                .invocation_of_stem();
+            let request = scripts::Request { algorithm: self.algorithm, quota: self.quota, stem, now_ms, cost };
+            let one = if self.blockable {
+                request.blockable_invocation(&scripts::block_key(self.algorithm, stem))
+            } else {
+                request.invocation_of_stem()
+            };
             per_keys = one.keys.len();
             per_args = one.args.len();
             keys.extend(one.keys);
             args.extend(one.args);
         }
-        let head = [self.requests.len(), per_keys, per_args].map(|n| n.to_string());
+        let head = [self.requests.len(), per_keys, per_args, usize::from(self.blockable)].map(|n| n.to_string());
         Invocation { keys, args: head.into_iter().chain(args).collect() }
     }
 
@@ -165,7 +170,7 @@ mod tests {
     fn the_batch_script_wraps_each_algorithm_s_own() {
         for a in Algorithm::ALL {
             let source = batch_source(a);
-            assert!(!source.contains(BATCH_PLACEHOLDER), "{a}");
+            assert!(!source.contains(redis_ratelimit_scripts::ALGORITHM_PLACEHOLDER), "{a}");
             assert!(source.contains(scripts::for_algorithm(a).source), "{a}");
         }
     }
@@ -177,10 +182,14 @@ mod tests {
             algorithm: Algorithm::Gcra,
             quota: &q,
             requests: vec![("p:{a}:", Some(7), 1), ("p:{b}:", None, 2)],
+            blockable: true,
         };
         let call = batch.invocation();
-        assert_eq!(call.keys, ["p:{a}:gcra", "p:{b}:gcra"]);
-        assert_eq!(call.args, ["2", "1", "4", "7", "200000", "5", "1", "", "200000", "5", "2"]);
+        assert_eq!(call.keys, ["p:{a}:gcra", "p:{a}:gcra:blk", "p:{b}:gcra", "p:{b}:gcra:blk"]);
+        assert_eq!(call.args, ["2", "2", "4", "1", "7", "200000", "5", "1", "", "200000", "5", "2"]);
+        let plain = BatchRequest { blockable: false, ..batch }.invocation();
+        assert_eq!(plain.keys, ["p:{a}:gcra", "p:{b}:gcra"]);
+        assert_eq!(plain.args[..4], ["2", "1", "4", "0"]);
     }
 
     #[test]

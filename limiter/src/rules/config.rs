@@ -25,6 +25,7 @@
 //! # local_budget = { limit = 2, period = "1s" }
 //! time_source = "server"              # or client
 //! shadow = false
+//! blockable = false                   # true: its keys can be blocked (Enforcer::block)
 //! on_missing_key = "reject"           # fallback-ip, skip
 //! # Other quotas by the client's plan, which the authentication layer sets (`rules::Plan`);
 //! # period defaults to the rule's, burst to the tier's limit.
@@ -102,6 +103,8 @@ struct RuleConfig {
     time_source: Option<String>,
     #[serde(default)]
     shadow: bool,
+    #[serde(default)]
+    blockable: bool,
     #[serde(default)]
     on_missing_key: Option<String>,
     #[serde(default)]
@@ -366,6 +369,7 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
         .failure_policy(policy)
         .time_source(time_source)
         .shadow(c.shadow)
+        .blockable(c.blockable)
         .on_missing_key(on_missing_key))
 }
 
@@ -402,6 +406,7 @@ mod tests {
         local_budget = { limit = 10, period = "1m" }
         time_source = "client"
         shadow = true
+        blockable = true
         on_missing_key = "fallback-ip"
     "#;
 
@@ -417,6 +422,7 @@ mod tests {
         assert_eq!(daily.quota(), Quota::new(1000, 86_400_000));
         assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period_ms: 60_000 });
         assert!(daily.is_shadow());
+        assert!(daily.is_blockable() && !hello.is_blockable());
         assert_eq!(daily.missing_key(), OnMissingKey::FallbackToIp);
         assert_eq!(daily.key_parts(), [KeyPart::header("x-api-key"), KeyPart::Route]);
         assert_eq!(set.client_ip().trusted().len(), 2);
@@ -451,7 +457,13 @@ mod tests {
             (rule("tiers = { pro = { limit = 9, period = \"9\" } }"), Some("r1"), "tiers.pro.period"),
             (rule("tiers = { pro = { limt = 9 } }"), Some("r1"), "tiers.pro.limt"),
             (rule("tiers = { \"a:b\" = { limit = 9 } }"), Some("r1"), "tiers"),
-            (rule("cost = 2\ntiers = { basic = { limit = 1 } }"), Some("r1"), "tiers.basic.limit"),
+            // A bucket's capacity is its burst (the tier's limit unless given); a window's its limit.
+            (rule("cost = 2\ntiers = { basic = { limit = 1 } }"), Some("r1"), "tiers.basic.burst"),
+            (
+                rule("cost = 2\ntiers = { basic = { limit = 1 } }").replace("\"gcra\"", "\"fixed-window\""),
+                Some("r1"),
+                "tiers.basic.limit",
+            ),
             ("[client_ip]\ntrusted_proxies = [\"10.0.0.0/33\"]".into(), None, "client_ip.trusted_proxies[0]"),
             ("[access]\ndeny_ips = [\"x\"]".into(), None, "access.deny_ips[0]"),
             ("[access]\nkey_headers = [\"x-k\"]\nallow_keys = [\"vip\"]".into(), None, "access.allow_keys"),

@@ -6,7 +6,8 @@
 //! or several of these), and says which [`Algorithm`] and [`Quota`]
 //! it enforces, what one request costs, what to do when Redis cannot be asked
 //! ([`FailurePolicy`]), whose clock decides ([`TimeSource`]), whether it only observes
-//! (`shadow`), and what to do with a request that carries no usable key ([`OnMissingKey`]).
+//! (`shadow`), whether its keys can be blocked (`blockable`, see [`crate::enforce::Enforcer::block`]),
+//! and what to do with a request that carries no usable key ([`OnMissingKey`]).
 //! A request may match several rules: the enforcement point decides them all-or-nothing
 //! (`crate::enforce`).
 //!
@@ -137,6 +138,7 @@ pub struct Rule {
     pub(crate) policy: FailurePolicy,
     pub(crate) time_source: TimeSource,
     pub(crate) shadow: bool,
+    pub(crate) blockable: bool,
     pub(crate) on_missing_key: OnMissingKey,
     /// Other quotas by plan, in the order given ([`Rule::tier`]).
     pub(crate) tiers: Vec<(String, Quota)>,
@@ -146,7 +148,8 @@ impl Rule {
     /// A rule named `name` (letters, digits, `.`, `_`, `-`; it names the policy in the
     /// RateLimit headers and the rule's Redis keys) enforcing `quota` with `algorithm`. By
     /// default it matches every request, counts them all under one constant key, costs 1,
-    /// fails open, reads Redis's clock, enforces, and rejects requests without a key.
+    /// fails open, reads Redis's clock, enforces, cannot be blocked, and rejects requests
+    /// without a key.
     pub fn new(name: &str, algorithm: Algorithm, quota: Quota) -> Self {
         Rule {
             name: name.to_owned(),
@@ -158,6 +161,7 @@ impl Rule {
             policy: FailurePolicy::FailOpen,
             time_source: TimeSource::Server,
             shadow: false,
+            blockable: false,
             on_missing_key: OnMissingKey::Reject,
             tiers: Vec::new(),
         }
@@ -197,6 +201,14 @@ impl Rule {
     /// Shadow mode: decided, counted and reported, never rejects.
     pub fn shadow(mut self, shadow: bool) -> Self {
         self.shadow = shadow;
+        self
+    }
+
+    /// Blockable: its decisions read the block on their key ([`crate::enforce::Enforcer::block`]), so a
+    /// support team or a sign-in flow can stop one identity for a while. It costs Redis one
+    /// more read per decision of this rule, which is why it is off unless asked for.
+    pub fn blockable(mut self, blockable: bool) -> Self {
+        self.blockable = blockable;
         self
     }
 
@@ -282,6 +294,11 @@ impl Rule {
         self.shadow
     }
 
+    /// Whether its keys can be blocked.
+    pub fn is_blockable(&self) -> bool {
+        self.blockable
+    }
+
     /// The treatment of requests without a key.
     pub fn missing_key(&self) -> OnMissingKey {
         self.on_missing_key
@@ -332,9 +349,11 @@ impl Rule {
             })?;
             let capacity = quota.capacity(self.algorithm);
             if self.cost > capacity {
+                // A bucket's capacity is its burst (which defaults to the tier's limit).
+                let field = if self.algorithm.is_bucket() { "burst" } else { "limit" };
                 return Err(RuleError::in_rule(
                     name,
-                    at("limit"),
+                    at(field),
                     format!("the plan's capacity {capacity} is below the rule's cost {}: no request on it could ever be admitted", self.cost),
                 ));
             }

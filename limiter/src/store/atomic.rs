@@ -78,7 +78,7 @@ impl AtomicLimiter {
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
     use crate::algo::Outcome;

@@ -1,6 +1,6 @@
 //! Every script the Redis store sends, each hashed once: for each algorithm its own script, its
-//! batch form and its lease form where it has one, and the all-or-nothing script of several
-//! rules. One table, built from [`Algorithm::ALL`] and the exhaustive [`scripts::for_algorithm`],
+//! blockable form, its batch form and its lease form where it has one, the all-or-nothing
+//! script of several rules, and the key operations (reset, refund, block). One table, built from [`Algorithm::ALL`] and the exhaustive [`scripts::for_algorithm`],
 //! so no algorithm can be missing from it.
 
 use std::sync::LazyLock;
@@ -14,6 +14,8 @@ use crate::scripts;
 pub(super) struct Loaded {
     /// Its own script (`lua/<algorithm>.lua`).
     pub(super) own: EvalScript,
+    /// Its own script behind the key's block (`lua/blockable.lua` around it).
+    pub(super) blockable: EvalScript,
     /// The batch script deciding its requests (`lua/batch.lua` around its own).
     pub(super) batch: EvalScript,
     /// Its lease script, if it can lease.
@@ -23,6 +25,7 @@ pub(super) struct Loaded {
 static BY_ALGORITHM: LazyLock<[Loaded; Algorithm::ALL.len()]> = LazyLock::new(|| {
     Algorithm::ALL.map(|a| Loaded {
         own: EvalScript::new(scripts::for_algorithm(a).source),
+        blockable: EvalScript::new(scripts::blockable_source(a)),
         batch: EvalScript::new(&wire::batch_source(a)),
         lease: wire::lease_script(a).map(|s| EvalScript::new(s.source)),
     })
@@ -31,6 +34,10 @@ static BY_ALGORITHM: LazyLock<[Loaded; Algorithm::ALL.len()]> = LazyLock::new(||
 static RULES: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
 
 static RESET: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::RESET));
+
+static REFUND: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::REFUND));
+
+static BLOCK: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::BLOCK));
 
 /// `algorithm`'s scripts.
 pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
@@ -41,6 +48,16 @@ pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
 /// The script deleting a key's state (`lua/reset.lua`).
 pub(super) fn reset() -> &'static EvalScript {
     &RESET
+}
+
+/// The script giving units back to a key's state (`lua/refund.lua`).
+pub(super) fn refund() -> &'static EvalScript {
+    &REFUND
+}
+
+/// The script blocking a key (`lua/block.lua`).
+pub(super) fn block() -> &'static EvalScript {
+    &BLOCK
 }
 
 /// The all-or-nothing script of several rules (`crate::rules_script`).
@@ -57,6 +74,7 @@ mod tests {
         for (i, a) in Algorithm::ALL.into_iter().enumerate() {
             assert_eq!(a as usize, i, "Algorithm::ALL is in declaration order");
             assert_eq!(of(a).own.source(), scripts::for_algorithm(a).source, "{a}");
+            assert!(of(a).blockable.source().contains(scripts::for_algorithm(a).source), "{a}");
             assert!(of(a).batch.source().contains(scripts::for_algorithm(a).source), "{a}");
             assert_eq!(of(a).lease.is_some(), wire::lease_script(a).is_some(), "{a}");
         }

@@ -20,6 +20,8 @@ pub struct RuleItem<'a> {
     pub cost: u64,
     /// A shadow rule never denies the request.
     pub shadow: bool,
+    /// For a blockable rule, the key of its blocks ([`LocalStore::block`]); None reads none.
+    pub block: Option<&'a str>,
 }
 
 /// Default bound on the number of keys kept in process.
@@ -33,9 +35,13 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 /// decision when it goes). If it was still live, that one key starts afresh, which can let it
 /// through early. A flood of hostile keys thus costs bounded memory and constant time per
 /// request, and degrades only the keys it pushes out.
+///
+/// Blocks ([`crate::Limiter::block`]) are kept in a table of their own, bounded alike, read only
+/// by blockable limiters and rules: the instant each block ends.
 #[derive(Debug)]
 pub struct LocalStore {
     states: Table<Option<State>>,
+    blocks: Table<u64>,
 }
 
 impl Default for LocalStore {
@@ -47,44 +53,109 @@ impl Default for LocalStore {
 impl LocalStore {
     /// A store keeping at most `max_keys` keys (at least 1).
     pub fn new(max_keys: usize) -> Self {
-        LocalStore { states: Table::new(max_keys) }
+        LocalStore { states: Table::new(max_keys), blocks: Table::new(max_keys) }
     }
 
     /// Decides one request.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
-        self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost)
+        self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost, None)
     }
 
-    /// Decides one request against `key`'s state named `state`: state of its own, apart from
-    /// `key`'s under [`LocalStore::apply`] and under every other name, as a Redis key naming
-    /// `state` is.
-    pub(crate) fn apply_in(
+    /// Decides one request of a blockable limiter: as [`LocalStore::apply`], behind the block
+    /// kept under `block` (`algo::block`).
+    pub fn apply_blockable(
         &self,
-        state: &str,
+        block: &str,
         algorithm: Algorithm,
         quota: &Quota,
         key: &str,
         now_ms: u64,
         cost: u64,
     ) -> Outcome {
-        self.apply_to(self.states.key_in(state, key), algorithm, quota, now_ms, cost)
+        let ends = self.block_at(block, now_ms);
+        self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost, ends)
     }
 
-    fn apply_to(&self, key: Key<'_>, algorithm: Algorithm, quota: &Quota, now_ms: u64, cost: u64) -> Outcome {
+    /// Blocks `key` until `ends_ms` (`algo::block::ends`), or lifts its block (None).
+    pub fn block(&self, key: &str, ends_ms: Option<u64>) {
+        let key = self.blocks.key(key);
+        let mut shard = self.blocks.lock(key);
+        match ends_ms {
+            Some(ends) => shard.insert(key, ends),
+            None => {
+                shard.remove(key);
+            }
+        }
+    }
+
+    /// When the block kept under `key` ends, as read at `now_ms`. One past its end is forgotten,
+    /// as Redis drops the block's key once its TTL (the block's length) has passed, strictly;
+    /// at its very end it is kept and blocks nothing (`algo::block::guarded`).
+    fn block_at(&self, key: &str, now_ms: u64) -> Option<u64> {
+        let key = self.blocks.key(key);
+        let mut shard = self.blocks.lock(key);
+        let ends = *shard.get_mut(key)?;
+        if now_ms > ends {
+            shard.remove(key);
+            return None;
+        }
+        Some(ends)
+    }
+
+    /// Decides one request against `key`'s state named `state`: state of its own, apart from
+    /// `key`'s under [`LocalStore::apply`] and under every other name, as a Redis key naming
+    /// `state` is.
+    /// With `block`, behind the block kept under it, as [`LocalStore::apply_blockable`].
+    #[allow(clippy::too_many_arguments)] // where the state and the block live, then what `apply` takes
+    pub(crate) fn apply_in(
+        &self,
+        state: &str,
+        block: Option<&str>,
+        algorithm: Algorithm,
+        quota: &Quota,
+        key: &str,
+        now_ms: u64,
+        cost: u64,
+    ) -> Outcome {
+        let ends = block.and_then(|b| self.block_at(b, now_ms));
+        self.apply_to(self.states.key_in(state, key), algorithm, quota, now_ms, cost, ends)
+    }
+
+    fn apply_to(
+        &self,
+        key: Key<'_>,
+        algorithm: Algorithm,
+        quota: &Quota,
+        now_ms: u64,
+        cost: u64,
+        block: Option<u64>,
+    ) -> Outcome {
         let mut shard = self.states.lock(key);
         if let Some(state) = shard.get_mut(key) {
-            let outcome = algo::step(algorithm, quota, state, now_ms, cost);
+            let outcome = algo::block::guarded(algorithm, quota, state, block, now_ms, cost);
             if state.is_none() {
                 shard.remove(key);
             }
             return outcome;
         }
         let mut state = None;
-        let outcome = algo::step(algorithm, quota, &mut state, now_ms, cost);
+        let outcome = algo::block::guarded(algorithm, quota, &mut state, block, now_ms, cost);
         if state.is_some() {
             shard.insert(key, state);
         }
         outcome
+    }
+
+    /// Gives `units` back to `key`'s state (under [`LocalStore::apply`], see `algo::refund`).
+    pub(crate) fn refund(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, units: u64) -> bool {
+        let key = self.states.key(key);
+        let mut shard = self.states.lock(key);
+        let Some(state) = shard.get_mut(key) else { return false };
+        let given = algo::refund(algorithm, quota, state, now_ms, units);
+        if state.is_none() {
+            shard.remove(key);
+        }
+        given
     }
 
     /// Forgets `key`'s state (under [`LocalStore::apply`]).
@@ -99,6 +170,7 @@ impl LocalStore {
     /// cost and shadow flag; the keys must differ (each rule keys its own state). With `commit`
     /// false nothing is consumed.
     pub fn apply_rules(&self, items: &[RuleItem<'_>], commit: bool) -> RulesOutcome {
+        let blocks: Vec<Option<u64>> = items.iter().map(|i| i.block.and_then(|b| self.block_at(b, i.now_ms))).collect();
         let keys: Vec<_> = items.iter().map(|i| self.states.key(i.key)).collect();
         let shard_of: Vec<usize> = keys.iter().map(|&k| self.states.shard_of(k)).collect();
         let mut order = shard_of.clone();
@@ -113,13 +185,15 @@ impl LocalStore {
             let mut twins: Vec<all_or_nothing::Item<'_>> = items
                 .iter()
                 .zip(&mut taken)
-                .map(|(i, state)| all_or_nothing::Item {
+                .zip(&blocks)
+                .map(|((i, state), &block)| all_or_nothing::Item {
                     algorithm: i.algorithm,
                     quota: i.quota,
                     state,
                     now_ms: i.now_ms,
                     cost: i.cost,
                     shadow: i.shadow,
+                    block,
                 })
                 .collect();
             all_or_nothing::decide(&mut twins, commit)
@@ -143,7 +217,7 @@ impl LocalStore {
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
@@ -179,7 +253,15 @@ mod tests {
         let keys: Vec<String> = (0..40).map(|i| format!("rule-{i}")).collect();
         let items: Vec<RuleItem<'_>> = keys
             .iter()
-            .map(|key| RuleItem { algorithm: Algorithm::SlidingLog, quota: &q, key, now_ms: 0, cost: 1, shadow: false })
+            .map(|key| RuleItem {
+                algorithm: Algorithm::SlidingLog,
+                quota: &q,
+                key,
+                now_ms: 0,
+                cost: 1,
+                shadow: false,
+                block: None,
+            })
             .collect();
         assert!(store.apply_rules(&items, true).allowed);
         assert_eq!(store.len(), 40);

@@ -199,19 +199,48 @@ impl RedisStore {
     /// Runs one request. Transport trouble comes back as [`StoreError::Unavailable`] and a
     /// refused client as [`StoreError::Refused`], both for the failure policy; a wrong-type key
     /// or a garbled reply as [`StoreError::Fatal`]. With the outcome comes the clock reading the store decided by (ms).
-    pub(crate) async fn evaluate(&self, req: scripts::Request<'_>) -> Result<(Outcome, u64), StoreError> {
+    /// A blockable limiter names the key's `block` ([`scripts::block_key`]): the request then
+    /// runs behind it.
+    pub(crate) async fn evaluate(
+        &self,
+        req: scripts::Request<'_>,
+        block: Option<&str>,
+    ) -> Result<(Outcome, u64), StoreError> {
         // The limiter's stem names its state whole (`prefix:{key}:STATE:`).
-        let call = req.invocation_of_stem();
-        self.run(req.algorithm.name(), &loaded::of(req.algorithm).own, &call, |reply| {
-            read_integers(reply, |ints| req.read_reply(ints))
-        })
-        .await
+        let scripts = loaded::of(req.algorithm);
+        let (script, call) = match block {
+            Some(block) => (&scripts.blockable, req.blockable_invocation(block)),
+            None => (&scripts.own, req.invocation_of_stem()),
+        };
+        self.run(req.algorithm.name(), script, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
 
     /// Deletes `keys` (one key's state, in one slot) with `lua/reset.lua`: how many existed.
     pub(crate) async fn reset(&self, keys: Vec<String>) -> Result<u64, StoreError> {
         let call = Invocation { keys, args: Vec::new() };
         self.run("reset", loaded::reset(), &call, |reply| match reply {
+            Value::Int(n) if n >= 0 => Ok(n as u64),
+            other => Err(bad_reply(&other)),
+        })
+        .await
+    }
+
+    /// Gives `req.cost` units back to `req`'s state with `lua/refund.lua`: whether anything
+    /// was given back.
+    pub(crate) async fn refund(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
+        self.run("refund", loaded::refund(), &req.refund_invocation(), |reply| match reply {
+            Value::Int(n @ (0 | 1)) => Ok(n == 1),
+            other => Err(bad_reply(&other)),
+        })
+        .await
+    }
+
+    /// Blocks for `duration_ms` (0 lifts it) the key whose block is `block`, with
+    /// `lua/block.lua` on the clock `now_ms` (None: Redis's): the instant the block ends, 0
+    /// when lifted.
+    pub(crate) async fn block(&self, block: &str, now_ms: Option<u64>, duration_ms: u64) -> Result<u64, StoreError> {
+        let call = scripts::block_invocation(block, now_ms, duration_ms);
+        self.run("block", loaded::block(), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
             other => Err(bad_reply(&other)),
         })
@@ -482,7 +511,7 @@ pub(super) fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreE
     }
 }
 
-#[cfg(all(test, not(limiter_loom)))]
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 

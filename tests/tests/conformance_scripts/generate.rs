@@ -181,6 +181,13 @@ pub struct Call {
     pub stem: String,
     pub now_ms: i64,
     pub cost: u64,
+    /// A call of `lua/refund.lua` giving `cost` units back, instead of the algorithm's script.
+    pub refund: bool,
+    /// A blockable limiter's call (`lua/blockable.lua`): the key's block goes last among KEYS.
+    pub blockable: bool,
+    /// A call of `lua/block.lua` blocking the key for this many ms (0 lifts the block), instead
+    /// of the algorithm's script.
+    pub block: Option<u64>,
 }
 
 impl Call {
@@ -188,9 +195,20 @@ impl Call {
         self.now_ms.div_euclid(self.quota.period_ms() as i64)
     }
 
-    /// The algorithm's key under the user's stem.
+    /// The stem the store builds for a limiter without a name (`scripts::Request::invocation`):
+    /// the user's, then the quota's state name.
+    fn state_stem(&self) -> String {
+        format!("{}{}:", self.stem, scripts::quota_state(self.algorithm, &self.quota))
+    }
+
+    /// The algorithm's key, as the script is called with it.
     fn key(&self) -> String {
-        format!("{}{}", self.stem, scripts::key_suffix(self.algorithm))
+        format!("{}{}", self.state_stem(), scripts::key_suffix(self.algorithm))
+    }
+
+    /// The key of the user's block.
+    fn block_key(&self) -> String {
+        scripts::block_key(self.algorithm, &self.state_stem())
     }
 
     /// KEYS and ARGV exactly as the Redis store sends them (`scripts::Request::invocation`); with
@@ -204,12 +222,20 @@ impl Call {
             now_ms: now,
             cost: self.cost,
         };
-        let inv = request.invocation();
+        let mut inv = request.invocation();
+        if let Some(duration) = self.block {
+            inv = scripts::block_invocation(&self.block_key(), now, duration);
+        } else if self.refund {
+            // The refund script's KEYS and ARGV are the algorithm's, then its key suffix.
+            inv.args.push(scripts::key_suffix(self.algorithm).to_owned());
+        } else if self.blockable {
+            inv.keys.push(self.block_key());
+        }
         let args: Vec<Vec<u8>> = inv.args.into_iter().map(String::into_bytes).collect();
         (inv.keys.into_iter().map(String::into_bytes).collect(), args)
     }
 
-    /// The keys the script will read, for hostile writes.
+    /// The keys the script will read, for hostile writes (a blockable limiter's block apart).
     fn read_keys(&self) -> Vec<String> {
         let key = self.key();
         match self.algorithm {
@@ -219,6 +245,18 @@ impl Call {
                 vec![format!("{key}:{i}"), format!("{key}:{}", i - 1)]
             }
             _ => vec![key],
+        }
+    }
+
+    /// A write that leaves something hostile, or a block of its own making, in the user's block:
+    /// text, fractions, negative and huge numbers, an end just before or after now, a key of the
+    /// wrong type.
+    pub fn hostile_block(&self, rng: &mut SmallRng) -> Vec<Vec<u8>> {
+        let key = s(self.block_key());
+        match rng.random_range(0..6) {
+            0 => vec![s("HSET"), key, s("f"), s("v")],
+            1 | 2 => vec![s("SET"), key, near_text(rng, self.now_ms, 2_000)],
+            _ => vec![s("SET"), key, hostile_text(rng)],
         }
     }
 

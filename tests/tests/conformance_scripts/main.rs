@@ -48,7 +48,7 @@ use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redis_ratelimit::harness::scripts;
+use redis_ratelimit::harness::scripts::{self, LuaScript};
 use redis_ratelimit::Quota;
 
 use conformance_support::{show, show_cmd, V};
@@ -79,12 +79,17 @@ fn every_script_answers_like_redis_for_generated_calls_hostile_state_and_clock_s
     let mut servers = Servers::start();
     let mut totals = Totals::default();
     let started = Instant::now();
-    for (i, script) in scripts::ALL.into_iter().enumerate() {
+    // Each algorithm's own script, then each behind a blockable limiter's guard.
+    let blockable =
+        scripts::ALL.map(|s| LuaScript { file: "blockable.lua", source: scripts::blockable_source(s.algorithm), ..s });
+    let runs = scripts::ALL.into_iter().map(|s| (s, false)).chain(blockable.into_iter().map(|s| (s, true)));
+    for (i, (script, blockable)) in runs.enumerate() {
         let sha = sha1_of(&mut servers, script.source);
         let mut run = Run {
             servers: &mut servers,
             rng: SmallRng::seed_from_u64(seed.wrapping_add(i as u64)),
             script,
+            blockable,
             sha,
             deadlines: BTreeMap::new(),
             totals: &mut totals,
@@ -98,21 +103,26 @@ fn every_script_answers_like_redis_for_generated_calls_hostile_state_and_clock_s
         }
     }
     println!(
-        "conformance: {} script calls over {} scripts, {} agreed",
+        "conformance: {} script calls over {} scripts (each algorithm's own and a blockable limiter's), {} agreed",
         totals.calls,
-        scripts::ALL.len(),
+        2 * scripts::ALL.len(),
         totals.agreed
     );
     println!(
-        "  ({} admitted, {} denied, {} errors; {} keys dropped after a real-time expiry race; {:.1} s)",
+        "  ({} admitted, {} denied, {} errors, {} refunds, {} blocks; {} keys dropped after a real-time expiry race; \
+         {:.1} s)",
         totals.allowed,
         totals.denied,
         totals.errors,
+        totals.refunds,
+        totals.blocks,
         totals.expiry_races,
         started.elapsed().as_secs_f64()
     );
     assert_eq!(totals.calls, totals.agreed);
-    assert!(totals.calls >= scripts::ALL.len() * calls_per_script);
+    assert!(totals.calls >= 2 * scripts::ALL.len() * calls_per_script);
+    // Hostile state reached the keys the scripts read: keys of the wrong type made some fail.
+    assert!(totals.errors > 0 && totals.blocks > 0, "{} errors, {} blocks", totals.errors, totals.blocks);
 }
 
 /// With `now` = "" each server reads its own TIME, so only the reply's shape and the decision
@@ -128,7 +138,16 @@ fn server_time_calls_agree_on_shape_and_decision() {
         // Two per ten minutes: the third call is denied whatever the two clocks read.
         let q = Quota::new(2, 600_000).with_burst(2);
         for i in 0..3 {
-            let c = Call { algorithm, quota: q, stem: "ratelimiter:{server-time}:".to_string(), now_ms: 0, cost: 1 };
+            let c = Call {
+                algorithm,
+                quota: q,
+                stem: "ratelimiter:{server-time}:".to_string(),
+                now_ms: 0,
+                cost: 1,
+                refund: false,
+                blockable: false,
+                block: None,
+            };
             let (r, m) = servers.both(&[c.command_at(b"EVALSHA", &sha, true)]);
             let ((rr, rv), (mr, mv)) = (&r[0], &m[0]);
             let ints = |v: &V| match v {
@@ -149,6 +168,37 @@ fn server_time_calls_agree_on_shape_and_decision() {
             assert!(ra.abs_diff(mb) <= 5_000, "{}: clocks {ra} / {mb}", script.file);
             compared += 1;
         }
+        // A refund on Redis's clock: both give one unit back, and then admit one more request.
+        let refund = Call {
+            algorithm,
+            quota: q,
+            stem: "ratelimiter:{server-time}:".to_string(),
+            now_ms: 0,
+            cost: 1,
+            refund: true,
+            blockable: false,
+            block: None,
+        };
+        let (r, m) = servers.both(&[refund.command_at(b"EVAL", scripts::REFUND.as_bytes(), true)]);
+        assert_eq!(
+            (&r[0].1, &m[0].1),
+            (&V::Int(1), &V::Int(1)),
+            "{}: refund {} / {}",
+            script.file,
+            show(&r[0].0),
+            show(&m[0].0)
+        );
+        let again = Call { refund: false, ..refund };
+        let (r, m) = servers.both(&[again.command_at(b"EVALSHA", &sha, true)]);
+        let allowed = |v: &V| matches!(v, V::Array(Some(items)) if items.first() == Some(&V::Int(1)));
+        assert!(
+            allowed(&r[0].1) && allowed(&m[0].1),
+            "{}: after the refund {} / {}",
+            script.file,
+            show(&r[0].0),
+            show(&m[0].0)
+        );
+        compared += 2;
     }
     println!("conformance: {compared} server-time script calls over {} scripts, {compared} agreed", scripts::ALL.len());
 }

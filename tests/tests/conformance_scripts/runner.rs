@@ -36,13 +36,13 @@ impl Servers {
             if c.len() > 1 && c[0].eq_ignore_ascii_case(b"EVAL") {
                 if c[1] == SNAPSHOT.as_bytes() {
                     c[1] = b"<snapshot>".to_vec();
-                } else if let Some(script) = scripts::ALL.iter().find(|x| x.source.as_bytes() == c[1]) {
-                    c[1] = format!("<{}>", script.file).into_bytes();
+                } else if let Some(name) = script_name(&c[1]) {
+                    c[1] = name;
                 }
             }
             if c.len() > 2 && c[0].eq_ignore_ascii_case(b"SCRIPT") {
-                if let Some(script) = scripts::ALL.iter().find(|x| x.source.as_bytes() == c[2]) {
-                    c[2] = format!("<{}>", script.file).into_bytes();
+                if let Some(name) = script_name(&c[2]) {
+                    c[2] = name;
                 }
             }
             let mut shown = show_cmd(&c);
@@ -74,6 +74,15 @@ impl Servers {
     }
 }
 
+/// `<file>` for the source of one of the limiter's scripts.
+fn script_name(source: &[u8]) -> Option<Vec<u8>> {
+    let named = [("refund.lua", scripts::REFUND), ("block.lua", scripts::BLOCK)];
+    let algorithms = scripts::ALL.iter().map(|x| (x.file, x.source));
+    let blockable = scripts::ALL.iter().map(|x| ("blockable.lua", scripts::blockable_source(x.algorithm)));
+    let (file, _) = named.into_iter().chain(algorithms).chain(blockable).find(|(_, text)| text.as_bytes() == source)?;
+    Some(format!("<{file}>").into_bytes())
+}
+
 #[derive(Default)]
 pub struct Totals {
     pub calls: usize,
@@ -83,12 +92,20 @@ pub struct Totals {
     pub allowed: usize,
     pub denied: usize,
     pub errors: usize,
+    /// Calls of the refund script among `calls`.
+    pub refunds: usize,
+    /// Calls of the block script among `calls`.
+    pub blocks: usize,
 }
 
 pub struct Run<'a> {
     pub servers: &'a mut Servers,
     pub rng: SmallRng,
+    /// The script under test: an algorithm's own, or a blockable limiter's around it.
     pub script: LuaScript,
+    /// `script` is a blockable limiter's: its calls carry the key's block, and blocks are set,
+    /// lifted and spoiled between them.
+    pub blockable: bool,
     pub sha: Vec<u8>,
     /// Each key's deadline on the generated clock (None: no deadline).
     pub deadlines: BTreeMap<Vec<u8>, Option<i64>>,
@@ -160,12 +177,23 @@ impl Run<'_> {
 
     /// One script call pipelined with the snapshot; both must agree.
     fn call(&mut self, call: &Call, head: &[u8]) {
-        let script_ref = if head == b"EVAL" { self.script.source.as_bytes().to_vec() } else { self.sha.clone() };
+        // The refund and block scripts go by EVAL: the episode's SCRIPT FLUSH would drop their SHAs.
+        let script_ref = match (call.refund, call.block, head) {
+            (_, Some(_), _) => scripts::BLOCK.as_bytes().to_vec(),
+            (true, _, _) => scripts::REFUND.as_bytes().to_vec(),
+            (false, None, b"EVAL") => self.script.source.as_bytes().to_vec(),
+            (false, None, _) => self.sha.clone(),
+        };
+        let other = call.refund || call.block.is_some();
+        let head: &[u8] = if other { b"EVAL" } else { head };
         let cmds = vec![call.command(head, &script_ref), cmd(&[b"EVAL", SNAPSHOT.as_bytes(), b"0"])];
         let (r, m) = self.servers.both(&cmds);
         self.totals.calls += 1;
+        self.totals.refunds += usize::from(call.refund);
+        self.totals.blocks += usize::from(call.block.is_some());
         match &r[0].1 {
             V::Error(_) => self.totals.errors += 1,
+            _ if other => {}
             V::Array(Some(items)) if items.first() == Some(&V::Int(1)) => self.totals.allowed += 1,
             _ => self.totals.denied += 1,
         }
@@ -252,16 +280,30 @@ impl Run<'_> {
         for _ in 0..calls {
             now += step(&mut self.rng, q.period_ms());
             let user = self.rng.random_range(0..users);
+            let block = self.blockable && self.rng.random_ratio(1, 8);
             let c = Call {
                 algorithm,
                 quota: q,
                 stem: format!("ratelimiter:{{k{user}}}:"),
                 now_ms: now,
                 cost: cost(&mut self.rng, algorithm, &q),
+                // Interleaved with the requests, so refunds meet every state the script leaves.
+                refund: !block && self.rng.random_ratio(1, 8),
+                blockable: self.blockable,
+                // Blocks of every length: lifted, shorter than a step, across several periods.
+                block: block.then(|| match self.rng.random_range(0..6) {
+                    0 => 0,
+                    1 => self.rng.random_range(1..=20),
+                    _ => self.rng.random_range(1..=3 * q.period_ms().min(1_000_000)),
+                }),
             };
             self.expire(now);
             if self.rng.random_ratio(1, 12) {
                 let w = c.hostile_write(&mut self.rng);
+                self.write(w, now, q.period_ms());
+            }
+            if self.blockable && self.rng.random_ratio(1, 16) {
+                let w = c.hostile_block(&mut self.rng);
                 self.write(w, now, q.period_ms());
             }
             match self.rng.random_range(0..100) {

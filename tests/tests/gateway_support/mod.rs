@@ -31,9 +31,7 @@ fn workspace_root() -> PathBuf {
 pub fn gateway_binary() -> &'static Path {
     static BINARY: OnceLock<PathBuf> = OnceLock::new();
     BINARY.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let output = Command::new(cargo)
-            .current_dir(workspace_root())
+        let output = redis_tests::cargo()
             // With the whole workspace selected, features resolve as in `cargo test
             // --workspace`, so the gateway that build made is the one found, not built again.
             .args(["build", "--workspace", "--example", "gateway", "--features", "redis-ratelimit/metrics"])
@@ -204,14 +202,28 @@ impl Reply {
 /// One HTTP/1.1 request from local address `from` (any 127.0.0.0/8 address) with
 /// `Connection: close`, the whole response read back.
 pub async fn request(to: SocketAddr, from: &str, method: &str, path: &str, headers: &[(&str, &str)]) -> Reply {
+    request_with_body(to, from, method, path, headers, "").await
+}
+
+/// As [`request`], with `body`.
+pub async fn request_with_body(
+    to: SocketAddr,
+    from: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Reply {
     let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
     socket.bind(format!("{from}:0").parse().expect("a local address")).expect("bind");
     let mut stream = socket.connect(to).await.expect("the gateway accepts");
-    let mut text = format!("{method} {path} HTTP/1.1\r\nhost: {to}\r\nconnection: close\r\ncontent-length: 0\r\n");
+    let mut text =
+        format!("{method} {path} HTTP/1.1\r\nhost: {to}\r\nconnection: close\r\ncontent-length: {}\r\n", body.len());
     for (k, v) in headers {
         text.push_str(&format!("{k}: {v}\r\n"));
     }
     text.push_str("\r\n");
+    text.push_str(body);
     stream.write_all(text.as_bytes()).await.expect("send");
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.expect("read");

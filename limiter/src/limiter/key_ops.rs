@@ -1,0 +1,171 @@
+//! Operations on one key's state besides deciding a request: what support teams and sign-in
+//! flows ask of a limiter. Neither has a failure policy that could stand in for it, so with
+//! Redis unreachable each is an error and nothing happened in Redis.
+
+use std::time::Duration;
+
+use super::Limiter;
+use crate::algo;
+use crate::clock::TimeSource;
+use crate::error::Error;
+use crate::health::Guarded;
+use crate::scripts;
+use crate::store::Store;
+
+impl Limiter {
+    /// Forgets `key`'s state and its block, as if the key had never been seen: a support team
+    /// unblocking a customer, a login limit cleared after a successful sign-in. It is the state of the
+    /// limiter's own quota (for a named limiter, the state every quota of its period shares,
+    /// see [`Limiter::check_with`]); a window algorithm's windows are those within one period of
+    /// this instance's clock. The denial cache and the leases drop what they hold for the key.
+    /// No failure policy can stand in for a reset: when Redis cannot be asked it is an error,
+    /// [`Error::Unavailable`], and nothing was reset in Redis.
+    ///
+    /// ```
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build().unwrap();
+    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(!limiter.check("alice", 1).await.unwrap().allowed);
+    /// limiter.reset("alice").await.unwrap();
+    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// # });
+    /// ```
+    pub async fn reset(&self, key: &str) -> Result<(), Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        let redis = match &inner.store {
+            Store::Local(local) => {
+                local.forget(key);
+                local.block(key, None);
+                return Ok(());
+            }
+            Store::Redis(redis) => redis,
+        };
+        if let Some(denials) = &inner.modes.denials {
+            denials.forget(key);
+        }
+        if let Some(leases) = &inner.modes.leases {
+            leases.forget(key);
+        }
+        let now = inner.clock.now_ms();
+        let stem = inner.stem(key);
+        let mut keys = scripts::state_keys(inner.algorithm, &inner.quota, &stem, now);
+        keys.push(scripts::block_key(inner.algorithm, &stem));
+        match inner.health.guard(&*inner.clock, now, redis, || redis.reset(keys)).await? {
+            Guarded::Answered(_) => Ok(()),
+            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the reset", why }),
+        }
+    }
+
+    /// Gives `units` back to `key`'s state: a request that should not have counted (a login
+    /// limit that counts only failed sign-ins refunds the ones that succeed; a call the server
+    /// itself failed). Never beyond the quota: a window's count stops at zero, a bucket at its
+    /// burst. The newest units go first (a sliding log forgets its latest entries; a
+    /// sliding-window counter takes from the current window, then the previous). A refund of
+    /// more than the quota's capacity gives back the capacity. Returns whether anything was
+    /// given back: `false` when the key was at its full quota already.
+    ///
+    /// It is the state of the limiter's own quota, on this instance's clock (or Redis's, in
+    /// server time), as [`Limiter::reset`]'s. The denial cache forgets the key, since its
+    /// next request may now fit; leased units stay leased. With Redis unreachable it is
+    /// [`Error::Unavailable`] and nothing was given back.
+    ///
+    /// ```
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build().unwrap();
+    /// assert!(logins.check("alice", 1).await.unwrap().allowed);
+    /// // The sign-in succeeded: only failures count.
+    /// assert!(logins.refund("alice", 1).await.unwrap());
+    /// assert_eq!(logins.state("alice").await.unwrap().remaining, 3);
+    /// assert!(!logins.refund("alice", 1).await.unwrap(), "nothing left to give back");
+    /// # });
+    /// ```
+    pub async fn refund(&self, key: &str, units: u64) -> Result<bool, Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        let units = units.min(inner.quota.capacity(inner.algorithm));
+        let now = inner.clock.now_ms();
+        let redis = match &inner.store {
+            Store::Local(local) => return Ok(local.refund(inner.algorithm, &inner.quota, key, now, units)),
+            Store::Redis(redis) => redis,
+        };
+        if let Some(denials) = &inner.modes.denials {
+            denials.forget(key);
+        }
+        let stem = inner.stem(key);
+        let request = scripts::Request {
+            algorithm: inner.algorithm,
+            quota: &inner.quota,
+            stem: &stem,
+            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
+            cost: units,
+        };
+        match inner.health.guard(&*inner.clock, now, redis, || redis.refund(request)).await? {
+            Guarded::Answered(given) => Ok(given),
+            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the refund", why }),
+        }
+    }
+
+    /// Blocks `key` for `duration`: until then every request on it is refused, whatever its
+    /// quota says, with nothing remaining and a Retry-After of the block's end (or later, when
+    /// the quota itself would refuse the request then), and consumes nothing; then the key
+    /// decides by its state again, which the block left as it was. A block replaces the key's
+    /// earlier one; [`Duration::ZERO`] lifts it, and [`Limiter::reset`] forgets it with the
+    /// state. A support team stops an abusive client for an hour; a sign-in flow locks an
+    /// account for fifteen minutes after its limit of failures.
+    ///
+    /// Only a blockable limiter ([`super::LimiterBuilder::blockable`]) reads blocks: on any
+    /// other this is an [`Error::Config`] naming `blockable`, and nothing was blocked. The
+    /// block ends on the clock the limiter decides by (this instance's, or Redis's in server
+    /// time); it applies to every quota [`Limiter::check_with`] decides the key under. With
+    /// Redis unreachable it is [`Error::Unavailable`] and nothing was blocked; while Redis
+    /// cannot be asked, the failure policy answers without knowing the block.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(5)).blockable().build().unwrap();
+    /// logins.block("mallory", Duration::from_secs(900)).await.unwrap();
+    /// let refused = logins.check("mallory", 1).await.unwrap();
+    /// assert!(!refused.allowed);
+    /// assert_eq!(refused.retry_after_ms, 900_000);
+    /// logins.block("mallory", Duration::ZERO).await.unwrap();
+    /// assert!(logins.check("mallory", 1).await.unwrap().allowed);
+    /// # });
+    /// ```
+    pub async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
+        let inner = &*self.inner;
+        inner.keys.check(key)?;
+        if !inner.blockable {
+            return Err(Error::config(
+                "blockable",
+                format!(
+                    "limiter {} reads no blocks, so a block on {key:?} would be ignored: build it with .blockable()",
+                    inner.state
+                ),
+            ));
+        }
+        let duration_ms = crate::duration::block_ms(duration)?;
+        let now = inner.clock.now_ms();
+        let redis = match &inner.store {
+            Store::Local(local) => {
+                local.block(key, algo::block::ends(now, duration_ms));
+                return Ok(());
+            }
+            Store::Redis(redis) => redis,
+        };
+        // A lifted block must not leave a denial cached here; a new one's come from Redis.
+        if let Some(denials) = &inner.modes.denials {
+            denials.forget(key);
+        }
+        let block = scripts::block_key(inner.algorithm, &inner.stem(key));
+        let client_now = (inner.time_source == TimeSource::Client).then_some(now);
+        match inner.health.guard(&*inner.clock, now, redis, || redis.block(&block, client_now, duration_ms)).await? {
+            Guarded::Answered(_) => Ok(()),
+            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the block", why }),
+        }
+    }
+}
