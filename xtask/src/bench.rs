@@ -1,7 +1,8 @@
 //! `cargo xtask bench`: every speed goal, each as a ratio against a reference measured in the
 //! same run (these machines are shared and noisy, so only ratios mean much), on a
 //! `redis-server` the bench starts, with `redis-benchmark` (Debian's `redis-tools`) for the
-//! references that are Redis's own. `tests/benches/goals/main.rs` lists the goals; it prints one
+//! references that are Redis's own, and `wrk` (Debian's `wrk`) to load the example gateway.
+//! `tests/benches/goals/main.rs` lists the goals; it prints one
 //! table, met or not met for each, and for each goal missed by how much and where the time or
 //! the memory goes.
 //!
@@ -15,7 +16,7 @@ use anyhow::Result;
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run() -> Result<()> {
-    ensure_installed(&[("redis-server", "redis-server"), ("redis-benchmark", "redis-tools")])?;
+    ensure_installed(&[("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("wrk", "wrk")])?;
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "redis-tests", "--bench", "goals"]);
     tools::run(cmd)

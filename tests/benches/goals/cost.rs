@@ -56,6 +56,7 @@ fn rules_call(n: usize) -> Call {
         .map(|(&algorithm, stem)| Item {
             request: scripts::Request { algorithm, quota: &OPEN, stem, now_ms: Some(NOW_MS), cost: 1 },
             shadow: false,
+            block: None,
         })
         .collect();
     let call = RulesRequest { items, commit: true }.invocation();

@@ -24,6 +24,9 @@
 //! 8. Redis's µs per decision of every script against the least a stateful script costs (a
 //!    `GET` and a `SET PX`; with a `TIME` first for Redis's clock), and of the rules script at
 //!    1 to 5 rules against the sum of its rules' own scripts (`cost.rs`).
+//! 9. The example gateway under `wrk`, every request with a key of its own: throughput and p99
+//!    on a route of one rule and on one of four, against its own route without a rule
+//!    (`gateway.rs`).
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
@@ -31,6 +34,7 @@
 #![allow(clippy::disallowed_methods)] // a benchmark measures real time
 
 mod cost;
+mod gateway;
 mod in_process;
 mod redis_side;
 mod simulation;
@@ -76,11 +80,8 @@ use redis_side::{cpu_per_decision, leases, memory, throughput};
 use simulation::simulation;
 
 fn main() {
-    for program in ["redis-server", "redis-benchmark"] {
-        sim_real::process::require_for_tests(
-            program,
-            if program == "redis-server" { "redis-server" } else { "redis-tools" },
-        );
+    for (program, package) in [("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("wrk", "wrk")] {
+        sim_real::process::require_for_tests(program, package);
     }
     let server = RedisServer::start_real().expect("redis-server starts");
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
@@ -105,6 +106,7 @@ fn main() {
     step("simulation", &mut || vec![simulation()]);
     step("key-flood", &mut || key_flood(&rt));
     step("script-cost", &mut || cost::script_cost(&server));
+    step("gateway", &mut || gateway::gateway(&server));
     drop(server);
     std::thread::sleep(Duration::from_millis(10));
 

@@ -1,0 +1,240 @@
+//! Goal 9: the example gateway under load. `wrk` (Debian's package) drives the gateway
+//! (`limiter/examples/gateway.rs`, built in release) on the bench's `redis-server`: its route
+//! without a rule (`/health`) is the reference, and two limited routes are measured against it,
+//! each request with a key of its own (a header the rules count by, so no key is ever reused
+//! and every decision writes a fresh key): one rule (GCRA), and the example's mix of four rules
+//! on one route (a token bucket and a sliding-window counter per client, a GCRA cap on
+//! everyone, a fixed window in shadow mode), decided all-or-nothing in one script call. The
+//! quotas are large enough that every request is admitted: what is measured is what deciding
+//! costs, not what refusing saves. The gateway, Redis and `wrk` share the machine's cores, as
+//! they would on a small host.
+//!
+//! The three are measured in interleaved rounds, and each figure is the median of its rounds'.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use super::*;
+
+const RULES: &str = r#"
+[[rule]]
+name = "per-client"
+match = { method = "GET", path = "/api/hello" }
+key = ["header:x-client"]
+algorithm = "gcra"
+limit = 1000000
+period = "1s"
+
+[[rule]]
+name = "items-per-client"
+match = { path = "/api/items/**" }
+key = ["header:x-client"]
+algorithm = "token-bucket"
+limit = 1000000
+period = "1s"
+
+[[rule]]
+name = "items-daily-per-client"
+match = { path = "/api/items/**" }
+key = ["header:x-client"]
+algorithm = "sliding-window"
+limit = 1000000
+period = "1h"
+
+[[rule]]
+name = "items-global"
+match = { path = "/api/items/**" }
+key = ["const:api"]
+algorithm = "gcra"
+limit = 1000000
+period = "1s"
+
+[[rule]]
+name = "items-shadow"
+match = { path = "/api/items/**" }
+key = ["header:x-client"]
+algorithm = "fixed-window"
+limit = 1000000
+period = "10s"
+shadow = true
+"#;
+
+/// A key of its own for every request: the thread's number and a counter.
+const DISTINCT_KEYS: &str = r#"
+local threads = 0
+function setup(thread)
+  thread:set("id", threads)
+  threads = threads + 1
+end
+function init(args)
+  n = 0
+end
+function request()
+  n = n + 1
+  return wrk.format(nil, nil, {["x-client"] = "t" .. id .. "-" .. n})
+end
+"#;
+
+/// What one `wrk` run measured.
+#[derive(Debug, Clone, Copy)]
+struct Load {
+    per_second: f64,
+    p99_ms: f64,
+    /// Responses other than 2xx and 3xx.
+    refused: u64,
+}
+
+/// The example gateway, running on `redis`, killed when dropped.
+struct Gateway {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds the example gateway in release and returns its executable.
+fn build_gateway() -> PathBuf {
+    let out = redis_tests::cargo()
+        .args(["build", "--release", "-p", "redis-ratelimit", "--example", "gateway", "--message-format=json"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("cargo runs");
+    assert!(out.status.success(), "building the example gateway failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == "gateway" && m["target"]["kind"][0] == "example")
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo reports the gateway's executable")
+}
+
+fn start_gateway(exe: &Path, rules: &Path, redis: &RedisServer) -> Gateway {
+    let mut child = Command::new(exe)
+        .args(["--config"])
+        .arg(rules)
+        .args(["--redis-url", &redis.url(), "--listen", "127.0.0.1:0", "--key-prefix", "bench"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the gateway starts");
+    let stderr = child.stderr.take().expect("its stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let mut said = Vec::new();
+    let addr = loop {
+        let Some(Ok(line)) = lines.next() else { panic!("the gateway stopped before it listened: {said:?}") };
+        said.push(line.clone());
+        if let Some(rest) = line.strip_prefix("gateway listening on http://") {
+            break rest.split_whitespace().next().expect("an address").parse().expect("a socket address");
+        }
+    };
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Gateway { child, addr }
+}
+
+/// One `wrk` run: two threads, 32 connections, `secs` seconds, on `path`.
+fn wrk(addr: SocketAddr, path: &str, secs: u64, script: &Path) -> Load {
+    let out = Command::new("wrk")
+        .args(["-t2", "-c32", &format!("-d{secs}s"), "--latency", "-s"])
+        .arg(script)
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .expect("wrk runs (Debian's wrk)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "wrk failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(|r| r.trim().to_owned()));
+    let per_second = field("Requests/sec:").and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("{text}"));
+    let p99_ms = field("99%").map(|v| duration_ms(&v)).unwrap_or_else(|| panic!("{text}"));
+    let refused = field("Non-2xx or 3xx responses:").and_then(|v| v.parse().ok()).unwrap_or(0);
+    Load { per_second, p99_ms, refused }
+}
+
+/// `wrk`'s durations: `850.00us`, `1.25ms`, `2.01s`.
+fn duration_ms(text: &str) -> f64 {
+    let (number, unit) = text.split_at(text.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(text.len()));
+    let n: f64 = number.parse().unwrap_or(f64::NAN);
+    match unit {
+        "us" => n / 1000.0,
+        "ms" => n,
+        "s" => n * 1000.0,
+        "m" => n * 60_000.0,
+        _ => f64::NAN,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+pub(crate) fn gateway(server: &RedisServer) -> Vec<Goal> {
+    let exe = build_gateway();
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let (rules, script) = (dir.path().join("rules.toml"), dir.path().join("keys.lua"));
+    std::fs::write(&rules, RULES).expect("write the rules");
+    std::fs::write(&script, DISTINCT_KEYS).expect("write the wrk script");
+    let gateway = start_gateway(&exe, &rules, server);
+    let secs = ((4.0 * scale()).round() as u64).max(1);
+    let routes = ["/health", "/api/hello", "/api/items/7"];
+    let mut loads: Vec<Vec<Load>> = vec![Vec::new(); routes.len()];
+    // Warm the connections, the scripts' cache and the gateway.
+    wrk(gateway.addr, routes[2], 1, &script);
+    for round in 0..3 {
+        for i in 0..routes.len() {
+            let i = if round % 2 == 0 { i } else { routes.len() - 1 - i };
+            loads[i].push(wrk(gateway.addr, routes[i], secs, &script));
+        }
+    }
+    let refused: u64 = loads.iter().flatten().map(|l| l.refused).sum();
+    assert_eq!(refused, 0, "every request is admitted (the quotas are large): {loads:?}");
+    let rate = |i: usize| median(loads[i].iter().map(|l| l.per_second).collect());
+    let p99 = |i: usize| median(loads[i].iter().map(|l| l.p99_ms).collect());
+    let (base_rate, base_p99) = (rate(0), p99(0));
+    let mut goals = Vec::new();
+    for (i, what) in [(1, "one rule (GCRA)"), (2, "four rules all-or-nothing (the example's mix)")] {
+        let throughput = rate(i) / base_rate;
+        goals.push(Goal {
+            what: format!("example gateway, distinct keys, {what}: throughput"),
+            measured: format!("{:.0} requests/s", rate(i)),
+            reference: format!("its /health (no rule): {base_rate:.0}/s"),
+            ratio: throughput,
+            goal: ">= 0.35x",
+            met: throughput >= 0.35,
+            note: if throughput >= 0.35 {
+                String::new()
+            } else {
+                format!(
+                    "{:.0}% short: each request is one script call on one Redis core, which the gateway and wrk \
+                     share the machine's two cores with; the script's own cost is goal 8's",
+                    (1.0 - throughput / 0.35) * 100.0
+                )
+            },
+        });
+        let latency = p99(i) / base_p99;
+        goals.push(Goal {
+            what: format!("example gateway, distinct keys, {what}: p99 latency"),
+            measured: format!("{:.2} ms", p99(i)),
+            reference: format!("its /health (no rule): {base_p99:.2} ms"),
+            ratio: latency,
+            goal: "<= 2x",
+            met: latency <= 2.0,
+            note: if latency <= 2.0 {
+                String::new()
+            } else {
+                format!(
+                    "{:.0}% over: a request waits for its script call behind the others queued on the gateway's \
+                     one Redis connection",
+                    (latency / 2.0 - 1.0) * 100.0
+                )
+            },
+        });
+    }
+    goals
+}
