@@ -59,31 +59,37 @@ pub enum State {
     Gcra(gcra::GcraState),
 }
 
+/// Runs `$function` of `algorithm`'s module on the state of its own type in `state`, as
+/// `$module::$function(quota, &mut own, now_ms, $extra)`, and puts the state back. A state of
+/// another type (an algorithm change for a live key) is treated as absent, as the script would
+/// see different keys; so is one whose keys Redis drops when they are next touched at
+/// `now_ms`: the twin forgets the state at the same moment, so a clock that then steps back
+/// sees what Redis sees.
+macro_rules! on_own_state {
+    ($function:ident, $algorithm:expr, $quota:expr, $state:expr, $now_ms:expr, $extra:expr) => {
+        match $algorithm {
+            Algorithm::FixedWindow => on_own_state!(@run $function, Window, fixed_window, $quota, $state, $now_ms, $extra),
+            Algorithm::SlidingWindow => on_own_state!(@run $function, Sliding, sliding_window, $quota, $state, $now_ms, $extra),
+            Algorithm::SlidingLog => on_own_state!(@run $function, Log, sliding_log, $quota, $state, $now_ms, $extra),
+            Algorithm::TokenBucket => on_own_state!(@run $function, Bucket, token_bucket, $quota, $state, $now_ms, $extra),
+            Algorithm::Gcra => on_own_state!(@run $function, Gcra, gcra, $quota, $state, $now_ms, $extra),
+        }
+    };
+    (@run $function:ident, $variant:ident, $module:ident, $quota:expr, $state:expr, $now_ms:expr, $extra:expr) => {{
+        let mut own = match $state.take() {
+            Some(State::$variant(s)) if !$module::expired($quota, &s, $now_ms) => Some(s),
+            _ => None,
+        };
+        let result = $module::$function($quota, &mut own, $now_ms, $extra);
+        *$state = own.map(State::$variant);
+        result
+    }};
+}
+
 /// Runs `algorithm` on `state` (None = no state yet). `cost` must not exceed the quota's
 /// capacity for the algorithm; the limiter checks that before calling.
 pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
-    // Each arm extracts the state of its own type; a state of another type (an algorithm
-    // change for a live key) is treated as absent, as the script would see different keys.
-    macro_rules! run {
-        ($variant:ident, $module:ident) => {{
-            // Redis drops an expired key when it is next touched; the twin forgets the state
-            // at the same moment, so a clock that then steps back sees what Redis sees.
-            let mut own = match state.take() {
-                Some(State::$variant(s)) if !$module::expired(quota, &s, now_ms) => Some(s),
-                _ => None,
-            };
-            let outcome = $module::step(quota, &mut own, now_ms, cost);
-            *state = own.map(State::$variant);
-            outcome
-        }};
-    }
-    match algorithm {
-        Algorithm::FixedWindow => run!(Window, fixed_window),
-        Algorithm::SlidingWindow => run!(Sliding, sliding_window),
-        Algorithm::SlidingLog => run!(Log, sliding_log),
-        Algorithm::TokenBucket => run!(Bucket, token_bucket),
-        Algorithm::Gcra => run!(Gcra, gcra),
-    }
+    on_own_state!(step, algorithm, quota, state, now_ms, cost)
 }
 
 /// Gives `units` back to `state` at `now_ms` (a refund: a request that should not have
@@ -100,24 +106,7 @@ pub fn refund(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, no
         return false;
     }
     // As in `step`: a state of another type, or one Redis has dropped, is no state.
-    macro_rules! run {
-        ($variant:ident, $module:ident) => {{
-            let mut own = match state.take() {
-                Some(State::$variant(s)) if !$module::expired(quota, &s, now_ms) => Some(s),
-                _ => None,
-            };
-            let given = $module::refund(quota, &mut own, now_ms, units);
-            *state = own.map(State::$variant);
-            given
-        }};
-    }
-    match algorithm {
-        Algorithm::FixedWindow => run!(Window, fixed_window),
-        Algorithm::SlidingWindow => run!(Sliding, sliding_window),
-        Algorithm::SlidingLog => run!(Log, sliding_log),
-        Algorithm::TokenBucket => run!(Bucket, token_bucket),
-        Algorithm::Gcra => run!(Gcra, gcra),
-    }
+    on_own_state!(refund, algorithm, quota, state, now_ms, units)
 }
 
 /// Whether `state` is at rest at `now_ms`: dropping it changes no decision at `now_ms` or
