@@ -12,8 +12,9 @@
 //!    at twice the limit, on the real-Redis lane) against the plain library's, with the oracle's
 //!    verdict: wrongly allowed (beyond the bound) 0, wrongly limited (net under-admission) at
 //!    most 1%.
-//! 4. Memory per key in Redis (`INFO memory` over 100,000 keys), token bucket and GCRA, against
-//!    ADR-002's hash on the same key names.
+//! 4. Memory per key in Redis (`INFO memory` over 100,000 keys) of each algorithm that keeps one
+//!    key per identity (fixed window, token bucket, GCRA) against the floor, a key with a TTL and
+//!    an empty value on the same names; and of the buckets against ADR-002's hash on those names.
 //! 5. An in-process decision (`Limiter` with its local store, GCRA, 100,000 keys) against
 //!    `governor`'s keyed limiter.
 //! 6. A simulated decision (one core) against a bare script call on the Redis model; and the
