@@ -182,8 +182,8 @@ impl Quota {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Algorithm {
-    /// One counter per aligned window, `INCRBY` + `PEXPIRE`: at most `limit` per window, up
-    /// to twice that across a window boundary.
+    /// One counter per aligned window (`SET PX` for its first units, `INCRBY` after): at most
+    /// `limit` per window, up to twice that across a window boundary.
     FixedWindow,
     /// Current and previous window counters, the previous weighted by its remaining overlap:
     /// smooth and cheap, approximately `limit` in any window.

@@ -15,7 +15,7 @@ pub struct LuaScript {
     pub source: &'static str,
 }
 
-/// Fixed window (INCRBY + PEXPIRE).
+/// Fixed window (a counter per window: SET PX, then INCRBY).
 pub const FIXED_WINDOW: LuaScript = LuaScript {
     algorithm: Algorithm::FixedWindow,
     file: "fixed_window.lua",

@@ -144,17 +144,34 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
         let d = limiter_on(&server, algorithm, Quota::per_second(5)).check("g", 1).await.expect("decides");
         assert!(d.allowed, "{algorithm}: {d:?}");
     }
-    // INCRBY refuses to count on top of text: a clear error, not a wrong count.
+    // A window counter of text reads as no count, and the window's first units replace it
+    // with a number and the window's TTL (never counted on top of it, never a TTL-less key).
     let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, 1_000_000_000_000_000))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
-    let _: () = conn.set(format!("ratelimiter:{{g}}:{}:fw:0", fixed.state_name()), "inf").expect("SET");
-    let err = fixed.check("g", 1).await.expect_err("text counter");
-    assert!(
-        matches!(err, Error::Server { algorithm: "fixed-window", .. }) && err.to_string().contains("not an integer"),
-        "{err}"
-    );
+    let window = format!("ratelimiter:{{g}}:{}:fw:0", fixed.state_name());
+    let _: () = conn.set(&window, "inf").expect("SET");
+    let d = fixed.check("g", 1).await.expect("decides");
+    assert!(d.allowed && d.remaining == 4, "{d:?}");
+    let count: String = conn.get(&window).expect("GET");
+    let ttl: i64 = conn.pttl(&window).expect("PTTL");
+    assert_eq!(count, "1");
+    assert!(ttl > 0, "the replaced counter has the window's TTL: {ttl}");
+    // The same for a sliding-window counter, and a key of another type read as absent too.
+    // (On the instance's clock, 10 s into a minute's window 100: the window is known.)
+    let sliding = Limiter::builder(Algorithm::SlidingWindow, Quota::per_minute(5))
+        .redis(RedisStore::from_url(&server.url()).expect("url"))
+        .time_source(TimeSource::Client)
+        .clock(std::sync::Arc::new(redis_ratelimit::ManualClock::new(6_010_000)))
+        .build()
+        .expect("valid");
+    let current = format!("ratelimiter:{{g}}:{}:sw:100", sliding.state_name());
+    let _: () = conn.hset(&current, "f", "v").expect("HSET");
+    let d = sliding.check("g", 2).await.expect("decides");
+    assert!(d.allowed && d.remaining == 3, "{d:?}");
+    let count: String = conn.get(&current).expect("GET");
+    assert_eq!(count, "2");
     // A sliding log keeps one key, no member sequence: a request of cost 2 adds two members
     // named by its time and a count, in one sorted set.
     let log = Limiter::builder(Algorithm::SlidingLog, Quota::per_second(5))
