@@ -25,14 +25,15 @@
 //! client merely sent.
 //!
 //! With `--admin-token-file FILE` (the file holds the token, so it never shows in a process
-//! list), `POST /admin/reset`, `/admin/refund` and `/admin/block` act on the state one identity
-//! counts against under one rule, for a support team: `Authorization: Bearer TOKEN` and a JSON
+//! list), `POST /admin/state` reads, and `/admin/reset`, `/admin/refund` and `/admin/block` act
+//! on, the state one identity counts against under one rule, for a support team: `Authorization: Bearer TOKEN` and a JSON
 //! body naming the rule and the identity as a request would carry it,
 //! `{"rule": "login", "ip": "192.0.2.7"}`, `{"rule": "per-user", "user": "alice", "plan":
 //! "pro", "units": 1}` or `{"rule": "login", "ip": "192.0.2.7", "duration": "15m"}` (also
 //! `api_key` and `headers`, an object of header values; a block's `duration` of `"0ms"` lifts
 //! it, and only a rule with `blockable = true` can be blocked). They answer 200 with what was
-//! done, 401 without the token, 400 naming what is wrong with the body, and 503 when Redis
+//! done (for a state, the quota's `limit`, what `remaining` of it, `reset_after_ms` until all
+//! of it is back, and `blocked_ms`, how long a block still stands, 0 without one), 401 without the token, 400 naming what is wrong with the body, and 503 when Redis
 //! could not be asked (nothing was done). The admin routes sit outside the rules and the
 //! API-key layer: the token is their own credential.
 
@@ -166,6 +167,7 @@ async fn run(args: Args) -> Result<(), String> {
         let admin = Arc::new(Admin { token, enforcer });
         app = app.merge(
             Router::new()
+                .route("/admin/state", post(|s, h, b| admin_call(s, h, b, Op::State)))
                 .route("/admin/reset", post(|s, h, b| admin_call(s, h, b, Op::Reset)))
                 .route("/admin/refund", post(|s, h, b| admin_call(s, h, b, Op::Refund)))
                 .route("/admin/block", post(|s, h, b| admin_call(s, h, b, Op::Block)))
@@ -288,12 +290,14 @@ struct Admin {
 
 #[derive(Clone, Copy)]
 enum Op {
+    State,
     Reset,
     Refund,
     Block,
 }
 
-/// `POST /admin/reset`, `/admin/refund` and `/admin/block`: see the module docs.
+/// `POST /admin/state`, `/admin/reset`, `/admin/refund` and `/admin/block`: see the module
+/// docs.
 async fn admin_call(
     State(admin): State<Arc<Admin>>,
     headers: axum::http::HeaderMap,
@@ -308,6 +312,16 @@ async fn admin_call(
         Err(detail) => return refused(StatusCode::BAD_REQUEST, "Bad admin request", &detail),
     };
     let done = match op {
+        Op::State => admin.enforcer.state(&rule, &req).await.map(|d| {
+            serde_json::json!({
+                "rule": rule,
+                "limit": d.limit,
+                "remaining": d.remaining,
+                "reset_after_ms": d.reset_after_ms,
+                // A peek asks for no units: only a block refuses it, until the block's end.
+                "blocked_ms": if d.allowed { 0 } else { d.retry_after_ms },
+            })
+        }),
         Op::Reset => admin.enforcer.reset(&rule, &req).await.map(|()| serde_json::json!({"rule": rule, "reset": true})),
         Op::Refund => admin
             .enforcer
@@ -355,7 +369,7 @@ fn admin_request(body: &[u8], op: Op) -> Result<AdminRequest, String> {
     };
     for name in fields.keys() {
         let own = match op {
-            Op::Reset => None,
+            Op::State | Op::Reset => None,
             Op::Refund => Some("units"),
             Op::Block => Some("duration"),
         };
@@ -363,7 +377,7 @@ fn admin_request(body: &[u8], op: Op) -> Result<AdminRequest, String> {
             return Err(format!("unknown field {name:?}"));
         }
     }
-    let rule = text("rule")?.ok_or("rule is missing: name the rule whose state to change")?;
+    let rule = text("rule")?.ok_or("rule is missing: name the rule whose state to read or change")?;
     let mut req = axum::http::Request::builder();
     if let Some(ip) = text("ip")? {
         let ip: std::net::IpAddr = ip.parse().map_err(|_| format!("ip {ip:?} is not an IP address"))?;

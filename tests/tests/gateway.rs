@@ -408,10 +408,10 @@ async fn the_example_s_own_files_load_and_authenticate_before_limiting() {
     assert_eq!((batch.status, batch.header("ratelimit")), (200, None), "allow-listed: {batch:?}");
 }
 
-/// The admin routes reset, refund and block one identity's state under one rule, behind their
+/// The admin routes read, reset, refund and block one identity's state under one rule, behind their
 /// own bearer token (read from a file, never logged), and answer what is wrong with a bad call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_admin_routes_reset_refund_and_block_one_identity_behind_their_own_token() {
+async fn the_admin_routes_read_reset_refund_and_block_one_identity_behind_their_own_token() {
     let redis = RedisServer::start().expect("redis-server starts");
     let config = ConfigFile::new(&format!(
         r#"
@@ -442,7 +442,20 @@ async fn the_admin_routes_reset_refund_and_block_one_identity_behind_their_own_t
         request_with_body(addr, "127.0.0.1", "POST", path, &[("authorization", auth.as_str())], body).await
     };
     let login = || request(addr, "127.0.0.5", "POST", "/login", &[]);
-    assert_eq!((login().await.status, login().await.status, login().await.status), (200, 200, 429));
+    let state = |body: &'static str| async move {
+        let read = admin("/admin/state", format!("Bearer {TOKEN}"), body).await;
+        assert_eq!(read.status, 200, "{read:?}");
+        let v: serde_json::Value = serde_json::from_str(&read.body).expect("JSON");
+        let field = |name: &str| v[name].as_u64().unwrap_or_else(|| panic!("{name} in {v}"));
+        (field("limit"), field("remaining"), field("blocked_ms"))
+    };
+    let of_5 = r#"{"rule": "login", "ip": "127.0.0.5"}"#;
+    assert_eq!(state(of_5).await, (2, 2, 0), "a new identity's whole quota");
+    assert_eq!(login().await.status, 200);
+    assert_eq!(state(of_5).await, (2, 1, 0), "reading the state consumes nothing");
+    assert_eq!(state(of_5).await, (2, 1, 0));
+    assert_eq!((login().await.status, login().await.status), (200, 429));
+    assert_eq!(state(of_5).await, (2, 0, 0));
     let reset = r#"{"rule": "login", "ip": "127.0.0.5"}"#;
     for auth in [String::new(), "Bearer the-admin-token-of-these-testz".into(), TOKEN.into()] {
         assert_eq!(admin("/admin/reset", auth, reset).await.status, 401);
@@ -473,6 +486,9 @@ async fn the_admin_routes_reset_refund_and_block_one_identity_behind_their_own_t
         3_600_000,
         "{blocked:?}"
     );
+    let (limit, remaining, blocked_ms) = state(r#"{"rule": "login", "ip": "127.0.0.6"}"#).await;
+    assert_eq!((limit, remaining), (2, 0), "nothing remains while blocked");
+    assert!((3_595_000..=3_600_000).contains(&blocked_ms), "the block's end, read: {blocked_ms}");
     let refused = request(addr, "127.0.0.6", "POST", "/login", &[]).await;
     assert_eq!(refused.status, 429, "{refused:?}");
     let retry: u64 = refused.header("retry-after").expect("Retry-After").parse().expect("seconds");

@@ -2,8 +2,9 @@
 //! support team unblocking a customer, a login rule that counts only failures giving back the
 //! attempts that signed in. The request names the identity as a checked request would (its
 //! client IP, verified user or API key, headers, plan), so the state is exactly the one its
-//! checks count against, under the quota of its plan's tier. As for a [`crate::Limiter`], no
-//! failure policy can stand in: with Redis unreachable each is [`Error::Unavailable`].
+//! checks count against, under the quota of its plan's tier; reading that state is one of them.
+//! As for a [`crate::Limiter`], no failure policy can stand in: with Redis unreachable each is
+//! [`Error::Unavailable`].
 
 use std::time::Duration;
 
@@ -11,6 +12,7 @@ use http::Request;
 
 use super::Enforcer;
 use crate::clock::TimeSource;
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::health::Guarded;
 use crate::quota::{Algorithm, Quota};
@@ -53,6 +55,41 @@ impl Enforcer {
         match shared.health.guard(&*shared.clock, now, redis, || redis.reset(keys)).await? {
             Guarded::Answered(_) => Ok(()),
             Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the reset", why }),
+        }
+    }
+
+    /// What a request like `req` would be answered by the rule named `rule` now, without
+    /// consuming anything (a peek, as [`crate::Limiter::state`]): the quota of its plan's tier,
+    /// what remains of it and when it resets. A peek asks for no units, so it is admitted
+    /// unless a block stands, which it reports as a refusal until the block's end. For a
+    /// support team reading a customer's state before acting on it. Errors as
+    /// [`Enforcer::reset`]'s.
+    pub async fn state<B>(&self, rule: &str, req: &Request<B>) -> Result<Decision, Error> {
+        let target = self.target(rule, req)?;
+        let shared = &*self.shared;
+        let capacity = target.quota.capacity(target.algorithm);
+        let block = target.blockable.then_some(target.block.as_str());
+        let now = shared.clock.now_ms();
+        let redis = match &shared.store {
+            Store::Local(local) => {
+                let outcome = match block {
+                    None => local.apply(target.algorithm, &target.quota, &target.stem, now, 0),
+                    Some(block) => local.apply_blockable(block, target.algorithm, &target.quota, &target.stem, now, 0),
+                };
+                return Ok(Decision::from_store(outcome, capacity, now));
+            }
+            Store::Redis(redis) => redis,
+        };
+        let request = scripts::Request {
+            algorithm: target.algorithm,
+            quota: &target.quota,
+            stem: &target.stem,
+            now_ms: (target.clock == TimeSource::Client).then_some(now),
+            cost: 0,
+        };
+        match shared.health.guard(&*shared.clock, now, redis, || redis.evaluate(request, block)).await? {
+            Guarded::Answered((outcome, decided_at_ms)) => Ok(Decision::from_store(outcome, capacity, decided_at_ms)),
+            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the state read", why }),
         }
     }
 

@@ -272,10 +272,11 @@ async fn admissions(e: &Enforcer, r: &Request<()>, n: usize) -> Vec<bool> {
     admitted
 }
 
-/// A reset and a refund reach the state one identity's checks count against under one rule,
-/// under its plan's tier, and no other identity's; errors name the rule or the missing part.
+/// A state read, a reset and a refund reach the state one identity's checks count against under
+/// one rule, under its plan's tier, and no other identity's; errors name the rule or the
+/// missing part.
 #[tokio::test]
-async fn a_reset_and_a_refund_reach_one_identitys_state_under_one_rule() {
+async fn a_state_read_a_reset_and_a_refund_reach_one_identitys_state_under_one_rule() {
     let clock = ManualClock::new(1_000_000);
     let rule = per_key(2).tier("pro", Quota::new(3, 60_000));
     let e = enforcer(RuleSet::builder().rule(rule).build().unwrap(), &clock);
@@ -291,7 +292,11 @@ async fn a_reset_and_a_refund_reach_one_identitys_state_under_one_rule() {
         }
     };
     assert_eq!((spend("alice").await, spend("bob").await), (2, 2));
+    let state = e.state("per-key", &alice).await.expect("state");
+    assert_eq!((state.limit, state.remaining), (2, 0), "alice's state, spent");
     assert!(e.refund("per-key", &alice, 1).await.expect("refund"));
+    let state = e.state("per-key", &alice).await.expect("state");
+    assert_eq!(state.remaining, 1, "the unit given back, read without consuming it");
     assert_eq!(spend("alice").await, 1, "one given back");
     e.reset("per-key", &alice).await.expect("reset");
     assert_eq!((spend("alice").await, spend("bob").await), (2, 0), "alice afresh, bob untouched");
@@ -302,6 +307,7 @@ async fn a_reset_and_a_refund_reach_one_identitys_state_under_one_rule() {
         assert!(decided(&e, &pro).await.allowed);
     }
     assert!(!decided(&e, &pro).await.allowed);
+    assert_eq!(e.state("per-key", &pro).await.expect("state").limit, 3, "the state under the pro tier's quota");
     assert!(e.refund("per-key", &pro, 10).await.expect("refund"));
     assert_eq!(decided(&e, &pro).await.rules[0].decision.remaining, 2, "the tier's quota, not above it");
     assert_eq!(e.reset("nope", &alice).await.unwrap_err(), Error::UnknownRule("nope".into()));
