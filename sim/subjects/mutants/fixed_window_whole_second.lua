@@ -33,9 +33,13 @@ local key = KEYS[1] .. ':' .. string.format('%d', index)
 local count = stored_int(redis.call('GET', key)) or 0
 if count + cost <= limit then
   if cost > 0 then
-    redis.call('INCRBY', key, cost)
     if count == 0 then
-      redis.call('PEXPIRE', key, to_end)
+      -- The window's first units: one SET with its expiry instead of INCRBY then PEXPIRE
+      -- (each redis.call costs Redis about a microsecond of conversions), and a value someone
+      -- else left there, which reads as absent, is replaced rather than counted on.
+      redis.call('SET', key, cost, 'PX', to_end)
+    else
+      redis.call('INCRBY', key, cost)
     end
   end
   local after = count + cost

@@ -34,8 +34,11 @@ local index = floor_div(now, w)
 local e = now - index * w
 local cur_key = KEYS[1] .. ':' .. string.format('%d', index)
 local prev_key = KEYS[1] .. ':' .. string.format('%d', index - 1)
-local cur = stored_int(redis.call('GET', cur_key)) or 0
-local prev = stored_int(redis.call('GET', prev_key)) or 0
+-- Both counters in one call (they share the stem's hash tag, so one slot). MGET reads a key of
+-- another type as absent where GET would fail: such a key is replaced like any other garbage.
+local counters = redis.call('MGET', cur_key, prev_key)
+local cur = stored_int(counters[1]) or 0
+local prev = stored_int(counters[2]) or 0
 
 local function reset_after(c, p)
   if c > 0 then return 2 * w - e end
@@ -47,10 +50,12 @@ local est = prev * (w - e) + cur * w
 local budget = limit * w
 if est + cost * w <= budget then
   if cost > 0 then
-    redis.call('INCRBY', cur_key, cost)
     if cur == 0 then
-      -- The counter is read as "previous" through the whole next window.
-      redis.call('PEXPIRE', cur_key, 2 * w - e)
+      -- The window's first units, with their expiry in the same call (as in fixed_window.lua):
+      -- the counter is read as "previous" through the whole next window.
+      redis.call('SET', cur_key, cost, 'PX', 2 * w - e)
+    else
+      redis.call('INCRBY', cur_key, cost)
     end
   end
   return {1, floor_div(budget - est - cost * w, w), 0, reset_after(cur + cost, prev), now}
