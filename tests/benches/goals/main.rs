@@ -23,8 +23,10 @@
 //!    unreachable, the local budget deciding), against the same decision with one key: the
 //!    in-process tables make room in O(1), so a key flood does not make each decision a scan.
 //! 8. Redis's µs per decision of every script against the least a stateful script costs (a
-//!    `GET` and a `SET PX`; with a `TIME` first for Redis's clock), and of the rules script at
-//!    1 to 5 rules against the sum of its rules' own scripts (`cost.rs`).
+//!    `GET` and a `SET PX`; with a `TIME` first for Redis's clock), of the rules script at 2 to
+//!    5 rules against the sum of its rules' own scripts, and of the batch script per decision
+//!    against one `MGET` and a `SET PX` per key; beside each, the instructions Redis ran for it
+//!    under callgrind, split by where they went (`cost.rs`, `profile.rs`).
 //! 9. The example gateway under `wrk`, every request with a key of its own: throughput and p99
 //!    on a route of one rule and on one of four, against its own route without a rule
 //!    (`gateway.rs`).
@@ -37,6 +39,7 @@
 mod cost;
 mod gateway;
 mod in_process;
+mod profile;
 mod redis_side;
 mod simulation;
 mod support;
