@@ -23,8 +23,10 @@ local per_keys = tonumber(ARGV[2])
 local per_args = tonumber(ARGV[3])
 local blockable = ARGV[4] == '1'
 local out = {}
+-- One KEYS and one ARGV for every request, refilled: no algorithm keeps them past its return,
+-- and a table made per request would cost Redis's Lua about as much as a command.
+local keys, args = {}, {}
 for i = 0, n - 1 do
-  local keys, args = {}, {}
   for j = 1, per_keys do keys[j] = KEYS[i * per_keys + j] end
   for j = 1, per_args do args[j] = ARGV[4 + i * per_args + j] end
   local ok, reply
