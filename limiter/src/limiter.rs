@@ -208,7 +208,7 @@ impl Limiter {
         }
         let state = key_state(inner.algorithm, inner.named.then_some(inner.state.as_str()), quota);
         let now = inner.clock.now_ms();
-        let redis = match &inner.store {
+        match &inner.store {
             Store::Local(local) => {
                 let block = inner.blockable.then_some(key);
                 let outcome = match (inner.local_space(&state, quota), block) {
@@ -216,11 +216,26 @@ impl Limiter {
                     (None, Some(block)) => local.apply_blockable(block, inner.algorithm, quota, key, now, cost),
                     (Some(space), block) => local.apply_in(&space, block, inner.algorithm, quota, key, now, cost),
                 };
-                return Ok(Decision::from_store(outcome, capacity, now));
+                Ok(Decision::from_store(outcome, capacity, now))
             }
-            Store::Redis(redis) => redis,
-        };
-        let stem = inner.stem_in(key, &state);
+            // Boxed, as in `decide`.
+            Store::Redis(redis) => Box::pin(self.decide_under_on_redis(redis, key, quota, &state, now, cost)).await,
+        }
+    }
+
+    /// [`Limiter::decide_under`] on Redis, at `now` on the limiter's clock.
+    async fn decide_under_on_redis(
+        &self,
+        redis: &RedisStore,
+        key: &str,
+        quota: &Quota,
+        state: &str,
+        now: u64,
+        cost: u64,
+    ) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let capacity = quota.capacity(inner.algorithm);
+        let stem = inner.stem_in(key, state);
         let request = scripts::Request {
             algorithm: inner.algorithm,
             quota,
@@ -245,16 +260,31 @@ impl Limiter {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
         let now = inner.clock.now_ms();
-        let redis = match &inner.store {
+        match &inner.store {
             Store::Local(local) => {
                 let outcome = match inner.blockable {
                     false => local.apply(inner.algorithm, &inner.quota, key, now, cost),
                     true => local.apply_blockable(key, inner.algorithm, &inner.quota, key, now, cost),
                 };
-                return Ok(inner.store_decision(outcome, now));
+                Ok(inner.store_decision(outcome, now))
             }
-            Store::Redis(redis) => redis,
-        };
+            // Boxed: the Redis path's future (the modes, the breaker, the round trip) is far
+            // larger than the rest, and unboxed it would be built and moved on every in-process
+            // decision too, which awaits nothing (it was most of the memory an in-process
+            // decision touched). One allocation per round trip is nothing beside the trip.
+            Store::Redis(redis) => Box::pin(self.decide_on_redis(redis, key, cost, now)).await,
+        }
+    }
+
+    /// [`Limiter::decide`] on Redis, at `now` on the limiter's clock.
+    async fn decide_on_redis(
+        &self,
+        redis: &Arc<RedisStore>,
+        key: &str,
+        cost: u64,
+        now: u64,
+    ) -> Result<Decision, Error> {
+        let inner = &*self.inner;
         if let (Some(leases), true) = (&inner.modes.leases, cost > 0) {
             let serving = Serving {
                 clock: &*inner.clock,
@@ -575,5 +605,25 @@ impl LimiterBuilder {
                 modes,
             }),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An in-process decision awaits nothing, so its future should be little more than its
+    /// arguments: the Redis path (modes, breaker, round trip) is boxed behind it. Unboxed, that
+    /// path made every `check` future several kilobytes, built and moved on every decision.
+    #[test]
+    fn a_decisions_future_is_small_whatever_the_store() {
+        let limiter = Limiter::builder(Algorithm::Gcra, Quota::per_second(10)).build().expect("valid");
+        let check = std::mem::size_of_val(&limiter.check("k", 1));
+        let with = std::mem::size_of_val(&limiter.check_with("k", Quota::per_second(5), 1));
+        let state = std::mem::size_of_val(&limiter.state("k"));
+        eprintln!("futures: check {check} B, check_with {with} B, state {state} B");
+        for (what, size) in [("check", check), ("check_with", with), ("state", state)] {
+            assert!(size <= 512, "{what}'s future is {size} bytes");
+        }
     }
 }
