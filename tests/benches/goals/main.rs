@@ -84,6 +84,10 @@ use redis_side::{cpu_per_decision, leases, memory, throughput};
 use simulation::simulation;
 
 fn main() {
+    if let Ok(side) = std::env::var(in_process::COUNT_ENV) {
+        in_process::count_only(&side);
+        return;
+    }
     for (program, package) in [("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("wrk", "wrk")] {
         sim_real::process::require_for_tests(program, package);
     }
