@@ -59,8 +59,10 @@ pub(crate) const COUNT_ENV: &str = "GOALS_COUNT_DECISIONS";
 /// Decisions counted per side under callgrind.
 const COUNTED: usize = 100_000;
 
-/// The two sides of goal 5 on [`KEYS`] keys, each warmed with every key (the goal is the time of
-/// a decision, not of inserts).
+/// The two sides of goal 5 on `n` keys, each warmed with every key (the goal is the time of a
+/// decision, not of inserts). The limiter's table has room for a tenth more than `n`, as
+/// governor's map has room for all: a table's bound is split among its shards, which hashing
+/// fills unevenly, so one bounded at exactly `n` would give up a few of them (about 0.5%).
 struct Sides {
     keys: Arc<Vec<String>>,
     ours: Limiter,
@@ -68,10 +70,10 @@ struct Sides {
 }
 
 impl Sides {
-    fn new() -> Self {
+    fn new(n: usize) -> Self {
         use std::num::NonZeroU32;
-        let keys = key_names(KEYS);
-        let ours = Limiter::builder(Algorithm::Gcra, OPEN).build().expect("valid");
+        let keys = key_names(n);
+        let ours = Limiter::builder(Algorithm::Gcra, OPEN).max_local_keys(n + n / 10).build().expect("valid");
         let quota = governor::Quota::per_second(NonZeroU32::new(1_000_000).expect("non-zero"));
         let governor = governor::RateLimiter::keyed(quota);
         for k in keys.iter() {
@@ -82,7 +84,7 @@ impl Sides {
     }
 
     fn key(&self, i: usize) -> &String {
-        &self.keys[i.wrapping_mul(7_919) % KEYS]
+        &self.keys[i.wrapping_mul(7_919) % self.keys.len()]
     }
 
     fn ours(&self, i: usize) {
@@ -109,7 +111,7 @@ fn counted_decisions(sides: &Sides, ours: bool, n: usize) {
 
 /// What the bench binary does when started with [`COUNT_ENV`] set: one side's decisions only.
 pub(crate) fn count_only(side: &str) {
-    let sides = Sides::new();
+    let sides = Sides::new(KEYS);
     counted_decisions(&sides, side == "ours", COUNTED);
 }
 
@@ -144,39 +146,49 @@ fn instructions_per_decision(side: &str) -> Option<f64> {
     total.map(|t| t / COUNTED as f64)
 }
 
-pub(crate) fn in_process() -> Goal {
+/// Goal 5 at 100,000 keys (at most 1.0x governor) and at 1,000,000 (at most 1.2x).
+pub(crate) fn in_process() -> Vec<Goal> {
     let n = scaled(2_000_000);
-    let sides = Sides::new();
-    let (ratio, ours, theirs) = interleaved(
-        n / ROUNDS,
-        |from, n| ns_per(from, n, |i| sides.ours(i)),
-        |from, n| ns_per(from, n, |i| sides.governor(i)),
-    );
-    drop(sides);
-    let counted = match (instructions_per_decision("ours"), instructions_per_decision("governor")) {
-        (Some(a), Some(b)) => format!("; instructions per decision (callgrind): {a:.0} against governor's {b:.0}"),
-        _ => String::new(),
-    };
-    Goal {
-        what: "in-process decision, Limiter (local store), GCRA, 100,000 String keys".into(),
-        measured: format!(
-            "{ours:.0} ns/decision (median of {ROUNDS} interleaved rounds; the ratio is their median){counted}"
-        ),
-        reference: format!("governor keyed: {theirs:.0} ns"),
-        ratio,
-        goal: "<= 1.0x",
-        met: ratio <= 1.0,
-        note: if ratio <= 1.0 {
-            String::new()
-        } else {
-            format!(
-                "{:.0}% over: a decision hashes its key, locks a shard, runs the twin on the slot's state and \
-                 builds a Decision (the clock reading, the metrics), against governor's lock-free compare-and-swap \
-                 on a sharded map{counted}",
-                (ratio - 1.0) * 100.0
-            )
-        },
+    let mut goals = Vec::new();
+    for (keys, most, goal) in [(KEYS, 1.0, "<= 1.0x"), (1_000_000, 1.2, "<= 1.2x")] {
+        let sides = Sides::new(keys);
+        let (ratio, ours, theirs) = interleaved(
+            n / ROUNDS,
+            |from, n| ns_per(from, n, |i| sides.ours(i)),
+            |from, n| ns_per(from, n, |i| sides.governor(i)),
+        );
+        drop(sides);
+        // Counted once, at 100,000 keys: the instructions of a decision do not grow with the
+        // keys (the time does, waiting on memory).
+        let counted =
+            match (keys == KEYS).then(|| (instructions_per_decision("ours"), instructions_per_decision("governor"))) {
+                Some((Some(a), Some(b))) => {
+                    format!("; instructions per decision (callgrind): {a:.0} against governor's {b:.0}")
+                }
+                _ => String::new(),
+            };
+        goals.push(Goal {
+            what: format!("in-process decision, Limiter (local store), GCRA, {keys} String keys"),
+            measured: format!(
+                "{ours:.0} ns/decision (median of {ROUNDS} interleaved rounds; the ratio is their median){counted}"
+            ),
+            reference: format!("governor keyed: {theirs:.0} ns"),
+            ratio,
+            goal,
+            met: ratio <= most,
+            note: if ratio <= most {
+                String::new()
+            } else {
+                format!(
+                    "{:.0}% over: a decision hashes its key, locks a shard, runs the twin on the slot's state and \
+                     builds a Decision (the clock reading, the metrics), against governor's lock-free \
+                     compare-and-swap on a sharded map{counted}",
+                    (ratio / most - 1.0) * 100.0
+                )
+            },
+        });
     }
+    goals
 }
 
 // ---------------------------------------------------------------------------------- goal 7
