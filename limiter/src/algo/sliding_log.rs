@@ -15,6 +15,7 @@ pub struct LogState {
     /// Admission time (ms) -> units admitted at that time. Boxed, so that every algorithm's
     /// state fits in 32 bytes and a key's slot in the in-process tables in one cache line
     /// (`crate::table`); a log's entries are on the heap in any case.
+    #[allow(clippy::box_collection)] // boxed on purpose, as said above
     pub entries: Box<BTreeMap<u64, u64>>,
     /// Sum of `entries`' values.
     pub total: u64,
