@@ -139,6 +139,16 @@ impl RedisServer {
         Self::spawn("redis-server".to_string(), free_port()?)
     }
 
+    /// Starts a real `redis-server` on a free loopback port with the Redis module at `module`
+    /// loaded (`--loadmodule`); see [`build_module`].
+    pub fn start_real_with_module(module: &std::path::Path) -> io::Result<Self> {
+        sim_real::process::require_for_tests("redis-server", "redis-server");
+        let extra = [std::ffi::OsStr::new("--loadmodule"), module.as_os_str()];
+        let server =
+            ServerProcess::start("redis-server", free_port()?, &extra, "install Debian's `redis-server` package")?;
+        Ok(RedisServer { server })
+    }
+
     fn spawn(program: String, port: u16) -> io::Result<Self> {
         if program == "redis-server" {
             sim_real::process::require_for_tests("redis-server", "redis-server");
@@ -163,6 +173,24 @@ impl RedisServer {
     pub fn client(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection()
     }
+}
+
+/// Builds the Redis module (`limiter/module`, with `profile`'s settings: `dev` or `release`)
+/// and returns the path of the shared library `redis-server --loadmodule` takes.
+pub fn build_module(profile: &str) -> io::Result<std::path::PathBuf> {
+    let out = cargo()
+        .args(["build", "-p", "redis-ratelimit-module", "--lib", "--message-format=json", "--profile", profile])
+        .stderr(std::process::Stdio::inherit())
+        .output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!("building the Redis module failed: {}", out.status)));
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains("redis_ratelimit_module"))
+        .flat_map(|l| l.split('"').filter(|s| s.ends_with(".so")).map(std::path::PathBuf::from).collect::<Vec<_>>())
+        .next()
+        .ok_or_else(|| io::Error::other("cargo named no shared library for the Redis module"))
 }
 
 /// The project README's examples compile and run as doc tests.

@@ -16,7 +16,14 @@ use anyhow::Result;
 use crate::tools::{self, cargo, ensure_installed};
 
 pub fn run() -> Result<()> {
-    ensure_installed(&[("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("wrk", "wrk")])?;
+    // valgrind counts where a script's time goes; libclang builds the Redis module it measures.
+    ensure_installed(&[
+        ("redis-server", "redis-server"),
+        ("redis-benchmark", "redis-tools"),
+        ("wrk", "wrk"),
+        ("valgrind", "valgrind"),
+        (tools::LIBCLANG, "libclang-dev"),
+    ])?;
     let mut cmd = cargo();
     cmd.args(["bench", "-p", "redis-tests", "--bench", "goals"]);
     tools::run(cmd)

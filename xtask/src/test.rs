@@ -14,6 +14,9 @@ pub fn run_all() -> Result<()> {
     // by redis-sentinel), the report test opens the report in headless Chromium, and the Lua
     // bridge's tests run once more under valgrind. What is missing installs while the checks
     // and the build below run.
+    // The Redis module's build (limiter/module) runs bindgen, which needs libclang before
+    // clippy builds the workspace: installed first, and waited for.
+    tools::ensure_installed(&[(tools::LIBCLANG, "libclang-dev")])?;
     let installing = tools::start_installing(&[
         ("redis-server", "redis-server"),
         ("redis-cli", "redis-tools"),

@@ -105,6 +105,44 @@ fn on_path(program: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// What stands for libclang in a `(program, package)` pair: the Redis module's build runs
+/// bindgen, which loads libclang (a library, not a program on PATH) and clang's own headers.
+pub const LIBCLANG: &str = "libclang";
+
+/// Whether `what` is there: a program on PATH, or [`LIBCLANG`].
+fn present(what: &str) -> bool {
+    if what != LIBCLANG {
+        return on_path(what);
+    }
+    if std::env::var_os("LIBCLANG_PATH").is_some() {
+        return true;
+    }
+    // On Debian the package says it all (the library and clang's headers bindgen includes).
+    if on_path("dpkg") {
+        return Command::new("dpkg").args(["-s", "libclang-dev"]).output().is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Status: install ok installed")
+        });
+    }
+    let mut dirs: Vec<std::path::PathBuf> =
+        ["/usr/lib", "/usr/lib64", "/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
+            .iter()
+            .map(std::path::PathBuf::from)
+            .collect();
+    if let Ok(entries) = std::fs::read_dir("/usr/lib") {
+        dirs.extend(
+            entries
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("llvm"))
+                .map(|e| e.path().join("lib")),
+        );
+    }
+    dirs.iter().filter_map(|d| std::fs::read_dir(d).ok()).flatten().flatten().any(|e| {
+        let name = e.file_name().to_string_lossy().into_owned();
+        name.starts_with("libclang.so")
+            || (name.starts_with("libclang-") && !name.starts_with("libclang-cpp") && name.contains(".so"))
+    })
+}
+
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
@@ -128,13 +166,14 @@ impl Installing {
     }
 }
 
-/// Makes sure every `(program, Debian package)` will be on PATH: when some are missing, starts
+/// Makes sure every `(program, Debian package)` will be there (on PATH, or for [`LIBCLANG`] where
+/// bindgen finds it): when some are missing, starts
 /// installing their packages with apt-get (an update and an install, tried up to three times)
 /// if running as root, and otherwise stops at once and says what to install.
 pub fn start_installing(tools: &[(&str, &str)]) -> Result<Installing> {
     let missing: Vec<(String, String)> = tools
         .iter()
-        .filter(|(program, _)| !on_path(program))
+        .filter(|(program, _)| !present(program))
         .map(|(program, package)| (program.to_string(), package.to_string()))
         .collect();
     if missing.is_empty() {
@@ -193,8 +232,8 @@ pub fn start_installing(tools: &[(&str, &str)]) -> Result<Installing> {
             }
         }
         for (program, package) in &missing {
-            if !on_path(program) {
-                bail!("installed `{package}` but `{program}` is still not on PATH");
+            if !present(program) {
+                bail!("installed `{package}` but `{program}` is still missing");
             }
         }
         Ok(())
