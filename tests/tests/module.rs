@@ -157,3 +157,34 @@ fn the_gcra_command_refuses_bad_arguments_by_name() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).expect("KEYS");
     assert!(keys.is_empty(), "{keys:?}");
 }
+
+/// A write is replicated as its effect, a plain `SET ... PXAT`: a replica without the module
+/// holds the same value with the same expiry.
+#[test]
+fn the_gcra_command_replicates_its_write_not_itself() {
+    let primary = server();
+    let replica = RedisServer::start_real().expect("redis-server");
+    let mut p = primary.client().expect("connect");
+    let mut r = replica.client().expect("connect");
+    // A full sync at once, not after the default 5 s a diskless primary waits for more replicas.
+    let _: () = redis::cmd("CONFIG").arg("SET").arg("repl-diskless-sync-delay").arg(0).query(&mut p).expect("CONFIG");
+    let _: () = redis::cmd("REPLICAOF").arg("127.0.0.1").arg(primary.port()).query(&mut r).expect("REPLICAOF");
+    let linked = (0..500).any(|_| {
+        let info: String = redis::cmd("INFO").arg("replication").query(&mut r).unwrap_or_default();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        info.contains("master_link_status:up")
+    });
+    assert!(linked, "the replica never linked");
+    let q = Quota::new(2, 60_000).with_burst(3);
+    let call =
+        Request { algorithm: Algorithm::Gcra, quota: &q, stem: "m:{k}:", now_ms: Some(BASE_MS), cost: 2 }.invocation();
+    let reply: Vec<i64> = redis::cmd("RATELIMIT.GCRA").arg("m:{k}").arg(&call.args).query(&mut p).expect("decides");
+    assert_eq!(reply[0], 1, "{reply:?}");
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(&mut p).expect("WAIT");
+    assert_eq!(acked, 1, "the replica acknowledged the write");
+    let (value, ttl): (Option<String>, i64) =
+        redis::pipe().cmd("GET").arg("m:{k}").cmd("PTTL").arg("m:{k}").query(&mut r).expect("read");
+    let primary_value: Option<String> = redis::cmd("GET").arg("m:{k}").query(&mut p).expect("GET");
+    assert_eq!(value, primary_value);
+    assert!(ttl > 0 && ttl <= reply[3], "the replica's TTL {ttl} against the reset {}", reply[3]);
+}
