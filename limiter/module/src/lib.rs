@@ -53,6 +53,8 @@ fn gcra_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     };
 
     let mut state = {
+        // Read-only: a decision that writes nothing leaves the key exactly as it was (a key
+        // opened for writing would have its value unshared to read it in place).
         let read = ctx.open_key(key);
         match read.key_type() {
             KeyType::Empty => None,

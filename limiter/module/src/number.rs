@@ -47,10 +47,18 @@ pub fn stored_int(bytes: &[u8]) -> Option<u64> {
 /// A command argument that must be a non-negative integer in decimal digits (what the library
 /// sends), or an error naming it.
 pub fn argument(bytes: &[u8], name: &str) -> Result<u64, RedisError> {
-    std::str::from_utf8(bytes)
-        .ok()
-        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-        .and_then(|t| t.parse().ok())
+    // Digit by digit: a command's arguments are read on every decision.
+    let digits = (!bytes.is_empty()).then_some(bytes);
+    digits
+        .and_then(|d| {
+            d.iter().try_fold(0u64, |n, &b| {
+                if b.is_ascii_digit() {
+                    n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+                } else {
+                    None
+                }
+            })
+        })
         .ok_or_else(|| {
             RedisError::String(format!(
                 "ERR {name} must be a non-negative integer, got '{}'",

@@ -257,6 +257,7 @@ pub(crate) fn script_cost(server: &RedisServer) -> Vec<Goal> {
             },
         });
     }
+    goals.extend(module_goals());
     // Batching: per decision, against the batch floor's cost per key.
     let batch_floor = rules_at + MIXED.len() - 1;
     let floor_per = us[batch_floor] / BATCH as f64;
@@ -286,4 +287,78 @@ pub(crate) fn script_cost(server: &RedisServer) -> Vec<Goal> {
         });
     }
     goals
+}
+
+/// Redis µs per call of `command` (as `INFO commandstats` names it) sent by redis-benchmark
+/// with `args`, one round on a flushed server.
+fn usec_per_command(server: &RedisServer, conn: &mut redis::Connection, command: &str, args: &[String]) -> f64 {
+    flush(conn);
+    send(server.port(), args);
+    let (calls, usec) = commandstats(conn).iter().find(|s| s.0 == command).map_or((0.0, 0.0), |s| (s.1, s.2));
+    assert!(calls > 0.0, "redis-benchmark sent no {command}");
+    usec / calls
+}
+
+/// The Redis module's GCRA command (`limiter/module`, built in release) against pipelined
+/// `INCR` on the same server, in interleaved rounds (the least of each), with both counted
+/// by callgrind: what a decision costs Redis without Lua.
+fn module_goals() -> Vec<Goal> {
+    let module = match redis_tests::build_module("release") {
+        Ok(path) => path,
+        Err(e) => {
+            println!("  script-cost: no module row ({e})");
+            return Vec::new();
+        }
+    };
+    let server = RedisServer::start_real_with_module(&module).expect("redis-server loads the module");
+    let mut conn = server.client().expect("connect");
+    let call = algorithm_call(Algorithm::Gcra, false);
+    // redis-benchmark's arguments for `n` calls of INCR and of the command, on random keys.
+    let args = |n: usize, command: &[String]| -> Vec<String> {
+        let head = ["-c", "50", "-P", "16", "-n", &n.to_string(), "-r", &KEYS.to_string()].map(String::from);
+        head.into_iter().chain(command.iter().cloned()).collect()
+    };
+    let incr_command = ["INCR".to_owned(), "k__rand_int__".to_owned()];
+    let gcra_command: Vec<String> =
+        std::iter::once("RATELIMIT.GCRA".to_owned()).chain(call.keys.iter().chain(&call.args).cloned()).collect();
+    let (incr, gcra) = (args(scaled(100_000), &incr_command), args(scaled(100_000), &gcra_command));
+    let (mut incr_us, mut gcra_us) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..ROUNDS {
+        incr_us = incr_us.min(usec_per_command(&server, &mut conn, "incr", &incr));
+        gcra_us = gcra_us.min(usec_per_command(&server, &mut conn, "ratelimit.gcra", &gcra));
+    }
+    flush(&mut conn);
+    drop(server);
+    let counted = Callgrind::start_with(&[std::ffi::OsStr::new("--loadmodule"), module.as_os_str()]).and_then(|cg| {
+        let incr_count = cg.profile_of("incr", |port| send(port, &args(2_000, &incr_command)))?;
+        let gcra_count = cg.profile_of("ratelimit.gcra", |port| send(port, &args(2_000, &gcra_command)))?;
+        Ok(format!(
+            "; instructions per call (callgrind): {:.1}k against INCR's {:.1}k ({:.2}x)",
+            gcra_count.total / 1000.0,
+            incr_count.total / 1000.0,
+            gcra_count.total / incr_count.total
+        ))
+    });
+    let counted = counted.unwrap_or_else(|why| {
+        println!("  script-cost: no instruction count for the module ({why})");
+        String::new()
+    });
+    let ratio = gcra_us / incr_us;
+    vec![Goal {
+        what: "Redis us per decision: RATELIMIT.GCRA (the module), caller's clock".into(),
+        measured: format!("{gcra_us:.2} us per call{counted}"),
+        reference: format!("INCR, redis-benchmark -P 16: {incr_us:.2} us"),
+        ratio,
+        goal: "<= 2x",
+        met: ratio <= 2.0,
+        note: if ratio <= 2.0 {
+            String::new()
+        } else {
+            format!(
+                "{:.0}% over: a decision reads the key, runs the twin and writes the key with its expiry and \
+                 a replicated SET where INCR changes a number in place{counted}",
+                (ratio / 2.0 - 1.0) * 100.0
+            )
+        },
+    }]
 }

@@ -56,6 +56,11 @@ impl Callgrind {
     /// Starts the server, or says why not (valgrind missing, the server never answering): the
     /// profile is an explanation beside the timed goals, so the bench goes on without it.
     pub(crate) fn start() -> Result<Self, String> {
+        Self::start_with(&[])
+    }
+
+    /// As [`Callgrind::start`], with `extra` arguments for the server (`--loadmodule path`).
+    pub(crate) fn start_with(extra: &[&std::ffi::OsStr]) -> Result<Self, String> {
         for program in ["valgrind", "callgrind_control", "callgrind_annotate"] {
             if !sim_real::process::on_path(program) {
                 return Err(format!("{program} is not installed (Debian's valgrind package)"));
@@ -71,6 +76,7 @@ impl Callgrind {
             .args(["--appendonly", "no", "--protected-mode", "no"])
             .arg("--dir")
             .arg(dir.path())
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -103,14 +109,19 @@ impl Callgrind {
     /// The instructions per `EVALSHA` of what `send` sends (through `redis-benchmark` on this
     /// server's port), on a flushed server.
     pub(crate) fn profile(&self, send: impl FnOnce(u16)) -> Result<Profile, String> {
+        self.profile_of("evalsha", send)
+    }
+
+    /// As [`Callgrind::profile`], per call of `command` (as `INFO commandstats` names it).
+    pub(crate) fn profile_of(&self, command: &str, send: impl FnOnce(u16)) -> Result<Profile, String> {
         let mut conn = self.client().map_err(|e| e.to_string())?;
         flush(&mut conn);
         self.control("-z")?;
         send(self.port);
         self.control("-d")?;
-        let calls = commandstats(&mut conn).iter().find(|s| s.0 == "evalsha").map_or(0.0, |s| s.1);
+        let calls = commandstats(&mut conn).iter().find(|s| s.0 == command).map_or(0.0, |s| s.1);
         if calls == 0.0 {
-            return Err("no EVALSHA reached the profiled server".into());
+            return Err(format!("no {command} reached the profiled server"));
         }
         let dump = newest_dump(&self.out)?;
         let annotated = Command::new("callgrind_annotate")
@@ -124,7 +135,7 @@ impl Callgrind {
         let script = inclusive(&text, "luaCallFunction");
         let pcall = inclusive(&text, "lua_pcall");
         let commands = inclusive(&text, "scriptCall");
-        if total == 0.0 || script == 0.0 {
+        if total == 0.0 || (command == "evalsha" && script == 0.0) {
             return Err("the profile names no call() or luaCallFunction (a redis-server without symbols?)".into());
         }
         Ok(Profile {
