@@ -150,6 +150,7 @@ fn the_gcra_command_refuses_bad_arguments_by_name() {
         (&["k", "", "-5", "3", "1"], "interval_us must be a non-negative integer"),
         (&["k", "", "1000", "3", "9"], "cost 9 exceeds the burst 3"),
         (&["k", "", "1000", "0", "1"], "burst"),
+        (&["k", "", "0", "3", "1"], "interval_us must be at least 1"),
     ] {
         let err = redis::cmd("RATELIMIT.GCRA").arg(args).query::<redis::Value>(&mut conn).expect_err("refused");
         assert!(err.to_string().contains(says), "{args:?}: {err}");

@@ -37,6 +37,9 @@ fn gcra_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let interval_us = argument(interval.as_slice(), "RATELIMIT.GCRA interval_us")?;
     let burst = argument(burst.as_slice(), "RATELIMIT.GCRA burst")?;
     let cost = argument(cost.as_slice(), "RATELIMIT.GCRA cost")?;
+    if interval_us == 0 {
+        return Err(RedisError::Str("ERR RATELIMIT.GCRA interval_us must be at least 1"));
+    }
     // The quota whose emission interval is `interval_us` (ceil(period * 1000 / limit) with a
     // limit of 1,000 is the period in ms, here `interval_us`), held to the limits the library
     // holds every quota to: within them the arithmetic is exact.
