@@ -78,6 +78,26 @@ fn one(scenario: &str, subject: &str, pred: impl Fn(&RunResult) -> bool) -> &'st
     lane().redis.iter().find(|r| r.scenario == scenario && r.subject == subject && pred(r)).expect("result present")
 }
 
+/// A positive (a bound the subject should break) that the concurrent lane did not show, run
+/// once more alone: twenty runs at once on two cores can stretch a run's requests apart enough
+/// to hide a break by one request (seen once: worst 19 against a bound of 20), as the real
+/// lanes of `cargo xtask test` also run a hidden positive once more, alone, before failing.
+fn breaking(scenario: &str, subject: &str, pred: impl Fn(&RunResult) -> bool) -> RunResult {
+    let first = one(scenario, subject, &pred);
+    if first.bound == Verdict::Broken {
+        return first.clone();
+    }
+    println!(
+        "{scenario} {subject}: the break did not show beside the other runs ({}); once more, alone",
+        first.bound_detail
+    );
+    let spec = specs(scenario, &[subject], 12_000)
+        .into_iter()
+        .find(|s| s.time_source.name() == first.time_source && s.policy.name() == first.policy)
+        .expect("the run's spec");
+    run::judge(&spec, sim_real::execute(&spec).expect("a real-Redis run"))
+}
+
 #[test]
 fn no_real_run_returns_an_error_instead_of_a_decision() {
     for r in lane().redis.iter().chain([&lane().mini]) {
@@ -152,10 +172,10 @@ fn client_time_over_admits_under_real_clock_skew_while_server_time_holds() {
     let (mut client_admitted, mut server_admitted) = (0, 0);
     for a in ["token-bucket", "gcra"] {
         let server = one("clock-skew", a, |r| r.time_source == "server");
-        let client = one("clock-skew", a, |r| r.time_source == "client");
+        let client = breaking("clock-skew", a, |r| r.time_source == "client");
         assert_eq!(server.bound, Verdict::Held, "{a} server: {}", server.bound_detail);
         assert_eq!(client.bound, Verdict::Broken, "{a} client: {}", client.bound_detail);
-        assert!(client.expected_finding && !is_failure(client));
+        assert!(client.expected_finding && !is_failure(&client));
         // Seen: about 22% wrongly allowed in client time, 1-2.5% in server time.
         assert!(client.wrong_allow_pct > 10.0, "{a} client wrongly allowed only {:.1}%", client.wrong_allow_pct);
         assert!(server.wrong_allow_pct < 5.0, "{a} server wrongly allowed {:.1}%", server.wrong_allow_pct);
