@@ -125,6 +125,19 @@ pub const fn key_suffix(algorithm: Algorithm) -> &'static str {
     }
 }
 
+/// The Redis module's command deciding `algorithm` (`limiter/module`): `RATELIMIT.` and the
+/// algorithm's key suffix, taking exactly its script's KEYS and ARGV
+/// ([`Request::invocation_of_stem`]) and answering its reply.
+pub const fn module_command(algorithm: Algorithm) -> &'static str {
+    match algorithm {
+        Algorithm::FixedWindow => "RATELIMIT.FW",
+        Algorithm::SlidingWindow => "RATELIMIT.SW",
+        Algorithm::SlidingLog => "RATELIMIT.SL",
+        Algorithm::TokenBucket => "RATELIMIT.TB",
+        Algorithm::Gcra => "RATELIMIT.GCRA",
+    }
+}
+
 /// The name a limiter without a name of its own gives its state in Redis: its quota as the
 /// algorithm reads it (`q=100/60000ms`, and `/bN` for the bucket algorithms, whose burst is part
 /// of their state's meaning). Keys are `prefix:{user key}:STATE:suffix`, so two limiters of one
@@ -255,6 +268,7 @@ mod tests {
         for (i, a) in Algorithm::ALL.into_iter().enumerate() {
             assert_eq!(for_algorithm(a).algorithm, a, "{a}");
             assert_eq!(ALL[i].algorithm, a, "{a}");
+            assert_eq!(module_command(a), format!("RATELIMIT.{}", key_suffix(a).to_uppercase()), "{a}");
         }
     }
 }

@@ -12,88 +12,49 @@
 //! arithmetic. Writes are replicated by their effect (`SET key value PXAT instant`), not as the
 //! command, so replicas and the AOF replay a plain write whatever the command decided.
 //!
-//! - `RATELIMIT.GCRA key now_ms interval_us burst cost`: GCRA, as `lua/gcra.lua`. `now_ms`
-//!   empty decides on Redis's clock (in microseconds, as the script reads `TIME`).
+//! | command | KEYS and ARGV | script |
+//! |---|---|---|
+//! | `RATELIMIT.FW` | `stem now_ms limit window_ms cost` | `lua/fixed_window.lua` |
+//! | `RATELIMIT.SW` | `stem now_ms limit window_ms cost` | `lua/sliding_window.lua` |
+//! | `RATELIMIT.SL` | `key now_ms limit window_ms cost` | `lua/sliding_log.lua` |
+//! | `RATELIMIT.TB` | `key now_ms limit period_ms burst cost` | `lua/token_bucket.lua` |
+//! | `RATELIMIT.GCRA` | `key now_ms interval_us burst cost` | `lua/gcra.lua` |
+//!
+//! `now_ms` empty decides on Redis's clock (GCRA in microseconds, as its script reads `TIME`).
+//! A window command's first argument is the stem its windows' keys extend (`stem:index`, in the
+//! stem's hash tag), as the scripts take it. Every reply is `[allowed, remaining,
+//! retry_after_ms, reset_after_ms, now_ms]`. Arguments the library would never send (a quota it
+//! refuses, a cost above the quota's capacity, anything but digits) are refused by name, where
+//! a script would compute something: inside Redis the twins' arithmetic must stay in the range
+//! where it is exact.
 //!
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
 //! `MODULE LOAD`; the commands declare their key, so Redis Cluster routes them by it.
 
 #![forbid(unsafe_code)]
 
+mod args;
+mod buckets;
 mod clock;
+mod keyspace;
+mod log;
 mod number;
+mod windows;
 
-use std::time::Duration;
-
-use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, RedisString, RedisValue};
-use redis_ratelimit::harness::algo::gcra::{self, GcraState};
-use redis_ratelimit::{Algorithm, Quota};
+use redis_module::{redis_module, RedisValue};
+use redis_ratelimit::harness::algo::Outcome;
 
 pub use number::{argument, stored_int};
 
-/// `RATELIMIT.GCRA key now_ms interval_us burst cost` (see the crate docs).
-fn gcra_command(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let [_, key, now, interval, burst, cost] = args.as_slice() else {
-        return Err(RedisError::WrongArity);
-    };
-    let interval_us = argument(interval.as_slice(), "RATELIMIT.GCRA interval_us")?;
-    let burst = argument(burst.as_slice(), "RATELIMIT.GCRA burst")?;
-    let cost = argument(cost.as_slice(), "RATELIMIT.GCRA cost")?;
-    if interval_us == 0 {
-        return Err(RedisError::Str("ERR RATELIMIT.GCRA interval_us must be at least 1"));
-    }
-    // The quota whose emission interval is `interval_us` (ceil(period * 1000 / limit) with a
-    // limit of 1,000 is the period in ms, here `interval_us`), held to the limits the library
-    // holds every quota to: within them the arithmetic is exact.
-    let quota = Quota::new(1_000, interval_us).with_burst(burst);
-    quota.validate(Algorithm::Gcra).map_err(|e| RedisError::String(format!("ERR RATELIMIT.GCRA: {e}")))?;
-    if cost > burst {
-        return Err(RedisError::String(format!("ERR RATELIMIT.GCRA: cost {cost} exceeds the burst {burst}")));
-    }
-    let now_us = match now.as_slice() {
-        b"" => clock::now_us(),
-        ms => argument(ms, "RATELIMIT.GCRA now_ms")?
-            .checked_mul(1_000)
-            .ok_or(RedisError::Str("ERR RATELIMIT.GCRA: now_ms is too large"))?,
-    };
-
-    let mut state = {
-        // Read-only: a decision that writes nothing leaves the key exactly as it was (a key
-        // opened for writing would have its value unshared to read it in place).
-        let read = ctx.open_key(key);
-        match read.key_type() {
-            KeyType::Empty => None,
-            // A value someone else left (text, a fraction, a negative) reads as no state, as
-            // the script's `stored_int` reads it.
-            KeyType::String => read.read()?.and_then(stored_int).map(|tat_us| GcraState { tat_us }),
-            _ => return Err(RedisError::WrongType),
-        }
-    };
-    let outcome = gcra::step_us(&quota, &mut state, now_us, cost);
-    if outcome.allowed && cost > 0 {
-        if let Some(GcraState { tat_us }) = state {
-            // The script's `SET key tat PX ceil((tat - now) / 1000)`: the TTL is the reset.
-            write(ctx, key, &tat_us.to_string(), outcome.reset_after_ms)?;
-        }
-    }
-    Ok(RedisValue::Array(
-        [u64::from(outcome.allowed), outcome.remaining, outcome.retry_after_ms, outcome.reset_after_ms, now_us / 1_000]
+/// The scripts' reply: `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
+fn reply(outcome: &Outcome, now_ms: u64) -> RedisValue {
+    let Outcome { allowed, remaining, retry_after_ms, reset_after_ms } = *outcome;
+    RedisValue::Array(
+        [u64::from(allowed), remaining, retry_after_ms, reset_after_ms, now_ms]
             .into_iter()
             .map(|n| RedisValue::Integer(n as i64))
             .collect(),
-    ))
-}
-
-/// Sets `key` to `value` for `ttl_ms` and replicates the write as `SET key value PXAT instant`:
-/// an absolute instant, as Redis itself propagates a relative expiry, so a replica or an AOF
-/// replayed later expires the key when the primary does.
-fn write(ctx: &Context, key: &RedisString, value: &str, ttl_ms: u64) -> RedisResult<()> {
-    let k = ctx.open_key_writable(key);
-    k.write(value)?;
-    k.set_expire(Duration::from_millis(ttl_ms))?;
-    let at = (clock::now_us() / 1_000 + ttl_ms).to_string();
-    ctx.replicate("SET", &[key.as_slice(), value.as_bytes(), b"PXAT", at.as_bytes()][..]);
-    Ok(())
+    )
 }
 
 redis_module! {
@@ -104,7 +65,12 @@ redis_module! {
     // could not run outside a server.
     allocator: (std::alloc::System, std::alloc::System),
     data_types: [],
+    // Each declares its one key (the first argument), so Redis Cluster routes it by it.
     commands: [
-        ["ratelimit.gcra", gcra_command, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.fw", windows::fixed_window_command, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.sw", windows::sliding_window_command, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.sl", log::sliding_log_command, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.tb", buckets::token_bucket_command, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.gcra", buckets::gcra_command, "write deny-oom", 1, 1, 1, ""],
     ],
 }
