@@ -65,6 +65,20 @@ pub enum Error {
         /// Why Redis could not be asked.
         why: crate::Degraded,
     },
+    /// The store decides with the Redis module's commands ([`crate::store::RedisStore::with_module`])
+    /// and this Redis does not have them: the module is not loaded there (or an ACL hides it).
+    /// The store never falls back to the scripts by itself.
+    #[error(
+        "the Redis module `ratelimit` is not loaded on {redis} ({detail}): load it with \
+         `redis-server --loadmodule /path/to/libredis_ratelimit_module.so` or `MODULE LOAD`, or build \
+         the store without with_module() to decide with scripts"
+    )]
+    ModuleNotLoaded {
+        /// Where (host and port, no credentials).
+        redis: String,
+        /// What showed it.
+        detail: String,
+    },
     /// Redis refused a command or a script raised an error.
     #[error("Redis refused the {algorithm} call: {detail}")]
     Server {

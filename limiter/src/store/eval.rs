@@ -57,3 +57,37 @@ impl EvalScript {
         cmd
     }
 }
+
+/// What a call sends: a script, or the Redis module's command taking the script's KEYS and
+/// ARGV (`RedisStore::with_module`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Sent<'a> {
+    /// EVALSHA of the script (EVAL when Redis lacks it).
+    Script(&'a EvalScript),
+    /// The command, then KEYS, then ARGV.
+    Command(&'static str),
+    /// These commands, pipelined (no KEYS or ARGV of their own): an array of their replies.
+    Pipeline(&'a redis::Pipeline),
+}
+
+impl Sent<'_> {
+    /// Sends it with `keys` and `args`.
+    pub(crate) async fn run<S: AsRef<[u8]>>(
+        self,
+        conn: &mut impl ConnectionLike,
+        keys: &[S],
+        args: &[S],
+    ) -> RedisResult<Value> {
+        match self {
+            Sent::Script(script) => script.run(conn, keys, args).await,
+            Sent::Command(name) => {
+                let mut cmd = redis::cmd(name);
+                for part in keys.iter().chain(args) {
+                    cmd.arg(part.as_ref());
+                }
+                cmd.query_async(conn).await
+            }
+            Sent::Pipeline(pipe) => pipe.query_async(conn).await,
+        }
+    }
+}

@@ -13,6 +13,7 @@ mod loaded;
 #[cfg_attr(not(feature = "harness"), allow(dead_code, unreachable_pub))]
 pub(crate) mod local;
 mod modes;
+pub(crate) mod module;
 mod node;
 pub(crate) mod redis;
 mod refusal;

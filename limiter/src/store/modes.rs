@@ -3,7 +3,9 @@
 
 use redis::Value;
 
+use super::eval::Sent;
 use super::loaded;
+use super::module;
 use super::redis::{bad_reply, classify, integers, read_integers};
 use super::{RedisStore, StoreError};
 use crate::algo::lease::LeaseOutcome;
@@ -15,11 +17,17 @@ impl RedisStore {
     /// One lease call (see `lua/lease_*.lua`), with the outcome and the clock reading Redis
     /// decided by (ms).
     pub(crate) async fn lease(&self, req: LeaseRequest<'_>) -> Result<(LeaseOutcome, u64), StoreError> {
+        if self.module {
+            return Err(module::no_command_for("leases"));
+        }
         let (Some(script), Some(call)) = (&loaded::of(req.algorithm).lease, req.invocation()) else {
             let detail = format!("the {} algorithm has no lease script", req.algorithm);
             return Err(StoreError::Fatal(Error::Server { algorithm: req.algorithm.name(), detail }));
         };
-        self.run(req.algorithm.name(), script, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
+        self.run(req.algorithm.name(), Sent::Script(script), &call, |reply| {
+            read_integers(reply, |ints| req.read_reply(ints))
+        })
+        .await
     }
 
     /// One batch call (see `lua/batch.lua`): each request's outcome and clock reading, or the
@@ -28,8 +36,11 @@ impl RedisStore {
         &self,
         req: &BatchRequest<'_>,
     ) -> Result<Vec<Result<(Outcome, u64), StoreError>>, StoreError> {
+        if self.module {
+            return self.evaluate_batch_with_module(req).await;
+        }
         let call = req.invocation();
-        let script = &loaded::of(req.algorithm).batch;
+        let script = Sent::Script(&loaded::of(req.algorithm).batch);
         let reply = self.run(req.algorithm.name(), script, &call, |reply| match reply {
             Value::Array(entries) if entries.len() == req.requests.len() => Ok(entries),
             other => Err(bad_reply(&other)),

@@ -56,6 +56,8 @@ struct State {
     dial: Dial,
     current: Mutex<Option<Current>>,
     generation: AtomicU64,
+    /// Every new connection checks that the Redis module is loaded (`super::module`).
+    module: bool,
     /// After a refused handshake, how long not to dial again (`super::refusal`).
     refused: Backoff,
     /// When anything last arrived from Redis (a connection made, a reply), in µs since `epoch`.
@@ -85,6 +87,11 @@ impl State {
             }
             None => StoreError::Unavailable(Degraded::Unavailable),
         })?;
+        if self.module {
+            // Before the connection is handed to anyone: a primary without the module (a
+            // failover's, a restart's) never sees a decision sent to it.
+            super::module::check(&mut conn.clone(), &self.dial.describe()).await?;
+        }
         self.refused.connected();
         self.heard();
         let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -96,8 +103,13 @@ impl State {
 
 impl NodeLink {
     pub(super) fn new(dial: Dial) -> Self {
+        Self::with_state(dial, false)
+    }
+
+    fn with_state(dial: Dial, module: bool) -> Self {
         let state = State {
             dial,
+            module,
             current: Mutex::new(None),
             generation: AtomicU64::new(0),
             refused: Backoff::default(),
@@ -114,7 +126,14 @@ impl NodeLink {
     /// The same link speaking TLS (before any call: nothing is connected yet to keep).
     pub(super) fn with_tls(self, tls: &super::tls::Tls) -> Result<Self, Error> {
         let state = Arc::try_unwrap(self.state).map_err(|_| Error::config("tls", "the store is in use".into()))?;
-        Ok(NodeLink::new(state.dial.with_tls(tls)?))
+        Ok(NodeLink::with_state(state.dial.with_tls(tls)?, state.module))
+    }
+
+    /// The same link checking every new connection for the Redis module (before any call).
+    pub(super) fn requiring_module(self) -> Result<Self, Error> {
+        let state =
+            Arc::try_unwrap(self.state).map_err(|_| Error::config("with_module", "the store is in use".into()))?;
+        Ok(NodeLink::with_state(state.dial, true))
     }
 
     /// The current connection, or one dialled now (joining a dial already under way). A

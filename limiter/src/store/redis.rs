@@ -23,8 +23,9 @@ use redis::{ErrorKind, RedisConnectionInfo, RedisError, ServerErrorKind, Value};
 use super::cluster::ClusterLink;
 use super::connector::{Connector, TcpConnector};
 use super::dial::{self, Dial};
-use super::eval::EvalScript;
+use super::eval::Sent;
 use super::loaded;
+use super::module;
 use super::node::{self, NodeLink};
 use super::tls::Tls;
 use super::StoreError;
@@ -53,12 +54,14 @@ pub enum RawCallError {
 
 /// See the module docs.
 pub struct RedisStore {
-    link: Link,
-    timeout: Duration,
+    pub(super) link: Link,
+    pub(super) timeout: Duration,
+    /// Decides with the Redis module's commands (`super::module`).
+    pub(super) module: bool,
 }
 
 /// One server (directly or through Sentinel) or a cluster.
-enum Link {
+pub(super) enum Link {
     Node(Box<NodeLink>),
     Cluster(Box<ClusterLink>),
 }
@@ -78,7 +81,7 @@ impl RedisStore {
     }
 
     fn node(dial: Dial) -> Self {
-        RedisStore { link: Link::Node(Box::new(NodeLink::new(dial))), timeout: DEFAULT_TIMEOUT }
+        RedisStore { link: Link::Node(Box::new(NodeLink::new(dial))), timeout: DEFAULT_TIMEOUT, module: false }
     }
 
     /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
@@ -112,7 +115,8 @@ impl RedisStore {
     /// by EVAL (the `store::cluster` module explains how).
     pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
-        Ok(RedisStore { link: Link::Cluster(Box::new(ClusterLink::new(infos, None)?)), timeout: DEFAULT_TIMEOUT })
+        let link = Link::Cluster(Box::new(ClusterLink::new(infos, None)?));
+        Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false })
     }
 
     /// A store for the primary that the Sentinels at `sentinel_urls` report for `service`,
@@ -208,17 +212,19 @@ impl RedisStore {
     ) -> Result<(Outcome, u64), StoreError> {
         // The limiter's stem names its state whole (`prefix:{key}:STATE:`).
         let scripts = loaded::of(req.algorithm);
-        let (script, call) = match block {
-            Some(block) => (&scripts.blockable, req.blockable_invocation(block)),
-            None => (&scripts.own, req.invocation_of_stem()),
+        let (sent, call) = match (block, self.module) {
+            (None, true) => (Sent::Command(scripts::module_command(req.algorithm)), req.invocation_of_stem()),
+            (Some(_), true) => return Err(module::no_command_for("a key's block")),
+            (Some(block), false) => (Sent::Script(&scripts.blockable), req.blockable_invocation(block)),
+            (None, false) => (Sent::Script(&scripts.own), req.invocation_of_stem()),
         };
-        self.run(req.algorithm.name(), script, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
+        self.run(req.algorithm.name(), sent, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
 
     /// Deletes `keys` (one key's state, in one slot) with `lua/reset.lua`: how many existed.
     pub(crate) async fn reset(&self, keys: Vec<String>) -> Result<u64, StoreError> {
         let call = Invocation { keys, args: Vec::new() };
-        self.run("reset", loaded::reset(), &call, |reply| match reply {
+        self.run("reset", Sent::Script(loaded::reset()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
             other => Err(bad_reply(&other)),
         })
@@ -228,7 +234,7 @@ impl RedisStore {
     /// Gives `req.cost` units back to `req`'s state with `lua/refund.lua`: whether anything
     /// was given back.
     pub(crate) async fn refund(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
-        self.run("refund", loaded::refund(), &req.refund_invocation(), |reply| match reply {
+        self.run("refund", Sent::Script(loaded::refund()), &req.refund_invocation(), |reply| match reply {
             Value::Int(n @ (0 | 1)) => Ok(n == 1),
             other => Err(bad_reply(&other)),
         })
@@ -240,14 +246,14 @@ impl RedisStore {
     /// when lifted.
     pub(crate) async fn block(&self, block: &str, now_ms: Option<u64>, duration_ms: u64) -> Result<u64, StoreError> {
         let call = scripts::block_invocation(block, now_ms, duration_ms);
-        self.run("block", loaded::block(), &call, |reply| match reply {
+        self.run("block", Sent::Script(loaded::block()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
             other => Err(bad_reply(&other)),
         })
         .await
     }
 
-    /// The one way the store sends a script: `script` with `call` on the store's connection,
+    /// The one way the store sends a script (or a module's command): `sent` with `call` on the store's connection,
     /// its reply read by `read`, bounded by the timeout, measured as a call of the script
     /// `name` (`metrics::StoreCall`), with errors sorted for the failure policy (see
     /// [`RedisStore::evaluate`]). Transport trouble drops the connection; an answer tells a
@@ -255,15 +261,15 @@ impl RedisStore {
     pub(super) async fn run<T>(
         &self,
         name: &'static str,
-        script: &EvalScript,
+        sent: Sent<'_>,
         call: &Invocation,
         read: impl FnOnce(Value) -> Result<T, RedisError>,
     ) -> Result<T, StoreError> {
         let untimed = async {
             let mut conn = self.connection().await?;
-            let reply = script.run(&mut conn.conn, &call.keys, &call.args).await;
+            let reply = sent.run(&mut conn.conn, &call.keys, &call.args).await;
             reply.and_then(read).map_err(|e| {
-                let error = classify(name, &self.describe(), e);
+                let error = self.classify(name, e);
                 if matches!(error, StoreError::Unavailable(_)) {
                     self.drop_connection(&conn);
                 }
@@ -276,6 +282,15 @@ impl RedisStore {
         timing.finish(&result);
         self.note_success(&result);
         result
+    }
+
+    /// Sorts an error of a call of `name` for the failure policy ([`classify`]); on a store
+    /// deciding with the module, a server that knows no such command lacks the module.
+    pub(super) fn classify(&self, name: &'static str, e: RedisError) -> StoreError {
+        if self.module && module::unknown_command(&e) {
+            return module::not_loaded(&self.describe(), e.to_string());
+        }
+        classify(name, &self.describe(), e)
     }
 
     /// `call`, given the store's timeout: None when it waited the whole of it (and the store
@@ -332,8 +347,14 @@ impl RedisStore {
     /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
     pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
+        if self.module {
+            return Err(module::no_command_for("several rules decided together"));
+        }
         let call = req.invocation();
-        self.run(RULES_NAME, loaded::rules(), &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
+        self.run(RULES_NAME, Sent::Script(loaded::rules()), &call, |reply| {
+            read_integers(reply, |ints| req.read_reply(ints))
+        })
+        .await
     }
 
     /// For the harness's own callers (subjects that are not one of the library's scripts):
