@@ -7,7 +7,7 @@ use redis_module::{RedisError, RedisString};
 use redis_ratelimit::{Algorithm, Quota};
 
 use crate::clock;
-use crate::number::argument;
+use crate::number::{digits, not_an_integer};
 
 /// The largest clock reading (ms) a command takes: past it a script's doubles are no longer
 /// exact, and no clock reads it for another hundred thousand years.
@@ -27,7 +27,7 @@ pub(crate) fn checked(command: &str, algorithm: Algorithm, quota: Quota, cost: u
 
 /// The integer argument `arg`, named `field` in an error.
 pub(crate) fn int(arg: &RedisString, command: &str, field: &str) -> Result<u64, RedisError> {
-    argument(arg.as_slice(), &format!("{command} {field}"))
+    digits(arg.as_slice()).ok_or_else(|| not_an_integer(arg.as_slice(), &format!("{command} {field}")))
 }
 
 /// The clock a request decides by, in microseconds: the caller's `now_ms`, or when it is empty

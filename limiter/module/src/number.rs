@@ -47,24 +47,27 @@ pub fn stored_int(bytes: &[u8]) -> Option<u64> {
 /// A command argument that must be a non-negative integer in decimal digits (what the library
 /// sends), or an error naming it.
 pub fn argument(bytes: &[u8], name: &str) -> Result<u64, RedisError> {
-    // Digit by digit: a command's arguments are read on every decision.
-    let digits = (!bytes.is_empty()).then_some(bytes);
-    digits
-        .and_then(|d| {
-            d.iter().try_fold(0u64, |n, &b| {
-                if b.is_ascii_digit() {
-                    n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-                } else {
-                    None
-                }
-            })
-        })
-        .ok_or_else(|| {
-            RedisError::String(format!(
-                "ERR {name} must be a non-negative integer, got '{}'",
-                String::from_utf8_lossy(&bytes[..bytes.len().min(64)])
-            ))
-        })
+    digits(bytes).ok_or_else(|| not_an_integer(bytes, name))
+}
+
+/// `bytes` as a non-negative integer in decimal digits, or None. Digit by digit, and no error
+/// text made unless it is needed: a command's arguments are read on every decision.
+pub(crate) fn digits(bytes: &[u8]) -> Option<u64> {
+    (!bytes.is_empty()).then_some(bytes)?.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// The error for the argument `name` when it is no integer `bytes`.
+pub(crate) fn not_an_integer(bytes: &[u8], name: &str) -> RedisError {
+    RedisError::String(format!(
+        "ERR {name} must be a non-negative integer, got '{}'",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(64)])
+    ))
 }
 
 #[cfg(test)]
