@@ -12,6 +12,8 @@
 // and the replication test decides at the present.
 #![allow(clippy::disallowed_methods)]
 
+mod conformance_support;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
@@ -55,15 +57,17 @@ fn foreign_number(rng: &mut SmallRng, n: u64) -> String {
     }
 }
 
-/// Leaves the same foreign state under `stem` on both sides: a key of another type, or a value
-/// the algorithm's script might read.
+/// Leaves the same foreign state under each of `stems` on each of `conns`, in one transaction
+/// per connection when `atomic` (so every copy's TTL starts at one instant there; the model has
+/// no MULTI): a key of another type, or a value the algorithm's script might read.
 fn plant(
-    conn: &mut redis::Connection,
+    conns: &mut [&mut redis::Connection],
     rng: &mut SmallRng,
     algorithm: Algorithm,
     q: &Quota,
     now: u64,
-    stems: [&str; 2],
+    stems: &[&str],
+    atomic: bool,
 ) {
     let keys = |stem: &str| scripts::state_keys(algorithm, q, stem, now);
     // A window algorithm's keys are windows N-2..=N+1 around now's N: mostly N and N-1, the two
@@ -94,9 +98,10 @@ fn plant(
         }
     };
     let member_at = now.saturating_add_signed(rng.random_range(-3_000..200));
-    // Both sides in one transaction, so their TTLs start at one instant.
     let mut pipe = redis::pipe();
-    pipe.atomic();
+    if atomic {
+        pipe.atomic();
+    }
     for stem in stems {
         let key = &keys(stem)[pick];
         pipe.cmd("DEL").arg(key).ignore();
@@ -114,15 +119,20 @@ fn plant(
             _ => pipe.cmd("SET").arg(key).arg(&value).arg("PX").arg(60_000).ignore(),
         };
     }
-    let _: () = pipe.query(conn).expect("plant");
+    for conn in conns {
+        let _: () = pipe.query(*conn).expect("plant");
+    }
 }
 
 /// Everything under `keys`: each key's type, TTL and value, read by every command that reads
-/// a type (the others answer WRONGTYPE, alike on both sides).
-fn state(conn: &mut redis::Connection, keys: &[String]) -> Vec<(Value, i64, Vec<Value>)> {
+/// a type (the others answer WRONGTYPE, alike on both sides); in one transaction when `atomic`,
+/// so every TTL is read at one instant.
+fn state(conn: &mut redis::Connection, keys: &[String], atomic: bool) -> Vec<(Value, i64, Vec<Value>)> {
     let mut pipe = redis::pipe();
-    // One transaction: every TTL read at one instant.
-    pipe.atomic().ignore_errors();
+    if atomic {
+        pipe.atomic();
+    }
+    pipe.ignore_errors();
     for key in keys {
         pipe.cmd("TYPE").arg(key).cmd("PTTL").arg(key);
         pipe.cmd("GET").arg(key).cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
@@ -161,23 +171,22 @@ fn both(conn: &mut redis::Connection, req: &Request<'_>, stems: [&str; 2]) -> ([
     pipe.cmd(scripts::module_command(req.algorithm)).arg(&m.keys).arg(&m.args);
     let sent = std::time::Instant::now();
     let replies: Vec<Value> = pipe.query(conn).expect("EXEC");
-    ([read(&replies[0]), read(&replies[1])], sent.elapsed().as_millis() as i64 + 1)
+    // Rounded up, and a millisecond more: each PTTL is rounded to its millisecond.
+    ([read(&replies[0]), read(&replies[1])], sent.elapsed().as_millis() as i64 + 2)
 }
 
 /// Holds the two sides of one request equal: replies (an error on both sides, of the same kind,
-/// the script's wrapping the command's text), and every key's type, value and TTL, the TTLs
-/// within `slack` ms, the longest any transaction of the sequence took (a quiet machine answers
-/// in under one), after which it is updated with this one's.
+/// the script's wrapping the command's text), and every key's type, value and TTL (`ttls`).
 fn agree(
     conn: &mut redis::Connection,
     req: &Request<'_>,
     stems: [&str; 2],
     now: u64,
-    slack: &mut i64,
+    ttls: &mut TtlCheck,
     at: &str,
 ) -> bool {
     let ([s, m], took) = both(conn, req, stems);
-    *slack = (*slack).max(took);
+    ttls.took(took);
     match (&s, &m) {
         (Err((s_code, s_text)), Err((m_code, m_text))) => {
             assert!(s_code == m_code && s_text.contains(m_text.as_str()), "{at}: {s:?} / {m:?}")
@@ -185,16 +194,88 @@ fn agree(
         _ => assert_eq!(s, m, "{at}"),
     }
     let [s_keys, m_keys] = stems.map(|stem| scripts::state_keys(req.algorithm, req.quota, stem, now));
-    let both_states = state(conn, &[s_keys, m_keys].concat());
+    let both_states = state(conn, &[s_keys, m_keys].concat(), true);
     let (s_state, m_state) = both_states.split_at(both_states.len() / 2);
     for (i, ((s_type, s_ttl, s_value), (m_type, m_ttl, m_value))) in s_state.iter().zip(m_state).enumerate() {
         assert_eq!((s_type, s_value), (m_type, m_value), "{at}: state key {i}");
-        assert!(
-            (s_ttl < &0) == (m_ttl < &0) && (s_ttl - m_ttl).abs() <= *slack,
-            "{at}: key {i}, TTLs {s_ttl} / {m_ttl}"
-        );
+        ttls.pair(*s_ttl, *m_ttl, &format!("{at}: key {i}"));
     }
     s.is_err()
+}
+
+/// The TTLs of two sides, compared pair by pair: within `slack` ms, the longest a step of the
+/// sequence took (on a quiet machine, a millisecond or two). A loaded machine can also hand a
+/// command a clock reading cached a few milliseconds before its transaction began, so a pair
+/// past the slack is counted as late: a sequence may have a few, never one a tenth of a second
+/// off, and never a key with an expiry on one side only. A TTL bug (a write without its
+/// expiry, an expiry from the wrong instant) shows on every write it touches.
+struct TtlCheck {
+    slack: i64,
+    pairs: u32,
+    late: Vec<String>,
+}
+
+impl TtlCheck {
+    fn new() -> Self {
+        TtlCheck { slack: 2, pairs: 0, late: Vec::new() }
+    }
+
+    /// A step took `ms` (rounded up, with a millisecond for PTTL's own rounding).
+    fn took(&mut self, ms: i64) {
+        self.slack = self.slack.max(ms);
+    }
+
+    fn pair(&mut self, a: i64, b: i64, at: &str) {
+        assert!((a < 0) == (b < 0) && (a - b).abs() <= 100, "{at}: TTLs {a} / {b}");
+        if a < 0 {
+            return;
+        }
+        self.pairs += 1;
+        if (a - b).abs() > self.slack {
+            self.late.push(format!("{at}: TTLs {a} / {b}, slack {}", self.slack));
+        }
+    }
+
+    fn check(&self, what: &str) {
+        let allowed = (self.pairs / 100).max(2) as usize;
+        let (n, first) = (self.late.len(), &self.late[..self.late.len().min(5)]);
+        assert!(n <= allowed, "{what}: {n} of {} expiries compared late, the first: {first:?}", self.pairs);
+    }
+}
+
+/// One generated request: on key `key` (of three) at `now` (the caller's clock), costing
+/// `cost`, with foreign state to plant under its key first when `plant`.
+struct Step {
+    key: u64,
+    now: u64,
+    cost: u64,
+    plant: bool,
+    /// Where it is, for messages.
+    at: String,
+}
+
+/// 120 requests of `seed` under one generated quota of `algorithm`, each handed to `on` with
+/// the generator (for planting) and the quota: bursts (the same key again in the same
+/// millisecond), and otherwise a key of three at a time mostly later, sometimes earlier
+/// (another instance's clock).
+fn generate(algorithm: Algorithm, seed: u64, mut on: impl FnMut(&mut SmallRng, &Quota, Step)) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let q = quota(&mut rng, algorithm);
+    let (mut now, mut key) = (BASE_MS, 0);
+    for i in 0..120 {
+        if !rng.random_bool(0.2) {
+            now = now.saturating_add_signed(if rng.random_bool(0.1) {
+                -rng.random_range(0..300)
+            } else {
+                rng.random_range(0..q.period_ms() as i64 / 2)
+            });
+            key = rng.random_range(0..3);
+        }
+        let plant = rng.random_bool(0.08);
+        let cost = rng.random_range(0..=q.capacity(algorithm));
+        let at = format!("{algorithm} seed {seed} step {i} key {key} {q:?} now {now} cost {cost}");
+        on(&mut rng, &q, Step { key, now, cost, plant, at });
+    }
 }
 
 #[test]
@@ -203,43 +284,80 @@ fn every_command_is_its_script_on_the_callers_clock() {
     let mut conn = server.client().expect("connect");
     for algorithm in Algorithm::ALL {
         let (mut compared, mut planted, mut refused) = (0, 0, 0);
+        let mut ttls = TtlCheck::new();
         for seed in 0..12u64 {
-            let mut rng = SmallRng::seed_from_u64(seed);
-            let q = quota(&mut rng, algorithm);
-            let mut now = BASE_MS;
-            let mut slack = 2;
-            let mut key = 0;
-            for i in 0..120 {
-                // A burst (the same key again in the same millisecond), or a key of three at a
-                // time mostly later, sometimes earlier (another instance's clock).
-                if !rng.random_bool(0.2) {
-                    now = now.saturating_add_signed(if rng.random_bool(0.1) {
-                        -rng.random_range(0..300)
-                    } else {
-                        rng.random_range(0..q.period_ms() as i64 / 2)
-                    });
-                    key = rng.random_range(0..3);
-                }
-                let stems = [format!("s:{{k{seed}-{key}}}:"), format!("m:{{k{seed}-{key}}}:")];
+            generate(algorithm, seed, |rng, q, step| {
+                let stems = [format!("s:{{k{seed}-{}}}:", step.key), format!("m:{{k{seed}-{}}}:", step.key)];
                 let stems = [stems[0].as_str(), stems[1].as_str()];
-                if rng.random_bool(0.08) {
-                    plant(&mut conn, &mut rng, algorithm, &q, now, stems);
+                if step.plant {
+                    plant(&mut [&mut conn], rng, algorithm, q, step.now, &stems, true);
                     planted += 1;
                 }
-                let cost = rng.random_range(0..=q.capacity(algorithm));
-                let req = Request { algorithm, quota: &q, stem: "", now_ms: Some(now), cost };
-                let at = format!("{algorithm} seed {seed} step {i} key {key} {q:?} now {now} cost {cost}");
-                refused += u32::from(agree(&mut conn, &req, stems, now, &mut slack, &at));
+                let req = Request { algorithm, quota: q, stem: "", now_ms: Some(step.now), cost: step.cost };
+                refused += u32::from(agree(&mut conn, &req, stems, step.now, &mut ttls, &step.at));
                 compared += 1;
-            }
+            });
         }
+        ttls.check(&format!("{algorithm}"));
         println!("module: {compared} {algorithm} requests agreed with the script ({planted} on foreign state, {refused} refused by both)");
         assert!(planted > 30 && refused > 0, "{algorithm}: foreign state met too rarely to test anything");
     }
 }
 
+/// The Redis model runs the module's commands (the module's own code, over the model's
+/// commands) as `redis-server --loadmodule` does: on the same generated requests and foreign
+/// state, the same replies, errors included, and the same keys, types, values and TTLs.
+#[test]
+fn the_model_runs_every_command_as_redis_with_the_module_does() {
+    let server = server();
+    let model = conformance_support::start_model();
+    let mut real = server.client().expect("connect");
+    let mut modeled = redis::Client::open(format!("redis://{}/", model.addr))
+        .and_then(|c| c.get_connection())
+        .expect("connect to the model");
+    let send = |conn: &mut redis::Connection, call: &scripts::Invocation, command: &str| {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().cmd(command).arg(&call.keys).arg(&call.args);
+        let replies: Vec<Value> = pipe.query(conn).expect("a reply");
+        read(&replies[0])
+    };
+    for algorithm in Algorithm::ALL {
+        let (mut compared, mut refused) = (0, 0);
+        let mut ttls = TtlCheck::new();
+        for seed in 0..6u64 {
+            generate(algorithm, seed, |rng, q, step| {
+                let stem = format!("c:{{k{seed}-{}}}:", step.key);
+                let started = std::time::Instant::now();
+                if step.plant {
+                    plant(&mut [&mut real, &mut modeled], rng, algorithm, q, step.now, &[&stem], false);
+                }
+                let req = Request { algorithm, quota: q, stem: &stem, now_ms: Some(step.now), cost: step.cost };
+                let (call, command) = (req.invocation_of_stem(), scripts::module_command(algorithm));
+                let (on_real, on_model) = (send(&mut real, &call, command), send(&mut modeled, &call, command));
+                let keys = scripts::state_keys(algorithm, q, &stem, step.now);
+                let (real_state, model_state) = (state(&mut real, &keys, false), state(&mut modeled, &keys, false));
+                // Each server sets and reads its expiries on its own clock: as far apart as
+                // this step's calls took, or an earlier step's.
+                ttls.took(started.elapsed().as_millis() as i64 + 2);
+                assert_eq!(on_real, on_model, "{}", step.at);
+                for (i, ((r_type, r_ttl, r_value), (m_type, m_ttl, m_value))) in
+                    real_state.iter().zip(&model_state).enumerate()
+                {
+                    assert_eq!((r_type, r_value), (m_type, m_value), "{}: state key {i}", step.at);
+                    ttls.pair(*r_ttl, *m_ttl, &format!("{}: key {i}", step.at));
+                }
+                refused += u32::from(on_real.is_err());
+                compared += 1;
+            });
+        }
+        ttls.check(&format!("{algorithm} on the model"));
+        println!("module: {compared} {algorithm} requests alike on the model and on Redis ({refused} refused by both)");
+        assert!(refused > 0, "{algorithm}: no error compared");
+    }
+}
+
 /// On Redis's clock (no time argument) both read the server's clock: a burst is admitted and
-/// the next refused by both, each reporting the same instant to the millisecond or so.
+/// the next refused by both, each reporting the same instant to within the transaction's time.
 #[test]
 fn every_command_decides_on_redis_clock_as_its_script_does() {
     let server = server();
@@ -249,11 +367,13 @@ fn every_command_decides_on_redis_clock_as_its_script_does() {
         let req = Request { algorithm, quota: &q, stem: "", now_ms: None, cost: 1 };
         for n in 0..4 {
             let stems = [format!("s:{{{algorithm}}}:"), format!("m:{{{algorithm}}}:")];
-            let ([s, m], _) = both(&mut conn, &req, [stems[0].as_str(), stems[1].as_str()]);
+            let ([s, m], took) = both(&mut conn, &req, [stems[0].as_str(), stems[1].as_str()]);
             let (s, m) = (s.expect("the script decides"), m.expect("the command decides"));
             assert_eq!((s[0], s[1]), (m[0], m[1]), "{algorithm} request {n}: allowed and remaining: {s:?} / {m:?}");
             assert_eq!(m[0], i64::from(n < 3), "{algorithm} request {n}: {m:?}");
-            assert!((s[4] - m[4]).abs() <= 2 && (s[3] - m[3]).abs() <= 2, "{algorithm} request {n}: {s:?} / {m:?}");
+            // As far apart as the transaction took (on a loaded machine, a few ms).
+            let near = |a: i64, b: i64| (a - b).abs() <= took + 1;
+            assert!(near(s[4], m[4]) && near(s[3], m[3]), "{algorithm} request {n}: {s:?} / {m:?} in {took} ms");
             assert!(m[4] > BASE_MS as i64, "{algorithm}: Redis's clock, in ms: {m:?}");
         }
     }
@@ -327,7 +447,7 @@ fn the_commands_replicate_their_writes_not_themselves() {
         let acked: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(&mut p).expect("WAIT");
         assert_eq!(acked, 1, "the replica acknowledged the writes");
         let keys = scripts::state_keys(algorithm, &q, &stem, now + 60_020);
-        let (on_primary, on_replica) = (state(&mut p, &keys), state(&mut r, &keys));
+        let (on_primary, on_replica) = (state(&mut p, &keys, true), state(&mut r, &keys, true));
         assert!(on_primary.iter().any(|(_, ttl, _)| *ttl > 0), "{algorithm}: something was written: {on_primary:?}");
         for ((p_type, p_ttl, p_value), (r_type, r_ttl, r_value)) in on_primary.iter().zip(&on_replica) {
             assert_eq!((p_type, p_value), (r_type, r_value), "{algorithm}");

@@ -31,46 +31,15 @@
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
 //! `MODULE LOAD`; the commands declare their key, so Redis Cluster routes them by it.
 
+//!
+//! The commands are written against [`commands::Keys`], what a Redis offers a command, so the
+//! harness's Redis model runs this very code (feature `server` off, which also leaves out the
+//! module API and its build's libclang); feature `server`, on by default, is the module itself.
+
 #![forbid(unsafe_code)]
 
-mod args;
-mod buckets;
+#[cfg(feature = "server")]
 mod clock;
-mod keyspace;
-mod log;
-mod number;
-mod windows;
-
-use redis_module::{redis_module, RedisValue};
-use redis_ratelimit::harness::algo::Outcome;
-
-pub use number::{argument, stored_int};
-
-/// The scripts' reply: `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
-fn reply(outcome: &Outcome, now_ms: u64) -> RedisValue {
-    let Outcome { allowed, remaining, retry_after_ms, reset_after_ms } = *outcome;
-    RedisValue::Array(
-        [u64::from(allowed), remaining, retry_after_ms, reset_after_ms, now_ms]
-            .into_iter()
-            .map(|n| RedisValue::Integer(n as i64))
-            .collect(),
-    )
-}
-
-redis_module! {
-    name: "ratelimit",
-    version: 1,
-    // The system's allocator, not Redis's: a command allocates only what it frees before it
-    // returns (its arguments' vector, a value's text), and with Redis's the crate's own tests
-    // could not run outside a server.
-    allocator: (std::alloc::System, std::alloc::System),
-    data_types: [],
-    // Each declares its one key (the first argument), so Redis Cluster routes it by it.
-    commands: [
-        ["ratelimit.fw", windows::fixed_window_command, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.sw", windows::sliding_window_command, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.sl", log::sliding_log_command, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.tb", buckets::token_bucket_command, "write deny-oom", 1, 1, 1, ""],
-        ["ratelimit.gcra", buckets::gcra_command, "write deny-oom", 1, 1, 1, ""],
-    ],
-}
+pub mod commands;
+#[cfg(feature = "server")]
+mod server;

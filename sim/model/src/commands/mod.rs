@@ -26,6 +26,7 @@ mod hashes;
 mod keys;
 mod lists;
 mod random;
+mod ratelimit;
 mod scan;
 mod server;
 mod sets;

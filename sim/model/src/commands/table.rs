@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use super::{hashes, keys, lists, server, sets, strings, zsets, CommandSpec, DataFn, Handler, ModelCmd};
+use super::{hashes, keys, lists, ratelimit, server, sets, strings, zsets, CommandSpec, DataFn, Handler, ModelCmd};
 
 const fn data(name: &'static str, arity: i32, f: DataFn) -> CommandSpec {
     CommandSpec { name, word: name, arity, noscript: false, handler: Handler::Data(f) }
@@ -47,7 +47,7 @@ static OBJECT_SUBCOMMANDS: [CommandSpec; 5] = [
     CommandSpec { word: "help", ..data("object|help", 2, keys::object_help) },
 ];
 
-static COMMANDS: [CommandSpec; 139] = [
+static COMMANDS: [CommandSpec; 144] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -187,6 +187,12 @@ static COMMANDS: [CommandSpec; 139] = [
     container("memory", false, &MEMORY_SUBCOMMANDS),
     container("object", false, &OBJECT_SUBCOMMANDS),
     model("hello", "hello", -1, ModelCmd::Hello),
+    // The Redis module's commands, as a server that loaded it has them (`ratelimit`).
+    data("ratelimit.fw", -2, ratelimit::ratelimit_fw),
+    data("ratelimit.sw", -2, ratelimit::ratelimit_sw),
+    data("ratelimit.sl", -2, ratelimit::ratelimit_sl),
+    data("ratelimit.tb", -2, ratelimit::ratelimit_tb),
+    data("ratelimit.gcra", -2, ratelimit::ratelimit_gcra),
 ];
 
 static EVAL_COMMANDS: [CommandSpec; 2] =

@@ -9,7 +9,7 @@
 //! no state where Lua reads a number is a hexadecimal fraction or exponent (`0x1p4`), which no
 //! writer of a counter produces.
 
-use redis_module::RedisError;
+use super::Refusal;
 
 /// The largest whole number a Lua number (a double) holds exactly, plus one: the scripts keep
 /// stored values below it.
@@ -46,13 +46,13 @@ pub fn stored_int(bytes: &[u8]) -> Option<u64> {
 
 /// A command argument that must be a non-negative integer in decimal digits (what the library
 /// sends), or an error naming it.
-pub fn argument(bytes: &[u8], name: &str) -> Result<u64, RedisError> {
+pub fn argument(bytes: &[u8], name: &str) -> Result<u64, Refusal> {
     digits(bytes).ok_or_else(|| not_an_integer(bytes, name))
 }
 
 /// `bytes` as a non-negative integer in decimal digits, or None. Digit by digit, and no error
 /// text made unless it is needed: a command's arguments are read on every decision.
-pub(crate) fn digits(bytes: &[u8]) -> Option<u64> {
+pub(super) fn digits(bytes: &[u8]) -> Option<u64> {
     (!bytes.is_empty()).then_some(bytes)?.iter().try_fold(0u64, |n, &b| {
         if b.is_ascii_digit() {
             n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
@@ -63,8 +63,8 @@ pub(crate) fn digits(bytes: &[u8]) -> Option<u64> {
 }
 
 /// The error for the argument `name` when it is no integer `bytes`.
-pub(crate) fn not_an_integer(bytes: &[u8], name: &str) -> RedisError {
-    RedisError::String(format!(
+pub(super) fn not_an_integer(bytes: &[u8], name: &str) -> Refusal {
+    Refusal::Error(format!(
         "ERR {name} must be a non-negative integer, got '{}'",
         String::from_utf8_lossy(&bytes[..bytes.len().min(64)])
     ))
@@ -109,8 +109,8 @@ mod tests {
     fn arguments_are_digits_or_an_error_naming_them() {
         assert_eq!(argument(b"250", "burst").ok(), Some(250));
         for bad in [&b""[..], b"-1", b"1.5", b" 1", b"x", b"99999999999999999999999"] {
-            let err = argument(bad, "burst").expect_err("refused");
-            assert!(format!("{err}").contains("burst must be a non-negative integer"), "{err}");
+            let Err(Refusal::Error(err)) = argument(bad, "burst") else { panic!("{bad:?} refused") };
+            assert!(err.contains("burst must be a non-negative integer"), "{err}");
         }
     }
 }

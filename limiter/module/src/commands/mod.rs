@@ -1,0 +1,120 @@
+//! The commands themselves, apart from any server: each reads and writes keys through
+//! [`Keys`], what a Redis offers a command (read a string, a hash field, a sorted set's scores;
+//! write a value with or without a new expiry, trim and add members, expire). The module
+//! implements it over Redis's module API (`crate::server`); the harness's in-process Redis
+//! model implements it over its own keyspace, so both decide by this one code, and by the
+//! twins it calls.
+
+mod args;
+mod buckets;
+mod log;
+mod number;
+mod windows;
+
+pub use number::{argument, stored_int};
+
+/// What a key holds, as far as a command cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Nothing (or expired).
+    Empty,
+    /// A string.
+    String,
+    /// A hash.
+    Hash,
+    /// A sorted set.
+    ZSet,
+    /// Anything else.
+    Other,
+}
+
+/// Why a command answered an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The wrong number of arguments.
+    Arity,
+    /// A key holds another type than the command reads (`WRONGTYPE`).
+    WrongType,
+    /// Anything else, as Redis's error text (`ERR ...`).
+    Error(String),
+}
+
+/// A key's operations, as a command inside a Redis sees them (see the module docs). Every
+/// write is the caller's to replicate, by its effect.
+pub trait Keys {
+    /// Redis's clock, in µs since the epoch (what a script computes from `TIME`).
+    fn now_us(&mut self) -> u64;
+    /// What `key` holds.
+    fn kind(&mut self, key: &[u8]) -> Kind;
+    /// The string at `key`, read by `read` (None when `key` holds no string).
+    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Option<T>;
+    /// The hash field `field` of `key` (None when it has none).
+    fn hash_field(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>>;
+    /// The scores, as Redis writes them, of the sorted set `key`'s members scored above
+    /// `after` (`ZRANGEBYSCORE key (after +inf WITHSCORES`), lowest first.
+    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal>;
+    /// Sets `key` to the string `value`, expiring in `ttl_ms`, or keeping its expiry when None
+    /// (`SET ... PX` or `SET ... KEEPTTL`).
+    fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal>;
+    /// Removes the sorted set `key`'s members scored at most `through`
+    /// (`ZREMRANGEBYSCORE key -inf through`).
+    fn trim(&mut self, key: &[u8], through: u64) -> Result<(), Refusal>;
+    /// Adds `members` to the sorted set `key`, each scored `score` (`ZADD`).
+    fn add(&mut self, key: &[u8], score: u64, members: &[String]) -> Result<(), Refusal>;
+    /// Expires `key` in `ttl_ms` (`PEXPIRE`).
+    fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal>;
+}
+
+/// One of the module's commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// `RATELIMIT.FW stem now_ms limit window_ms cost`.
+    FixedWindow,
+    /// `RATELIMIT.SW stem now_ms limit window_ms cost`.
+    SlidingWindow,
+    /// `RATELIMIT.SL key now_ms limit window_ms cost`.
+    SlidingLog,
+    /// `RATELIMIT.TB key now_ms limit period_ms burst cost`.
+    TokenBucket,
+    /// `RATELIMIT.GCRA key now_ms interval_us burst cost`.
+    Gcra,
+}
+
+impl Command {
+    /// Every command.
+    pub const ALL: [Command; 5] =
+        [Command::FixedWindow, Command::SlidingWindow, Command::SlidingLog, Command::TokenBucket, Command::Gcra];
+
+    /// Its name, as clients send it (`RATELIMIT.GCRA`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Command::FixedWindow => "RATELIMIT.FW",
+            Command::SlidingWindow => "RATELIMIT.SW",
+            Command::SlidingLog => "RATELIMIT.SL",
+            Command::TokenBucket => "RATELIMIT.TB",
+            Command::Gcra => "RATELIMIT.GCRA",
+        }
+    }
+
+    /// The command named `name`, in any case.
+    pub fn named(name: &[u8]) -> Option<Command> {
+        Command::ALL.into_iter().find(|c| c.name().as_bytes().eq_ignore_ascii_case(name))
+    }
+
+    /// Runs the command on `keys` with `args` (its arguments, after its name): the script's
+    /// reply, `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
+    pub fn run(self, keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
+        match self {
+            Command::FixedWindow => windows::fixed_window(keys, args),
+            Command::SlidingWindow => windows::sliding_window(keys, args),
+            Command::SlidingLog => log::sliding_log(keys, args),
+            Command::TokenBucket => buckets::token_bucket(keys, args),
+            Command::Gcra => buckets::gcra(keys, args),
+        }
+    }
+}
+
+/// The script's reply for `outcome` decided at `now_ms`.
+fn reply(outcome: &redis_ratelimit::harness::algo::Outcome, now_ms: u64) -> [u64; 5] {
+    [u64::from(outcome.allowed), outcome.remaining, outcome.retry_after_ms, outcome.reset_after_ms, now_ms]
+}

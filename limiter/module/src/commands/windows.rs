@@ -1,0 +1,116 @@
+//! The window algorithms, one counter per aligned window under the stem the caller names:
+//! `RATELIMIT.FW` (`lua/fixed_window.lua`) and `RATELIMIT.SW` (`lua/sliding_window.lua`).
+
+use redis_ratelimit::harness::algo::fixed_window::{self, WindowState};
+use redis_ratelimit::harness::algo::sliding_window::{self, SlidingState};
+use redis_ratelimit::{Algorithm, Quota};
+
+use super::args::{checked, int, now_us};
+use super::number::stored_int;
+use super::{reply, Keys, Kind, Refusal};
+
+/// A window's counter as the script reads it: its count (`stored_int`, 0 for none or for
+/// anything else someone left), and whether its text is one `INCRBY` takes.
+#[derive(Clone, Copy)]
+struct Counter {
+    count: u64,
+    incrementable: bool,
+}
+
+impl Counter {
+    const NONE: Counter = Counter { count: 0, incrementable: false };
+
+    fn read(text: &[u8]) -> Self {
+        let count = stored_int(text).unwrap_or(0);
+        // Redis's own integers: digits with no sign, blank or leading zero (a count above 0).
+        let incrementable = text.first().is_some_and(|&b| b != b'0') && text.iter().all(u8::is_ascii_digit);
+        Counter { count, incrementable }
+    }
+
+    /// The counter at `key`: a key of another type is an error (`GET`), or no counter when
+    /// `others_absent` (`MGET`).
+    fn at(keys: &mut impl Keys, key: &[u8], others_absent: bool) -> Result<Self, Refusal> {
+        match keys.kind(key) {
+            Kind::String => Ok(keys.string(key, Counter::read).unwrap_or(Counter::NONE)),
+            Kind::Empty => Ok(Counter::NONE),
+            _ if others_absent => Ok(Counter::NONE),
+            _ => Err(Refusal::WrongType),
+        }
+    }
+
+    /// Admits `cost` at `key`: the window's first units with its expiry `ttl_ms` (a value
+    /// someone else left, which reads as no count, is replaced); or `INCRBY`, which keeps the
+    /// window's expiry, and like it refuses a count written in a form only Lua's `tonumber` reads.
+    fn admit(self, keys: &mut impl Keys, key: &[u8], cost: u64, ttl_ms: u64) -> Result<(), Refusal> {
+        if self.count == 0 {
+            return keys.set(key, cost.to_string().as_bytes(), Some(ttl_ms));
+        }
+        if !self.incrementable {
+            return Err(Refusal::Error("ERR value is not an integer or out of range".into()));
+        }
+        keys.set(key, (self.count + cost).to_string().as_bytes(), None)
+    }
+}
+
+/// `stem:index`: a window's key (the scripts' `KEYS[1] .. ':' .. index`), in the stem's hash tag.
+fn window_key(stem: &[u8], index: i128) -> Vec<u8> {
+    let mut name = stem.to_vec();
+    name.push(b':');
+    name.extend_from_slice(index.to_string().as_bytes());
+    name
+}
+
+/// The stem, quota, cost and clock (ms) of a window command's `stem now_ms limit window_ms cost`.
+fn window_args<'a>(
+    keys: &mut impl Keys,
+    name: &str,
+    algorithm: Algorithm,
+    args: &[&'a [u8]],
+) -> Result<(&'a [u8], Quota, u64, u64), Refusal> {
+    let &[stem, now, limit, window, cost] = args else {
+        return Err(Refusal::Arity);
+    };
+    let quota = Quota::new(int(limit, name, "limit")?, int(window, name, "window_ms")?);
+    let cost = int(cost, name, "cost")?;
+    Ok((stem, checked(name, algorithm, quota, cost)?, cost, now_us(keys, now, name)? / 1_000))
+}
+
+/// `RATELIMIT.FW stem now_ms limit window_ms cost`.
+pub(super) fn fixed_window(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
+    let (stem, quota, cost, now_ms) = window_args(keys, "RATELIMIT.FW", Algorithm::FixedWindow, args)?;
+    let index = now_ms / quota.period_ms();
+    let key = window_key(stem, index.into());
+    let counter = Counter::at(keys, &key, false)?;
+    let mut state = (counter.count > 0).then_some(WindowState { window: index, count: counter.count });
+    let outcome = fixed_window::step(&quota, &mut state, now_ms, cost);
+    if outcome.allowed && cost > 0 {
+        // The window's expiry is its end, the reset.
+        counter.admit(keys, &key, cost, outcome.reset_after_ms)?;
+    }
+    Ok(reply(&outcome, now_ms))
+}
+
+/// `RATELIMIT.SW stem now_ms limit window_ms cost`.
+pub(super) fn sliding_window(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
+    let (stem, quota, cost, now_ms) = window_args(keys, "RATELIMIT.SW", Algorithm::SlidingWindow, args)?;
+    let w = quota.period_ms();
+    let index = now_ms / w;
+    let cur_key = window_key(stem, index.into());
+    // The script reads both with MGET, which reads a key of another type as no counter.
+    let cur = Counter::at(keys, &cur_key, true)?;
+    let prev = Counter::at(keys, &window_key(stem, i128::from(index) - 1), true)?;
+    // A count past limit * window denies whatever else is counted, and every figure the twin
+    // derives from it is the same as from limit * window + 1 (each is floored to 0 or compared
+    // past the budget), so a foreign count up to 2^52 cannot overflow its products.
+    let most = quota.limit() * w + 1;
+    let (cur_count, prev_count) = (cur.count.min(most), prev.count.min(most));
+    let mut state =
+        (cur_count > 0 || prev_count > 0).then_some(SlidingState { window: index, cur: cur_count, prev: prev_count });
+    let outcome = sliding_window::step(&quota, &mut state, now_ms, cost);
+    if outcome.allowed && cost > 0 {
+        // The counter is read as "previous" through the whole next window: its expiry is the
+        // end of that one (the reset).
+        cur.admit(keys, &cur_key, cost, outcome.reset_after_ms)?;
+    }
+    Ok(reply(&outcome, now_ms))
+}

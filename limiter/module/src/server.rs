@@ -1,0 +1,180 @@
+//! The module inside Redis: [`Keys`] over Redis's module API, each write replicated by its
+//! effect with an absolute expiry (a replica or an AOF replayed later holds the same value and
+//! expires it when the primary does, whatever the command decided and whenever it is
+//! replayed), and the commands registered.
+
+use std::time::Duration;
+
+use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, RedisString, RedisValue};
+
+use crate::clock;
+use crate::commands::{Command, Keys, Kind, Refusal};
+
+/// A command's view of Redis, through its context.
+struct Server<'a> {
+    ctx: &'a Context,
+}
+
+impl Server<'_> {
+    fn key(&self, key: &[u8]) -> RedisString {
+        self.ctx.create_string(key)
+    }
+
+    /// Runs the write `command` through Redis and replicates it as it is when it changed
+    /// anything (a reply above 0: members added or removed).
+    fn call_write(&self, command: &str, args: &[&[u8]]) -> Result<(), Refusal> {
+        if let RedisValue::Integer(n) = self.ctx.call(command, args).map_err(refusal)? {
+            if n > 0 {
+                self.ctx.replicate(command, args);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The instant, in ms on Redis's clock, `ttl_ms` from now.
+fn expires_at(ttl_ms: u64) -> String {
+    (clock::now_us() / 1_000 + ttl_ms).to_string()
+}
+
+fn refusal(e: RedisError) -> Refusal {
+    match e {
+        RedisError::WrongType => Refusal::WrongType,
+        RedisError::WrongArity => Refusal::Arity,
+        other => Refusal::Error(other.to_string()),
+    }
+}
+
+impl Keys for Server<'_> {
+    fn now_us(&mut self) -> u64 {
+        clock::now_us()
+    }
+
+    fn kind(&mut self, key: &[u8]) -> Kind {
+        match self.ctx.open_key(&self.key(key)).key_type() {
+            KeyType::Empty => Kind::Empty,
+            KeyType::String => Kind::String,
+            KeyType::Hash => Kind::Hash,
+            KeyType::ZSet => Kind::ZSet,
+            _ => Kind::Other,
+        }
+    }
+
+    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+        // Read-only: a decision that writes nothing leaves the key exactly as it was (a key
+        // opened for writing would have its value unshared to read it in place).
+        let k = self.ctx.open_key(&self.key(key));
+        k.read().ok().flatten().map(read)
+    }
+
+    fn hash_field(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
+        let field = String::from_utf8_lossy(field);
+        let value = self.ctx.open_key(&self.key(key)).hash_get(&field).ok().flatten()?;
+        Some(value.as_slice().to_vec())
+    }
+
+    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal> {
+        // The module API has no sorted-set reads: Redis's own command, called from here.
+        let from = format!("({after}");
+        let reply = self.ctx.call("ZRANGEBYSCORE", &[key, from.as_bytes(), b"+inf", b"WITHSCORES"][..]);
+        let RedisValue::Array(items) = reply.map_err(refusal)? else {
+            return Err(Refusal::Error("ERR RATELIMIT.SL: ZRANGEBYSCORE answered no array".into()));
+        };
+        Ok(items
+            .chunks(2)
+            .map(|pair| match pair.get(1) {
+                Some(RedisValue::SimpleString(s)) => s.as_bytes().to_vec(),
+                Some(RedisValue::StringBuffer(b)) => b.clone(),
+                other => format!("{other:?}").into_bytes(),
+            })
+            .collect())
+    }
+
+    fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal> {
+        let k = self.ctx.open_key_writable(&self.key(key));
+        match ttl_ms {
+            Some(ttl_ms) => {
+                k.write(&String::from_utf8_lossy(value)).map_err(refusal)?;
+                k.set_expire(Duration::from_millis(ttl_ms)).map_err(refusal)?;
+                // An absolute instant, as Redis itself propagates a relative expiry.
+                let at = expires_at(ttl_ms);
+                self.ctx.replicate("SET", &[key, value, b"PXAT", at.as_bytes()][..]);
+            }
+            None => {
+                // In place: setting a string value would drop the key's expiry.
+                k.as_string_dma().map_err(refusal)?.write(value).map_err(refusal)?;
+                self.ctx.replicate("SET", &[key, value, b"KEEPTTL"][..]);
+            }
+        }
+        Ok(())
+    }
+
+    fn trim(&mut self, key: &[u8], through: u64) -> Result<(), Refusal> {
+        self.call_write("ZREMRANGEBYSCORE", &[key, b"-inf", through.to_string().as_bytes()])
+    }
+
+    fn add(&mut self, key: &[u8], score: u64, members: &[String]) -> Result<(), Refusal> {
+        let score = score.to_string();
+        let mut args: Vec<&[u8]> = Vec::with_capacity(1 + 2 * members.len());
+        args.push(key);
+        for member in members {
+            args.extend([score.as_bytes(), member.as_bytes()]);
+        }
+        self.call_write("ZADD", &args)
+    }
+
+    fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal> {
+        self.ctx.open_key_writable(&self.key(key)).set_expire(Duration::from_millis(ttl_ms)).map_err(refusal)?;
+        self.ctx.replicate("PEXPIREAT", &[key, expires_at(ttl_ms).as_bytes()][..]);
+        Ok(())
+    }
+}
+
+/// Runs `command` with the arguments Redis passed (its name first).
+fn run(command: Command, ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    let args: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
+    match command.run(&mut Server { ctx }, &args) {
+        Ok(reply) => Ok(RedisValue::Array(reply.into_iter().map(|n| RedisValue::Integer(n as i64)).collect())),
+        Err(Refusal::Arity) => Err(RedisError::WrongArity),
+        Err(Refusal::WrongType) => Err(RedisError::WrongType),
+        Err(Refusal::Error(text)) => Err(RedisError::String(text)),
+    }
+}
+
+fn fixed_window(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::FixedWindow, ctx, args)
+}
+
+fn sliding_window(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::SlidingWindow, ctx, args)
+}
+
+fn sliding_log(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::SlidingLog, ctx, args)
+}
+
+fn token_bucket(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::TokenBucket, ctx, args)
+}
+
+fn gcra(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::Gcra, ctx, args)
+}
+
+redis_module! {
+    name: "ratelimit",
+    version: 1,
+    // The system's allocator, not Redis's: a command allocates only what it frees before it
+    // returns (its arguments' vector, a value's text), and with Redis's the crate's own tests
+    // could not run outside a server.
+    allocator: (std::alloc::System, std::alloc::System),
+    data_types: [],
+    // Each declares its one key (the first argument), so Redis Cluster routes it by it.
+    commands: [
+        ["ratelimit.fw", fixed_window, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.sw", sliding_window, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.sl", sliding_log, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.tb", token_bucket, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.gcra", gcra, "write deny-oom", 1, 1, 1, ""],
+    ],
+}
