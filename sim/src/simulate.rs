@@ -60,8 +60,8 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             say!("{:<16} {}", s.name, s.description);
         }
         say!();
-        for s in Subject::catalogue() {
-            say!("{:<16} {}", s.name(), s.summary());
+        for s in Subject::catalogue().into_iter().chain(Subject::modules()) {
+            say!("{:<20} {}", s.name(), s.summary());
         }
         say!();
         for m in sim_engine::mode::Mode::ALL {
@@ -74,7 +74,10 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         mini_redis_only(&mut o)?;
     }
     let execute = campaign::executor(&o.run)?;
-    let subjects: Vec<Subject> = if o.subjects.is_empty() { Subject::catalogue() } else { o.subjects.clone() };
+    let mut subjects: Vec<Subject> = if o.subjects.is_empty() { Subject::catalogue() } else { o.subjects.clone() };
+    if o.store == "module" {
+        subjects = with_module_rows(subjects);
+    }
     let o: &RunArgs = &o.run;
     let duration_ms = o.duration_ms();
     let seeds: Vec<u64> = o.seed_list();
@@ -115,7 +118,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         say!("\nfailover: extra admissions per key over each promise, and the bound's verdict");
         for r in failovers {
             let extra = r.bound_detail.split(';').next().unwrap_or("");
-            say!("  {:<15} {:<13} {:<6} seed {}: {} ({})", r.subject, r.policy, r.time_source, r.seed, extra, r.bound);
+            say!("  {:<19} {:<13} {:<6} seed {}: {} ({})", r.subject, r.policy, r.time_source, r.seed, extra, r.bound);
         }
     }
     let mut broken = 0;
@@ -173,4 +176,20 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         ok = false;
     }
     Ok(ok)
+}
+
+/// `subjects` with each of the library's algorithms followed by its row on the Redis module
+/// (unless already there).
+fn with_module_rows(subjects: Vec<Subject>) -> Vec<Subject> {
+    let mut out: Vec<Subject> = Vec::with_capacity(subjects.len() * 2);
+    for subject in &subjects {
+        out.push(subject.clone());
+        if let Subject::Library(a) = subject {
+            let module = Subject::Module(*a);
+            if !subjects.contains(&module) {
+                out.push(module);
+            }
+        }
+    }
+    out
 }

@@ -30,16 +30,12 @@
 //!
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
 //! `MODULE LOAD`; the commands declare their key, so Redis Cluster routes them by it.
-
 //!
-//! The commands are written against [`commands::Keys`], what a Redis offers a command, so the
-//! harness's Redis model runs this very code (feature `server` off, which also leaves out the
-//! module API and its build's libclang); feature `server`, on by default, is the module itself.
+//! The commands are written against `redis_ratelimit_module_commands::Keys`, what a Redis
+//! offers a command, in a crate of their own that the harness's Redis model runs too; this
+//! crate is that trait over Redis's module API (`server`) and the registration.
 
 #![forbid(unsafe_code)]
 
-#[cfg(feature = "server")]
 mod clock;
-pub mod commands;
-#[cfg(feature = "server")]
 mod server;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::clock;
-use crate::commands::{Command, Keys, Kind, Refusal};
+use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
 
 /// A command's view of Redis, through its context.
 struct Server<'a> {

@@ -52,6 +52,10 @@ pub static ADR002: LazyLock<Arc<SubjectFile>> = LazyLock::new(|| {
 pub enum Subject {
     /// One of the library's algorithms, through `redis_ratelimit::Limiter`.
     Library(Algorithm),
+    /// One of the library's algorithms, through `redis_ratelimit::Limiter` on a store that
+    /// decides with the Redis module's commands (`RedisStore::with_module`): the row beside
+    /// its script row, held to the same promise.
+    Module(Algorithm),
     /// A script described by a subject file.
     Script(Arc<SubjectFile>),
     /// A limiter of several round trips, written in the harness.
@@ -69,6 +73,8 @@ impl Subject {
             (Mode::Plain, _) => true,
             (Mode::Lease, Subject::Library(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
             (_, Subject::Library(_)) => true,
+            // The module has no lease command, and the denial cache's probes read by script.
+            (Mode::Batch, Subject::Module(_)) => true,
             _ => false,
         }
     }
@@ -83,15 +89,27 @@ impl Subject {
         all
     }
 
-    /// Looks a catalogue subject up by name.
+    /// The library's algorithms deciding with the Redis module (`--store module`), each
+    /// named as its algorithm and `-module`.
+    pub fn modules() -> Vec<Subject> {
+        Algorithm::ALL.into_iter().map(Subject::Module).collect()
+    }
+
+    /// Looks a catalogue subject, or a module row, up by name.
     pub fn named(name: &str) -> Option<Subject> {
-        Subject::catalogue().into_iter().find(|s| s.name() == name)
+        Subject::catalogue().into_iter().chain(Subject::modules()).find(|s| s.name() == name)
     }
 
     /// Its name in tables, results and replay commands.
     pub fn name(&self) -> &str {
         match self {
             Subject::Library(a) => a.name(),
+            Subject::Module(a) => {
+                static NAMES: LazyLock<[String; Algorithm::ALL.len()]> =
+                    LazyLock::new(|| Algorithm::ALL.map(|a| format!("{}-module", a.name())));
+                // `Algorithm::ALL` lists the variants in declaration order (checked where it is defined).
+                &NAMES[*a as usize]
+            }
             Subject::Script(f) => &f.name,
             Subject::Client(c) => c.name(),
             Subject::Rules(r) => r.name(),
@@ -103,7 +121,7 @@ impl Subject {
     /// is a finding.
     pub fn is_library(&self) -> bool {
         match self {
-            Subject::Library(_) => true,
+            Subject::Library(_) | Subject::Module(_) => true,
             Subject::Rules(r) => r.is_library(),
             _ => false,
         }
@@ -118,6 +136,7 @@ impl Subject {
             Subject::Rules(RulesSubject::PerSlot) => {
                 "subject: the same rules decided slot by slot, as across Redis Cluster slots".into()
             }
+            Subject::Module(_) => format!("the library's algorithm on the Redis module: {}", self.promise()),
             s if s.is_library() => format!("the library's algorithm: {}", s.promise()),
             s => format!("subject: means to be {}, its breaks are findings", s.promise()),
         }
@@ -132,7 +151,7 @@ impl Subject {
     /// What it promises.
     pub fn promise(&self) -> Promise {
         match self {
-            Subject::Library(a) => Promise::of(*a),
+            Subject::Library(a) | Subject::Module(a) => Promise::of(*a),
             Subject::Script(f) => f.promise,
             Subject::Client(c) => c.promise(),
             // Each rule makes its own promise; `crate::multi_rule::check` holds them.
@@ -144,7 +163,7 @@ impl Subject {
     /// says (scripts fed the caller's clock, the naive counter's window).
     pub fn forces_client_time(&self) -> bool {
         match self {
-            Subject::Library(_) => false,
+            Subject::Library(_) | Subject::Module(_) => false,
             Subject::Script(f) => f.client_time(),
             Subject::Client(c) => c.reads_client_clock(),
             Subject::Rules(_) => false,
@@ -153,20 +172,20 @@ impl Subject {
 
     /// Whether its time is chosen by the scenario (only the library's algorithms offer both).
     pub fn has_time_source_choice(&self) -> bool {
-        matches!(self, Subject::Library(_))
+        matches!(self, Subject::Library(_) | Subject::Module(_))
     }
 
     /// Whether its calls can fail over to the scenario's failure policy (the library's, and
     /// every rule of the enforcement point); a subject's caller does what its file says.
     pub fn has_failure_policy_choice(&self) -> bool {
-        matches!(self, Subject::Library(_) | Subject::Rules(_))
+        matches!(self, Subject::Library(_) | Subject::Module(_) | Subject::Rules(_))
     }
 
     /// The failure policy it really runs with: the scenario's for the library, else the
     /// subject's own (fail open unless its file says deny).
     pub fn effective_policy(&self, scenario: FailurePolicy) -> FailurePolicy {
         match self {
-            Subject::Library(_) | Subject::Rules(_) => scenario,
+            Subject::Library(_) | Subject::Module(_) | Subject::Rules(_) => scenario,
             Subject::Script(f) if f.on_error == OnError::Deny => FailurePolicy::FailClosed,
             _ => FailurePolicy::FailOpen,
         }
@@ -175,7 +194,7 @@ impl Subject {
     /// The most one request may cost: 1 for subjects that take no cost.
     pub fn max_cost(&self, q: &Quota) -> u64 {
         match self {
-            Subject::Library(a) => q.capacity(*a),
+            Subject::Library(a) | Subject::Module(a) => q.capacity(*a),
             Subject::Script(f) if f.takes_cost() => self.promise().capacity(q),
             _ => 1,
         }
@@ -366,7 +385,8 @@ impl Caller {
         }
         .with_timeout(spec.timeout)?;
         Ok(match spec.subject {
-            Subject::Library(algorithm) => {
+            Subject::Library(algorithm) | Subject::Module(algorithm) => {
+                let store = if matches!(spec.subject, Subject::Module(_)) { store.with_module()? } else { store };
                 let mut builder = Limiter::builder(*algorithm, spec.quota)
                     .redis(store)
                     .clock(spec.clock)

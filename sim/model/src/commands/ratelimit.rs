@@ -1,11 +1,11 @@
 //! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, crate
-//! `redis-ratelimit-module`), as a `redis-server` that loaded the module runs them: the
+//! `redis-ratelimit-module-commands`), as a `redis-server` that loaded the module runs them: the
 //! module's own code ([`Command::run`]), whose every read and write goes through the model's
 //! own commands here, as the module's go through Redis's. So the model decides what the
 //! module decides, and its writes are the model's ordinary writes (replicated, expired and
 //! shown to clients as any other).
 
-use redis_ratelimit_module::commands::{Command, Keys, Kind, Refusal};
+use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
 
 use super::{arity_error_named, hashes, keys, strings, wrong_type, zsets, Ctx};
 use crate::resp::Reply;
@@ -28,6 +28,10 @@ impl ModelKeys<'_, '_> {
 
 impl Keys for ModelKeys<'_, '_> {
     fn now_us(&mut self) -> u64 {
+        // A reading of the clock during the command, as the module reads the system's and a
+        // script its TIME: a nested command's time (a microsecond on at least), so a decision
+        // on Redis's clock is the script's to the microsecond.
+        self.ctx.db.start_command(false);
         self.ctx.db.command_micros()
     }
 

@@ -44,6 +44,27 @@ pub(super) fn time(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Reply {
     ])
 }
 
+/// `COMMAND INFO name...`: for each name, nil when the model has no such command, else the
+/// first fields of Redis's answer (name, arity, flags, first key, last key, key step). What a
+/// client asks to learn whether a server has a command (the library asks for the module's).
+pub(super) fn command_info(_ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    let info = |name: &[u8]| match super::lookup(&[name]) {
+        super::Lookup::Found(spec) => {
+            let (first, last) = if spec.name.starts_with("ratelimit.") { (1, 1) } else { (0, 0) };
+            Reply::Array(vec![
+                Reply::Bulk(Bytes::from_static(spec.name.as_bytes())),
+                Reply::Integer(i64::from(spec.arity)),
+                Reply::Array(Vec::new()),
+                Reply::Integer(first),
+                Reply::Integer(last),
+                Reply::Integer(i64::from(first > 0)),
+            ])
+        }
+        _ => Reply::Nil,
+    };
+    Reply::Array(args[2..].iter().map(|name| info(name)).collect())
+}
+
 pub(super) fn dbsize(ctx: &mut Ctx<'_>, _args: &[&[u8]]) -> Reply {
     Reply::Integer(ctx.db.keys.len() as i64)
 }

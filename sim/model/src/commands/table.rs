@@ -36,6 +36,9 @@ static CLIENT_SUBCOMMANDS: [CommandSpec; 4] = [
     model("client|setinfo", "setinfo", -4, ModelCmd::ClientSetInfo),
 ];
 
+static COMMAND_SUBCOMMANDS: [CommandSpec; 1] =
+    [CommandSpec { word: "info", ..data("command|info", -2, server::command_info) }];
+
 static MEMORY_SUBCOMMANDS: [CommandSpec; 1] =
     [CommandSpec { word: "usage", ..data("memory|usage", -3, server::memory_usage) }];
 
@@ -47,7 +50,7 @@ static OBJECT_SUBCOMMANDS: [CommandSpec; 5] = [
     CommandSpec { word: "help", ..data("object|help", 2, keys::object_help) },
 ];
 
-static COMMANDS: [CommandSpec; 144] = [
+static COMMANDS: [CommandSpec; 145] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -185,6 +188,7 @@ static COMMANDS: [CommandSpec; 144] = [
     container("script", true, &SCRIPT_SUBCOMMANDS),
     container("client", true, &CLIENT_SUBCOMMANDS),
     container("memory", false, &MEMORY_SUBCOMMANDS),
+    container("command", false, &COMMAND_SUBCOMMANDS),
     container("object", false, &OBJECT_SUBCOMMANDS),
     model("hello", "hello", -1, ModelCmd::Hello),
     // The Redis module's commands, as a server that loaded it has them (`ratelimit`).

@@ -5,9 +5,9 @@ use redis_ratelimit::harness::algo::fixed_window::{self, WindowState};
 use redis_ratelimit::harness::algo::sliding_window::{self, SlidingState};
 use redis_ratelimit::{Algorithm, Quota};
 
-use super::args::{checked, int, now_us};
-use super::number::stored_int;
-use super::{reply, Keys, Kind, Refusal};
+use crate::args::{checked, int, now_us};
+use crate::number::stored_int;
+use crate::{reply, Keys, Kind, Refusal};
 
 /// A window's counter as the script reads it: its count (`stored_int`, 0 for none or for
 /// anything else someone left), and whether its text is one `INCRBY` takes.

@@ -1,9 +1,18 @@
-//! The commands themselves, apart from any server: each reads and writes keys through
-//! [`Keys`], what a Redis offers a command (read a string, a hash field, a sorted set's scores;
-//! write a value with or without a new expiry, trim and add members, expire). The module
-//! implements it over Redis's module API (`crate::server`); the harness's in-process Redis
-//! model implements it over its own keyspace, so both decide by this one code, and by the
-//! twins it calls.
+//! The Redis module's rate-limit commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`), apart
+//! from any server: each reads and writes keys through [`Keys`], what a Redis offers a command
+//! (read a string, a hash field, a sorted set's scores; write a value with or without a new
+//! expiry, trim and add members, expire), and decides by the algorithm twins the scripts
+//! mirror. The module (`redis-ratelimit-module`) implements [`Keys`] over Redis's module API;
+//! the harness's in-process Redis model implements it over its own commands, so both decide by
+//! this one code. A crate of its own so the model links none of the module API (its build
+//! needs libclang, and its cdylib sets the process's allocator).
+//!
+//! Each command takes exactly the KEYS and ARGV of its algorithm's script and answers its
+//! reply; arguments the library would never send (a quota it refuses, a cost above the quota's
+//! capacity, anything but digits) are refused by name, where a script would compute something:
+//! inside Redis the twins' arithmetic must stay in the range where it is exact.
+
+#![forbid(unsafe_code)]
 
 mod args;
 mod buckets;

@@ -5,8 +5,8 @@
 
 use redis_ratelimit::{Algorithm, Quota};
 
-use super::number::{digits, not_an_integer};
-use super::{Keys, Refusal};
+use crate::number::{digits, not_an_integer};
+use crate::{Keys, Refusal};
 
 /// The largest clock reading (ms) a command takes: past it a script's doubles are no longer
 /// exact, and no clock reads it for another hundred thousand years.

@@ -5,9 +5,9 @@ use redis_ratelimit::harness::algo::gcra::{self, GcraState};
 use redis_ratelimit::harness::algo::token_bucket::{self, BucketState};
 use redis_ratelimit::{Algorithm, Quota};
 
-use super::args::{checked, int, now_us};
-use super::number::stored_int;
-use super::{reply, Keys, Kind, Refusal};
+use crate::args::{checked, int, now_us};
+use crate::number::stored_int;
+use crate::{reply, Keys, Kind, Refusal};
 
 /// `RATELIMIT.GCRA key now_ms interval_us burst cost`.
 pub(super) fn gcra(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {

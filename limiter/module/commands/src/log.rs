@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use redis_ratelimit::harness::algo::sliding_log::{self, LogState};
 use redis_ratelimit::{Algorithm, Quota};
 
-use super::args::{checked, int, now_us};
-use super::{reply, Keys, Kind, Refusal};
+use crate::args::{checked, int, now_us};
+use crate::{reply, Keys, Kind, Refusal};
 
 const NAME: &str = "RATELIMIT.SL";
 

@@ -9,7 +9,7 @@
 //! no state where Lua reads a number is a hexadecimal fraction or exponent (`0x1p4`), which no
 //! writer of a counter produces.
 
-use super::Refusal;
+use crate::Refusal;
 
 /// The largest whole number a Lua number (a double) holds exactly, plus one: the scripts keep
 /// stored values below it.
