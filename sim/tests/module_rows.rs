@@ -19,7 +19,7 @@ fn every_module_row_keeps_its_promise_and_its_script_row_s_verdicts_in_every_sce
         Algorithm::ALL.into_iter().flat_map(|a| [Subject::Library(a), Subject::Module(a)]).collect();
     let mut specs = Vec::new();
     for s in scenario::catalogue() {
-        specs.extend(s.runs(&rows, &[5], None, 4_000));
+        specs.extend(s.runs(&rows, &[5], None, 2_500));
     }
     let results = run::run_many(&specs, 2, &|| {}).expect("simulation runs");
     let failures: Vec<_> = results

@@ -10,14 +10,20 @@ use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, Redi
 use crate::clock;
 use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
 
-/// A command's view of Redis, through its context.
+/// A command's view of Redis, through its context and the arguments Redis passed it.
 struct Server<'a> {
     ctx: &'a Context,
+    args: &'a [RedisString],
 }
 
 impl Server<'_> {
-    fn key(&self, key: &[u8]) -> RedisString {
-        self.ctx.create_string(key)
+    /// `key` as Redis takes it: the argument it is, when it is one (no copy), else a new string
+    /// (a window's key).
+    fn key<R>(&self, key: &[u8], with: impl FnOnce(&RedisString) -> R) -> R {
+        match self.args.iter().find(|a| std::ptr::eq(a.as_slice(), key)) {
+            Some(arg) => with(arg),
+            None => with(&self.ctx.create_string(key)),
+        }
     }
 
     /// Runs the write `command` through Redis and replicates it as it is when it changed
@@ -50,26 +56,24 @@ impl Keys for Server<'_> {
         clock::now_us()
     }
 
-    fn kind(&mut self, key: &[u8]) -> Kind {
-        match self.ctx.open_key(&self.key(key)).key_type() {
-            KeyType::Empty => Kind::Empty,
-            KeyType::String => Kind::String,
-            KeyType::Hash => Kind::Hash,
-            KeyType::ZSet => Kind::ZSet,
-            _ => Kind::Other,
-        }
-    }
-
-    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Kind> {
         // Read-only: a decision that writes nothing leaves the key exactly as it was (a key
         // opened for writing would have its value unshared to read it in place).
-        let k = self.ctx.open_key(&self.key(key));
-        k.read().ok().flatten().map(read)
+        self.key(key, |key| {
+            let k = self.ctx.open_key(key);
+            match k.key_type() {
+                KeyType::Empty => Ok(None),
+                KeyType::String => Ok(k.read().ok().flatten().map(read)),
+                KeyType::Hash => Err(Kind::Hash),
+                KeyType::ZSet => Err(Kind::ZSet),
+                _ => Err(Kind::Other),
+            }
+        })
     }
 
     fn hash_field(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>> {
         let field = String::from_utf8_lossy(field);
-        let value = self.ctx.open_key(&self.key(key)).hash_get(&field).ok().flatten()?;
+        let value = self.key(key, |key| self.ctx.open_key(key).hash_get(&field).ok().flatten())?;
         Some(value.as_slice().to_vec())
     }
 
@@ -91,7 +95,7 @@ impl Keys for Server<'_> {
     }
 
     fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal> {
-        let k = self.ctx.open_key_writable(&self.key(key));
+        let k = self.key(key, |key| self.ctx.open_key_writable(key));
         match ttl_ms {
             Some(ttl_ms) => {
                 k.write(&String::from_utf8_lossy(value)).map_err(refusal)?;
@@ -124,7 +128,8 @@ impl Keys for Server<'_> {
     }
 
     fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal> {
-        self.ctx.open_key_writable(&self.key(key)).set_expire(Duration::from_millis(ttl_ms)).map_err(refusal)?;
+        let k = self.key(key, |key| self.ctx.open_key_writable(key));
+        k.set_expire(Duration::from_millis(ttl_ms)).map_err(refusal)?;
         self.ctx.replicate("PEXPIREAT", &[key, expires_at(ttl_ms).as_bytes()][..]);
         Ok(())
     }
@@ -132,8 +137,8 @@ impl Keys for Server<'_> {
 
 /// Runs `command` with the arguments Redis passed (its name first).
 fn run(command: Command, ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    let args: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
-    match command.run(&mut Server { ctx }, &args) {
+    let argv: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
+    match command.run(&mut Server { ctx, args: &args }, &argv) {
         Ok(reply) => Ok(RedisValue::Array(reply.into_iter().map(|n| RedisValue::Integer(n as i64)).collect())),
         Err(Refusal::Arity) => Err(RedisError::WrongArity),
         Err(Refusal::WrongType) => Err(RedisError::WrongType),

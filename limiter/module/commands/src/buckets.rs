@@ -27,10 +27,9 @@ pub(super) fn gcra(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Ref
 
     // A value someone else left (text, a fraction, a negative) reads as no state, as the
     // script's `stored_int` reads it.
-    let mut state = match keys.kind(key) {
-        Kind::Empty => None,
-        Kind::String => keys.string(key, stored_int).flatten().map(|tat_us| GcraState { tat_us }),
-        _ => return Err(Refusal::WrongType),
+    let mut state = match keys.string(key, stored_int) {
+        Ok(tat) => tat.flatten().map(|tat_us| GcraState { tat_us }),
+        Err(_) => return Err(Refusal::WrongType),
     };
     let outcome = gcra::step_us(&quota, &mut state, now_us, cost);
     if let (true, Some(GcraState { tat_us })) = (outcome.allowed && cost > 0, state) {
@@ -66,20 +65,18 @@ pub(super) fn token_bucket(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64;
 /// either with a part that is no stored number is no bucket (full). WRONGTYPE on other types.
 fn read_bucket(keys: &mut impl Keys, key: &[u8]) -> Result<Option<BucketState>, Refusal> {
     let bucket = |units: Option<u64>, ts: Option<u64>| Some(BucketState { units: units?, ts_ms: ts? });
-    match keys.kind(key) {
-        Kind::Empty => Ok(None),
-        Kind::Hash => {
+    let read = keys.string(key, |text| {
+        // Split at the first colon, as the script's `string.find(state, ':', 1, true)`.
+        let colon = text.iter().position(|&b| b == b':')?;
+        bucket(stored_int(&text[..colon]), stored_int(&text[colon + 1..]))
+    });
+    match read {
+        Ok(read) => Ok(read.flatten()),
+        Err(Kind::Hash) => {
             let mut field = |name: &[u8]| keys.hash_field(key, name).and_then(|v| stored_int(&v));
             let units = field(b"u");
             Ok(bucket(units, field(b"t")))
         }
-        Kind::String => Ok(keys
-            .string(key, |text| {
-                // Split at the first colon, as the script's `string.find(state, ':', 1, true)`.
-                let colon = text.iter().position(|&b| b == b':')?;
-                bucket(stored_int(&text[..colon]), stored_int(&text[colon + 1..]))
-            })
-            .flatten()),
-        _ => Err(Refusal::WrongType),
+        Err(_) => Err(Refusal::WrongType),
     }
 }

@@ -22,13 +22,9 @@ mod windows;
 
 pub use number::{argument, stored_int};
 
-/// What a key holds, as far as a command cares.
+/// What a key holds that is not a string, as far as a command cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// Nothing (or expired).
-    Empty,
-    /// A string.
-    String,
     /// A hash.
     Hash,
     /// A sorted set.
@@ -53,10 +49,9 @@ pub enum Refusal {
 pub trait Keys {
     /// Redis's clock, in µs since the epoch (what a script computes from `TIME`).
     fn now_us(&mut self) -> u64;
-    /// What `key` holds.
-    fn kind(&mut self, key: &[u8]) -> Kind;
-    /// The string at `key`, read by `read` (None when `key` holds no string).
-    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Option<T>;
+    /// The string at `key`, read by `read`: None when `key` holds nothing, and what it holds
+    /// when that is not a string (one look at the key for its type and its value).
+    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Kind>;
     /// The hash field `field` of `key` (None when it has none).
     fn hash_field(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>>;
     /// The scores, as Redis writes them, of the sorted set `key`'s members scored above

@@ -22,9 +22,9 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
     let now_ms = now_us(keys, now, NAME)? / 1_000;
     let w = quota.period_ms();
 
-    let existed = match keys.kind(key) {
-        Kind::Empty => false,
-        Kind::ZSet => true,
+    let existed = match keys.string(key, |_| ()) {
+        Ok(None) => false,
+        Err(Kind::ZSet) => true,
         _ => return Err(Refusal::WrongType),
     };
     // Only the live entries, scored after now - window: those that have left count for

@@ -7,7 +7,7 @@ use redis_ratelimit::{Algorithm, Quota};
 
 use crate::args::{checked, int, now_us};
 use crate::number::stored_int;
-use crate::{reply, Keys, Kind, Refusal};
+use crate::{reply, Keys, Refusal};
 
 /// A window's counter as the script reads it: its count (`stored_int`, 0 for none or for
 /// anything else someone left), and whether its text is one `INCRBY` takes.
@@ -30,11 +30,10 @@ impl Counter {
     /// The counter at `key`: a key of another type is an error (`GET`), or no counter when
     /// `others_absent` (`MGET`).
     fn at(keys: &mut impl Keys, key: &[u8], others_absent: bool) -> Result<Self, Refusal> {
-        match keys.kind(key) {
-            Kind::String => Ok(keys.string(key, Counter::read).unwrap_or(Counter::NONE)),
-            Kind::Empty => Ok(Counter::NONE),
-            _ if others_absent => Ok(Counter::NONE),
-            _ => Err(Refusal::WrongType),
+        match keys.string(key, Counter::read) {
+            Ok(counter) => Ok(counter.unwrap_or(Counter::NONE)),
+            Err(_) if others_absent => Ok(Counter::NONE),
+            Err(_) => Err(Refusal::WrongType),
         }
     }
 

@@ -35,23 +35,15 @@ impl Keys for ModelKeys<'_, '_> {
         self.ctx.db.command_micros()
     }
 
-    fn kind(&mut self, key: &[u8]) -> Kind {
-        match keys::type_(self.ctx, &[b"type", key]) {
-            Reply::Status(name) => match &name[..] {
-                b"none" => Kind::Empty,
-                b"string" => Kind::String,
-                b"hash" => Kind::Hash,
-                b"zset" => Kind::ZSet,
-                _ => Kind::Other,
-            },
-            _ => Kind::Other,
-        }
-    }
-
-    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Option<T> {
+    fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Kind> {
         match strings::get(self.ctx, &[b"get", key]) {
-            Reply::Bulk(value) => Some(read(&value)),
-            _ => None,
+            Reply::Bulk(value) => Ok(Some(read(&value))),
+            Reply::Error(_) => Err(match keys::type_(self.ctx, &[b"type", key]) {
+                Reply::Status(name) if &name[..] == b"hash" => Kind::Hash,
+                Reply::Status(name) if &name[..] == b"zset" => Kind::ZSet,
+                _ => Kind::Other,
+            }),
+            _ => Ok(None),
         }
     }
 
