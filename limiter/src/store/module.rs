@@ -84,8 +84,9 @@ impl Link {
 impl RedisStore {
     /// Decides with the Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`,
     /// `.GCRA`) instead of the scripts: the same decisions, keys and TTLs for a fraction of
-    /// Redis's time. Every new connection checks that the module is loaded, and a store that
-    /// finds it missing answers [`Error::ModuleNotLoaded`], never a script. Blockable limiters,
+    /// Redis's time. Every new connection to a server checks that the module is loaded (a
+    /// cluster's nodes are checked by their first decision), and a store that finds it missing
+    /// answers [`Error::ModuleNotLoaded`], never a script. Blockable limiters,
     /// leases and several rules decided together have no command yet and are refused.
     pub fn with_module(self) -> Result<Self, Error> {
         Ok(RedisStore { link: self.link.requiring_module()?, module: true, ..self })
