@@ -119,3 +119,46 @@ fn what_the_module_has_no_command_for_is_refused_when_the_limiter_is_built() {
         }
     }
 }
+
+/// The enforcement point decides a request one rule decides with the module's command, as it
+/// does with the rule's script; a request two rules decide needs the rules command, which the
+/// module does not have yet, and is refused naming that.
+#[tokio::test]
+async fn the_enforcer_decides_one_rule_with_the_module_and_refuses_several_by_name() {
+    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
+
+    let server = module_server();
+    let clock = ManualClock::new(1_800_000_000_000);
+    let rule = |name: &str, algorithm| {
+        Rule::new(name, algorithm, Quota::new(4, 2_000).with_burst(5))
+            .key([KeyPart::header("x-api-key")])
+            .time_source(TimeSource::Client)
+    };
+    let enforcer = |rules: RuleSet, store: RedisStore, prefix: &str| {
+        Enforcer::builder(rules).redis(store).clock(Arc::new(clock.clone())).key_prefix(prefix).build().expect("valid")
+    };
+    let request = |key: u64| http::Request::builder().header("x-api-key", format!("k{key}")).body(()).unwrap();
+    let mut rng = SmallRng::seed_from_u64(11);
+    for algorithm in Algorithm::ALL {
+        let one = || RuleSet::builder().rule(rule("one", algorithm)).build().expect("valid rules");
+        let scripts = enforcer(one(), RedisStore::from_url(&server.url()).expect("url"), "es");
+        let module = enforcer(one(), with_module(&server), "em");
+        for i in 0..100 {
+            clock.advance(rng.random_range(0..200));
+            let key = rng.random_range(0..2);
+            let (Verdict::Decided(s), Verdict::Decided(m)) = (
+                scripts.check(&request(key)).await.expect("the scripts decide"),
+                module.check(&request(key)).await.expect("the module decides"),
+            ) else {
+                panic!("{algorithm} request {i}: both decide");
+            };
+            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            assert_eq!(fields(&s.rules[0].decision), fields(&m.rules[0].decision), "{algorithm} request {i}");
+        }
+    }
+    let two = RuleSet::builder().rule(rule("a", Algorithm::Gcra)).rule(rule("b", Algorithm::FixedWindow));
+    let both = enforcer(two.build().expect("valid rules"), with_module(&server), "e2");
+    let refused = both.check(&request(0)).await.expect_err("no rules command yet").to_string();
+    assert!(refused.contains("several rules decided together") && refused.contains("with_module"), "{refused}");
+}
