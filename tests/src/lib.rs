@@ -175,9 +175,18 @@ impl RedisServer {
     }
 }
 
+/// Names the Redis module's shared library built with the tests: `cargo xtask test` sets it to
+/// the one its single test build made (see `limiter/module/Cargo.toml`), so that no test
+/// compiles the module again with other dependency features.
+pub const MODULE_ENV: &str = "REDIS_RATELIMIT_MODULE";
+
 /// Builds the Redis module (`limiter/module`, with `profile`'s settings: `dev` or `release`)
-/// and returns the path of the shared library `redis-server --loadmodule` takes.
+/// and returns the path of the shared library `redis-server --loadmodule` takes; for `dev`,
+/// the library [`MODULE_ENV`] names when it is set.
 pub fn build_module(profile: &str) -> io::Result<std::path::PathBuf> {
+    if let Some(built) = std::env::var_os(MODULE_ENV).filter(|_| profile == "dev") {
+        return Ok(built.into());
+    }
     let out = cargo()
         .args(["build", "-p", "redis-ratelimit-module", "--lib", "--message-format=json", "--profile", profile])
         .stderr(std::process::Stdio::inherit())

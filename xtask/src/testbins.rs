@@ -10,6 +10,7 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 
@@ -18,6 +19,14 @@ use crate::tools::{cargo, root};
 /// Features every build of `cargo xtask test` enables, so that the build, the doc tests and
 /// the gateway the tests build all resolve alike: the real lanes' slow test targets.
 pub const FEATURES: &str = "sim/slow-tests";
+
+/// The Redis module's shared library the test build made, handed to every test it runs (see
+/// `MODULE_ENV`): the module's tests would otherwise build it again, with the dependency
+/// features of its package alone (a minute and more of CI's time).
+static MODULE: OnceLock<PathBuf> = OnceLock::new();
+
+/// The variable `redis_tests::build_module` reads.
+const MODULE_ENV: &str = "REDIS_RATELIMIT_MODULE";
 
 /// One executable cargo built: a test harness (a crate's unit tests, `lib` or `bin`, or an
 /// integration test, `test`) or a program the tests start (a `bin` or an `example`).
@@ -59,6 +68,9 @@ impl Executable {
         };
         cmd.current_dir(&dir).env("CARGO_MANIFEST_DIR", &dir);
         cmd.env("CARGO", std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        if let Some(module) = MODULE.get() {
+            cmd.env(MODULE_ENV, module);
+        }
         cmd
     }
 
@@ -88,6 +100,8 @@ pub fn build() -> Result<Vec<Executable>> {
             let line = line.context("reading cargo's messages")?;
             if let Some(binary) = parse_artifact(&line, &root) {
                 binaries.push(binary);
+            } else if let Some(module) = parse_module(&line) {
+                let _ = MODULE.set(module);
             }
         }
     }
@@ -97,6 +111,9 @@ pub fn build() -> Result<Vec<Executable>> {
     }
     if !binaries.iter().any(|b| b.test) {
         bail!("cargo built no test executable");
+    }
+    if MODULE.get().is_none() {
+        bail!("the test build made no shared library of the Redis module (limiter/module's crate types?)");
     }
     Ok(binaries)
 }
@@ -118,6 +135,20 @@ fn parse_artifact(line: &str, root: &Path) -> Option<Executable> {
         name: m["target"]["name"].as_str()?.to_owned(),
         exe,
     })
+}
+
+/// The Redis module's shared library from one of cargo's JSON messages, when the message is
+/// its build (not its unit tests').
+fn parse_module(line: &str) -> Option<PathBuf> {
+    let m: serde_json::Value = serde_json::from_str(line).ok()?;
+    if m["reason"] != "compiler-artifact"
+        || m["target"]["name"] != "redis_ratelimit_module"
+        || m["profile"]["test"] != false
+    {
+        return None;
+    }
+    let files = m["filenames"].as_array()?;
+    files.iter().filter_map(|f| f.as_str()).find(|f| f.ends_with(std::env::consts::DLL_SUFFIX)).map(PathBuf::from)
 }
 
 /// Takes the test harnesses `wanted` names (`(package, kind, name)`) out of `binaries`,
@@ -171,6 +202,21 @@ mod tests {
         let elsewhere = test.replace("/w/sim", "/registry/sim");
         for line in [no_exe.as_str(), &elsewhere, r#"{"reason":"build-finished","success":true}"#, "Compiling x"] {
             assert_eq!(parse_artifact(line, root), None, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_modules_shared_library_is_found_among_its_files_and_its_unit_tests_are_not_it() {
+        let lib = r#"{"reason":"compiler-artifact","target":{"kind":["cdylib","rlib"],"name":"redis_ratelimit_module"},
+            "profile":{"test":false},"filenames":["/w/target/debug/deps/libredis_ratelimit_module.so",
+            "/w/target/debug/deps/libredis_ratelimit_module.rlib"],"executable":null}"#
+            .replace('\n', "");
+        assert_eq!(parse_module(&lib), Some("/w/target/debug/deps/libredis_ratelimit_module.so".into()));
+        let unit_tests = lib.replace(r#""test":false"#, r#""test":true"#);
+        let other = lib.replace(r#""name":"redis_ratelimit_module""#, r#""name":"redis_model""#);
+        let rlib_only = lib.replace(r#""/w/target/debug/deps/libredis_ratelimit_module.so","#, "");
+        for line in [unit_tests, other, rlib_only] {
+            assert_eq!(parse_module(&line), None, "{line}");
         }
     }
 
