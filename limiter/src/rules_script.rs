@@ -19,6 +19,10 @@ use crate::algo::all_or_nothing::ItemOutcome;
 use crate::algo::all_or_nothing::RulesOutcome;
 use crate::scripts::{self, key_suffix, Invocation};
 
+/// The Redis module's command deciding several rules (`limiter/module`): the script's KEYS and
+/// ARGV, with the key count after the first key ([`RulesRequest::module_invocation`]).
+pub const MODULE_COMMAND: &str = "RATELIMIT.RULES";
+
 /// The script text (`lua/all_or_nothing.lua` with the five algorithm files spliced in).
 pub fn source() -> &'static str {
     redis_ratelimit_scripts::all_or_nothing()
@@ -95,6 +99,17 @@ impl RulesRequest<'_> {
         Invocation { keys, args }
     }
 
+    /// The module command's arguments for this batch: the script's first key, the number of
+    /// keys, the other keys, then its ARGV (a cluster client routes a command it does not know
+    /// by its first argument, which must be a key). As an [`Invocation`] whose one key is the
+    /// first, for a caller that sends keys then arguments.
+    pub fn module_invocation(&self) -> Invocation {
+        let Invocation { mut keys, args } = self.invocation();
+        let count = keys.len().to_string();
+        let others = if keys.is_empty() { Vec::new() } else { keys.split_off(1) };
+        Invocation { keys, args: std::iter::once(count).chain(others).chain(args).collect() }
+    }
+
     /// Reads the script's reply; None when it is not what the script returns for this batch.
     pub fn read_reply(&self, reply: &[i64]) -> Option<RulesReply> {
         let n = self.items.len();
@@ -142,6 +157,24 @@ mod tests {
             let suffix = key_suffix(script.algorithm);
             assert!(source().contains(&format!("local {suffix} = function(KEYS, ARGV, redis)\n{}", script.source)));
         }
+    }
+
+    #[test]
+    fn the_module_command_takes_the_scripts_keys_and_arguments_with_the_count_after_the_first_key() {
+        let q = Quota::per_second(5);
+        let items = ["rl:{k}:a:", "rl:{k}:b:"]
+            .map(|stem| Item {
+                request: scripts::Request { algorithm: Algorithm::Gcra, quota: &q, stem, now_ms: Some(7), cost: 1 },
+                shadow: false,
+                block: None,
+            })
+            .to_vec();
+        let req = RulesRequest { items, commit: true };
+        let (script, module) = (req.invocation(), req.module_invocation());
+        assert_eq!(module.keys, script.keys[..1]);
+        assert_eq!(module.args[0], "2");
+        assert_eq!(module.args[1..2], script.keys[1..]);
+        assert_eq!(module.args[2..], script.args[..]);
     }
 
     #[test]

@@ -107,31 +107,83 @@ async fn a_server_without_the_module_is_named_and_never_answered_by_scripts() {
 
 #[test]
 fn what_the_module_has_no_command_for_is_refused_when_the_limiter_is_built() {
-    let store = || RedisStore::from_url("redis://127.0.0.1:1/").expect("url").with_module().expect("a new store");
+    let store = RedisStore::from_url("redis://127.0.0.1:1/").expect("url").with_module().expect("a new store");
     let q = Quota::per_second(10).with_burst(10);
-    for (builder, says) in [
-        (Limiter::builder(Algorithm::Gcra, q).redis(store()).blockable(), "a key's block"),
-        (Limiter::builder(Algorithm::Gcra, q).redis(store()).leases(Leases::default()), "leases"),
-    ] {
-        match builder.build() {
-            Err(Error::Config { field: "with_module", message }) => assert!(message.contains(says), "{message}"),
-            other => panic!("built: {other:?}"),
-        }
+    match Limiter::builder(Algorithm::Gcra, q).redis(store).leases(Leases::default()).build() {
+        Err(Error::Config { field: "with_module", message }) => assert!(message.contains("leases"), "{message}"),
+        other => panic!("built: {other:?}"),
     }
 }
 
-/// The enforcement point decides a request one rule decides with the module's command, as it
-/// does with the rule's script; a request two rules decide needs the rules command, which the
-/// module does not have yet, and is refused naming that.
+/// A blockable limiter on the module decides each request behind its key's block with
+/// `RATELIMIT.RULES` (the request its one rule), as the blockable script does on scripts:
+/// 200 requests per algorithm, with blocks set on both now and then, answered alike.
 #[tokio::test]
-async fn the_enforcer_decides_one_rule_with_the_module_and_refuses_several_by_name() {
+async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_scripts() {
+    let server = module_server();
+    let clock = ManualClock::new(1_800_000_000_000);
+    for algorithm in Algorithm::ALL {
+        let limiter = |store: RedisStore, prefix: &str| {
+            Limiter::builder(algorithm, Quota::new(5, 1_000).with_burst(4))
+                .redis(store)
+                .key_prefix(prefix)
+                .clock(Arc::new(clock.clone()))
+                .time_source(TimeSource::Client)
+                .blockable()
+                .build()
+                .expect("valid")
+        };
+        let scripts = limiter(RedisStore::from_url(&server.url()).expect("url"), "bs");
+        let module = limiter(with_module(&server), "bm");
+        let before = calls(&server, "ratelimit.rules");
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut blocked = 0;
+        for i in 0..200 {
+            clock.advance(rng.random_range(0..120));
+            let (key, cost) = (format!("k{}", rng.random_range(0..3)), rng.random_range(0..=3));
+            if rng.random_bool(0.05) {
+                let ms = rng.random_range(1..800);
+                for l in [&scripts, &module] {
+                    l.block(&key, std::time::Duration::from_millis(ms)).await.expect("blocks");
+                }
+            }
+            let (s, m) = (scripts.check(&key, cost).await.expect("decides"), module.check(&key, cost).await);
+            let m = m.expect("the module decides");
+            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
+            blocked += u32::from(!m.allowed && m.remaining == 0 && cost == 0);
+        }
+        assert_eq!(calls(&server, "ratelimit.rules") - before, 200, "{algorithm}: every request one RATELIMIT.RULES");
+        assert!(blocked > 0, "{algorithm}: no request met a block");
+    }
+    // Batched: one pipeline of the rules command, one request each, behind the block.
+    let l = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(5))
+        .redis(with_module(&server))
+        .batching(Batching::default())
+        .blockable()
+        .build()
+        .expect("valid");
+    let admitted = |l: Limiter, key: &'static str| async move {
+        let all = futures::future::join_all((0..8).map(|_| l.check(key, 1))).await;
+        all.into_iter().filter(|d| d.as_ref().expect("decides").allowed).count()
+    };
+    assert_eq!(admitted(l.clone(), "one").await, 5, "five of eight admitted");
+    l.block("two", std::time::Duration::from_secs(60)).await.expect("blocks");
+    assert_eq!(admitted(l.clone(), "two").await, 0, "none admitted while blocked");
+}
+
+/// The enforcement point decides with the module's commands as it does with the scripts: a
+/// request one rule decides with the rule's command, a request several rules decide with
+/// `RATELIMIT.RULES` (all of them or none consumed), every rule's answer equal.
+#[tokio::test]
+async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scripts() {
     use redis_ratelimit::enforce::{Enforcer, Verdict};
     use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let server = module_server();
     let clock = ManualClock::new(1_800_000_000_000);
-    let rule = |name: &str, algorithm| {
-        Rule::new(name, algorithm, Quota::new(4, 2_000).with_burst(5))
+    let rule = |name: &str, algorithm, limit| {
+        Rule::new(name, algorithm, Quota::new(limit, 2_000).with_burst(limit))
             .key([KeyPart::header("x-api-key")])
             .time_source(TimeSource::Client)
     };
@@ -139,11 +191,19 @@ async fn the_enforcer_decides_one_rule_with_the_module_and_refuses_several_by_na
         Enforcer::builder(rules).redis(store).clock(Arc::new(clock.clone())).key_prefix(prefix).build().expect("valid")
     };
     let request = |key: u64| http::Request::builder().header("x-api-key", format!("k{key}")).body(()).unwrap();
+    let mut sets: Vec<(String, Vec<Rule>)> =
+        Algorithm::ALL.iter().map(|&a| (format!("{a}"), vec![rule("one", a, 4)])).collect();
+    for (i, &a) in Algorithm::ALL.iter().enumerate() {
+        let b = Algorithm::ALL[(i + 2) % Algorithm::ALL.len()];
+        let rules = vec![rule("a", a, 5), rule("b", b, 3).blockable(true), rule("c", a, 2).shadow(true)];
+        sets.push((format!("{a} + {b} + shadow {a}"), rules));
+    }
     let mut rng = SmallRng::seed_from_u64(11);
-    for algorithm in Algorithm::ALL {
-        let one = || RuleSet::builder().rule(rule("one", algorithm)).build().expect("valid rules");
-        let scripts = enforcer(one(), RedisStore::from_url(&server.url()).expect("url"), "es");
-        let module = enforcer(one(), with_module(&server), "em");
+    for (n, (name, rules)) in sets.into_iter().enumerate() {
+        let set = || rules.iter().cloned().fold(RuleSet::builder(), |b, r| b.rule(r)).build().expect("valid rules");
+        let scripts = enforcer(set(), RedisStore::from_url(&server.url()).expect("url"), &format!("es{n}"));
+        let module = enforcer(set(), with_module(&server), &format!("em{n}"));
+        let (mut allowed, mut denied) = (0, 0);
         for i in 0..100 {
             clock.advance(rng.random_range(0..200));
             let key = rng.random_range(0..2);
@@ -151,14 +211,21 @@ async fn the_enforcer_decides_one_rule_with_the_module_and_refuses_several_by_na
                 scripts.check(&request(key)).await.expect("the scripts decide"),
                 module.check(&request(key)).await.expect("the module decides"),
             ) else {
-                panic!("{algorithm} request {i}: both decide");
+                panic!("{name} request {i}: both decide");
             };
             let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
-            assert_eq!(fields(&s.rules[0].decision), fields(&m.rules[0].decision), "{algorithm} request {i}");
+            assert_eq!(s.rules.len(), m.rules.len(), "{name} request {i}");
+            for (rs, rm) in s.rules.iter().zip(&m.rules) {
+                assert_eq!(fields(&rs.decision), fields(&rm.decision), "{name} request {i}");
+            }
+            let all = m.rules.iter().all(|r| r.decision.allowed);
+            allowed += u32::from(all);
+            denied += u32::from(!all);
         }
+        assert!(
+            allowed > 10 && denied > 10,
+            "{name}: {allowed} allowed, {denied} denied: a sequence that tests little"
+        );
     }
-    let two = RuleSet::builder().rule(rule("a", Algorithm::Gcra)).rule(rule("b", Algorithm::FixedWindow));
-    let both = enforcer(two.build().expect("valid rules"), with_module(&server), "e2");
-    let refused = both.check(&request(0)).await.expect_err("no rules command yet").to_string();
-    assert!(refused.contains("several rules decided together") && refused.contains("with_module"), "{refused}");
+    assert!(calls(&server, "ratelimit.rules") >= 500, "several rules went to the rules command");
 }

@@ -20,17 +20,24 @@
 //! | `RATELIMIT.SL` | `key now_ms limit window_ms cost` | `lua/sliding_log.lua` |
 //! | `RATELIMIT.TB` | `key now_ms limit period_ms burst cost` | `lua/token_bucket.lua` |
 //! | `RATELIMIT.GCRA` | `key now_ms interval_us burst cost` | `lua/gcra.lua` |
+//! | `RATELIMIT.RULES` | `key numkeys [key ...] rules commit [rule ...]` | `lua/all_or_nothing.lua` |
 //!
 //! `now_ms` empty decides on Redis's clock (GCRA in microseconds, as its script reads `TIME`).
 //! A window command's first argument is the stem its windows' keys extend (`stem:index`, in the
-//! stem's hash tag), as the scripts take it. Every reply is `[allowed, remaining,
+//! stem's hash tag), as the scripts take it. Each algorithm's reply is `[allowed, remaining,
 //! retry_after_ms, reset_after_ms, now_ms]`. Arguments the library would never send (a quota it
 //! refuses, a cost above the quota's capacity, anything but digits) are refused by name, where
 //! a script would compute something: inside Redis the twins' arithmetic must stay in the range
 //! where it is exact.
 //!
+//! `RATELIMIT.RULES` decides several rules of one request at one clock reading, consuming from
+//! every rule or from none: the all-or-nothing script's KEYS and ARGV, with the key count moved
+//! after the first key (each rule's algorithm, shadow and blockable flags, key and argument
+//! counts and its script's ARGV; a blockable rule runs behind its key's block). Its keys move
+//! with that count, so it declares `getkeys-api` and tells Redis where they are.
+//!
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
-//! `MODULE LOAD`; the commands declare their key, so Redis Cluster routes them by it.
+//! `MODULE LOAD`; the commands declare their keys, so Redis Cluster routes them by them.
 //!
 //! The commands are written against `redis_ratelimit_module_commands::Keys`, what a Redis
 //! offers a command, in a crate of their own that the harness's Redis model runs too; this

@@ -8,6 +8,7 @@ use std::time::Duration;
 use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, RedisString, RedisValue};
 
 use crate::clock;
+use redis_ratelimit_module_commands::Algorithm;
 use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
 
 /// A command's view of Redis, through its context and the arguments Redis passed it.
@@ -135,11 +136,19 @@ impl Keys for Server<'_> {
     }
 }
 
-/// Runs `command` with the arguments Redis passed (its name first).
+/// Runs `command` with the arguments Redis passed (its name first); or, when Redis asks where
+/// its keys are (a cluster's routing, `COMMAND GETKEYS`, ACLs), says so.
 fn run(command: Command, ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     let argv: Vec<&[u8]> = args.iter().skip(1).map(RedisString::as_slice).collect();
+    if ctx.is_keys_position_request() {
+        // Positions counted with the name as 0, every one within the arguments Redis holds.
+        for at in command.key_positions(&argv) {
+            ctx.key_at_pos(at as i32 + 1);
+        }
+        return Ok(RedisValue::NoReply);
+    }
     match command.run(&mut Server { ctx, args: &args }, &argv) {
-        Ok(reply) => Ok(RedisValue::Array(reply.into_iter().map(|n| RedisValue::Integer(n as i64)).collect())),
+        Ok(reply) => Ok(RedisValue::Array(reply.values().iter().map(|&n| RedisValue::Integer(n as i64)).collect())),
         Err(Refusal::Arity) => Err(RedisError::WrongArity),
         Err(Refusal::WrongType) => Err(RedisError::WrongType),
         Err(Refusal::Error(text)) => Err(RedisError::String(text)),
@@ -147,23 +156,27 @@ fn run(command: Command, ctx: &Context, args: Vec<RedisString>) -> RedisResult {
 }
 
 fn fixed_window(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(Command::FixedWindow, ctx, args)
+    run(Command::Decide(Algorithm::FixedWindow), ctx, args)
 }
 
 fn sliding_window(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(Command::SlidingWindow, ctx, args)
+    run(Command::Decide(Algorithm::SlidingWindow), ctx, args)
 }
 
 fn sliding_log(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(Command::SlidingLog, ctx, args)
+    run(Command::Decide(Algorithm::SlidingLog), ctx, args)
 }
 
 fn token_bucket(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(Command::TokenBucket, ctx, args)
+    run(Command::Decide(Algorithm::TokenBucket), ctx, args)
 }
 
 fn gcra(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(Command::Gcra, ctx, args)
+    run(Command::Decide(Algorithm::Gcra), ctx, args)
+}
+
+fn rules(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::Rules, ctx, args)
 }
 
 redis_module! {
@@ -174,12 +187,14 @@ redis_module! {
     // could not run outside a server.
     allocator: (std::alloc::System, std::alloc::System),
     data_types: [],
-    // Each declares its one key (the first argument), so Redis Cluster routes it by it.
+    // Each declares its one key (the first argument), so Redis Cluster routes it by it; the
+    // rules command's keys move with its key count, so Redis asks it (`getkeys-api`, `run`).
     commands: [
         ["ratelimit.fw", fixed_window, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.sw", sliding_window, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.sl", sliding_log, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.tb", token_bucket, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.gcra", gcra, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.rules", rules, "write deny-oom getkeys-api", 1, 1, 1, ""],
     ],
 }

@@ -194,9 +194,8 @@ impl LimiterBuilder {
         let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
         let on_redis = matches!(self.store, Some(Store::Redis(_)));
         if let Some(Store::Redis(redis)) = &self.store {
-            if redis.uses_module() && (self.blockable || self.modes.leases.is_some()) {
-                let what = if self.blockable { "a key's block" } else { "leases" };
-                return Err(crate::store::module::no_command(what));
+            if redis.uses_module() && self.modes.leases.is_some() {
+                return Err(crate::store::module::no_command("leases"));
             }
         }
         self.modes.validate(self.algorithm, &self.quota, on_redis, self.blockable)?;

@@ -6,21 +6,23 @@
 //! for, and never falls back to the scripts by itself: each new connection to a server asks
 //! `COMMAND INFO` whether the commands are there (a failover can land on a primary without
 //! the module), and a server that answers "unknown command" (a cluster node, a module
-//! unloaded) is named in [`Error::ModuleNotLoaded`]. What the module has no command for yet, a
-//! key's block, leases and several rules in one call, is refused as a configuration error
-//! rather than sent as a script. Resetting, refunding and blocking a key still run their
+//! unloaded) is named in [`Error::ModuleNotLoaded`]. Several rules of one request go to its
+//! `RATELIMIT.RULES`, and so does a request behind its key's block (as the command's one rule,
+//! which it runs behind the block as the blockable script does). What the module has no
+//! command for yet, leases, is refused as a configuration error rather than sent as a script. Resetting, refunding and blocking a key still run their
 //! scripts: they decide nothing, and a module-only deployment still loads scripts for them.
 
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Value};
 
 use super::eval::Sent;
-use super::redis::{bad_reply, classify, integers, Link};
+use super::redis::{bad_reply, classify, integers, read_integers, Link};
 use super::{RedisStore, StoreError};
 use crate::algo::Outcome;
 use crate::error::Error;
 use crate::modes::wire::BatchRequest;
 use crate::quota::Algorithm;
+use crate::rules_script::{self, Item, RulesRequest};
 use crate::scripts;
 
 /// Whether `e` is Redis saying it has no such command: the module is not loaded there.
@@ -31,7 +33,8 @@ pub(super) fn unknown_command(e: &RedisError) -> bool {
 /// Asks the server behind `conn` (`redis`, for messages) whether it has every command of the
 /// module: `COMMAND INFO` answers nil for each it lacks.
 pub(super) async fn check(conn: &mut impl ConnectionLike, redis: &str) -> Result<(), StoreError> {
-    let names = Algorithm::ALL.map(scripts::module_command);
+    let names: Vec<&str> =
+        Algorithm::ALL.map(scripts::module_command).into_iter().chain([rules_script::MODULE_COMMAND]).collect();
     let reply = redis::cmd("COMMAND").arg("INFO").arg(&names[..]).query_async::<Value>(conn).await;
     let missing: Vec<&str> = match reply {
         Ok(Value::Array(infos)) if infos.len() == names.len() => {
@@ -81,13 +84,38 @@ impl Link {
     }
 }
 
+/// A request behind its key's block, as the module decides it: `RATELIMIT.RULES` with it as
+/// its one rule (which the command runs behind its block, as the blockable script runs it).
+fn behind_block<'a>(request: scripts::Request<'a>, block: &'a str) -> RulesRequest<'a> {
+    RulesRequest { items: vec![Item { request, shadow: false, block: Some(block) }], commit: true }
+}
+
+/// The one rule's answer in `ints`, the reply of [`behind_block`]'s `req`, and its clock reading.
+fn read_one(req: &RulesRequest<'_>, ints: &[i64]) -> Option<(Outcome, u64)> {
+    let reply = req.read_reply(ints)?;
+    reply.items.first().map(|i| (i.item.outcome, i.now_ms))
+}
+
 impl RedisStore {
+    /// One request behind its key's block on the module (see [`behind_block`]).
+    pub(super) async fn evaluate_behind_block_with_module(
+        &self,
+        req: scripts::Request<'_>,
+        block: &str,
+    ) -> Result<(Outcome, u64), StoreError> {
+        let one = behind_block(req, block);
+        let call = one.module_invocation();
+        let sent = Sent::Command(rules_script::MODULE_COMMAND);
+        self.run(req.algorithm.name(), sent, &call, |reply| read_integers(reply, |ints| read_one(&one, ints))).await
+    }
+
     /// Decides with the Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`,
-    /// `.GCRA`) instead of the scripts: the same decisions, keys and TTLs for a fraction of
-    /// Redis's time. Every new connection to a server checks that the module is loaded (a
-    /// cluster's nodes are checked by their first decision), and a store that finds it missing
-    /// answers [`Error::ModuleNotLoaded`], never a script. Blockable limiters,
-    /// leases and several rules decided together have no command yet and are refused.
+    /// `.GCRA`, and `.RULES` for several rules of one request) instead of the scripts: the
+    /// same decisions, keys and TTLs for a fraction of Redis's time. Every new connection to a
+    /// server checks that the module is loaded (a cluster's nodes are checked by their first
+    /// decision), and a store that finds it missing answers [`Error::ModuleNotLoaded`], never
+    /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule; leases
+    /// have no command yet and are refused.
     pub fn with_module(self) -> Result<Self, Error> {
         Ok(RedisStore { link: self.link.requiring_module()?, module: true, ..self })
     }
@@ -103,16 +131,27 @@ impl RedisStore {
         &self,
         req: &BatchRequest<'_>,
     ) -> Result<Vec<Result<(Outcome, u64), StoreError>>, StoreError> {
-        if req.blockable {
-            return Err(no_command_for("a key's block"));
-        }
-        let command = scripts::module_command(req.algorithm);
+        let blocks: Vec<String> = match req.blockable {
+            true => req.requests.iter().map(|&(stem, ..)| scripts::block_key(req.algorithm, stem)).collect(),
+            false => Vec::new(),
+        };
+        let one = |i: usize| {
+            let (stem, now_ms, cost) = req.requests[i];
+            scripts::Request { algorithm: req.algorithm, quota: req.quota, stem, now_ms, cost }
+        };
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        for &(stem, now_ms, cost) in &req.requests {
-            let call = scripts::Request { algorithm: req.algorithm, quota: req.quota, stem, now_ms, cost }
-                .invocation_of_stem();
-            pipe.cmd(command).arg(&call.keys).arg(&call.args);
+        for i in 0..req.requests.len() {
+            match blocks.get(i) {
+                Some(block) => {
+                    let call = behind_block(one(i), block).module_invocation();
+                    pipe.cmd(rules_script::MODULE_COMMAND).arg(&call.keys).arg(&call.args);
+                }
+                None => {
+                    let call = one(i).invocation_of_stem();
+                    pipe.cmd(scripts::module_command(req.algorithm)).arg(&call.keys).arg(&call.args);
+                }
+            };
         }
         let none = scripts::Invocation { keys: Vec::new(), args: Vec::new() };
         let replies = self
@@ -130,7 +169,10 @@ impl RedisStore {
                         let e = RedisError::from(e.clone());
                         return Err(self.classify(req.algorithm.name(), e));
                     }
-                    other => integers(other).and_then(|ints| req.read_entry(i, Ok(&ints))),
+                    other => integers(other).and_then(|ints| match blocks.get(i) {
+                        Some(block) => read_one(&behind_block(one(i), block), &ints).map(Ok),
+                        None => req.read_entry(i, Ok(&ints)),
+                    }),
                 };
                 match read {
                     Some(Ok(decided)) => Ok(decided),

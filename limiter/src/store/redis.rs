@@ -214,7 +214,7 @@ impl RedisStore {
         let scripts = loaded::of(req.algorithm);
         let (sent, call) = match (block, self.module) {
             (None, true) => (Sent::Command(scripts::module_command(req.algorithm)), req.invocation_of_stem()),
-            (Some(_), true) => return Err(module::no_command_for("a key's block")),
+            (Some(block), true) => return self.evaluate_behind_block_with_module(req, block).await,
             (Some(block), false) => (Sent::Script(&scripts.blockable), req.blockable_invocation(block)),
             (None, false) => (Sent::Script(&scripts.own), req.invocation_of_stem()),
         };
@@ -344,17 +344,15 @@ impl RedisStore {
         }
     }
 
-    /// Runs several rules in one call of the all-or-nothing script, bounded by the timeout;
+    /// Runs several rules in one call of the all-or-nothing script (or the module's rules
+    /// command), bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
     pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
-        if self.module {
-            return Err(module::no_command_for("several rules decided together"));
-        }
-        let call = req.invocation();
-        self.run(RULES_NAME, Sent::Script(loaded::rules()), &call, |reply| {
-            read_integers(reply, |ints| req.read_reply(ints))
-        })
-        .await
+        let (sent, call) = match self.module {
+            true => (Sent::Command(crate::rules_script::MODULE_COMMAND), req.module_invocation()),
+            false => (Sent::Script(loaded::rules()), req.invocation()),
+        };
+        self.run(RULES_NAME, sent, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
 
     /// For the harness's own callers (subjects that are not one of the library's scripts):

@@ -1,4 +1,5 @@
-//! The Redis module's rate-limit commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`), apart
+//! The Redis module's rate-limit commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, and
+//! `.RULES` for several rules of one request all-or-nothing), apart
 //! from any server: each reads and writes keys through [`Keys`], what a Redis offers a command
 //! (read a string, a hash field, a sorted set's scores; write a value with or without a new
 //! expiry, trim and add members, expire), and decides by the algorithm twins the scripts
@@ -7,8 +8,8 @@
 //! this one code. A crate of its own so the model links none of the module API (its build
 //! needs libclang, and its cdylib sets the process's allocator).
 //!
-//! Each command takes exactly the KEYS and ARGV of its algorithm's script and answers its
-//! reply; arguments the library would never send (a quota it refuses, a cost above the quota's
+//! Each command takes exactly the KEYS and ARGV of its algorithm's script (`RATELIMIT.RULES`:
+//! the all-or-nothing script's, the key count after the first key) and answers its reply; arguments the library would never send (a quota it refuses, a cost above the quota's
 //! capacity, anything but digits) are refused by name, where a script would compute something:
 //! inside Redis the twins' arithmetic must stay in the range where it is exact.
 
@@ -16,9 +17,15 @@
 
 mod args;
 mod buckets;
+mod guard;
+mod held;
 mod log;
 mod number;
+mod rules;
 mod windows;
+
+use redis_ratelimit::harness::{rules_script, scripts};
+pub use redis_ratelimit::Algorithm;
 
 pub use number::{argument, stored_int};
 
@@ -67,36 +74,60 @@ pub trait Keys {
     fn add(&mut self, key: &[u8], score: u64, members: &[String]) -> Result<(), Refusal>;
     /// Expires `key` in `ttl_ms` (`PEXPIRE`).
     fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal>;
+    /// A write Redis refuses with `refusal` (an `INCRBY` of a count it cannot read): it fails
+    /// where the other writes happen, so a command that holds its writes back holds this one.
+    fn refused_write(&mut self, refusal: Refusal) -> Result<(), Refusal> {
+        Err(refusal)
+    }
 }
 
 /// One of the module's commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
-    /// `RATELIMIT.FW stem now_ms limit window_ms cost`.
-    FixedWindow,
-    /// `RATELIMIT.SW stem now_ms limit window_ms cost`.
-    SlidingWindow,
-    /// `RATELIMIT.SL key now_ms limit window_ms cost`.
-    SlidingLog,
-    /// `RATELIMIT.TB key now_ms limit period_ms burst cost`.
-    TokenBucket,
-    /// `RATELIMIT.GCRA key now_ms interval_us burst cost`.
-    Gcra,
+    /// One algorithm's decision (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`), taking its
+    /// script's KEYS and ARGV.
+    Decide(Algorithm),
+    /// `RATELIMIT.RULES`: several rules of one request all-or-nothing, taking the
+    /// all-or-nothing script's KEYS and ARGV with the key count after the first key (see
+    /// [`rules`](crate::rules)).
+    Rules,
+}
+
+/// What a command answered: the script's reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// One decision: `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
+    One([u64; 5]),
+    /// Several rules: `[allowed, rules, then per rule the above and consumed]`.
+    Rules(Vec<u64>),
+}
+
+impl Reply {
+    /// Its integers, in order.
+    pub fn values(&self) -> &[u64] {
+        match self {
+            Reply::One(reply) => reply,
+            Reply::Rules(reply) => reply,
+        }
+    }
 }
 
 impl Command {
     /// Every command.
-    pub const ALL: [Command; 5] =
-        [Command::FixedWindow, Command::SlidingWindow, Command::SlidingLog, Command::TokenBucket, Command::Gcra];
+    pub const ALL: [Command; 6] = [
+        Command::Decide(Algorithm::FixedWindow),
+        Command::Decide(Algorithm::SlidingWindow),
+        Command::Decide(Algorithm::SlidingLog),
+        Command::Decide(Algorithm::TokenBucket),
+        Command::Decide(Algorithm::Gcra),
+        Command::Rules,
+    ];
 
-    /// Its name, as clients send it (`RATELIMIT.GCRA`).
+    /// Its name, as clients send it (`RATELIMIT.GCRA`): the one the library sends.
     pub const fn name(self) -> &'static str {
         match self {
-            Command::FixedWindow => "RATELIMIT.FW",
-            Command::SlidingWindow => "RATELIMIT.SW",
-            Command::SlidingLog => "RATELIMIT.SL",
-            Command::TokenBucket => "RATELIMIT.TB",
-            Command::Gcra => "RATELIMIT.GCRA",
+            Command::Decide(algorithm) => scripts::module_command(algorithm),
+            Command::Rules => rules_script::MODULE_COMMAND,
         }
     }
 
@@ -105,16 +136,36 @@ impl Command {
         Command::ALL.into_iter().find(|c| c.name().as_bytes().eq_ignore_ascii_case(name))
     }
 
-    /// Runs the command on `keys` with `args` (its arguments, after its name): the script's
-    /// reply, `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
-    pub fn run(self, keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
+    /// Runs the command on `keys` with `args` (its arguments, after its name).
+    pub fn run(self, keys: &mut impl Keys, args: &[&[u8]]) -> Result<Reply, Refusal> {
         match self {
-            Command::FixedWindow => windows::fixed_window(keys, args),
-            Command::SlidingWindow => windows::sliding_window(keys, args),
-            Command::SlidingLog => log::sliding_log(keys, args),
-            Command::TokenBucket => buckets::token_bucket(keys, args),
-            Command::Gcra => buckets::gcra(keys, args),
+            Command::Decide(algorithm) => decide(algorithm, keys, args).map(Reply::One),
+            Command::Rules => rules::rules(keys, args).map(Reply::Rules),
         }
+    }
+
+    /// Where its keys are among `args` (its arguments, after its name; 0 is the first), as
+    /// Redis asks a command whose keys move (`COMMAND GETKEYS`, a cluster's routing): only
+    /// positions within `args`, whatever they hold.
+    pub fn key_positions(self, args: &[&[u8]]) -> Vec<usize> {
+        match self {
+            Command::Decide(_) => (!args.is_empty()).then_some(0).into_iter().collect(),
+            Command::Rules => rules::key_positions(args),
+        }
+    }
+}
+
+/// One decision of `algorithm` on `keys` with `args` (its script's KEYS, then ARGV): the
+/// script's reply, `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
+fn decide(algorithm: Algorithm, keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
+    match algorithm {
+        Algorithm::FixedWindow => windows::fixed_window(keys, args),
+        Algorithm::SlidingWindow => windows::sliding_window(keys, args),
+        Algorithm::SlidingLog => log::sliding_log(keys, args),
+        Algorithm::TokenBucket => buckets::token_bucket(keys, args),
+        Algorithm::Gcra => buckets::gcra(keys, args),
+        // The library's algorithms are one enum it may grow; a new one has no command yet.
+        other => Err(Refusal::Error(format!("ERR the module has no command for {other}"))),
     }
 }
 

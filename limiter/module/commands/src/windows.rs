@@ -45,7 +45,7 @@ impl Counter {
             return keys.set(key, cost.to_string().as_bytes(), Some(ttl_ms));
         }
         if !self.incrementable {
-            return Err(Refusal::Error("ERR value is not an integer or out of range".into()));
+            return keys.refused_write(Refusal::Error("ERR value is not an integer or out of range".into()));
         }
         keys.set(key, (self.count + cost).to_string().as_bytes(), None)
     }

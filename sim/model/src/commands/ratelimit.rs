@@ -1,4 +1,4 @@
-//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, crate
+//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, `.RULES`, crate
 //! `redis-ratelimit-module-commands`), as a `redis-server` that loaded the module runs them: the
 //! module's own code ([`Command::run`]), whose every read and write goes through the model's
 //! own commands here, as the module's go through Redis's. So the model decides what the
@@ -105,7 +105,7 @@ fn run(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
         return Reply::error(format!("ERR unknown command '{}'", String::from_utf8_lossy(args[0])));
     };
     match command.run(&mut ModelKeys { ctx }, &args[1..]) {
-        Ok(reply) => Reply::Array(reply.into_iter().map(|n| Reply::Integer(n as i64)).collect()),
+        Ok(reply) => Reply::Array(reply.values().iter().map(|&n| Reply::Integer(n as i64)).collect()),
         Err(Refusal::Arity) => arity_error_named(&command.name().to_ascii_lowercase()),
         Err(Refusal::WrongType) => wrong_type(),
         Err(Refusal::Error(text)) => Reply::error(text),
@@ -129,5 +129,9 @@ pub(super) fn ratelimit_tb(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 pub(super) fn ratelimit_gcra(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    run(ctx, args)
+}
+
+pub(super) fn ratelimit_rules(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     run(ctx, args)
 }

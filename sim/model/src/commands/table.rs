@@ -50,7 +50,7 @@ static OBJECT_SUBCOMMANDS: [CommandSpec; 5] = [
     CommandSpec { word: "help", ..data("object|help", 2, keys::object_help) },
 ];
 
-static COMMANDS: [CommandSpec; 145] = [
+static COMMANDS: [CommandSpec; 146] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -197,6 +197,7 @@ static COMMANDS: [CommandSpec; 145] = [
     data("ratelimit.sl", -2, ratelimit::ratelimit_sl),
     data("ratelimit.tb", -2, ratelimit::ratelimit_tb),
     data("ratelimit.gcra", -2, ratelimit::ratelimit_gcra),
+    data("ratelimit.rules", -2, ratelimit::ratelimit_rules),
 ];
 
 static EVAL_COMMANDS: [CommandSpec; 2] =
