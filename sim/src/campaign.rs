@@ -41,7 +41,10 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
     Ok(match (o.backend, o.redis_url.clone()) {
         (Backend::Model, _) => Box::new(sim_engine::turmoil_run::run),
         (Backend::Redis, Some(url)) => Box::new(move |spec: &RunSpec| sim_real::execute_at(&url, spec)),
-        (Backend::Redis, None) => Box::new(sim_real::execute),
+        (Backend::Redis, None) => {
+            let module = o.module.clone();
+            Box::new(move |spec: &RunSpec| sim_real::execute_loading(module.as_deref(), spec))
+        }
         (Backend::RedisCluster, _) => Box::new(sim_real::execute_cluster),
         (Backend::MiniRedis, _) => Box::new(sim_real::execute_mini),
     })

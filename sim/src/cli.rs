@@ -111,6 +111,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
+    /// With --backend redis: every server the run starts loads this Redis module (the shared
+    /// library `cargo build --release -p redis-ratelimit-module` makes), which `--store module`
+    /// decides with
+    #[arg(long, value_name = "PATH")]
+    pub module: Option<PathBuf>,
+
     /// Replace the scenario's faults (one --scenario only), e.g.
     /// partition:0@3000..7000,redis-crash@4000..4200,script-flush@7000. Kinds: partition:I
     /// partition-to-redis:I partition-from-redis:I hold:I instance-crash:I redis-crash
@@ -229,13 +235,22 @@ impl SimulateArgs {
             }
         }
         parsed.subjects = unique;
-        if parsed.store == "module" && parsed.run.backend != Backend::Model {
+        let r = &parsed.run;
+        let module_missing = match r.backend {
+            Backend::Model => false,
+            Backend::Redis => r.module.is_none() && r.redis_url.is_none(),
+            Backend::RedisCluster | Backend::MiniRedis => true,
+        };
+        let wants_module = parsed.store == "module" || parsed.subjects.iter().any(|s| matches!(s, Subject::Module(_)));
+        if wants_module && module_missing {
             return Err(SimulateArgs::named_command().error(
                 clap::error::ErrorKind::ArgumentConflict,
                 format!(
-                    "--store module runs on the model (--backend model), which runs the module's commands; \
-                     --backend {} starts servers without the module",
-                    parsed.run.backend.name()
+                    "--store module runs on the model (--backend model), which runs the module's commands, or \
+                     on --backend redis with --module PATH (the shared library `cargo build --release -p \
+                     redis-ratelimit-module` makes) or --redis-url of a server that loaded it; --backend {} {}",
+                    r.backend.name(),
+                    if r.backend == Backend::Redis { "was given neither" } else { "starts servers without it" }
                 ),
             ));
         }
@@ -275,6 +290,13 @@ impl RunArgs {
             Some(format!(
                 "--redis-url {url} only makes sense with --backend redis (got --backend {})",
                 self.backend.name()
+            ))
+        } else if let (Some(path), true) = (&self.module, self.backend != Backend::Redis || self.redis_url.is_some()) {
+            Some(format!(
+                "--module {} is loaded by the servers --backend redis starts (got --backend {}{})",
+                path.display(),
+                self.backend.name(),
+                if self.redis_url.is_some() { " with --redis-url, which starts none" } else { "" }
             ))
         } else {
             None
@@ -326,7 +348,7 @@ impl RunArgs {
     }
 
     /// The options a replay command needs to run on the same backend: nothing for the model
-    /// (the default), else `--backend` and any `--redis-url`.
+    /// (the default), else `--backend` and any `--redis-url` and `--module`.
     pub fn backend_args(&self) -> String {
         let mut out = String::new();
         if self.backend != Backend::Model {
@@ -336,6 +358,10 @@ impl RunArgs {
         if let Some(url) = &self.redis_url {
             out.push_str(" --redis-url ");
             out.push_str(url);
+        }
+        if let Some(module) = &self.module {
+            out.push_str(" --module ");
+            out.push_str(&module.display().to_string());
         }
         out
     }

@@ -106,3 +106,30 @@ fn every_model_positive_of_the_catalogue_shows_on_a_real_cluster() {
     sim_real::process::require_for_tests("redis-cli", "redis-tools");
     positives_hold_on("redis-cluster", 3, &sim_real::execute_cluster);
 }
+
+/// The module rows on the real lane (`--backend redis --module PATH`): every server the run
+/// starts loads the module, again after a crash, and each row keeps its algorithm's promise
+/// with Redis deciding (a server without the module would be an error on every request).
+#[test]
+fn module_rows_keep_their_promises_on_a_real_redis_that_loads_the_module() {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let module = redis_tests::build_module("dev").expect("the Redis module builds");
+    let module = module.to_str().expect("a path in UTF-8");
+    let mut args = vec!["--backend", "redis", "--module", module, "--no-sweeps", "--threads", "3"];
+    args.extend(["--scenario", "baseline", "--scenario", "redis-restart"]);
+    args.extend(["--subject", "gcra-module", "--subject", "fixed-window-module", "--subject", "sliding-log-module"]);
+    let o = SimulateArgs::parse_args(args).expect("arguments");
+    let specs = sim::campaign::specs(&o.run, &o.subjects).expect("the runs");
+    for scenario in ["baseline", "redis-restart"] {
+        let rows = specs.iter().filter(|s| s.scenario == scenario).count();
+        assert!(rows >= 3, "{scenario}: {rows} runs of three rows");
+    }
+    let execute = sim::campaign::executor(&o.run).expect("the redis lane");
+    let results = sim::campaign::run(&o.run, &o.subjects, &specs, &*execute).expect("real runs").results;
+    for r in &results {
+        println!("redis, module: {} {}: {:?}", r.scenario, r.subject, r.sources);
+        assert!(!run::is_failure(r), "{}: {} / {} / {}", r.replay, r.bound_detail, r.policy_detail, r.liveness_detail);
+        assert!(r.replay.contains("--module "), "the replay loads the module too: {}", r.replay);
+        assert!(r.sources.store > r.admitted / 2, "{}: Redis decided too little: {:?}", r.replay, r.sources);
+    }
+}

@@ -63,6 +63,43 @@ fn correct_scripts_hold_every_promise_on_real_redis() {
     println!("verify --backend redis: {} correct scripts held every promise", files.len());
 }
 
+/// A script that decides with the Redis module's command (`redis.call('RATELIMIT.GCRA', ...)`)
+/// is judged on real Redis when its servers load the module (`--module`), and holds the GCRA
+/// promise there; without the module every request fails, and the verifier says so.
+#[test]
+fn a_script_calling_the_module_is_verified_on_servers_that_load_it() {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let module = redis_tests::build_module("dev").expect("the Redis module builds");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let script = "-- The module's GCRA behind a script: KEYS and ARGV as lua/gcra.lua takes them.\n\
+                  return redis.call('RATELIMIT.GCRA', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n";
+    std::fs::write(dir.path().join("module_gcra.lua"), script).expect("write the script");
+    let subject = dir.path().join("module_gcra.toml");
+    let profile = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("subjects/library/gcra.toml"))
+        .expect("the library's GCRA subject")
+        .replace("library gcra", "module gcra")
+        .replace("../../../lua/gcra.lua", "module_gcra.lua");
+    std::fs::write(&subject, profile).expect("write the subject");
+    let verify = |module: Option<&Path>| {
+        let mut cmd = lab("verify");
+        cmd.arg(&subject).args(["--backend", "redis", "--scenario", "get-set-race", "--scenario", "redis-restart"]);
+        cmd.args(["--no-sweeps", "--duration", "3s", "--cases", "24", "--out"]).arg(dir.path().join("out"));
+        if let Some(module) = module {
+            cmd.arg("--module").arg(module);
+        }
+        cmd.output().expect("verify runs")
+    };
+    let loaded = verify(Some(&module));
+    let stdout = String::from_utf8_lossy(&loaded.stdout);
+    assert!(!stdout.contains(" BROKEN ") && !stdout.contains("not judged"), "{stdout}");
+    assert_eq!(loaded.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&loaded.stderr));
+    let without = verify(None);
+    let said = format!("{}{}", String::from_utf8_lossy(&without.stdout), String::from_utf8_lossy(&without.stderr));
+    assert_ne!(without.status.code(), Some(0), "verified without the module:\n{said}");
+    assert!(said.contains("calls returned an error"), "the errors are named: {said}");
+    println!("verify --backend redis --module: a script calling RATELIMIT.GCRA held its promise");
+}
+
 /// The installed command line, `ratelimit-lab SUB`, as a user runs it (not through xtask).
 fn lab(sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit-lab"));

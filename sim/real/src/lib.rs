@@ -66,8 +66,14 @@ pub const MINI_REDIS_SCENARIO: &str = "get-set-race";
 /// Runs `spec` against a private `redis-server` this run starts and stops. Usable with
 /// [`sim_engine::run::run_many_with`].
 pub fn execute(spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    execute_loading(None, spec)
+}
+
+/// As [`execute`], the server loading the Redis module at `module` (`--loadmodule`) when given,
+/// again after every restart: what a subject deciding with the module's commands runs on.
+pub fn execute_loading(module: Option<&std::path::Path>, spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let dir = tempfile::Builder::new().prefix("sim-redis-").tempdir().context("cannot create a data directory")?;
-    let controller = server::Controller::start(dir.path())?;
+    let controller = server::Controller::start(dir.path(), module)?;
     let out = lane::run(spec, lane::Target::Private(Box::new(controller)), None);
     drop(dir);
     out

@@ -223,6 +223,8 @@ impl Drop for ServerProcess {
 pub struct RedisProcess {
     server: ServerProcess,
     dir: PathBuf,
+    /// The Redis module it loads (`--loadmodule`), again on every restart.
+    module: Option<PathBuf>,
 }
 
 impl Deref for RedisProcess {
@@ -242,10 +244,11 @@ impl RedisProcess {
     /// Starts `redis-server` on a free loopback port, keeping snapshots in `dir`, and waits
     /// until it accepts connections. A port picked free can be taken by another process
     /// before the server binds it, so a failed start is retried on another port.
-    pub fn start(dir: &Path) -> io::Result<Self> {
+    /// With `module`, the server loads that Redis module (`--loadmodule`).
+    pub fn start(dir: &Path, module: Option<&Path>) -> io::Result<Self> {
         let mut last = io::Error::other("redis-server never started");
         for _ in 0..5 {
-            match Self::start_on(free_port()?, dir) {
+            match Self::start_on(free_port()?, dir, module) {
                 Ok(p) => return Ok(p),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
                 Err(e) => last = e,
@@ -255,10 +258,17 @@ impl RedisProcess {
     }
 
     /// Starts `redis-server` on `port` (a restart uses the port it had).
-    pub fn start_on(port: u16, dir: &Path) -> io::Result<Self> {
-        let extra = [OsStr::new("--dir"), dir.as_os_str(), OsStr::new("--dbfilename"), OsStr::new(DBFILENAME)];
+    pub fn start_on(port: u16, dir: &Path, module: Option<&Path>) -> io::Result<Self> {
+        let mut extra = vec![OsStr::new("--dir"), dir.as_os_str(), OsStr::new("--dbfilename"), OsStr::new(DBFILENAME)];
+        if let Some(module) = module {
+            if !module.is_file() {
+                let shown = module.display();
+                return Err(io::Error::new(io::ErrorKind::NotFound, format!("no Redis module at {shown}")));
+            }
+            extra.extend([OsStr::new("--loadmodule"), module.as_os_str()]);
+        }
         let server = ServerProcess::start("redis-server", port, &extra, "install Debian's `redis-server` package")?;
-        Ok(RedisProcess { server, dir: dir.to_owned() })
+        Ok(RedisProcess { server, dir: dir.to_owned(), module: module.map(Path::to_owned) })
     }
 
     /// The data directory.
@@ -276,7 +286,7 @@ impl RedisProcess {
                 _ => {}
             }
         }
-        let fresh = RedisProcess::start_on(self.port(), &self.dir)?;
+        let fresh = RedisProcess::start_on(self.port(), &self.dir, self.module.as_deref())?;
         *self = fresh;
         Ok(())
     }

@@ -183,9 +183,9 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// Starts a server keeping its snapshots in `dir`.
-    pub(crate) fn start(dir: &std::path::Path) -> anyhow::Result<Controller> {
-        let process = RedisProcess::start(dir)?;
+    /// Starts a server keeping its snapshots in `dir`, loading the Redis `module` if given.
+    pub(crate) fn start(dir: &std::path::Path, module: Option<&std::path::Path>) -> anyhow::Result<Controller> {
+        let process = RedisProcess::start(dir, module)?;
         let mut c = Controller {
             process,
             side: None,
@@ -471,7 +471,7 @@ mod tests {
     fn a_crash_keeps_its_data_only_when_asked_and_a_pause_answers_nothing_until_resumed() -> anyhow::Result<()> {
         crate::process::require_for_tests("redis-server", "redis-server");
         let dir = tempfile::tempdir()?;
-        let mut c = Controller::start(dir.path())?;
+        let mut c = Controller::start(dir.path(), None)?;
         let addr = c.addr();
         c.with_side(|conn| redis::cmd("SET").arg("k").arg("v").query::<()>(conn))?;
 

@@ -103,7 +103,7 @@ fn the_duration_defaults_to_the_backend_s_own() {
 }
 
 #[test]
-fn module_rows_are_asked_for_by_store_or_by_name_and_run_on_the_model() {
+fn module_rows_are_asked_for_by_store_or_by_name_and_run_where_the_module_is() {
     assert_eq!(parse("").expect("default").store, "scripts");
     let o = parse("--store module --subject gcra").expect("on the model");
     assert_eq!(
@@ -112,8 +112,19 @@ fn module_rows_are_asked_for_by_store_or_by_name_and_run_on_the_model() {
     );
     let named = parse("--subject gcra-module").expect("a module row by name");
     assert_eq!(named.subjects, [Subject::Module(redis_ratelimit::Algorithm::Gcra)]);
-    let e = err("--store module --backend redis");
-    assert!(e.contains("--store module runs on the model") && e.contains("--backend redis"), "{e}");
+    for without in ["--store module --backend redis", "--subject gcra-module --backend redis"] {
+        let e = err(without);
+        assert!(e.contains("--module PATH") && e.contains("--backend redis was given neither"), "{without}: {e}");
+    }
+    let e = err("--store module --backend redis-cluster");
+    assert!(e.contains("--backend redis-cluster starts servers without it"), "{e}");
+    let loaded = parse("--store module --backend redis --module m.so").expect("a server loading the module");
+    assert_eq!(loaded.run.module.as_deref(), Some(std::path::Path::new("m.so")));
+    assert!(parse("--store module --backend redis --redis-url redis://h/").is_ok(), "a server that loaded it");
+    let e = err("--module m.so");
+    assert!(e.contains("--module m.so is loaded by the servers --backend redis starts (got --backend model)"), "{e}");
+    let e = err("--module m.so --backend redis --redis-url redis://h/");
+    assert!(e.contains("with --redis-url, which starts none"), "{e}");
     assert!(err("--store lua").contains("'lua'"));
 }
 
@@ -125,10 +136,12 @@ fn replays_name_the_backend_they_ran_on() {
         "--backend redis",
         "--backend redis-cluster",
         "--backend redis --redis-url redis://127.0.0.1:6390",
+        "--backend redis --module target/release/libredis_ratelimit_module.so",
     ] {
         let o = parse(given).expect(given);
         let again = parse(&o.run.backend_args()).expect("replay arguments parse");
-        assert_eq!((again.run.backend, again.run.redis_url), (o.run.backend, o.run.redis_url.clone()), "{given}");
+        let backend = |r: &RunArgs| (r.backend, r.redis_url.clone(), r.module.clone());
+        assert_eq!(backend(&again.run), backend(&o.run), "{given}");
         assert_eq!(o.run.backend_args().trim(), given);
     }
 }
@@ -150,6 +163,7 @@ fn help_lists_every_option_scenario_and_subject() {
         "--threads",
         "--backend",
         "--redis-url",
+        "--module",
         "--faults",
         "--json",
         "--out",
