@@ -18,6 +18,7 @@ use super::profile::{Callgrind, Profile};
 use super::support::*;
 use super::*;
 use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::scripts::Invocation;
 
 const FLOOR: &str = "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
 const FLOOR_TIME: &str =
@@ -53,7 +54,9 @@ fn algorithm_call(algorithm: Algorithm, server_time: bool) -> Call {
 const MIXED: [Algorithm; 5] =
     [Algorithm::Gcra, Algorithm::FixedWindow, Algorithm::TokenBucket, Algorithm::SlidingWindow, Algorithm::SlidingLog];
 
-fn rules_call(n: usize) -> Call {
+/// `n` rules of the mixed algorithms on one random key: the script's call and the module
+/// command's arguments (`RATELIMIT.RULES` and its keys and arguments).
+fn rules_calls(n: usize) -> (Invocation, Vec<String>) {
     let stems: Vec<String> = (0..n).map(|i| format!("rl:{{k__rand_int__}}:r{i}:")).collect();
     let items = MIXED[..n]
         .iter()
@@ -64,7 +67,14 @@ fn rules_call(n: usize) -> Call {
             block: None,
         })
         .collect();
-    let call = RulesRequest { items, commit: true }.invocation();
+    let request = RulesRequest { items, commit: true };
+    let command = request.module_invocation();
+    let name = std::iter::once(rules_script::MODULE_COMMAND.to_owned());
+    (request.invocation(), name.chain(command.keys).chain(command.args).collect())
+}
+
+fn rules_call(n: usize) -> Call {
+    let (call, _) = rules_calls(n);
     Call {
         name: format!("rules script, {n} rule(s)"),
         source: rules_script::source().to_owned(),
@@ -318,20 +328,22 @@ fn module_goals() -> Vec<Goal> {
         head.into_iter().chain(command.iter().cloned()).collect()
     };
     let incr = vec!["INCR".to_owned(), "k__rand_int__".to_owned()];
-    let commands: Vec<(Algorithm, Vec<String>)> = Algorithm::ALL
+    // Each command with the rules it decides (a decision's ratio is per rule) and what it is.
+    let mut commands: Vec<(Option<Algorithm>, usize, Vec<String>)> = Algorithm::ALL
         .iter()
         .map(|&algorithm| {
             let call = algorithm_call(algorithm, false);
             let name = scripts::module_command(algorithm).to_owned();
-            (algorithm, std::iter::once(name).chain(call.keys.into_iter().chain(call.args)).collect())
+            (Some(algorithm), 1, std::iter::once(name).chain(call.keys.into_iter().chain(call.args)).collect())
         })
         .collect();
+    commands.extend((2..=MIXED.len()).map(|n| (None, n, rules_calls(n).1)));
     let stat = |command: &[String]| command[0].to_lowercase();
     let mut incr_us = f64::INFINITY;
     let mut us = vec![f64::INFINITY; commands.len()];
     for _ in 0..ROUNDS {
         incr_us = incr_us.min(usec_per_command(&server, &mut conn, "incr", &args(scaled(100_000), &incr)));
-        for (i, (_, command)) in commands.iter().enumerate() {
+        for (i, (_, _, command)) in commands.iter().enumerate() {
             us[i] = us[i].min(usec_per_command(&server, &mut conn, &stat(command), &args(scaled(100_000), command)));
         }
     }
@@ -340,7 +352,7 @@ fn module_goals() -> Vec<Goal> {
     let counts = Callgrind::start_with(&[std::ffi::OsStr::new("--loadmodule"), module.as_os_str()]).and_then(|cg| {
         let incr_count = cg.profile_of("incr", |port| send(port, &args(2_000, &incr)))?.total;
         let mut counts = Vec::new();
-        for (_, command) in &commands {
+        for (_, _, command) in &commands {
             counts.push(cg.profile_of(&stat(command), |port| send(port, &args(2_000, command)))?.total);
         }
         Ok((incr_count, counts))
@@ -349,22 +361,30 @@ fn module_goals() -> Vec<Goal> {
     commands
         .iter()
         .enumerate()
-        .map(|(i, (algorithm, command))| {
+        .map(|(i, (algorithm, rules, command))| {
+            let per_rule = if *rules > 1 { " per rule" } else { "" };
             let counted = counts.as_ref().map_or(String::new(), |(incr, counts)| {
                 format!(
-                    "; instructions per call (callgrind): {:.1}k against INCR's {:.1}k ({:.2}x)",
+                    "; instructions per call (callgrind): {:.1}k against INCR's {:.1}k ({:.2}x{per_rule})",
                     counts[i] / 1000.0,
                     incr / 1000.0,
-                    counts[i] / incr
+                    counts[i] / incr / *rules as f64
                 )
             });
-            let ratio = us[i] / incr_us;
+            let ratio = us[i] / incr_us / *rules as f64;
+            let what = match algorithm {
+                Some(algorithm) => format!("{algorithm}"),
+                None => format!(
+                    "{rules} rules ({}) all-or-nothing",
+                    MIXED[..*rules].iter().map(Algorithm::to_string).collect::<Vec<_>>().join(", ")
+                ),
+            };
             Goal {
-                what: format!("Redis us per decision: {} (the module), {algorithm}, caller's clock", command[0]),
+                what: format!("Redis us per decision: {} (the module), {what}, caller's clock", command[0]),
                 measured: format!("{:.2} us per call{counted}", us[i]),
                 reference: format!("INCR, redis-benchmark -P 16: {incr_us:.2} us"),
                 ratio,
-                goal: "<= 2x",
+                goal: if *rules > 1 { "<= 2x per rule" } else { "<= 2x" },
                 met: ratio <= 2.0,
                 note: if ratio <= 2.0 {
                     String::new()
@@ -373,11 +393,13 @@ fn module_goals() -> Vec<Goal> {
                         "{:.0}% over: a decision reads its key, runs the twin and writes the key with its expiry, \
                          replicated by effect, where INCR changes a number in place{}",
                         (ratio / 2.0 - 1.0) * 100.0,
-                        if *algorithm == Algorithm::SlidingLog {
-                            "; the log goes through Redis's own sorted-set commands (the module API has no \
-                             sorted-set reads), each a command call inside the command"
-                        } else {
-                            ""
+                        match algorithm {
+                            Some(Algorithm::SlidingLog) => {
+                                "; the log goes through Redis's own sorted-set commands (the module API has no \
+                                 sorted-set reads), each a command call inside the command"
+                            }
+                            None => "; each rule's writes are held until every rule has fitted, then made",
+                            _ => "",
                         }
                     )
                 },
