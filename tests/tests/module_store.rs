@@ -105,13 +105,43 @@ async fn a_server_without_the_module_is_named_and_never_answered_by_scripts() {
     assert_eq!(calls(&server, "eval"), 0, "no script was sent instead");
 }
 
-#[test]
-fn what_the_module_has_no_command_for_is_refused_when_the_limiter_is_built() {
-    let store = RedisStore::from_url("redis://127.0.0.1:1/").expect("url").with_module().expect("a new store");
-    let q = Quota::per_second(10).with_burst(10);
-    match Limiter::builder(Algorithm::Gcra, q).redis(store).leases(Leases::default()).build() {
-        Err(Error::Config { field: "with_module", message }) => assert!(message.contains("leases"), "{message}"),
-        other => panic!("built: {other:?}"),
+/// A leasing limiter on the module leases with `RATELIMIT.LEASE.GCRA` or `.LEASE.TB` and
+/// decides as the same limiter on the lease scripts: 300 requests of three instances, each its
+/// own limiter spending its own leases, answered alike.
+#[tokio::test]
+async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
+    let server = module_server();
+    let clock = ManualClock::new(1_800_000_000_000);
+    for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        let limiter = |store: RedisStore, prefix: &str| {
+            Limiter::builder(algorithm, Quota::new(20, 1_000).with_burst(20))
+                .redis(store)
+                .key_prefix(prefix)
+                .clock(Arc::new(clock.clone()))
+                .time_source(TimeSource::Client)
+                .leases(Leases::default())
+                .build()
+                .expect("valid")
+        };
+        let scripts: Vec<Limiter> =
+            (0..3).map(|_| limiter(RedisStore::from_url(&server.url()).expect("url"), "ls")).collect();
+        let module: Vec<Limiter> = (0..3).map(|_| limiter(with_module(&server), "lm")).collect();
+        let before = (calls(&server, "evalsha"), calls(&server, "ratelimit.lease"));
+        let mut rng = SmallRng::seed_from_u64(3);
+        let mut admitted = 0;
+        for i in 0..300 {
+            clock.advance(rng.random_range(0..30));
+            let (instance, key) = (rng.random_range(0..3), format!("k{}", rng.random_range(0..2)));
+            let s = scripts[instance].check(&key, 1).await.expect("decides");
+            let m = module[instance].check(&key, 1).await.expect("the module decides");
+            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.source);
+            assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: instance {instance} {key}");
+            admitted += u32::from(m.allowed);
+        }
+        let leased = calls(&server, "ratelimit.lease") - before.1;
+        assert!(leased > 10 && leased < 300, "{algorithm}: {leased} lease commands for 300 requests");
+        assert_eq!(calls(&server, "evalsha") - before.0, leased, "{algorithm}: the scripts' store leased as often");
+        assert!((100..300).contains(&admitted), "{algorithm}: {admitted} of 300 admitted");
     }
 }
 

@@ -21,6 +21,8 @@
 //! | `RATELIMIT.TB` | `key now_ms limit period_ms burst cost` | `lua/token_bucket.lua` |
 //! | `RATELIMIT.GCRA` | `key now_ms interval_us burst cost` | `lua/gcra.lua` |
 //! | `RATELIMIT.RULES` | `key numkeys [key ...] rules commit [rule ...]` | `lua/all_or_nothing.lua` |
+//! | `RATELIMIT.LEASE.GCRA` | `key now_ms interval_us burst lifetime_us horizon_us want need give given_tat` | `lua/lease_gcra.lua` |
+//! | `RATELIMIT.LEASE.TB` | `key now_ms limit period_ms burst lifetime_ms horizon_ms want need give given_units given_ms` | `lua/lease_token_bucket.lua` |
 //!
 //! `now_ms` empty decides on Redis's clock (GCRA in microseconds, as its script reads `TIME`).
 //! A window command's first argument is the stem its windows' keys extend (`stem:index`, in the
@@ -34,7 +36,9 @@
 //! every rule or from none: the all-or-nothing script's KEYS and ARGV, with the key count moved
 //! after the first key (each rule's algorithm, shadow and blockable flags, key and argument
 //! counts and its script's ARGV; a blockable rule runs behind its key's block). Its keys move
-//! with that count, so it declares `getkeys-api` and tells Redis where they are.
+//! with that count, so it declares `getkeys-api` and tells Redis where they are. The lease
+//! commands reserve a run of a bucket's units for one instance, as the lease scripts do, and
+//! answer their nine numbers.
 //!
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
 //! `MODULE LOAD`; the commands declare their keys, so Redis Cluster routes them by them.

@@ -179,6 +179,14 @@ fn rules(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     run(Command::Rules, ctx, args)
 }
 
+fn lease_gcra(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::Lease(Algorithm::Gcra), ctx, args)
+}
+
+fn lease_token_bucket(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::Lease(Algorithm::TokenBucket), ctx, args)
+}
+
 redis_module! {
     name: "ratelimit",
     version: 1,
@@ -196,5 +204,7 @@ redis_module! {
         ["ratelimit.tb", token_bucket, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.gcra", gcra, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.rules", rules, "write deny-oom getkeys-api", 1, 1, 1, ""],
+        ["ratelimit.lease.gcra", lease_gcra, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.lease.tb", lease_token_bucket, "write deny-oom", 1, 1, 1, ""],
     ],
 }

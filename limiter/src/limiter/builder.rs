@@ -193,11 +193,6 @@ impl LimiterBuilder {
         };
         let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
         let on_redis = matches!(self.store, Some(Store::Redis(_)));
-        if let Some(Store::Redis(redis)) = &self.store {
-            if redis.uses_module() && self.modes.leases.is_some() {
-                return Err(crate::store::module::no_command("leases"));
-            }
-        }
         self.modes.validate(self.algorithm, &self.quota, on_redis, self.blockable)?;
         let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
         #[allow(unused_mut)] // only the harness records leases

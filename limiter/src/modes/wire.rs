@@ -52,6 +52,17 @@ pub struct LeaseRequest<'a> {
     pub args: LeaseArgs,
 }
 
+/// The Redis module's command leasing `algorithm`'s units (`limiter/module`), taking exactly
+/// its lease script's KEYS and ARGV ([`LeaseRequest::invocation`]); None for an algorithm that
+/// cannot lease.
+pub const fn lease_module_command(algorithm: Algorithm) -> Option<&'static str> {
+    match algorithm {
+        Algorithm::Gcra => Some("RATELIMIT.LEASE.GCRA"),
+        Algorithm::TokenBucket => Some("RATELIMIT.LEASE.TB"),
+        _ => None,
+    }
+}
+
 impl LeaseRequest<'_> {
     /// The script call; None for an algorithm that cannot lease.
     pub fn invocation(&self) -> Option<Invocation> {

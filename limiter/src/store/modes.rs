@@ -5,29 +5,26 @@ use redis::Value;
 
 use super::eval::Sent;
 use super::loaded;
-use super::module;
 use super::redis::{bad_reply, classify, integers, read_integers};
 use super::{RedisStore, StoreError};
 use crate::algo::lease::LeaseOutcome;
 use crate::algo::Outcome;
 use crate::error::Error;
-use crate::modes::wire::{BatchRequest, LeaseRequest};
+use crate::modes::wire::{lease_module_command, BatchRequest, LeaseRequest};
 
 impl RedisStore {
-    /// One lease call (see `lua/lease_*.lua`), with the outcome and the clock reading Redis
-    /// decided by (ms).
+    /// One lease call (see `lua/lease_*.lua`, or the module's lease command), with the outcome
+    /// and the clock reading Redis decided by (ms).
     pub(crate) async fn lease(&self, req: LeaseRequest<'_>) -> Result<(LeaseOutcome, u64), StoreError> {
-        if self.module {
-            return Err(module::no_command_for("leases"));
-        }
-        let (Some(script), Some(call)) = (&loaded::of(req.algorithm).lease, req.invocation()) else {
+        let sent = match self.module {
+            true => lease_module_command(req.algorithm).map(Sent::Command),
+            false => loaded::of(req.algorithm).lease.as_ref().map(Sent::Script),
+        };
+        let (Some(sent), Some(call)) = (sent, req.invocation()) else {
             let detail = format!("the {} algorithm has no lease script", req.algorithm);
             return Err(StoreError::Fatal(Error::Server { algorithm: req.algorithm.name(), detail }));
         };
-        self.run(req.algorithm.name(), Sent::Script(script), &call, |reply| {
-            read_integers(reply, |ints| req.read_reply(ints))
-        })
-        .await
+        self.run(req.algorithm.name(), sent, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
 
     /// One batch call (see `lua/batch.lua`): each request's outcome and clock reading, or the

@@ -8,9 +8,10 @@
 //! the module), and a server that answers "unknown command" (a cluster node, a module
 //! unloaded) is named in [`Error::ModuleNotLoaded`]. Several rules of one request go to its
 //! `RATELIMIT.RULES`, and so does a request behind its key's block (as the command's one rule,
-//! which it runs behind the block as the blockable script does). What the module has no
-//! command for yet, leases, is refused as a configuration error rather than sent as a script. Resetting, refunding and blocking a key still run their
-//! scripts: they decide nothing, and a module-only deployment still loads scripts for them.
+//! which it runs behind the block as the blockable script does); a lease goes to
+//! `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`. Resetting, refunding and blocking a key still run
+//! their scripts: they decide nothing, and a module-only deployment still loads scripts for
+//! them.
 
 use redis::aio::ConnectionLike;
 use redis::{ErrorKind, RedisError, Value};
@@ -20,7 +21,7 @@ use super::redis::{bad_reply, classify, integers, read_integers, Link};
 use super::{RedisStore, StoreError};
 use crate::algo::Outcome;
 use crate::error::Error;
-use crate::modes::wire::BatchRequest;
+use crate::modes::wire::{lease_module_command, BatchRequest};
 use crate::quota::Algorithm;
 use crate::rules_script::{self, Item, RulesRequest};
 use crate::scripts;
@@ -33,8 +34,13 @@ pub(super) fn unknown_command(e: &RedisError) -> bool {
 /// Asks the server behind `conn` (`redis`, for messages) whether it has every command of the
 /// module: `COMMAND INFO` answers nil for each it lacks.
 pub(super) async fn check(conn: &mut impl ConnectionLike, redis: &str) -> Result<(), StoreError> {
-    let names: Vec<&str> =
-        Algorithm::ALL.map(scripts::module_command).into_iter().chain([rules_script::MODULE_COMMAND]).collect();
+    let leases = Algorithm::ALL.into_iter().filter_map(lease_module_command);
+    let names: Vec<&str> = Algorithm::ALL
+        .map(scripts::module_command)
+        .into_iter()
+        .chain([rules_script::MODULE_COMMAND])
+        .chain(leases)
+        .collect();
     let reply = redis::cmd("COMMAND").arg("INFO").arg(&names[..]).query_async::<Value>(conn).await;
     let missing: Vec<&str> = match reply {
         Ok(Value::Array(infos)) if infos.len() == names.len() => {
@@ -57,19 +63,6 @@ pub(super) async fn check(conn: &mut impl ConnectionLike, redis: &str) -> Result
 /// The error naming the module as missing on `redis`.
 pub(super) fn not_loaded(redis: &str, detail: String) -> StoreError {
     StoreError::Fatal(Error::ModuleNotLoaded { redis: redis.to_owned(), detail })
-}
-
-/// What the module has no command for yet, asked of a store that decides with it: refused
-/// when a limiter is built, and by the store if it is asked anyway.
-pub(crate) fn no_command(what: &str) -> Error {
-    Error::config(
-        "with_module",
-        format!("the Redis module has no command for {what} yet; build the store without with_module() to use it"),
-    )
-}
-
-pub(super) fn no_command_for(what: &str) -> StoreError {
-    StoreError::Fatal(no_command(what))
 }
 
 impl Link {
@@ -114,15 +107,10 @@ impl RedisStore {
     /// same decisions, keys and TTLs for a fraction of Redis's time. Every new connection to a
     /// server checks that the module is loaded (a cluster's nodes are checked by their first
     /// decision), and a store that finds it missing answers [`Error::ModuleNotLoaded`], never
-    /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule; leases
-    /// have no command yet and are refused.
+    /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule, and a
+    /// leasing limiter's leases to `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`.
     pub fn with_module(self) -> Result<Self, Error> {
         Ok(RedisStore { link: self.link.requiring_module()?, module: true, ..self })
-    }
-
-    /// Whether the store decides with the module.
-    pub(crate) fn uses_module(&self) -> bool {
-        self.module
     }
 
     /// A batch (`crate::modes::batch`) as one pipeline of the module's commands, one per

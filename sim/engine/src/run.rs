@@ -294,7 +294,7 @@ fn judge_mode(
             Default::default(),
         ),
         Mode::Lease => {
-            let Subject::Library(algorithm) = spec.subject else {
+            let (Subject::Library(algorithm) | Subject::Module(algorithm)) = spec.subject else {
                 return (none("leases are the library's"), Default::default());
             };
             let promise = spec.subject.promise();

@@ -63,7 +63,7 @@ pub(super) fn token_bucket(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64;
 
 /// A bucket as the script reads it: the string `units:ms`, or the hash `{u, t}` it once wrote;
 /// either with a part that is no stored number is no bucket (full). WRONGTYPE on other types.
-fn read_bucket(keys: &mut impl Keys, key: &[u8]) -> Result<Option<BucketState>, Refusal> {
+pub(crate) fn read_bucket(keys: &mut impl Keys, key: &[u8]) -> Result<Option<BucketState>, Refusal> {
     let bucket = |units: Option<u64>, ts: Option<u64>| Some(BucketState { units: units?, ts_ms: ts? });
     let read = keys.string(key, |text| {
         // Split at the first colon, as the script's `string.find(state, ':', 1, true)`.

@@ -1,5 +1,6 @@
 //! The Redis module's rate-limit commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, and
-//! `.RULES` for several rules of one request all-or-nothing), apart
+//! `.RULES` for several rules of one request all-or-nothing, `.LEASE.GCRA` and `.LEASE.TB` for
+//! leases), apart
 //! from any server: each reads and writes keys through [`Keys`], what a Redis offers a command
 //! (read a string, a hash field, a sorted set's scores; write a value with or without a new
 //! expiry, trim and add members, expire), and decides by the algorithm twins the scripts
@@ -19,12 +20,13 @@ mod args;
 mod buckets;
 mod guard;
 mod held;
+mod leases;
 mod log;
 mod number;
 mod rules;
 mod windows;
 
-use redis_ratelimit::harness::{rules_script, scripts};
+use redis_ratelimit::harness::{mode_scripts, rules_script, scripts};
 pub use redis_ratelimit::Algorithm;
 
 pub use number::{argument, stored_int};
@@ -89,8 +91,11 @@ pub enum Command {
     Decide(Algorithm),
     /// `RATELIMIT.RULES`: several rules of one request all-or-nothing, taking the
     /// all-or-nothing script's KEYS and ARGV with the key count after the first key (see
-    /// [`rules`](crate::rules)).
+    /// `rules.rs`).
     Rules,
+    /// A lease of a bucket's units (`RATELIMIT.LEASE.GCRA`, `.LEASE.TB`), taking its lease
+    /// script's KEYS and ARGV.
+    Lease(Algorithm),
 }
 
 /// What a command answered: the script's reply.
@@ -100,6 +105,9 @@ pub enum Reply {
     One([u64; 5]),
     /// Several rules: `[allowed, rules, then per rule the above and consumed]`.
     Rules(Vec<u64>),
+    /// A lease: `[granted, start_us, written (two numbers), credited, remaining,
+    /// retry_after_ms, reset_after_ms, now_ms]`.
+    Lease(leases::LeaseReply),
 }
 
 impl Reply {
@@ -108,19 +116,22 @@ impl Reply {
         match self {
             Reply::One(reply) => reply,
             Reply::Rules(reply) => reply,
+            Reply::Lease(reply) => reply,
         }
     }
 }
 
 impl Command {
     /// Every command.
-    pub const ALL: [Command; 6] = [
+    pub const ALL: [Command; 8] = [
         Command::Decide(Algorithm::FixedWindow),
         Command::Decide(Algorithm::SlidingWindow),
         Command::Decide(Algorithm::SlidingLog),
         Command::Decide(Algorithm::TokenBucket),
         Command::Decide(Algorithm::Gcra),
         Command::Rules,
+        Command::Lease(Algorithm::Gcra),
+        Command::Lease(Algorithm::TokenBucket),
     ];
 
     /// Its name, as clients send it (`RATELIMIT.GCRA`): the one the library sends.
@@ -128,6 +139,10 @@ impl Command {
         match self {
             Command::Decide(algorithm) => scripts::module_command(algorithm),
             Command::Rules => rules_script::MODULE_COMMAND,
+            Command::Lease(algorithm) => match mode_scripts::lease_module_command(algorithm) {
+                Some(name) => name,
+                None => "RATELIMIT.LEASE",
+            },
         }
     }
 
@@ -141,6 +156,9 @@ impl Command {
         match self {
             Command::Decide(algorithm) => decide(algorithm, keys, args).map(Reply::One),
             Command::Rules => rules::rules(keys, args).map(Reply::Rules),
+            Command::Lease(Algorithm::Gcra) => leases::lease_gcra(keys, args).map(Reply::Lease),
+            Command::Lease(Algorithm::TokenBucket) => leases::lease_token_bucket(keys, args).map(Reply::Lease),
+            Command::Lease(other) => Err(Refusal::Error(format!("ERR {other} cannot lease"))),
         }
     }
 
@@ -149,7 +167,7 @@ impl Command {
     /// positions within `args`, whatever they hold.
     pub fn key_positions(self, args: &[&[u8]]) -> Vec<usize> {
         match self {
-            Command::Decide(_) => (!args.is_empty()).then_some(0).into_iter().collect(),
+            Command::Decide(_) | Command::Lease(_) => (!args.is_empty()).then_some(0).into_iter().collect(),
             Command::Rules => rules::key_positions(args),
         }
     }

@@ -71,9 +71,11 @@ impl Subject {
     pub fn runs_in(&self, mode: Mode) -> bool {
         match (mode, self) {
             (Mode::Plain, _) => true,
-            (Mode::Lease, Subject::Library(a)) => redis_ratelimit::harness::algo::lease::can_lease(*a),
+            (Mode::Lease, Subject::Library(a) | Subject::Module(a)) => {
+                redis_ratelimit::harness::algo::lease::can_lease(*a)
+            }
             (_, Subject::Library(_)) => true,
-            // The module has no lease command, and the denial cache's probes read by script.
+            // The denial cache's probes read by script.
             (Mode::Batch, Subject::Module(_)) => true,
             _ => false,
         }

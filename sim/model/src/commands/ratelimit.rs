@@ -1,4 +1,4 @@
-//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, `.RULES`, crate
+//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, `.RULES`, `.LEASE.GCRA`, `.LEASE.TB`, crate
 //! `redis-ratelimit-module-commands`), as a `redis-server` that loaded the module runs them: the
 //! module's own code ([`Command::run`]), whose every read and write goes through the model's
 //! own commands here, as the module's go through Redis's. So the model decides what the
@@ -133,5 +133,9 @@ pub(super) fn ratelimit_gcra(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 pub(super) fn ratelimit_rules(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    run(ctx, args)
+}
+
+pub(super) fn ratelimit_lease(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     run(ctx, args)
 }

@@ -50,7 +50,7 @@ static OBJECT_SUBCOMMANDS: [CommandSpec; 5] = [
     CommandSpec { word: "help", ..data("object|help", 2, keys::object_help) },
 ];
 
-static COMMANDS: [CommandSpec; 146] = [
+static COMMANDS: [CommandSpec; 148] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -198,6 +198,8 @@ static COMMANDS: [CommandSpec; 146] = [
     data("ratelimit.tb", -2, ratelimit::ratelimit_tb),
     data("ratelimit.gcra", -2, ratelimit::ratelimit_gcra),
     data("ratelimit.rules", -2, ratelimit::ratelimit_rules),
+    data("ratelimit.lease.gcra", -2, ratelimit::ratelimit_lease),
+    data("ratelimit.lease.tb", -2, ratelimit::ratelimit_lease),
 ];
 
 static EVAL_COMMANDS: [CommandSpec; 2] =
