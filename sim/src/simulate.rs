@@ -9,7 +9,7 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use sim_engine::subject::{ClientSubject, Subject};
+use sim_engine::subject::{ClientSubject, RulesSubject, Subject};
 
 use crate::campaign;
 use crate::cli::{Backend, Format, RunArgs, SimulateArgs};
@@ -184,11 +184,13 @@ fn with_module_rows(subjects: Vec<Subject>) -> Vec<Subject> {
     let mut out: Vec<Subject> = Vec::with_capacity(subjects.len() * 2);
     for subject in &subjects {
         out.push(subject.clone());
-        if let Subject::Library(a) = subject {
-            let module = Subject::Module(*a);
-            if !subjects.contains(&module) {
-                out.push(module);
-            }
+        let module = match subject {
+            Subject::Library(a) => Subject::Module(*a),
+            Subject::Rules(RulesSubject::OneCall) => Subject::Rules(RulesSubject::OneCallModule),
+            _ => continue,
+        };
+        if !subjects.contains(&module) {
+            out.push(module);
         }
     }
     out

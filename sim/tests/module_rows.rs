@@ -1,4 +1,5 @@
-//! The library's algorithms on the Redis module's commands (`simulate --store module`), which
+//! The library's algorithms and its enforcement point on the Redis module's commands
+//! (`simulate --store module`: each algorithm's command, `RATELIMIT.RULES`), which
 //! the model runs as a server that loaded the module: in every scenario, under every policy
 //! and mode it runs in, each module row keeps its algorithm's promise, and its verdicts are its
 //! script row's. Their counts are not held equal: the two rows send different commands, whose
@@ -11,12 +12,14 @@ use redis_ratelimit::Algorithm;
 use sim_engine::results::RunResult;
 use sim_engine::run::{self, is_failure};
 use sim_engine::scenario;
-use sim_engine::subject::Subject;
+use sim_engine::subject::{RulesSubject, Subject};
 
 #[test]
 fn every_module_row_keeps_its_promise_and_its_script_row_s_verdicts_in_every_scenario() {
-    let rows: Vec<Subject> =
+    let mut rows: Vec<Subject> =
         Algorithm::ALL.into_iter().flat_map(|a| [Subject::Library(a), Subject::Module(a)]).collect();
+    // The enforcement point, every rule of a request in one script call or one RATELIMIT.RULES.
+    rows.extend([Subject::Rules(RulesSubject::OneCall), Subject::Rules(RulesSubject::OneCallModule)]);
     let mut specs = Vec::new();
     for s in scenario::catalogue() {
         specs.extend(s.runs(&rows, &[5], None, 2_500));
@@ -52,5 +55,6 @@ fn every_module_row_keeps_its_promise_and_its_script_row_s_verdicts_in_every_sce
     let modes: std::collections::BTreeSet<&str> = modules.iter().map(|r| r.mode.as_str()).collect();
     assert!(modes.iter().all(|m| ["", "batch", "lease"].contains(m)), "{modes:?}");
     assert!(modes.contains("lease") && modes.contains("batch"), "{modes:?}");
+    assert!(modules.iter().any(|r| r.subject == "rules-module"), "the enforcement point's module row ran");
     println!("module rows: {} runs, every promise kept, every verdict their script rows'", modules.len());
 }

@@ -32,6 +32,9 @@ pub enum RulesSubject {
     /// The same rules decided slot by slot, as a Redis Cluster store must when a request's
     /// rules cannot share a slot: a dry pass, then a committing pass, per slot.
     PerSlot,
+    /// The library's enforcement point on the Redis module: every rule in one
+    /// `RATELIMIT.RULES` (`--store module`).
+    OneCallModule,
 }
 
 /// What a rule counts by.
@@ -113,7 +116,7 @@ pub fn route_of(key: u32) -> u32 {
 }
 
 impl RulesSubject {
-    /// Both, in table order.
+    /// The catalogue's two, in table order (the module's row is `--store module`'s).
     pub const ALL: [RulesSubject; 2] = [RulesSubject::OneCall, RulesSubject::PerSlot];
 
     /// Its name in tables and on the command line.
@@ -121,12 +124,13 @@ impl RulesSubject {
         match self {
             RulesSubject::OneCall => "rules",
             RulesSubject::PerSlot => "rules-per-slot",
+            RulesSubject::OneCallModule => "rules-module",
         }
     }
 
     /// Whether it is the library's own way (its broken checks fail the run).
     pub const fn is_library(self) -> bool {
-        matches!(self, RulesSubject::OneCall)
+        matches!(self, RulesSubject::OneCall | RulesSubject::OneCallModule)
     }
 
     /// The scenario's rules for its quota `q` (the per-user rule's): per user a token bucket

@@ -29,6 +29,7 @@ impl RulesCaller {
         breaker: BreakerConfig,
         key_prefix: Option<&str>,
     ) -> anyhow::Result<RulesCaller> {
+        let store = if subject == RulesSubject::OneCallModule { store.with_module()? } else { store };
         let mut builder = Enforcer::builder(RulesSubject::rule_set(quota, policy)?)
             .redis(store)
             .clock(clock)
@@ -70,7 +71,9 @@ impl RulesCaller {
         let source = d.rules.first().map_or(Source::Store, |r| r.decision.source);
         let decided_by = match self.subject {
             // One script call: one reading of Redis's clock for every rule.
-            RulesSubject::OneCall => DecidedBy::Server(d.rules.first().map_or(0, |r| r.decision.decided_at_ms)),
+            RulesSubject::OneCall | RulesSubject::OneCallModule => {
+                DecidedBy::Server(d.rules.first().map_or(0, |r| r.decision.decided_at_ms))
+            }
             // Several calls: the request was decided over their span.
             RulesSubject::PerSlot => DecidedBy::Unknown,
         };

@@ -91,10 +91,12 @@ impl Subject {
         all
     }
 
-    /// The library's algorithms deciding with the Redis module (`--store module`), each
-    /// named as its algorithm and `-module`.
+    /// The library's algorithms and its enforcement point deciding with the Redis module
+    /// (`--store module`), each named as its script row and `-module`.
     pub fn modules() -> Vec<Subject> {
-        Algorithm::ALL.into_iter().map(Subject::Module).collect()
+        let mut all: Vec<Subject> = Algorithm::ALL.into_iter().map(Subject::Module).collect();
+        all.push(Subject::Rules(RulesSubject::OneCallModule));
+        all
     }
 
     /// Looks a catalogue subject, or a module row, up by name.
@@ -134,6 +136,9 @@ impl Subject {
         match self {
             Subject::Rules(RulesSubject::OneCall) => {
                 "the library's enforcement point: per-user, per-route and global rules in one script call".into()
+            }
+            Subject::Rules(RulesSubject::OneCallModule) => {
+                "the library's enforcement point on the Redis module: every rule in one RATELIMIT.RULES".into()
             }
             Subject::Rules(RulesSubject::PerSlot) => {
                 "subject: the same rules decided slot by slot, as across Redis Cluster slots".into()
