@@ -79,6 +79,11 @@ struct Args {
     /// Prefix of every Redis key.
     #[arg(long, default_value = "gateway")]
     key_prefix: String,
+    /// Decide with the Redis module's commands instead of the scripts
+    /// (`RedisStore::with_module`): the Redis at --redis-url must have loaded it
+    /// (`redis-server --loadmodule libredis_ratelimit_module.so`), which is checked on connect.
+    #[arg(long)]
+    module: bool,
     /// A file holding the secret the RateLimit fields' partition keys (`pk`) are keyed with,
     /// the same for every gateway of the deployment (at least 16 bytes; surrounding whitespace
     /// is ignored). Without it the fields carry no `pk`.
@@ -131,6 +136,7 @@ async fn run(args: Args) -> Result<(), String> {
     let count = rules.rules().len();
     let store = RedisStore::from_url(&args.redis_url)
         .and_then(|s| s.with_timeout(Duration::from_millis(args.redis_timeout)))
+        .and_then(|s| if args.module { s.with_module() } else { Ok(s) })
         .map_err(|e| e.to_string())?;
     let mut builder = Enforcer::builder(rules)
         .redis(store)
