@@ -241,7 +241,9 @@ impl Instruments {
         if !model.is_up() {
             return;
         }
-        let Subject::Library(algorithm) = spec.subject else { return };
+        // A module row's state is its script's (the conformance suites hold them equal), so
+        // the script peeks it too.
+        let (Subject::Library(algorithm) | Subject::Module(algorithm)) = spec.subject else { return };
         let script = scripts::for_algorithm(algorithm);
         let stem = KeySpace::default().stem(key);
         let now_ms = (spec.effective_time_source() == TimeSource::Client).then_some(client_now_ms);

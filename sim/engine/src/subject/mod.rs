@@ -74,9 +74,7 @@ impl Subject {
             (Mode::Lease, Subject::Library(a) | Subject::Module(a)) => {
                 redis_ratelimit::harness::algo::lease::can_lease(*a)
             }
-            (_, Subject::Library(_)) => true,
-            // The denial cache's probes read by script.
-            (Mode::Batch, Subject::Module(_)) => true,
+            (_, Subject::Library(_) | Subject::Module(_)) => true,
             _ => false,
         }
     }
