@@ -18,6 +18,9 @@ mod module_support;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
+use redis_ratelimit::harness::algo::lease::LeaseArgs;
+use redis_ratelimit::harness::mode_scripts::{lease_module_command, LeaseRequest};
+use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
@@ -236,7 +239,7 @@ fn the_commands_refuse_bad_arguments_by_name() {
 
 /// Writes are replicated as their effect (`SET ... PXAT`, `SET ... KEEPTTL`, `ZADD`,
 /// `ZREMRANGEBYSCORE`, `PEXPIREAT`): a replica without the module holds every key with the
-/// same value and expiry.
+/// same value and expiry, after every command (the rules and lease commands among them).
 #[test]
 fn the_commands_replicate_their_writes_not_themselves() {
     let primary = server();
@@ -268,17 +271,46 @@ fn the_commands_replicate_their_writes_not_themselves() {
                 .expect("decides");
             assert_eq!(reply[0], 1, "{algorithm} at {at}: {reply:?}");
         }
-        let acked: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(&mut p).expect("WAIT");
-        assert_eq!(acked, 1, "the replica acknowledged the writes");
         let keys = scripts::state_keys(algorithm, &q, &stem, now + 60_020);
-        let (on_primary, on_replica) = (state(&mut p, &keys, true), state(&mut r, &keys, true));
-        assert!(on_primary.iter().any(|(_, ttl, _)| *ttl > 0), "{algorithm}: something was written: {on_primary:?}");
-        for ((p_type, p_ttl, p_value), (r_type, r_ttl, r_value)) in on_primary.iter().zip(&on_replica) {
-            assert_eq!((p_type, p_value), (r_type, r_value), "{algorithm}");
-            assert!(
-                (p_ttl - r_ttl).abs() <= 50,
-                "{algorithm}: the replica's TTL {r_ttl} against the primary's {p_ttl}"
-            );
-        }
+        same_on_the_replica(&mut p, &mut r, &keys, &algorithm.to_string());
+    }
+    // The rules command (both rules consumed) and the lease commands write through the same
+    // replicated writes.
+    let stems = ["m:{rules}:a:", "m:{rules}:b:"];
+    let items = [(Algorithm::FixedWindow, stems[0]), (Algorithm::Gcra, stems[1])]
+        .map(|(algorithm, stem)| Item {
+            request: Request { algorithm, quota: &q, stem, now_ms: Some(now), cost: 1 },
+            shadow: false,
+            block: None,
+        })
+        .to_vec();
+    let call = RulesRequest { items, commit: true }.module_invocation();
+    let reply: Vec<i64> =
+        redis::cmd(rules_script::MODULE_COMMAND).arg(&call.keys).arg(&call.args).query(&mut p).expect("decides");
+    assert_eq!(reply[..2], [1, 2], "both rules admit: {reply:?}");
+    let mut keys = scripts::state_keys(Algorithm::FixedWindow, &q, stems[0], now);
+    keys.extend(scripts::state_keys(Algorithm::Gcra, &q, stems[1], now));
+    for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
+        let args = LeaseArgs { lifetime_ms: 100, horizon_ms: 400, want: 2, need: 1, give_back: 0, written: (0, 0) };
+        let lease = LeaseRequest { algorithm, quota: &q, stem: "m:{lease}:", now_ms: Some(now), args };
+        let call = lease.invocation().expect("it leases");
+        let command = lease_module_command(algorithm).expect("a lease command");
+        let reply: Vec<i64> = redis::cmd(command).arg(&call.keys).arg(&call.args).query(&mut p).expect("leases");
+        assert_eq!(reply[0], 2, "{algorithm}: two units leased: {reply:?}");
+        keys.extend(call.keys);
+    }
+    same_on_the_replica(&mut p, &mut r, &keys, "rules and leases");
+}
+
+/// Waits for the replica to acknowledge every write, then holds each of `keys` to the same
+/// type, value and expiry (within 50 ms) there as on the primary.
+fn same_on_the_replica(p: &mut redis::Connection, r: &mut redis::Connection, keys: &[String], what: &str) {
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(5_000).query(p).expect("WAIT");
+    assert_eq!(acked, 1, "{what}: the replica acknowledged the writes");
+    let (on_primary, on_replica) = (state(p, keys, true), state(r, keys, true));
+    assert!(on_primary.iter().any(|(_, ttl, _)| *ttl > 0), "{what}: something was written: {on_primary:?}");
+    for ((p_type, p_ttl, p_value), (r_type, r_ttl, r_value)) in on_primary.iter().zip(&on_replica) {
+        assert_eq!((p_type, p_value), (r_type, r_value), "{what}");
+        assert!((p_ttl - r_ttl).abs() <= 50, "{what}: the replica's TTL {r_ttl} against the primary's {p_ttl}");
     }
 }
