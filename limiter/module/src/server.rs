@@ -14,14 +14,20 @@ use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
 /// A command's view of Redis, through its context and the arguments Redis passed it.
 struct Server<'a> {
     ctx: &'a Context,
+    /// The arguments, its name first.
     args: &'a [RedisString],
+    /// Their bytes, after the name (what the command reads).
+    argv: &'a [&'a [u8]],
 }
 
 impl Server<'_> {
-    /// `key` as Redis takes it: the argument it is, when it is one (no copy), else a new string
-    /// (a window's key).
+    /// `key` as Redis takes it: the argument it is, when it is one (no copy; a key the command
+    /// copied, as the rules command's held writes do, is found by its bytes), else a new
+    /// string (a window's key).
     fn key<R>(&self, key: &[u8], with: impl FnOnce(&RedisString) -> R) -> R {
-        match self.args.iter().find(|a| std::ptr::eq(a.as_slice(), key)) {
+        let at =
+            self.argv.iter().position(|a| std::ptr::eq(*a, key)).or_else(|| self.argv.iter().position(|a| *a == key));
+        match at.and_then(|i| self.args.get(i + 1)) {
             Some(arg) => with(arg),
             None => with(&self.ctx.create_string(key)),
         }
@@ -147,7 +153,7 @@ fn run(command: Command, ctx: &Context, args: Vec<RedisString>) -> RedisResult {
         }
         return Ok(RedisValue::NoReply);
     }
-    match command.run(&mut Server { ctx, args: &args }, &argv) {
+    match command.run(&mut Server { ctx, args: &args, argv: &argv }, &argv) {
         Ok(reply) => Ok(RedisValue::Array(reply.values().iter().map(|&n| RedisValue::Integer(n as i64)).collect())),
         Err(Refusal::Arity) => Err(RedisError::WrongArity),
         Err(Refusal::WrongType) => Err(RedisError::WrongType),
