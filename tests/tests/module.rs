@@ -25,7 +25,9 @@ use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
 
-use module_support::{plant, quota, read, server, state, Reply, TtlCheck, BASE_MS};
+use module_support::{
+    expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck, BASE_MS,
+};
 
 /// One request to the script on `stems[0]` and to the command on `stems[1]`, in one
 /// transaction: the two replies, and how long the transaction took to answer (ms, rounded up),
@@ -121,6 +123,8 @@ fn every_command_is_its_script_on_the_callers_clock() {
                     planted += 1;
                 }
                 let req = Request { algorithm, quota: q, stem: "", now_ms: Some(step.now), cost: step.cost };
+                let [s_keys, m_keys] = stems.map(|stem| scripts::state_keys(algorithm, q, stem, step.now));
+                expire_both_soon(&mut conn, &s_keys, &m_keys, 5);
                 refused += u32::from(agree(&mut conn, &req, stems, step.now, &mut ttls, &step.at));
                 compared += 1;
             });
@@ -136,18 +140,7 @@ fn every_command_is_its_script_on_the_callers_clock() {
 /// state, the same replies, errors included, and the same keys, types, values and TTLs.
 #[test]
 fn the_model_runs_every_command_as_redis_with_the_module_does() {
-    let server = server();
-    let model = conformance_support::start_model();
-    let mut real = server.client().expect("connect");
-    let mut modeled = redis::Client::open(format!("redis://{}/", model.addr))
-        .and_then(|c| c.get_connection())
-        .expect("connect to the model");
-    let send = |conn: &mut redis::Connection, call: &scripts::Invocation, command: &str| {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors().cmd(command).arg(&call.keys).arg(&call.args);
-        let replies: Vec<Value> = pipe.query(conn).expect("a reply");
-        read(&replies[0])
-    };
+    let (_servers, mut real, mut modeled) = real_and_model();
     for algorithm in Algorithm::ALL {
         let (mut compared, mut refused) = (0, 0);
         let mut ttls = TtlCheck::new();
@@ -160,7 +153,7 @@ fn the_model_runs_every_command_as_redis_with_the_module_does() {
                 }
                 let req = Request { algorithm, quota: q, stem: &stem, now_ms: Some(step.now), cost: step.cost };
                 let (call, command) = (req.invocation_of_stem(), scripts::module_command(algorithm));
-                let (on_real, on_model) = (send(&mut real, &call, command), send(&mut modeled, &call, command));
+                let (on_real, on_model) = (send(&mut real, command, &call), send(&mut modeled, command, &call));
                 let keys = scripts::state_keys(algorithm, q, &stem, step.now);
                 let (real_state, model_state) = (state(&mut real, &keys, false), state(&mut modeled, &keys, false));
                 // Each server sets and reads its expiries on its own clock: as far apart as

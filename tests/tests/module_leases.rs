@@ -19,7 +19,9 @@ use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
 use redis_ratelimit::harness::mode_scripts::{lease_module_command, lease_script, LeaseRequest};
 use redis_ratelimit::{Algorithm, Quota};
 
-use module_support::{plant, quota, read, server, state, Reply, TtlCheck, BASE_MS};
+use module_support::{
+    expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck, BASE_MS,
+};
 
 const LEASING: [Algorithm; 2] = [Algorithm::Gcra, Algorithm::TokenBucket];
 
@@ -96,6 +98,7 @@ fn every_lease_command_is_its_script() {
                 }
                 let [s, m] =
                     [&stems[0], &stems[1]].map(|stem| request(algorithm, q, stem, &c).invocation().expect("leases"));
+                expire_both_soon(&mut conn, &s.keys, &m.keys, 5);
                 let mut pipe = redis::pipe();
                 pipe.atomic().ignore_errors();
                 pipe.cmd("EVAL").arg(script).arg(1).arg(&s.keys).arg(&s.args);
@@ -141,12 +144,7 @@ fn every_lease_command_is_its_script() {
 /// The Redis model runs the lease commands as `redis-server --loadmodule` does.
 #[test]
 fn the_model_runs_the_lease_commands_as_redis_with_the_module_does() {
-    let server = server();
-    let model = conformance_support::start_model();
-    let mut real = server.client().expect("connect");
-    let mut modeled = redis::Client::open(format!("redis://{}/", model.addr))
-        .and_then(|c| c.get_connection())
-        .expect("connect to the model");
+    let (_servers, mut real, mut modeled) = real_and_model();
     for algorithm in LEASING {
         let command = lease_module_command(algorithm).expect("a lease command");
         let mut ttls = TtlCheck::new();
@@ -158,13 +156,7 @@ fn the_model_runs_the_lease_commands_as_redis_with_the_module_does() {
                     plant(&mut [&mut real, &mut modeled], rng, algorithm, q, c.now, &[&stem], false);
                 }
                 let call = request(algorithm, q, &stem, &c).invocation().expect("leases");
-                let send = |conn: &mut redis::Connection| {
-                    let mut pipe = redis::pipe();
-                    pipe.ignore_errors().cmd(command).arg(&call.keys).arg(&call.args);
-                    let replies: Vec<Value> = pipe.query(conn).expect("a reply");
-                    read(&replies[0])
-                };
-                let (on_real, on_model) = (send(&mut real), send(&mut modeled));
+                let (on_real, on_model) = (send(&mut real, command, &call), send(&mut modeled, command, &call));
                 let (r, m) = (state(&mut real, &call.keys, false), state(&mut modeled, &call.keys, false));
                 ttls.took(started.elapsed().as_millis() as i64 + 2);
                 assert_eq!(on_real, on_model, "{}", c.at);

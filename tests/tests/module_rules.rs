@@ -20,7 +20,9 @@ use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Invocation, Request};
 use redis_ratelimit::{Algorithm, Quota};
 
-use module_support::{plant, quota, read, server, state, Reply, TtlCheck, BASE_MS};
+use module_support::{
+    expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck, BASE_MS,
+};
 
 /// One rule of a generated rule set.
 struct Rule {
@@ -191,6 +193,9 @@ fn the_rules_command_is_the_all_or_nothing_script() {
             };
             let (s_blocks, m_blocks) = (block_keys(&s_stems), block_keys(&m_stems));
             prepare(&mut [&mut conn], rng, rules, &step, &[&s_stems, &m_stems], true);
+            let (s_keys, m_keys) =
+                (keys_of(rules, &s_stems, &s_blocks, step.now), keys_of(rules, &m_stems, &m_blocks, step.now));
+            expire_both_soon(&mut conn, &s_keys, &m_keys, 5);
             let s_req = request(rules, &s_stems, &s_blocks, step.now, step.cost, step.commit);
             let m_req = request(rules, &m_stems, &m_blocks, step.now, step.cost, step.commit);
             let mut pipe = redis::pipe();
@@ -207,8 +212,7 @@ fn the_rules_command_is_the_all_or_nothing_script() {
                 }
                 _ => assert_eq!(s, m, "{}", step.at),
             }
-            let mut keys = keys_of(rules, &s_stems, &s_blocks, step.now);
-            keys.extend(keys_of(rules, &m_stems, &m_blocks, step.now));
+            let keys = [s_keys, m_keys].concat();
             let states = state(&mut conn, &keys, true);
             let (s_state, m_state) = states.split_at(states.len() / 2);
             for (i, ((s_type, s_ttl, s_value), (m_type, m_ttl, m_value))) in s_state.iter().zip(m_state).enumerate() {
@@ -245,12 +249,7 @@ fn the_rules_command_is_the_all_or_nothing_script() {
 /// `redis-server --loadmodule` does: the same replies and the same keys.
 #[test]
 fn the_model_runs_the_rules_command_as_redis_with_the_module_does() {
-    let server = server();
-    let model = conformance_support::start_model();
-    let mut real = server.client().expect("connect");
-    let mut modeled = redis::Client::open(format!("redis://{}/", model.addr))
-        .and_then(|c| c.get_connection())
-        .expect("connect to the model");
+    let (_servers, mut real, mut modeled) = real_and_model();
     let mut ttls = TtlCheck::new();
     let mut compared = 0;
     for seed in 100..110u64 {
@@ -261,14 +260,8 @@ fn the_model_runs_the_rules_command_as_redis_with_the_module_does() {
             let started = std::time::Instant::now();
             prepare(&mut [&mut real, &mut modeled], rng, rules, &step, &[&stems], false);
             let call = request(rules, &stems, &blocks, step.now, step.cost, step.commit).module_invocation();
-            let send = |conn: &mut redis::Connection| {
-                let mut pipe = redis::pipe();
-                pipe.ignore_errors();
-                command(&mut pipe, &call);
-                let replies: Vec<Value> = pipe.query(conn).expect("a reply");
-                read(&replies[0])
-            };
-            let (on_real, on_model) = (send(&mut real), send(&mut modeled));
+            let command = rules_script::MODULE_COMMAND;
+            let (on_real, on_model) = (send(&mut real, command, &call), send(&mut modeled, command, &call));
             let keys = keys_of(rules, &stems, &blocks, step.now);
             let (real_state, model_state) = (state(&mut real, &keys, false), state(&mut modeled, &keys, false));
             ttls.took(started.elapsed().as_millis() as i64 + 2);

@@ -18,6 +18,56 @@ pub fn server() -> RedisServer {
     RedisServer::start_real_with_module(&module).expect("redis-server loads the module")
 }
 
+/// The two servers [`real_and_model`] starts; both stop when it is dropped.
+pub struct Servers(RedisServer, crate::conformance_support::ModelServer);
+
+/// A real `redis-server` with the module loaded and the Redis model, and a connection to each
+/// (Redis's first): what the suites comparing the model's commands with Redis's start. Keep the
+/// servers while the connections are used.
+pub fn real_and_model() -> (Servers, redis::Connection, redis::Connection) {
+    let server = server();
+    let model = crate::conformance_support::start_model();
+    let real = server.client().expect("connect");
+    let modeled = redis::Client::open(format!("redis://{}/", model.addr))
+        .and_then(|c| c.get_connection())
+        .expect("connect to the model");
+    (Servers(server, model), real, modeled)
+}
+
+/// Deletes, on both sides, every pair of keys (`a[i]`, `b[i]`) of which either expires within
+/// `ms`. The two sides of a comparison set their expiries up to a millisecond or two apart (a
+/// script's clock stands still while it runs, a module command reads it as it writes), so a key
+/// that expires just before the next request could be gone on one side and not on the other:
+/// a race of the test's real time, not a difference of the two. Expiring such keys on both
+/// sides first keeps the race out; a TTL that differs is still caught where it is written.
+pub fn expire_both_soon(conn: &mut redis::Connection, a: &[String], b: &[String], ms: i64) {
+    let mut pipe = redis::pipe();
+    for key in a.iter().chain(b) {
+        pipe.cmd("PTTL").arg(key);
+    }
+    let ttls: Vec<i64> = pipe.query(conn).expect("PTTL");
+    let (ta, tb) = ttls.split_at(a.len());
+    let soon = |t: i64| (0..=ms).contains(&t);
+    let going: Vec<&String> = ta
+        .iter()
+        .zip(tb)
+        .enumerate()
+        .filter(|(_, (x, y))| soon(**x) || soon(**y))
+        .flat_map(|(i, _)| [&a[i], &b[i]])
+        .collect();
+    if !going.is_empty() {
+        let _: () = redis::cmd("DEL").arg(&going).query(conn).expect("DEL");
+    }
+}
+
+/// Sends `command` with `call`'s keys and arguments on `conn`: its reply, or its error.
+pub fn send(conn: &mut redis::Connection, command: &str, call: &scripts::Invocation) -> Reply {
+    let mut pipe = redis::pipe();
+    pipe.ignore_errors().cmd(command).arg(&call.keys).arg(&call.args);
+    let replies: Vec<Value> = pipe.query(conn).expect("a reply");
+    read(&replies[0])
+}
+
 /// A quota for `algorithm` small enough that generated requests meet its limit often.
 pub fn quota(rng: &mut SmallRng, algorithm: Algorithm) -> Quota {
     let q = Quota::new(rng.random_range(1..=6), rng.random_range(100..=2_000));
