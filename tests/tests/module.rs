@@ -26,7 +26,8 @@ use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
 
 use module_support::{
-    expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck, BASE_MS,
+    assert_same_reply, expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck,
+    BASE_MS,
 };
 
 /// One request to the script on `stems[0]` and to the command on `stems[1]`, in one
@@ -56,12 +57,7 @@ fn agree(
 ) -> bool {
     let ([s, m], took) = both(conn, req, stems);
     ttls.took(took);
-    match (&s, &m) {
-        (Err((s_code, s_text)), Err((m_code, m_text))) => {
-            assert!(s_code == m_code && s_text.contains(m_text.as_str()), "{at}: {s:?} / {m:?}")
-        }
-        _ => assert_eq!(s, m, "{at}"),
-    }
+    assert_same_reply(&s, &m, at);
     let [s_keys, m_keys] = stems.map(|stem| scripts::state_keys(req.algorithm, req.quota, stem, now));
     let both_states = state(conn, &[s_keys, m_keys].concat(), true);
     let (s_state, m_state) = both_states.split_at(both_states.len() / 2);

@@ -20,7 +20,8 @@ use redis_ratelimit::harness::mode_scripts::{lease_module_command, lease_script,
 use redis_ratelimit::{Algorithm, Quota};
 
 use module_support::{
-    expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck, BASE_MS,
+    assert_same_reply, expire_both_soon, plant, quota, read, real_and_model, send, server, state, Reply, TtlCheck,
+    BASE_MS,
 };
 
 const LEASING: [Algorithm; 2] = [Algorithm::Gcra, Algorithm::TokenBucket];
@@ -107,16 +108,7 @@ fn every_lease_command_is_its_script() {
                 let replies: Vec<Value> = pipe.query(&mut conn).expect("EXEC");
                 ttls.took(sent.elapsed().as_millis() as i64 + 2);
                 let (s_reply, m_reply): (Reply, Reply) = (read(&replies[0]), read(&replies[1]));
-                match (&s_reply, &m_reply) {
-                    (Err((s_code, s_text)), Err((m_code, m_text))) => {
-                        assert!(
-                            s_code == m_code && s_text.contains(m_text.as_str()),
-                            "{}: {s_reply:?} / {m_reply:?}",
-                            c.at
-                        )
-                    }
-                    _ => assert_eq!(s_reply, m_reply, "{}", c.at),
-                }
+                assert_same_reply(&s_reply, &m_reply, &c.at);
                 let keys: Vec<String> = [s.keys[0].clone(), m.keys[0].clone()].to_vec();
                 let both = state(&mut conn, &keys, true);
                 assert_eq!((&both[0].0, &both[0].2), (&both[1].0, &both[1].2), "{}: state", c.at);

@@ -60,6 +60,17 @@ pub fn expire_both_soon(conn: &mut redis::Connection, a: &[String], b: &[String]
     }
 }
 
+/// Holds a script's reply `s` and its command's `m` to one another: equal, or errors of one
+/// kind whose script error wraps the command's text (Redis prefixes a script's errors).
+pub fn assert_same_reply(s: &Reply, m: &Reply, at: &str) {
+    match (s, m) {
+        (Err((s_code, s_text)), Err((m_code, m_text))) => {
+            assert!(s_code == m_code && s_text.contains(m_text.as_str()), "{at}: {s:?} / {m:?}")
+        }
+        _ => assert_eq!(s, m, "{at}"),
+    }
+}
+
 /// Sends `command` with `call`'s keys and arguments on `conn`: its reply, or its error.
 pub fn send(conn: &mut redis::Connection, command: &str, call: &scripts::Invocation) -> Reply {
     let mut pipe = redis::pipe();
