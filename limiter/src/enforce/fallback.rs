@@ -17,12 +17,7 @@ pub(super) fn decide(
 ) -> RulesDecision {
     let asked: Vec<Asked<'_>> = planned
         .iter()
-        .map(|p| Asked {
-            policy: p.rule.policy(),
-            key: &p.stem,
-            cost: p.rule.request_cost(),
-            shadow: p.rule.is_shadow(),
-        })
+        .map(|p| Asked { policy: p.rule.policy(), key: &p.stem, cost: p.cost, shadow: p.rule.is_shadow() })
         .collect();
     let answered = policy::answer(&shared.budget, &asked, now, retry_after_ms);
     let rules = planned

@@ -60,6 +60,7 @@
 //! ```
 
 mod counts;
+mod direct;
 mod fallback;
 mod key_ops;
 mod partition;
@@ -74,6 +75,7 @@ use std::sync::{Arc, RwLock};
 use http::Request;
 
 pub use counts::{Counts, RuleCounts};
+pub use direct::{DirectLimit, Leased};
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
@@ -252,6 +254,8 @@ struct Planned {
     stem: String,
     /// A blockable rule's block on this identity ([`Shared::block_key`]).
     block: Option<String>,
+    /// What the request costs under this rule: the rule's cost, or what a [`DirectLimit`] says.
+    cost: u64,
 }
 
 /// What the synchronous part of a check found.
@@ -348,7 +352,8 @@ impl Enforcer {
             let quota = rule.quota_for(reading.plan);
             let stem = self.shared.stem(rule, &quota, &identity);
             let block = rule.is_blockable().then(|| self.shared.block_key(rule, &identity));
-            planned.push(Planned { rule: rule.clone(), quota, identity, stem, block });
+            let cost = rule.request_cost();
+            planned.push(Planned { rule: rule.clone(), quota, identity, stem, block, cost });
         }
         if planned.is_empty() {
             return Ok(Plan::Done(Verdict::Unmatched));
@@ -511,7 +516,7 @@ fn rule_decision(
         quota: p.quota,
         policy: p.rule.policy(),
         shadow: p.rule.is_shadow(),
-        cost: p.rule.request_cost(),
+        cost: p.cost,
         partition_key: shared.pk_secret.as_ref().and_then(|s| s.partition_key(&p.identity)),
         identity: p.identity,
     }
@@ -524,7 +529,7 @@ fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
             quota: &p.quota,
             stem: &p.stem,
             now_ms: (p.rule.clock() == TimeSource::Client).then_some(now),
-            cost: p.rule.request_cost(),
+            cost: p.cost,
         },
         shadow: p.rule.is_shadow(),
         block: p.block.as_deref(),
@@ -537,7 +542,7 @@ fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
         quota: &p.quota,
         key: &p.stem,
         now_ms: now,
-        cost: p.rule.request_cost(),
+        cost: p.cost,
         shadow: p.rule.is_shadow(),
         block: p.block.as_deref(),
     }
