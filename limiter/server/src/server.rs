@@ -137,7 +137,8 @@ pub async fn serve(
     reporter.set_service_status("", ServingStatus::Serving).await;
     reporter.set_service_status(RLS_SERVICE, ServingStatus::Serving).await;
     let status = |up: bool| if up { ServingStatus::Serving } else { ServingStatus::NotServing };
-    reporter.set_service_status(STORE_SERVICE, status(*store_health.borrow())).await;
+    let up = *store_health.borrow();
+    reporter.set_service_status(STORE_SERVICE, status(up)).await;
     let store_reporter = reporter.clone();
     let store_watch = tokio::spawn(async move {
         while store_health.changed().await.is_ok() {
