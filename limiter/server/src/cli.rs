@@ -191,6 +191,9 @@ pub struct Args {
     /// How long the health service says NOT_SERVING on shutdown before the listener closes.
     #[arg(long, env = "RLS_DRAIN", default_value = "0s", value_parser = duration)]
     pub drain: Duration,
+    /// How long calls and connections still open when the listener closes may take to finish.
+    #[arg(long, env = "RLS_SHUTDOWN_GRACE", default_value = "10s", value_parser = duration)]
+    pub shutdown_grace: Duration,
     /// Log format.
     #[arg(long, env = "RLS_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -294,6 +297,7 @@ impl Args {
             max_message_bytes: self.max_message_bytes,
             floor: self.bench_floor,
             drain: self.drain,
+            grace: self.shutdown_grace,
         }
     }
 
@@ -371,7 +375,8 @@ pub async fn signalled() {
 pub fn init_logs(format: LogFormat, filter: &str) -> anyhow::Result<()> {
     let filter =
         tracing_subscriber::EnvFilter::try_new(filter).map_err(|e| anyhow::anyhow!("--log {filter:?}: {e}"))?;
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let result = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -46,6 +46,9 @@ pub struct Listen {
     /// How long the health service says NOT_SERVING before the listener closes, so proxies
     /// stop sending first.
     pub drain: Duration,
+    /// How long calls and connections still open after the listener closed may take to
+    /// finish before they are closed (a peer that never reads must not hold the exit up).
+    pub grace: Duration,
 }
 
 /// Loads and compiles the configuration `paths` name.
@@ -156,16 +159,31 @@ pub async fn serve(
     if listen.floor {
         router = router.add_service(grpc::Floor::new(listen.max_message_bytes));
     }
-    let drain = listen.drain;
+    let (drain, grace) = (listen.drain, listen.grace);
+    let (fired, fired_rx) = tokio::sync::oneshot::channel::<()>();
     let signal = async move {
         shutdown.await;
+        let _ = fired.send(());
         tracing::info!(drain_ms = drain.as_millis() as u64, "shutting down: NOT_SERVING, then closing the listener");
         reporter.set_service_status("", ServingStatus::NotServing).await;
         reporter.set_service_status(RLS_SERVICE, ServingStatus::NotServing).await;
         tokio::time::sleep(drain).await;
     };
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    let served = router.serve_with_incoming_shutdown(incoming, signal).await;
+    let serving = router.serve_with_incoming_shutdown(incoming, signal);
+    let forced = async move {
+        match fired_rx.await {
+            Ok(()) => tokio::time::sleep(drain + grace).await,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    let served = tokio::select! {
+        served = serving => served,
+        () = forced => {
+            tracing::warn!(grace_ms = grace.as_millis() as u64, "connections still open after the grace period: closed");
+            Ok(())
+        }
+    };
     store_watch.abort();
     served.map_err(|e| anyhow::anyhow!("the gRPC server failed: {e}"))
 }

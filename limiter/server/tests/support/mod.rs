@@ -75,7 +75,13 @@ impl Setup {
                 timeout: Duration::from_millis(200),
                 module: false,
             }),
-            listen: Listen { tls: None, max_message_bytes: 1 << 20, floor: false, drain: Duration::ZERO },
+            listen: Listen {
+                tls: None,
+                max_message_bytes: 1 << 20,
+                floor: false,
+                drain: Duration::ZERO,
+                grace: Duration::from_secs(2),
+            },
             reload: Duration::from_millis(50),
         }
     }
