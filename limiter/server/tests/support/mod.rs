@@ -1,7 +1,7 @@
 //! What the service's tests share: a service on a free loopback port (in this process, or the
 //! built binary), stopped when its handle drops whatever the test did, and a gRPC client.
 
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
