@@ -125,14 +125,36 @@ fn yaml_value(depth: u32) -> BoxedStrategy<String> {
         return leaf.boxed();
     }
     let key = prop::sample::select(vec![
-        "domain", "descriptors", "key", "value", "rate_limit", "unit", "requests_per_unit", "unlimited", "name", "replaces",
-        "shadow_mode", "detailed_metric", "share_threshold", "algorithm", "burst", "failure_policy", "local_budget",
-        "quota_grants", "lifetime", "max_requests", "allow_request_limit", "blockable", "bogus",
+        "domain",
+        "descriptors",
+        "key",
+        "value",
+        "rate_limit",
+        "unit",
+        "requests_per_unit",
+        "unlimited",
+        "name",
+        "replaces",
+        "shadow_mode",
+        "detailed_metric",
+        "share_threshold",
+        "algorithm",
+        "burst",
+        "failure_policy",
+        "local_budget",
+        "quota_grants",
+        "lifetime",
+        "max_requests",
+        "allow_request_limit",
+        "blockable",
+        "bogus",
     ]);
     prop_oneof![
         leaf,
-        prop::collection::vec((key, yaml_value(depth - 1)), 0..5)
-            .prop_map(|fields| format!("{{{}}}", fields.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "))),
+        prop::collection::vec((key, yaml_value(depth - 1)), 0..5).prop_map(|fields| format!(
+            "{{{}}}",
+            fields.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", ")
+        )),
         prop::collection::vec(yaml_value(depth - 1), 0..4).prop_map(|items| format!("[{}]", items.join(", "))),
     ]
     .boxed()
@@ -167,7 +189,8 @@ async fn any_metadata_is_only_a_request_for_grants_when_it_says_so() {
     let rls = Rls::start(CONFIG, Setup::on(None)).await;
     let mut c = rls.client().await;
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig { cases: 64, ..ProptestConfig::default() });
-    let values = prop_oneof!["[\\x20-\\x7e]{0,12}", Just("true".to_owned()), Just("1".to_owned()), Just(" true ".to_owned())];
+    let values =
+        prop_oneof!["[\\x20-\\x7e]{0,12}", Just("true".to_owned()), Just("1".to_owned()), Just(" true ".to_owned())];
     let strategy = (values, "[a-z-]{1,20}");
     for _ in 0..64 {
         let (value, name) = proptest::strategy::ValueTree::current(&strategy.new_tree(&mut runner).unwrap());

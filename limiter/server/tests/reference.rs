@@ -33,7 +33,10 @@ async fn example_1_two_values_of_one_key() {
     )
     .await;
     let mut c = rls.client().await;
-    let r = c.call(request("mongo_cps", &[&[("database", "users")], &[("database", "default")], &[("database", "other")]])).await.unwrap();
+    let r = c
+        .call(request("mongo_cps", &[&[("database", "users")], &[("database", "default")], &[("database", "other")]]))
+        .await
+        .unwrap();
     assert_eq!((limit_of(&r, 0), limit_of(&r, 1), limit_of(&r, 2)), (Some((500, SECOND)), Some((500, SECOND)), None));
     assert_eq!((r.statuses[0].limit_remaining, r.statuses[1].limit_remaining), (499, 499), "each value its own count");
 }
@@ -60,7 +63,9 @@ descriptors:
 async fn example_2_nested_descriptors_and_a_request_of_two_answered_all_or_nothing() {
     let (_redis, rls) = start(MESSAGING).await;
     let mut c = rls.client().await;
-    let both = |number| request("messaging", &[&[("message_type", "marketing"), ("to_number", number)], &[("to_number", number)]]);
+    let both = |number| {
+        request("messaging", &[&[("message_type", "marketing"), ("to_number", number)], &[("to_number", number)]])
+    };
     for sent in 1..=5u32 {
         let r = c.call(both("2061111111")).await.unwrap();
         assert_eq!(overall(&r), RlsCode::Ok);
@@ -70,7 +75,10 @@ async fn example_2_nested_descriptors_and_a_request_of_two_answered_all_or_nothi
     // The sixth: the marketing limit refuses, and the request is over the limit, as the
     // reference answers (the OR of the two).
     let r = c.call(both("2061111111")).await.unwrap();
-    assert_eq!((overall(&r), code_of(&r.statuses[0]), code_of(&r.statuses[1])), (RlsCode::OverLimit, RlsCode::OverLimit, RlsCode::Ok));
+    assert_eq!(
+        (overall(&r), code_of(&r.statuses[0]), code_of(&r.statuses[1])),
+        (RlsCode::OverLimit, RlsCode::OverLimit, RlsCode::Ok)
+    );
     // The difference: the reference has already charged the per-number limit for it (94 left);
     // here a refused request is charged nothing, so 95 are left.
     assert_eq!(r.statuses[1].limit_remaining, 95);
@@ -91,7 +99,10 @@ async fn example_3_the_most_specific_entry_wins_and_a_zero_limit_refuses() {
     let r = c.call(request("edge_proxy_per_ip", &[&[("remote_address", "50.0.0.1")]])).await.unwrap();
     assert_eq!((overall(&r), limit_of(&r, 0), r.statuses[0].limit_remaining), (RlsCode::Ok, Some((10, SECOND)), 9));
     let r = c.call(request("edge_proxy_per_ip", &[&[("remote_address", "50.0.0.5")]])).await.unwrap();
-    assert_eq!((overall(&r), limit_of(&r, 0), r.statuses[0].limit_remaining), (RlsCode::OverLimit, Some((0, SECOND)), 0));
+    assert_eq!(
+        (overall(&r), limit_of(&r, 0), r.statuses[0].limit_remaining),
+        (RlsCode::OverLimit, Some((0, SECOND)), 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +130,10 @@ async fn example_5_unlimited_is_ok_with_the_most_remaining() {
     .await;
     let mut c = rls.client().await;
     let r = c.call(request("internal", &[&[("ldap", "x")], &[("azure", "y")]])).await.unwrap();
-    assert_eq!((code_of(&r.statuses[0]), r.statuses[0].limit_remaining, limit_of(&r, 0)), (RlsCode::Ok, u32::MAX, None));
+    assert_eq!(
+        (code_of(&r.statuses[0]), r.statuses[0].limit_remaining, limit_of(&r, 0)),
+        (RlsCode::Ok, u32::MAX, None)
+    );
     assert_eq!((limit_of(&r, 1), r.statuses[1].limit_remaining), (Some((100, MINUTE)), 99));
 }
 
@@ -167,10 +181,22 @@ async fn example_8_and_10_metric_options_leave_the_limits_as_they_are() {
     )
     .await;
     let mut c = rls.client().await;
-    let r = c.call(request("example8", &[&[("key1", "unspecified_value")], &[("key1", "unspecified_value2")], &[("key1", "value1")]])).await.unwrap();
-    assert_eq!((limit_of(&r, 0), limit_of(&r, 1), limit_of(&r, 2)), (Some((10, MINUTE)), Some((10, MINUTE)), Some((20, MINUTE))));
+    let r = c
+        .call(request(
+            "example8",
+            &[&[("key1", "unspecified_value")], &[("key1", "unspecified_value2")], &[("key1", "value1")]],
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        (limit_of(&r, 0), limit_of(&r, 1), limit_of(&r, 2)),
+        (Some((10, MINUTE)), Some((10, MINUTE)), Some((20, MINUTE)))
+    );
     assert_eq!((r.statuses[0].limit_remaining, r.statuses[1].limit_remaining), (9, 9));
-    let r = c.call(request("example8", &[&[("route", "api"), ("http_method", "GET"), ("subject_id", "123")]])).await.unwrap();
+    let r = c
+        .call(request("example8", &[&[("route", "api"), ("http_method", "GET"), ("subject_id", "123")]]))
+        .await
+        .unwrap();
     assert_eq!(limit_of(&r, 0), Some((60, MINUTE)));
 }
 
@@ -229,7 +255,11 @@ async fn an_unknown_domain_is_refused_here_and_answered_ok_as_the_reference_on_r
     let mut c = rls.client().await;
     let e = c.call(request("mesaging", &[&[("to_number", "1")]])).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::NotFound);
-    assert!(e.message().contains("unknown domain \"mesaging\"") && e.message().contains("messaging"), "{}", e.message());
+    assert!(
+        e.message().contains("unknown domain \"mesaging\"") && e.message().contains("messaging"),
+        "{}",
+        e.message()
+    );
     let mut setup = Setup::on(Some(&redis.url()));
     setup.options.unknown_domain = UnknownDomain::Allow;
     let lenient = Rls::start(MESSAGING, setup).await;
