@@ -217,9 +217,24 @@ pub struct LimitRule {
     rule: Rule,
     /// The entry's limit.
     pub limit: Limit,
+    grants: Option<GrantTerms>,
+}
+
+/// The terms of a limit's quota grants, read when the configuration is compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantTerms {
+    /// How long a grant may be spent after it is made.
+    pub lifetime: Duration,
+    /// The most requests one grant holds.
+    pub max_requests: u64,
 }
 
 impl LimitRule {
+    /// The terms of its quota grants, if its entry allows them.
+    pub fn grants(&self) -> Option<GrantTerms> {
+        self.grants
+    }
+
     /// The most one request may cost under the entry's own quota.
     pub fn capacity(&self) -> u64 {
         self.rule.quota().capacity(self.rule.algorithm())
@@ -320,25 +335,35 @@ pub fn compile(config: &Config) -> Result<Rules, ConfigError> {
             .rule(rule.clone())
             .build()
             .map_err(|e| ConfigError { place: limit.place.clone(), message: format!("{}: {}", e.field, e.message) })?;
-        if let Some(g) = limit.grants {
-            let capacity = redis_ratelimit::modes::Leases::default()
-                .with_lifetime_ms(g.lifetime_ms)
-                .capacity(rule.algorithm(), &rule.quota());
-            if capacity == 0 {
-                return Err(ConfigError {
-                    place: limit.place.clone(),
-                    message: format!(
-                        "quota_grants.lifetime {} ms refills the whole burst of {} at {} per {}: a grant could hold \
-                         nothing; use a shorter lifetime or a larger burst",
-                        g.lifetime_ms,
-                        rule.quota().burst(),
-                        limit.requests_per_unit,
-                        limit.unit.name()
-                    ),
-                });
+        let grants = match &limit.grants {
+            Some(g) => {
+                let lifetime =
+                    parse_duration(&g.lifetime).map_err(|m| ConfigError { place: g.place.clone(), message: m })?;
+                let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX);
+                if lifetime_ms == 0 {
+                    return Err(ConfigError { place: g.place.clone(), message: "must be at least 1ms".into() });
+                }
+                let capacity = redis_ratelimit::modes::Leases::default()
+                    .with_lifetime_ms(lifetime_ms)
+                    .capacity(rule.algorithm(), &rule.quota());
+                if capacity == 0 {
+                    return Err(ConfigError {
+                        place: g.place.clone(),
+                        message: format!(
+                            "{} refills the whole burst of {} at {} per {}: a grant could hold nothing; use a shorter \
+                             lifetime or a larger burst",
+                            g.lifetime,
+                            rule.quota().burst(),
+                            limit.requests_per_unit,
+                            limit.unit.name()
+                        ),
+                    });
+                }
+                Some(GrantTerms { lifetime, max_requests: g.max_requests })
             }
-        }
-        rules.by_stat.insert(node.stat.clone(), Arc::new(LimitRule { rule, limit: limit.clone() }));
+            None => None,
+        };
+        rules.by_stat.insert(node.stat.clone(), Arc::new(LimitRule { rule, limit: (**limit).clone(), grants }));
     }
     for domain in config.domains.keys() {
         let stat = format!("{domain}.request_limit");
@@ -357,7 +382,7 @@ pub fn compile(config: &Config) -> Result<Rules, ConfigError> {
             place: crate::config::Place { file: PathBuf::new(), path: stat.clone(), line: 0 },
         };
         let rule = rule_of(&rule_name(&stat), &limit);
-        rules.request_limits.insert(domain.clone(), Arc::new(LimitRule { rule, limit }));
+        rules.request_limits.insert(domain.clone(), Arc::new(LimitRule { rule, limit, grants: None }));
     }
     Ok(rules)
 }

@@ -1,5 +1,7 @@
 //! `redis-ratelimit-server`: see the crate docs and `docs/RLS.md`.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::Parser;

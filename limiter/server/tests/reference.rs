@@ -4,6 +4,8 @@
 //! charged for a refused request; an unknown domain is an error unless asked otherwise), the
 //! difference is what is asserted.
 
+#![allow(clippy::disallowed_methods)] // real time against a real Redis
+
 mod support;
 
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -207,7 +209,8 @@ async fn example_9_wildcards_trailing_in_the_middle_and_several() {
     )
     .await;
     let mut c = rls.client().await;
-    let cases: [(&[(&str, &str)], Option<(u32, i32)>); 8] = [
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<(u32, i32)>);
+    let cases: [Case<'_>; 8] = [
         (&[("key1", "value1")], Some((20, MINUTE))),
         (&[("key1", "valueXYZ")], Some((20, MINUTE))),
         (&[("key1", "other")], None),
