@@ -206,11 +206,12 @@ async fn a_reset_clears_what_the_modes_hold_for_the_key() {
 }
 
 /// A refund reaches past the denial cache: the cached denial is forgotten, so the next request
-/// is asked of Redis, which now has room.
+/// is asked of Redis, which now has room. (A bucket, not an aligned window: a window boundary
+/// falling between the requests would refill the key by itself, whatever the refund did.)
 #[tokio::test]
 async fn a_refund_clears_the_cached_denial_of_the_key() {
     let server = RedisServer::start_real().expect("redis-server starts");
-    let l = builder(&server, Algorithm::FixedWindow, Quota::new(2, 600_000), "refund-denials")
+    let l = builder(&server, Algorithm::Gcra, Quota::new(2, 600_000), "refund-denials")
         .denial_cache(DenialCache::default())
         .build()
         .expect("valid");
