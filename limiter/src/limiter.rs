@@ -297,12 +297,15 @@ impl Limiter {
 }
 
 /// What the keys of a decision under `quota` carry after the user key: the limiter's `name`
-/// (for a token bucket with its period, since its units are counted in periods and a bucket
-/// under another period is another bucket, as a rule's is), or without a name the quota itself
-/// ([`scripts::quota_state`]).
+/// (for a token bucket and a fixed window with its period, since a bucket's units are counted
+/// in periods and a window's key names its window by its index in periods: under another
+/// period they are another bucket and another window, as a rule's are), or without a name the
+/// quota itself ([`scripts::quota_state`]).
 fn key_state(algorithm: Algorithm, name: Option<&str>, quota: &Quota) -> String {
     match name {
-        Some(name) if algorithm == Algorithm::TokenBucket => format!("{name}:p{}", quota.period_ms()),
+        Some(name) if matches!(algorithm, Algorithm::TokenBucket | Algorithm::FixedWindow) => {
+            format!("{name}:p{}", quota.period_ms())
+        }
         Some(name) => name.to_owned(),
         None => scripts::quota_state(algorithm, quota),
     }
@@ -322,12 +325,11 @@ impl Inner {
 
     /// Where the local store keeps a key's state under `quota`, whose keys carry `state`:
     /// `None` where Redis would read the limiter's own keys, else a namespace of its own. A
-    /// window's Redis key names its window by its index in periods (`:fw:N`), so windows of
-    /// another period are other keys even under one name; the local store, one state per key,
-    /// keeps them apart by namespace.
+    /// sliding window's Redis keys name their windows by their index in periods (`:sw:N`), so
+    /// windows of another period are other keys even under one name; the local store, one
+    /// state per key, keeps them apart by namespace.
     fn local_space(&self, state: &str, quota: &Quota) -> Option<String> {
-        let windowed = matches!(self.algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
-        if windowed && quota.period_ms() != self.quota.period_ms() {
+        if self.algorithm == Algorithm::SlidingWindow && quota.period_ms() != self.quota.period_ms() {
             Some(format!("{state}:p{}", quota.period_ms()))
         } else {
             (state != self.key_state).then(|| state.to_owned())

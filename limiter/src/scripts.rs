@@ -85,13 +85,13 @@ pub fn blockable_source(algorithm: Algorithm) -> &'static str {
 
 /// The Redis keys holding the state whose stem is `stem` (a limiter's whole stem,
 /// `prefix:{key}:STATE:`) under `algorithm` and `quota`, as seen at `now_ms`: the algorithm's
-/// one key, or for the windows every window an instance whose clock is within one period of
-/// `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`). The key's
-/// block is apart ([`block_key`]).
+/// one key, or for the sliding window every window an instance whose clock is within one
+/// period of `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`). The
+/// key's block is apart ([`block_key`]).
 pub fn state_keys(algorithm: Algorithm, quota: &Quota, stem: &str, now_ms: u64) -> Vec<String> {
     let key = format!("{stem}{}", key_suffix(algorithm));
     match algorithm {
-        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+        Algorithm::SlidingWindow => {
             let n = now_ms / quota.period_ms();
             (n.saturating_sub(2)..=n + 1).map(|i| format!("{key}:{i}")).collect()
         }

@@ -145,18 +145,19 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
         assert!(d.allowed, "{algorithm}: {d:?}");
     }
     // A window counter of text reads as no count, and the window's first units replace it
-    // with a number and the window's TTL (never counted on top of it, never a TTL-less key).
+    // with its window and count and the window's TTL (never counted on top of it, never a
+    // TTL-less key).
     let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, 1_000_000_000_000_000))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
-    let window = format!("ratelimiter:{{g}}:{}:fw:0", fixed.state_name());
+    let window = format!("ratelimiter:{{g}}:{}:fw", fixed.state_name());
     let _: () = conn.set(&window, "inf").expect("SET");
     let d = fixed.check("g", 1).await.expect("decides");
     assert!(d.allowed && d.remaining == 4, "{d:?}");
     let count: String = conn.get(&window).expect("GET");
     let ttl: i64 = conn.pttl(&window).expect("PTTL");
-    assert_eq!(count, "1");
+    assert_eq!(count, "0:1", "window 0, one unit");
     assert!(ttl > 0, "the replaced counter has the window's TTL: {ttl}");
     // The same for a sliding-window counter, and a key of another type read as absent too.
     // (On the instance's clock, 10 s into a minute's window 100: the window is known.)

@@ -360,8 +360,9 @@ impl Enforcer {
 impl Shared {
     /// `prefix:{tag}:rest:rule:`, and for a token bucket the period too (its stored units are
     /// counted in periods, so a bucket under another period is another bucket), and for a
-    /// window a tier's period other than the rule's (Redis keys its windows by their index in
-    /// periods already; the in-process store, one state per stem, needs the stems apart).
+    /// window a tier's period other than the rule's (a window's index is counted in periods;
+    /// a sliding window's Redis keys carry it already, but the in-process store, one state per
+    /// stem, needs the stems apart).
     fn stem(&self, rule: &Rule, quota: &Quota, identity: &Identity) -> String {
         let mut stem = self.keys.stem(identity.tag());
         if !identity.rest().is_empty() {

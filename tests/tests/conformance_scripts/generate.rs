@@ -239,7 +239,6 @@ impl Call {
     fn read_keys(&self) -> Vec<String> {
         let key = self.key();
         match self.algorithm {
-            Algorithm::FixedWindow => vec![format!("{key}:{}", self.window_index())],
             Algorithm::SlidingWindow => {
                 let i = self.window_index();
                 vec![format!("{key}:{i}"), format!("{key}:{}", i - 1)]
@@ -291,7 +290,23 @@ impl Call {
         let period = self.quota.period_ms() as i64;
         let roll = rng.random_range(0..10);
         match self.algorithm {
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => match roll {
+            Algorithm::FixedWindow => match roll {
+                0 => wrong_type(rng, key, "string"),
+                // "WINDOW:COUNT" as the script writes it: its own window, the one before or
+                // after (a caller whose clock was ahead), a count past the limit, or text.
+                1..=5 => {
+                    let window = (self.window_index() + rng.random_range(-1..=1)).max(0);
+                    let count = match rng.random_range(0..3) {
+                        0 => hostile_text(rng),
+                        _ => s(rng.random_range(0..=self.quota.limit() + 1)),
+                    };
+                    let mut value = s(format!("{window}:"));
+                    value.extend(count);
+                    vec![s("SET"), key, value]
+                }
+                _ => vec![s("SET"), key, hostile_text(rng)],
+            },
+            Algorithm::SlidingWindow => match roll {
                 0 => wrong_type(rng, key, "string"),
                 1..=2 => vec![s("SET"), key, s(rng.random_range(0..=self.quota.limit() + 1))],
                 _ => vec![s("SET"), key, hostile_text(rng)],
