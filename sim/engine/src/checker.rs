@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use redis_ratelimit::{FailurePolicy, Quota, Source};
 
-pub use crate::bound::{worst, Admission, Worst};
+pub use crate::bound::{beyond_clock_trust, worst, Admission, Worst};
 use crate::faults::Fault;
 use crate::promise::{Promise, Tolerance};
 use crate::trace::Record;
@@ -98,6 +98,96 @@ pub fn check_bound_with(
         Some(detail) => Check { verdict: Verdict::Broken, detail },
         None if by_key.is_empty() => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
         None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise.describe(q)) },
+    }
+}
+
+/// The bound beyond the clock trust of a run whose instances sent their own clocks
+/// ([`beyond_clock_trust`]): each store-decided admission placed anywhere from the reading its
+/// instance sent (`reading_offset_ms` of it at the request's start: the instance's offset
+/// plus its drift so far) to the latest reading a design can have had when Redis decided it
+/// (any reading sent to the key so far, carried forward by Redis's clock to the call's
+/// return). Broken only where no reading of the clocks explains the admissions.
+pub fn check_beyond_clock_trust(
+    promise: Promise,
+    q: &Quota,
+    records: &[Record],
+    allowance: u64,
+    tolerance: Tolerance,
+    reading_offset_ms: impl Fn(&Record) -> i64,
+) -> Check {
+    if promise == Promise::None {
+        return Check { verdict: Verdict::None, detail: "no promise to check".into() };
+    }
+    let origin = crate::simclock::readings_origin_ms(q.period_ms());
+    let zero = crate::simclock::EPOCH_MS - origin;
+    let mut by_key: BTreeMap<u32, Vec<(usize, &Record)>> = BTreeMap::new();
+    for (id, r) in records.iter().enumerate() {
+        by_key.entry(r.key).or_default().push((id, r));
+    }
+    let mut broken: Option<String> = None;
+    let mut closest: Option<Worst> = None;
+    for (key, mut sent) in by_key {
+        // The readings sent to the key, by when they were sent: the largest offset so far.
+        sent.sort_by_key(|(_, r)| r.t_ms);
+        let mut ahead = i64::MIN;
+        let mut ahead_by: Vec<(u64, i64)> = Vec::with_capacity(sent.len());
+        for (_, r) in &sent {
+            ahead = ahead.max(reading_offset_ms(r));
+            ahead_by.push((r.t_ms, ahead));
+        }
+        let ahead_at = |t: u64| {
+            let i = ahead_by.partition_point(|&(at, _)| at <= t);
+            ahead_by[..i].last().map_or(0, |&(_, a)| a)
+        };
+        let mut admitted: Vec<Admission> = sent
+            .iter()
+            .filter(|(_, r)| r.allowed && matches!(r.source, Source::Store | Source::Lease))
+            .map(|&(id, r)| {
+                let own = reading_offset_ms(r);
+                let at = |t: u64, offset: i64| (zero + t).saturating_add_signed(offset);
+                let done = r.done_ms.max(r.hi_ms);
+                Admission { lo: at(r.t_ms, own), hi: at(done, ahead_at(done).max(own)), units: r.cost, id }
+            })
+            .collect();
+        let Some(w) = beyond_clock_trust(promise, q, &mut admitted, allowance, tolerance, zero) else { continue };
+        if w.broken && broken.is_none() {
+            broken = Some(format!(
+                "key-{key}: {} admitted {}, where no reading of the instances' clocks allows more than {:.1}",
+                w.admitted, w.within, w.allowed
+            ));
+        }
+        closest = Some(match closest {
+            Some(seen) if seen.ratio() >= w.ratio() => seen,
+            _ => w,
+        });
+    }
+    match (broken, closest) {
+        (Some(detail), _) => Check { verdict: Verdict::Broken, detail },
+        (None, None) => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
+        (None, Some(w)) => Check {
+            verdict: Verdict::Held,
+            detail: format!(
+                "every admission explained by some reading of the instances' clocks (closest: {} admitted {}, \
+                 {:.1} allowed)",
+                w.admitted, w.within, w.allowed
+            ),
+        },
+    }
+}
+
+/// What one expiry of a key may lend a design exact on its callers' clocks, whose clocks are
+/// `spread_ms` apart: a bucket's key runs out its TTL (the time to full, on the writer's
+/// reading) on Redis's clock, and the next request finds it full. Its readings may be up to
+/// `spread_ms` behind the writer's, so they re-traverse a stretch the expired state had already
+/// spent: the burst again, plus the refill of `spread_ms` that the readings say was still to
+/// come (a rotation over five clocks 2 s apart lends more than the burst alone). A window or a
+/// log lends nothing: its state is gone only once every reading carried forward by Redis's
+/// clock has left it behind.
+pub fn expiry_allowance(promise: Promise, q: &Quota, spread_ms: u64) -> u64 {
+    if promise.is_bucket() {
+        q.burst() + (q.limit() * spread_ms).div_ceil(q.period_ms().max(1))
+    } else {
+        0
     }
 }
 

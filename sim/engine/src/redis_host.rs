@@ -70,6 +70,7 @@ impl RedisHost {
             memory_bytes: s.dataset_bytes as u64,
             round_trips: round_trips(&s),
             scripts_run: s.scripts_run,
+            expired_keys: s.expired_keys,
             ..self.keys_without_ttl()
         }
     }

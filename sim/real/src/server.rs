@@ -23,6 +23,7 @@ struct Counters {
     commands: u64,
     round_trips: u64,
     scripts_run: u64,
+    expired_keys: u64,
     bytes_in: u64,
     bytes_out: u64,
 }
@@ -32,6 +33,7 @@ impl AddAssign for Counters {
         self.commands += o.commands;
         self.round_trips += o.round_trips;
         self.scripts_run += o.scripts_run;
+        self.expired_keys += o.expired_keys;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
     }
@@ -43,6 +45,7 @@ impl Counters {
             commands: self.commands.saturating_sub(base.commands),
             round_trips: self.round_trips.saturating_sub(base.round_trips),
             scripts_run: self.scripts_run.saturating_sub(base.scripts_run),
+            expired_keys: self.expired_keys.saturating_sub(base.expired_keys),
             bytes_in: self.bytes_in.saturating_sub(base.bytes_in),
             bytes_out: self.bytes_out.saturating_sub(base.bytes_out),
         }
@@ -101,6 +104,7 @@ fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
         commands: client_commands(&info),
         round_trips: round_trips(&info),
         scripts_run: scripts_run(&info),
+        expired_keys: info_field(&info, "expired_keys").unwrap_or(0),
         bytes_in: info_field(&info, "total_net_input_bytes").unwrap_or(0),
         bytes_out: info_field(&info, "total_net_output_bytes").unwrap_or(0),
     };
@@ -331,6 +335,7 @@ impl Controller {
             commands: total.commands,
             round_trips: total.round_trips,
             scripts_run: total.scripts_run,
+            expired_keys: total.expired_keys,
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             keys,
@@ -429,6 +434,7 @@ impl External {
             commands: spent.commands,
             round_trips: spent.round_trips,
             scripts_run: spent.scripts_run,
+            expired_keys: spent.expired_keys,
             bytes_in: spent.bytes_in,
             bytes_out: spent.bytes_out,
             keys: keys.len() as u64,
