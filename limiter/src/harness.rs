@@ -38,3 +38,10 @@ pub use crate::modes::lease::{LeaseLedger, LedgerEntry};
 pub use crate::store::eval::EvalScript;
 pub use crate::store::local::LocalStore;
 pub use crate::store::redis::RawCallError;
+
+/// `store`, deciding the charges of each hash tag of a request in their own calls, in two
+/// passes, as a store does by itself on a Redis Cluster (see [`crate::enforce`]): over one
+/// Redis, to check what that costs.
+pub fn split_by_tag(store: crate::RedisStore) -> crate::RedisStore {
+    store.split_by_tag()
+}

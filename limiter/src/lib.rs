@@ -72,11 +72,13 @@
 mod algo;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod breaker;
+mod charge;
 mod clock;
 mod decision;
 pub mod duration;
 pub mod enforce;
 mod error;
+mod gate;
 #[cfg(feature = "harness")]
 pub mod harness;
 mod health;

@@ -7,7 +7,7 @@ use super::*;
 pub struct LimiterBuilder {
     algorithm: Algorithm,
     quota: Quota,
-    store: Option<Store>,
+    redis: Option<RedisStore>,
     clock: Arc<dyn Clock>,
     time_source: TimeSource,
     policy: FailurePolicy,
@@ -31,7 +31,7 @@ impl Limiter {
         LimiterBuilder {
             algorithm,
             quota,
-            store: None,
+            redis: None,
             clock: Arc::new(SystemClock),
             time_source: TimeSource::Server,
             policy: FailurePolicy::FailOpen,
@@ -53,7 +53,7 @@ impl Limiter {
 impl LimiterBuilder {
     /// Keeps state in Redis.
     pub fn redis(mut self, store: RedisStore) -> Self {
-        self.store = Some(Store::Redis(Arc::new(store)));
+        self.redis = Some(store);
         self
     }
 
@@ -87,7 +87,7 @@ impl LimiterBuilder {
     /// Keeps state in this process (the default).
     pub fn local(mut self) -> Self {
         // Built in `build`, so a `max_local_keys` set after this still applies.
-        self.store = None;
+        self.redis = None;
         self
     }
 
@@ -191,10 +191,11 @@ impl LimiterBuilder {
             }
             None => crate::scripts::quota_state(self.algorithm, &self.quota),
         };
-        let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
-        let on_redis = matches!(self.store, Some(Store::Redis(_)));
-        self.modes.validate(self.algorithm, &self.quota, on_redis, self.blockable)?;
-        let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
+        let key_state =
+            crate::charge::state_name(self.algorithm, self.name.as_deref(), self.quota.period_ms(), &self.quota);
+        self.modes.validate(self.algorithm, &self.quota, self.redis.is_some(), self.blockable)?;
+        let health = Health::new(self.breaker, self.on_store_event, &state);
+        let gate = Gate::new(self.redis.map(Arc::new), self.max_local_keys, keys, self.clock, health);
         #[allow(unused_mut)] // only the harness records leases
         let mut modes =
             modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys, self.blockable);
@@ -206,13 +207,9 @@ impl LimiterBuilder {
             inner: Arc::new(Inner {
                 algorithm: self.algorithm,
                 quota: self.quota,
-                store,
-                clock: self.clock,
+                gate,
                 time_source: self.time_source,
                 policy: self.policy,
-                budget: LocalStore::new(self.max_local_keys),
-                health: Health::new(self.breaker, self.on_store_event, &state),
-                keys,
                 named: self.name.is_some(),
                 key_state,
                 counter: crate::metrics::DecisionCounter::new(&state),

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use super::wire::LeaseRequest;
 use super::Leases;
 use crate::algo::lease::{LeaseArgs, LeaseOutcome};
-use crate::clock::{Clock, TimeSource};
+use crate::charge::Charge;
+use crate::clock::Clock;
 use crate::decision::{Decision, Source};
 use crate::error::Error;
 use crate::health::{Guarded, Health};
@@ -263,12 +264,18 @@ impl LeaseBook {
         }
     }
 
-    /// Decides one request of `cost` (at least 1) on `key` under leases, for the limiter
-    /// `serving` describes. When Redis cannot be asked the limiter's failure policy answers:
-    /// that is the caller's, so it gets the outage back.
+    /// Decides one request of `cost` (at least 1) on `key` under leases, for a limiter on
+    /// `clock` and `health` whose charge for the key (its algorithm, quota, time source) is
+    /// `charge`, and its state's stem `stem` (made only when a call goes out). When Redis
+    /// cannot be asked the limiter's failure policy answers: that is the caller's, so it gets
+    /// the outage back.
+    #[allow(clippy::too_many_arguments)] // what the limiter holds, then what the request asks
     pub(crate) async fn check(
         &self,
-        serving: Serving<'_>,
+        clock: &dyn Clock,
+        health: &Health,
+        charge: &Charge<'_>,
+        stem: impl FnOnce() -> String,
         redis: &RedisStore,
         key: &str,
         cost: u64,
@@ -277,7 +284,7 @@ impl LeaseBook {
         let entry = self.entry(key);
         let mut k = entry.lock().await;
         // Another check of this key may have held the lock through a whole call.
-        let now = serving.clock.now_ms().max(now);
+        let now = clock.now_ms().max(now);
         k.demand.add(now, cost, self.config.lifetime_ms);
         let args = match self.local(&mut k, now, cost) {
             Step::Ask(args) => args,
@@ -288,21 +295,21 @@ impl LeaseBook {
                 return Ok(Guarded::Answered(self.decision(&step, now)));
             }
         };
-        let stem = (serving.stem)();
+        let stem = stem();
         let request = LeaseRequest {
-            algorithm: serving.algorithm,
-            quota: serving.quota,
+            algorithm: charge.algorithm,
+            quota: &charge.quota,
             stem: &stem,
-            now_ms: (serving.time_source == TimeSource::Client).then_some(now),
+            now_ms: charge.client_now(now),
             args,
         };
         let call = || {
             self.note(key, |e| e.calls += 1);
             redis.lease(request)
         };
-        Ok(match serving.health.guard(serving.clock, now, redis, call).await? {
+        Ok(match health.guard(clock, now, redis, call).await? {
             Guarded::Answered((outcome, _decided_at_ms)) => {
-                let received = serving.clock.now_ms().max(now);
+                let received = clock.now_ms().max(now);
                 self.note(key, |e| {
                     e.leased += outcome.granted;
                     e.credited += outcome.credited;
@@ -316,18 +323,6 @@ impl LeaseBook {
             Guarded::Unavailable { at_ms, why, retry_after_ms } => Guarded::Unavailable { at_ms, why, retry_after_ms },
         })
     }
-}
-
-/// What a lease check needs of the limiter it serves: its clock, the health of its store, its
-/// algorithm, quota and time source, and how it names a key's state in Redis (only built when
-/// a call goes out).
-pub(crate) struct Serving<'a> {
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) health: &'a Health,
-    pub(crate) algorithm: Algorithm,
-    pub(crate) quota: &'a Quota,
-    pub(crate) time_source: TimeSource,
-    pub(crate) stem: &'a (dyn Fn() -> String + Sync),
 }
 
 #[cfg(all(test, not(feature = "loom")))]

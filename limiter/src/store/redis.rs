@@ -58,6 +58,9 @@ pub struct RedisStore {
     pub(super) timeout: Duration,
     /// Decides with the Redis module's commands (`super::module`).
     pub(super) module: bool,
+    /// Decides the charges of each hash tag in their own calls even on one server, as it must
+    /// on a cluster (`super::state`): only the harness asks for it, to check what it costs.
+    pub(super) per_tag: bool,
 }
 
 /// One server (directly or through Sentinel) or a cluster.
@@ -81,7 +84,12 @@ impl RedisStore {
     }
 
     fn node(dial: Dial) -> Self {
-        RedisStore { link: Link::Node(Box::new(NodeLink::new(dial))), timeout: DEFAULT_TIMEOUT, module: false }
+        RedisStore {
+            link: Link::Node(Box::new(NodeLink::new(dial))),
+            timeout: DEFAULT_TIMEOUT,
+            module: false,
+            per_tag: false,
+        }
     }
 
     /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
@@ -116,7 +124,7 @@ impl RedisStore {
     pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
         let link = Link::Cluster(Box::new(ClusterLink::new(infos, None)?));
-        Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false })
+        Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false, per_tag: false })
     }
 
     /// A store for the primary that the Sentinels at `sentinel_urls` report for `service`,
@@ -222,7 +230,7 @@ impl RedisStore {
     }
 
     /// Deletes `keys` (one key's state, in one slot) with `lua/reset.lua`: how many existed.
-    pub(crate) async fn reset(&self, keys: Vec<String>) -> Result<u64, StoreError> {
+    pub(crate) async fn reset_keys(&self, keys: Vec<String>) -> Result<u64, StoreError> {
         let call = Invocation { keys, args: Vec::new() };
         self.run("reset", Sent::Script(loaded::reset()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
@@ -233,7 +241,7 @@ impl RedisStore {
 
     /// Gives `req.cost` units back to `req`'s state with `lua/refund.lua`: whether anything
     /// was given back.
-    pub(crate) async fn refund(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
+    pub(crate) async fn refund_units(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
         self.run("refund", Sent::Script(loaded::refund()), &req.refund_invocation(), |reply| match reply {
             Value::Int(n @ (0 | 1)) => Ok(n == 1),
             other => Err(bad_reply(&other)),
@@ -244,7 +252,12 @@ impl RedisStore {
     /// Blocks for `duration_ms` (0 lifts it) the key whose block is `block`, with
     /// `lua/block.lua` on the clock `now_ms` (None: Redis's): the instant the block ends, 0
     /// when lifted.
-    pub(crate) async fn block(&self, block: &str, now_ms: Option<u64>, duration_ms: u64) -> Result<u64, StoreError> {
+    pub(crate) async fn block_key(
+        &self,
+        block: &str,
+        now_ms: Option<u64>,
+        duration_ms: u64,
+    ) -> Result<u64, StoreError> {
         let call = scripts::block_invocation(block, now_ms, duration_ms);
         self.run("block", Sent::Script(loaded::block()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),

@@ -29,12 +29,13 @@ impl RulesCaller {
         breaker: BreakerConfig,
         key_prefix: Option<&str>,
     ) -> anyhow::Result<RulesCaller> {
-        let store = if subject == RulesSubject::OneCallModule { store.with_module()? } else { store };
-        let mut builder = Enforcer::builder(RulesSubject::rule_set(quota, policy)?)
-            .redis(store)
-            .clock(clock)
-            .breaker(breaker)
-            .per_tag_calls(subject == RulesSubject::PerSlot);
+        let store = match subject {
+            RulesSubject::OneCallModule => store.with_module()?,
+            RulesSubject::PerSlot => redis_ratelimit::harness::split_by_tag(store),
+            _ => store,
+        };
+        let mut builder =
+            Enforcer::builder(RulesSubject::rule_set(quota, policy)?).redis(store).clock(clock).breaker(breaker);
         if let Some(prefix) = key_prefix {
             builder = builder.key_prefix(prefix);
         }
