@@ -24,7 +24,7 @@ pub fn serve_metrics(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>>
 }
 
 /// The example's limiter: GCRA, 5 per second with a burst of 5, failing open behind the breaker.
-pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::Error> {
+pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::ConfigError> {
     Limiter::builder(Algorithm::Gcra, Quota::per_second(5))
         .redis(RedisStore::from_url(redis_url)?.with_timeout(Duration::from_millis(200))?)
         .failure_policy(FailurePolicy::FailOpen)

@@ -10,7 +10,7 @@
 //! Time is passed in: the breaker reads no clock, which keeps it deterministic in the
 //! simulator and checkable by loom.
 
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::sync::{lock, Mutex};
 
 /// Breaker thresholds.
@@ -42,12 +42,12 @@ impl BreakerConfig {
     }
 
     /// Refuses a zero threshold or a zero open time.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.failure_threshold == 0 {
-            return Err(Error::config("breaker.failure_threshold", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("breaker.failure_threshold", "must be at least 1, got 0".into()));
         }
         if self.open_ms == 0 {
-            return Err(Error::config("breaker.open_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("breaker.open_ms", "must be at least 1 ms, got 0".into()));
         }
         Ok(())
     }

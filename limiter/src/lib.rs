@@ -103,7 +103,7 @@ mod table;
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock, TimeSource};
 pub use decision::{Decision, Degraded, Source};
-pub use error::Error;
+pub use error::{ConfigError, Error, ErrorKind};
 pub use health::StoreEvent;
 pub use limiter::{Limiter, LimiterBuilder};
 pub use policy::FailurePolicy;

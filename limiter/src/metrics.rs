@@ -42,7 +42,7 @@ pub const FAILOVERS: &str = "limiter_failovers_total";
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 
 use crate::decision::{Decision, Degraded, Source};
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::store::StoreError;
 
 /// Registers every metric's description with the installed recorder (the `# HELP` lines of
@@ -88,11 +88,11 @@ fn degraded_name(d: Option<Degraded>) -> &'static str {
 pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 
 /// Refuses a near-limit ratio outside (0, 1].
-pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), Error> {
+pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), ConfigError> {
     if ratio > 0.0 && ratio <= 1.0 {
         Ok(())
     } else {
-        Err(Error::config("near_limit_ratio", format!("must be above 0 and at most 1, got {ratio}")))
+        Err(ConfigError::new("near_limit_ratio", format!("must be above 0 and at most 1, got {ratio}")))
     }
 }
 

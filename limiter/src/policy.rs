@@ -1,7 +1,7 @@
 //! What to do when Redis cannot be asked: the policies. `crate::gate` applies them, to a
 //! limiter's one charge as to a request's rules.
 
-use crate::error::Error;
+use crate::error::ConfigError;
 
 /// The failure policy: what a limiter answers when Redis errors, times out, refuses this
 /// client, or the breaker is open. Whatever it answers carries its [`crate::Source`], so it is
@@ -64,16 +64,16 @@ impl FailurePolicy {
     }
 
     /// Refuses a zero budget or period.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if let FailurePolicy::LocalBudget { limit, period_ms } = *self {
             if limit == 0 {
-                return Err(Error::config(
+                return Err(ConfigError::new(
                     "local_budget.limit",
                     "must be at least 1, got 0 (use FailClosed to admit nothing)".into(),
                 ));
             }
             if period_ms == 0 {
-                return Err(Error::config("local_budget.period_ms", "must be at least 1 ms, got 0".into()));
+                return Err(ConfigError::new("local_budget.period_ms", "must be at least 1 ms, got 0".into()));
             }
         }
         Ok(())

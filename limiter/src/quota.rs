@@ -3,7 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::error::Error;
+use crate::error::ConfigError;
 
 /// Largest integer every algorithm's arithmetic may reach. Lua 5.1 (inside Redis) has only
 /// doubles, which are exact up to 2^53; keeping every intermediate product below 2^50 leaves
@@ -53,13 +53,13 @@ impl Quota {
     /// A refill rate in units per second, given as a float (for example from a config file).
     /// NaN, infinities, zero and negative rates are refused. The rate is kept to a
     /// thousandth of a unit per second: `limit = round(rate * 1000)` per 1,000,000 ms.
-    pub fn from_rate(per_second: f64, burst: u64) -> Result<Self, Error> {
+    pub fn from_rate(per_second: f64, burst: u64) -> Result<Self, ConfigError> {
         if !per_second.is_finite() || per_second <= 0.0 {
-            return Err(Error::config("rate", format!("must be a finite number above 0, got {per_second}")));
+            return Err(ConfigError::new("rate", format!("must be a finite number above 0, got {per_second}")));
         }
         let milli = (per_second * 1000.0).round();
         if !(1.0..=1e12).contains(&milli) {
-            return Err(Error::config("rate", format!("{per_second}/s is outside 0.001/s ..= 1e9/s")));
+            return Err(ConfigError::new("rate", format!("{per_second}/s is outside 0.001/s ..= 1e9/s")));
         }
         Ok(Quota { limit: milli as u64, period_ms: 1_000_000, burst })
     }
@@ -113,18 +113,18 @@ impl Quota {
     }
 
     /// Refuses any quota the algorithms cannot enforce exactly, naming the field.
-    pub fn validate(&self, algorithm: Algorithm) -> Result<(), Error> {
+    pub fn validate(&self, algorithm: Algorithm) -> Result<(), ConfigError> {
         if self.limit == 0 {
-            return Err(Error::config("limit", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("limit", "must be at least 1, got 0".into()));
         }
         if self.period_ms == 0 {
-            return Err(Error::config("period_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("period_ms", "must be at least 1 ms, got 0".into()));
         }
         if algorithm.is_bucket() && self.burst == 0 {
-            return Err(Error::config("burst", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("burst", "must be at least 1, got 0".into()));
         }
         let too_big = |field: &'static str, what: String| {
-            Err(Error::config(field, format!("{what} exceeds 2^50, the range computed exactly in Redis's Lua")))
+            Err(ConfigError::new(field, format!("{what} exceeds 2^50, the range computed exactly in Redis's Lua")))
         };
         match algorithm {
             Algorithm::FixedWindow => {
@@ -139,7 +139,7 @@ impl Quota {
             }
             Algorithm::SlidingLog => {
                 if self.limit > SLIDING_LOG_MAX_LIMIT {
-                    return Err(Error::config(
+                    return Err(ConfigError::new(
                         "limit",
                         format!(
                             "{} is above {SLIDING_LOG_MAX_LIMIT}: a sliding log stores one member per admitted unit",
@@ -161,7 +161,7 @@ impl Quota {
                     return too_big("period_ms", format!("period_ms {} in microseconds", self.period_ms));
                 }
                 if self.limit > self.period_ms * 1000 {
-                    return Err(Error::config(
+                    return Err(ConfigError::new(
                         "limit",
                         format!(
                             "{} per {} ms is more than one per microsecond, GCRA's time resolution",
@@ -241,11 +241,11 @@ impl fmt::Display for Algorithm {
 }
 
 impl FromStr for Algorithm {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         Algorithm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
             let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-            Error::config("algorithm", format!("unknown algorithm {s:?}; expected one of {}", names.join(", ")))
+            ConfigError::new("algorithm", format!("unknown algorithm {s:?}; expected one of {}", names.join(", ")))
         })
     }
 }

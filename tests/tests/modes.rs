@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use redis_ratelimit::modes::{Batching, DenialCache, Leases};
-use redis_ratelimit::{Algorithm, Error, Limiter, ManualClock, Quota, RedisStore, Source};
+use redis_ratelimit::{Algorithm, Limiter, ManualClock, Quota, RedisStore, Source};
 use redis_tests::RedisServer;
 
 /// EVAL and EVALSHA calls the server has run: the limiter's round trips.
@@ -120,7 +120,7 @@ fn a_mode_that_cannot_work_is_refused_by_name() {
     let store = || RedisStore::from_url("redis://127.0.0.1:1/").expect("url");
     let q = Quota::per_second(10);
     let refused = |b: redis_ratelimit::LimiterBuilder| match b.build() {
-        Err(Error::Config { field, message }) => format!("{field}: {message}"),
+        Err(e) => format!("{}: {}", e.field(), e.message()),
         other => panic!("built: {other:?}"),
     };
     let e = refused(Limiter::builder(Algorithm::SlidingLog, q).redis(store()).leases(Leases::default()));

@@ -266,9 +266,9 @@ async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
     assert_eq!(keys, ["named:{u}:api:p3600000:tb", "named:{u}:api:p60000:tb"]);
 
     let zero = named.check_with("u", Quota::new(0, 1_000), 1).await.unwrap_err();
-    assert!(matches!(zero, Error::Config { field: "limit", .. }), "{zero}");
+    assert!(matches!(&zero, Error::Config(c) if c.field() == "limit"), "{zero}");
     let too_dear = named.check_with("u", Quota::per_minute(3), 4).await.unwrap_err();
-    assert_eq!(too_dear, Error::CostExceedsCapacity { cost: 4, capacity: 3 });
+    assert!(matches!(too_dear, Error::CostExceedsCapacity { cost: 4, capacity: 3 }), "{too_dear}");
 }
 
 /// A reset forgets one key's state for every algorithm: the key is admitted its whole quota
@@ -404,14 +404,17 @@ async fn a_block_refuses_a_key_until_lifted_and_says_so_when_redis_cannot_hear_i
     }
     let plain = limiter_on(&server, Algorithm::Gcra, q);
     let e = plain.block("k", Duration::from_secs(1)).await.unwrap_err();
-    assert!(matches!(e, Error::Config { field: "blockable", .. }) && e.to_string().contains(".blockable()"), "{e}");
+    assert!(
+        matches!(&e, Error::Config(c) if c.field() == "blockable" && c.message().contains("make it blockable")),
+        "{e}"
+    );
     let leased = Limiter::builder(Algorithm::Gcra, q)
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .leases(redis_ratelimit::modes::Leases::default())
         .blockable()
         .build()
         .unwrap_err();
-    assert!(matches!(leased, Error::Config { field: "leases", .. }), "{leased}");
+    assert_eq!(leased.field(), "leases", "{leased}");
     let gone = Limiter::builder(Algorithm::Gcra, q)
         .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
         .blockable()
@@ -420,5 +423,5 @@ async fn a_block_refuses_a_key_until_lifted_and_says_so_when_redis_cannot_hear_i
     let e = gone.block("k", Duration::from_secs(1)).await.unwrap_err();
     assert!(matches!(e, Error::Unavailable { operation: "the block", .. }), "{e}");
     let too_long = gone.block("k", Duration::from_secs(u64::MAX)).await.unwrap_err();
-    assert!(matches!(too_long, Error::Config { field: "block", .. }), "{too_long}");
+    assert!(matches!(&too_long, Error::Config(c) if c.field() == "block"), "{too_long}");
 }

@@ -83,7 +83,7 @@ use std::borrow::Cow;
 use crate::breaker::{BreakerConfig, BreakerState};
 use crate::charge::{self, Charge, StateKey};
 use crate::clock::{Clock, SystemClock};
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::gate::Gate;
 use crate::health::{Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
@@ -192,11 +192,11 @@ impl EnforcerBuilder {
     }
 
     /// Validates everything and builds the enforcer.
-    pub fn build(self) -> Result<Enforcer, Error> {
+    pub fn build(self) -> Result<Enforcer, ConfigError> {
         self.breaker.validate()?;
         crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
-            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;

@@ -310,7 +310,7 @@ async fn a_state_read_a_reset_and_a_refund_reach_one_identitys_state_under_one_r
     assert_eq!(e.state("per-key", &pro).await.expect("state").limit, 3, "the state under the pro tier's quota");
     assert!(e.refund("per-key", &pro, 10).await.expect("refund"));
     assert_eq!(decided(&e, &pro).await.rules[0].decision.remaining, 2, "the tier's quota, not above it");
-    assert_eq!(e.reset("nope", &alice).await.unwrap_err(), Error::UnknownRule("nope".into()));
+    assert!(matches!(e.reset("nope", &alice).await.unwrap_err(), Error::UnknownRule(r) if r == "nope"));
     let anonymous = req(None, "192.0.2.1");
     let missing = e.refund("per-key", &anonymous, 1).await.unwrap_err();
     assert!(
@@ -357,7 +357,7 @@ async fn a_block_stops_one_identity_under_one_rule_until_it_ends() {
     assert_eq!(decided(&e, &alice).await.rules[0].decision.remaining, 4, "the reset forgot the block and the state");
     let refused = e.block("global", &alice, Duration::from_secs(1)).await.unwrap_err();
     assert!(
-        matches!(&refused, Error::Config { field: "blockable", message } if message.contains("\"global\"")),
+        matches!(&refused, Error::Config(c) if c.field() == "blockable" && c.message().contains("\"global\"")),
         "{refused}"
     );
 }

@@ -1,6 +1,7 @@
 //! [`LimiterBuilder`]: every option of a [`Limiter`], checked together when it is built.
 
 use super::*;
+use crate::error::ConfigError;
 
 /// Builds a [`Limiter`]; nothing is checked until [`LimiterBuilder::build`], which checks
 /// everything and names the first field at fault.
@@ -175,18 +176,18 @@ impl LimiterBuilder {
     }
 
     /// Validates everything and builds the limiter.
-    pub fn build(self) -> Result<Limiter, Error> {
+    pub fn build(self) -> Result<Limiter, ConfigError> {
         self.quota.validate(self.algorithm)?;
         self.policy.validate()?;
         self.breaker.validate()?;
         crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
-            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let state = match &self.name {
             Some(name) => {
-                crate::key::check_name(name).map_err(|m| Error::config("name", m))?;
+                crate::key::check_name(name).map_err(|m| ConfigError::new("name", m))?;
                 name.clone()
             }
             None => crate::scripts::quota_state(self.algorithm, &self.quota),

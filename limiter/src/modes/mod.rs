@@ -48,7 +48,7 @@ pub(crate) mod lease;
 pub(crate) mod slot;
 pub(crate) mod wire;
 
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::quota::{Algorithm, Quota};
 
 /// The denial cache (see the module docs). `DenialCache::default()` keeps up to 100,000 keys
@@ -80,12 +80,12 @@ impl DenialCache {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.max_keys == 0 {
-            return Err(Error::config("denial_cache.max_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("denial_cache.max_keys", "must be at least 1, got 0".into()));
         }
         if self.clock_tolerance_ppm >= 1_000_000 {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "denial_cache.clock_tolerance_ppm",
                 format!("must be below 1,000,000 (100%), got {}", self.clock_tolerance_ppm),
             ));
@@ -149,9 +149,9 @@ impl Leases {
         crate::algo::lease::capacity(algorithm, quota, self.lifetime_ms)
     }
 
-    fn validate(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), Error> {
+    fn validate(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), ConfigError> {
         if !crate::algo::lease::can_lease(algorithm) {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases",
                 format!(
                     "the {algorithm} algorithm cannot lease exactly: a leased unit is spent after Redis counted it, \
@@ -164,16 +164,16 @@ impl Leases {
             ));
         }
         if self.lifetime_ms == 0 {
-            return Err(Error::config("leases.lifetime_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("leases.lifetime_ms", "must be at least 1 ms, got 0".into()));
         }
         if self.clock_tolerance_ppm >= 1_000_000 {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases.clock_tolerance_ppm",
                 format!("must be below 1,000,000 (100%), got {}", self.clock_tolerance_ppm),
             ));
         }
         if self.capacity(algorithm, quota) == 0 {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases.lifetime_ms",
                 format!(
                     "{} ms refills the whole burst of {} at {} per {} ms: a lease could hold nothing; use a shorter \
@@ -186,7 +186,7 @@ impl Leases {
             ));
         }
         if self.max_units == Some(0) {
-            return Err(Error::config("leases.max_units", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("leases.max_units", "must be at least 1, got 0".into()));
         }
         Ok(())
     }
@@ -227,9 +227,9 @@ impl Batching {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.max_batch == 0 {
-            return Err(Error::config("batching.max_batch", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("batching.max_batch", "must be at least 1, got 0".into()));
         }
         Ok(())
     }
@@ -251,23 +251,23 @@ impl ModeConfig {
         quota: &Quota,
         on_redis: bool,
         blockable: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<(), ConfigError> {
         let any = self.denial_cache.is_some() || self.leases.is_some() || self.batching.is_some();
         if any && !on_redis {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "modes",
                 "the denial cache, leases and batching save Redis round trips: they need a Redis store (.redis(..))"
                     .into(),
             ));
         }
         if self.leases.is_some() && self.batching.is_some() {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "batching",
                 "cannot be combined with leases: a leased key is decided locally, with nothing left to batch".into(),
             ));
         }
         if self.leases.is_some() && blockable {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases",
                 "cannot be combined with blocks (.blockable()): a leased unit is spent without asking Redis, so \
                  a block could not reach the instances holding leases"

@@ -61,7 +61,7 @@ pub use matcher::{Match, PathPattern};
 pub(crate) use reading::Reading;
 
 use crate::clock::TimeSource;
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 
@@ -315,17 +315,14 @@ impl Rule {
     fn validate(&self) -> Result<(), RuleError> {
         let name = self.name.as_str();
         crate::key::check_name(name).map_err(|message| RuleError::in_rule(name, "name", message))?;
-        let from_library = |e: Error| match e {
-            Error::Config { field, message } => {
-                let field = match field {
-                    "period_ms" => "period",
-                    // The rules file's names: `local_budget = { limit, period }`.
-                    "local_budget.period_ms" => "local_budget.period",
-                    other => other,
-                };
-                RuleError::in_rule(name, field, message)
-            }
-            other => RuleError::in_rule(name, "quota", other.to_string()),
+        let from_library = |e: ConfigError| {
+            let field = match e.field() {
+                "period_ms" => "period",
+                // The rules file's names: `local_budget = { limit, period }`.
+                "local_budget.period_ms" => "local_budget.period",
+                other => other,
+            };
+            RuleError::in_rule(name, field, e.message().to_owned())
         };
         self.quota.validate(self.algorithm).map_err(from_library)?;
         self.policy.validate().map_err(from_library)?;

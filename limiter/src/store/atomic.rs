@@ -12,7 +12,7 @@
 
 use crate::algo::gcra::{self, GcraState};
 use crate::decision::Decision;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::quota::{Algorithm, Quota};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -38,7 +38,7 @@ pub struct AtomicLimiter {
 
 impl AtomicLimiter {
     /// A limiter enforcing `quota` with GCRA; refuses a quota GCRA cannot enforce exactly.
-    pub fn new(quota: Quota) -> Result<Self, Error> {
+    pub fn new(quota: Quota) -> Result<Self, ConfigError> {
         quota.validate(Algorithm::Gcra)?;
         Ok(AtomicLimiter { quota, tat_us: AtomicU64::new(0) })
     }

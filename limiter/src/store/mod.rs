@@ -89,7 +89,7 @@ pub(crate) trait StateStore {
 }
 
 /// Why a store call produced no decision.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum StoreError {
     /// Redis could not be asked (down, slow, partitioned): the failure policy answers.
     Unavailable(Degraded),

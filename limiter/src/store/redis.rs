@@ -31,7 +31,7 @@ use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
 use crate::decision::Degraded;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::metrics;
 use crate::rules_script::{RulesReply, RulesRequest};
 use crate::scripts::{self, Invocation};
@@ -95,7 +95,7 @@ impl RedisStore {
     /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
     /// trusting the system's roots; see [`RedisStore::with_tls`] for a CA or client
     /// certificate). The user and password are an ACL user's, as managed services hand out.
-    pub fn from_url(url: &str) -> Result<Self, Error> {
+    pub fn from_url(url: &str) -> Result<Self, ConfigError> {
         let info = parse_url(url)?;
         // The library-name handshake (CLIENT SETINFO) costs two round trips per connection
         // and tells the limiter nothing.
@@ -109,7 +109,7 @@ impl RedisStore {
             redis::ConnectionAddr::TcpTls { .. } => {
                 Ok(Self::node(Dial::client(info.clone().set_redis_settings(settings), None)?))
             }
-            other => Err(Error::config(
+            other => Err(ConfigError::new(
                 "redis_url",
                 format!("{}: only redis:// (TCP) and rediss:// (TLS) are supported, got {other:?}", redacted(url)),
             )),
@@ -121,7 +121,7 @@ impl RedisStore {
     /// of one limit lives in one slot (the key layout's hash tag), so no script meets
     /// CROSSSLOT; MOVED and ASK are followed, and a primary that never saw a script gets it
     /// by EVAL (the `store::cluster` module explains how).
-    pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
+    pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, ConfigError> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
         let link = Link::Cluster(Box::new(ClusterLink::new(infos, None)?));
         Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false, per_tag: false })
@@ -135,13 +135,13 @@ impl RedisStore {
         sentinel_urls: impl IntoIterator<Item = S>,
         service: &str,
         node_url: Option<&str>,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ConfigError> {
         let sentinels = sentinel_urls
             .into_iter()
             .map(|u| parse_url(u.as_ref()).map(|i| i.addr().clone()))
             .collect::<Result<Vec<_>, _>>()?;
         if sentinels.is_empty() {
-            return Err(Error::config("sentinel", "needs at least one Sentinel URL, got none".into()));
+            return Err(ConfigError::new("sentinel", "needs at least one Sentinel URL, got none".into()));
         }
         let node = match node_url {
             Some(url) => parse_url(url)?.redis_settings().clone(),
@@ -153,7 +153,7 @@ impl RedisStore {
     /// Speaks TLS with `tls`'s trust and client certificate: for a `rediss://` URL, a cluster
     /// of `rediss://` nodes, or Sentinel-managed servers. Certificates are read now, so a bad
     /// one is an error here, not on the first call.
-    pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
+    pub fn with_tls(self, tls: &Tls) -> Result<Self, ConfigError> {
         let link = match self.link {
             Link::Node(node) => Link::Node(Box::new(node.with_tls(tls)?)),
             Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
@@ -167,13 +167,13 @@ impl RedisStore {
     pub fn with_node_addresses(
         self,
         map: impl IntoIterator<Item = ((String, u16), (String, u16))>,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ConfigError> {
         match self.link {
             Link::Cluster(cluster) => Ok(RedisStore {
                 link: Link::Cluster(Box::new(cluster.with_address_map(map.into_iter().collect())?)),
                 ..self
             }),
-            Link::Node(node) => Err(Error::config(
+            Link::Node(node) => Err(ConfigError::new(
                 "node_addresses",
                 format!("{} is one server, not a cluster: there are no nodes to map", node.dial().describe()),
             )),
@@ -189,9 +189,9 @@ impl RedisStore {
     }
 
     /// Bounds every call (connecting included). Zero is refused.
-    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, Error> {
+    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         if timeout.is_zero() {
-            return Err(Error::config("timeout", "must be above 0 ms, got 0".into()));
+            return Err(ConfigError::new("timeout", "must be above 0 ms, got 0".into()));
         }
         self.timeout = timeout;
         Ok(self)
@@ -446,10 +446,10 @@ impl ConnectionLike for StoreConnection {
 }
 
 /// Parses a Redis URL; the message never repeats the password.
-fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+fn parse_url(url: &str) -> Result<redis::ConnectionInfo, ConfigError> {
     use redis::IntoConnectionInfo;
     url.into_connection_info()
-        .map_err(|e| Error::config("redis_url", format!("{} is not a usable Redis URL: {e}", redacted(url))))
+        .map_err(|e| ConfigError::new("redis_url", format!("{} is not a usable Redis URL: {e}", redacted(url))))
 }
 
 /// `url` with any password replaced by `***`, for messages.
@@ -529,17 +529,30 @@ pub(super) fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreE
         return StoreError::Unavailable(Degraded::Unavailable);
     }
     match e.kind() {
-        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
-            StoreError::Fatal(Error::UnexpectedReply { algorithm: name, detail: e.detail().unwrap_or("").to_owned() })
-        }
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => StoreError::Fatal(Error::UnexpectedReply {
+            algorithm: name,
+            detail: e.detail().unwrap_or("").to_owned(),
+            cause: Arc::new(e),
+        }),
         _ => {
             let detail = e.to_string();
             if e.code() == Some("WRONGTYPE") || detail.contains("WRONGTYPE") {
-                StoreError::Fatal(Error::WrongType { algorithm: name, detail })
+                StoreError::Fatal(Error::WrongType { algorithm: name, detail, cause: Arc::new(e) })
             } else {
-                StoreError::Fatal(Error::Server { algorithm: name, detail })
+                StoreError::Fatal(Error::Server { algorithm: name, detail, cause: Arc::new(e) })
             }
         }
+    }
+}
+
+/// The error of a script call of `algorithm` that Redis refused with `detail` (an entry of a
+/// batch's reply, which carries the text of the error its own call would have met).
+pub(super) fn script_error(algorithm: &'static str, detail: String) -> Error {
+    let cause = Arc::new(RedisError::from((ErrorKind::Extension, "script error", detail.clone())));
+    if detail.contains("WRONGTYPE") {
+        Error::WrongType { algorithm, detail, cause }
+    } else {
+        Error::Server { algorithm, detail, cause }
     }
 }
 

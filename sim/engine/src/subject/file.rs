@@ -425,10 +425,7 @@ impl RawQuota {
         // Checked as the library checks the algorithm of the same promise, so the oracle
         // computes exactly.
         let algorithm = promise.twin().unwrap_or(Algorithm::FixedWindow);
-        q.validate(algorithm).map_err(|e| match e {
-            redis_ratelimit::Error::Config { field, message } => err(&format!("quota.{field}"), message),
-            other => err("quota", other.to_string()),
-        })?;
+        q.validate(algorithm).map_err(|e| err(&format!("quota.{}", e.field()), e.message().to_owned()))?;
         Ok(q)
     }
 }
