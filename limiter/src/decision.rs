@@ -64,6 +64,7 @@ pub enum Degraded {
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use = "a decision says whether the request may proceed: dropped unread, every request is admitted"]
 pub struct Decision {
     /// Whether the request may proceed.
     pub allowed: bool,

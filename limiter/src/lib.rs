@@ -15,9 +15,9 @@
 //! // to share the limit across instances).
 //! let limiter = Limiter::builder(Algorithm::Gcra, Quota::per_second(5)).build()?;
 //! for _ in 0..5 {
-//!     assert!(limiter.check("user:42", 1).await?.allowed);
+//!     assert!(limiter.check("user:42").await?.allowed);
 //! }
-//! let denied = limiter.check("user:42", 1).await?;
+//! let denied = limiter.check("user:42").await?;
 //! assert!(!denied.allowed);
 //! assert!(denied.retry_after_ms > 0 && denied.retry_after_ms <= 200);
 //! # Ok::<(), redis_ratelimit::Error>(())

@@ -98,15 +98,24 @@ impl Limiter {
         self.inner.gate.breaker_state()
     }
 
-    /// Checks one request of `cost` units (0 = peek: report without consuming) against
-    /// `key`. A denial is `Ok` with `allowed == false`; `Err` is for a bad key, a cost that
-    /// could never fit, or a Redis reply the caller must hear about.
-    pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        let decision = self.decide(key, cost).await;
+    /// Checks one request on `key`: whether it may proceed, and what is left. A denial is
+    /// `Ok` with `allowed == false` (the decision is `#[must_use]`: dropping it unread admits
+    /// everything); `Err` is for a bad key or a Redis reply the caller must hear about
+    /// ([`Error::kind`]).
+    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
+        self.check_n(key, 1).await
+    }
+
+    /// Checks one request of `n` units on `key` (a batch of `n` items, a request weighing
+    /// `n`); `n == 0` asks how a request would be answered without consuming anything.
+    /// A cost no request could ever fit is [`Error::CostExceedsCapacity`].
+    pub async fn check_n(&self, key: &str, n: u64) -> Result<Decision, Error> {
+        let decision = self.decide(key, n).await;
         self.measured(decision)
     }
-    /// Checks one request of `cost` units against `key` under `quota` instead of the limiter's
-    /// own: the quota of the client's plan, looked up per request. `quota` is validated as
+
+    /// Checks one request on `key` under `quota` instead of the limiter's own: the quota of
+    /// the client's plan, looked up per request ([`Limiter::check_n_with`] for `n` units). `quota` is validated as
     /// [`LimiterBuilder::build`] validates the limiter's, and the decision's `limit` is its.
     ///
     /// Which state it counts against is the rule a change of quota follows: a named limiter
@@ -122,18 +131,23 @@ impl Limiter {
     /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(2)).name("api").build().unwrap();
     /// let pro = Quota::per_minute(5);
     /// for _ in 0..2 {
-    ///     assert!(limiter.check("free-user", 1).await.unwrap().allowed);
+    ///     assert!(limiter.check("free-user").await.unwrap().allowed);
     /// }
-    /// assert!(!limiter.check("free-user", 1).await.unwrap().allowed);
-    /// let upgraded = limiter.check_with("free-user", pro, 1).await.unwrap();
+    /// assert!(!limiter.check("free-user").await.unwrap().allowed);
+    /// let upgraded = limiter.check_with("free-user", pro).await.unwrap();
     /// assert_eq!((upgraded.allowed, upgraded.limit, upgraded.remaining), (true, 5, 2));
     /// # });
     /// ```
-    pub async fn check_with(&self, key: &str, quota: Quota, cost: u64) -> Result<Decision, Error> {
+    pub async fn check_with(&self, key: &str, quota: Quota) -> Result<Decision, Error> {
+        self.check_n_with(key, quota, 1).await
+    }
+
+    /// [`Limiter::check_with`] for a request of `n` units.
+    pub async fn check_n_with(&self, key: &str, quota: Quota, n: u64) -> Result<Decision, Error> {
         if quota == self.inner.quota {
-            return self.check(key, cost).await;
+            return self.check_n(key, n).await;
         }
-        let decision = self.decide_under(key, &quota, cost).await;
+        let decision = self.decide_under(key, &quota, n).await;
         self.measured(decision)
     }
 

@@ -138,8 +138,8 @@ async fn run_tiers(
         }
         let tier = tiers[pick.random_range(0..tiers.len())];
         let cost = cost.min(tier.capacity(algorithm));
-        let expected: Decision = twin.check_with(&key, tier, cost).await.expect("twin decides");
-        let got: Decision = redis.check_with(&key, tier, cost).await.expect("redis decides");
+        let expected: Decision = twin.check_n_with(&key, tier, cost).await.expect("twin decides");
+        let got: Decision = redis.check_n_with(&key, tier, cost).await.expect("redis decides");
         assert_eq!(
             got,
             expected,

@@ -53,14 +53,14 @@ fn invalid_policies_breakers_and_key_settings_are_refused() {
 async fn bad_keys_and_impossible_costs_are_refused_at_call_time() {
     let limiter =
         Limiter::builder(Algorithm::TokenBucket, Quota::per_second(5)).max_key_len(16).build().expect("valid");
-    assert!(matches!(limiter.check("", 1).await, Err(Error::InvalidKey(_))));
-    let err = limiter.check(&"x".repeat(17), 1).await.unwrap_err();
+    assert!(matches!(limiter.check("").await, Err(Error::InvalidKey(_))));
+    let err = limiter.check(&"x".repeat(17)).await.unwrap_err();
     assert!(err.to_string().contains("17 bytes"), "{err}");
-    let err = limiter.check("k", 6).await.unwrap_err();
+    let err = limiter.check_n("k", 6).await.unwrap_err();
     assert!(matches!(err, Error::CostExceedsCapacity { cost: 6, capacity: 5 }), "{err}");
     // Cost 0 peeks and u64::MAX is refused, not overflowed.
-    assert!(limiter.check("k", 0).await.expect("peek").allowed);
-    assert!(limiter.check("k", u64::MAX).await.is_err());
+    assert!(limiter.check_n("k", 0).await.expect("peek").allowed);
+    assert!(limiter.check_n("k", u64::MAX).await.is_err());
 }
 
 /// Redis cannot be made to send a malformed reply, so these two listeners stand in for a
@@ -90,7 +90,7 @@ async fn a_reply_of_the_wrong_shape_is_a_clear_error() {
         .redis(RedisStore::from_url(&url).expect("url"))
         .build()
         .expect("valid");
-    let err = limiter.check("k", 1).await.expect_err("wrong shape");
+    let err = limiter.check("k").await.expect_err("wrong shape");
     assert!(matches!(err, Error::UnexpectedReply { algorithm: "gcra", .. }), "{err}");
     assert!(err.to_string().contains("expected the script's array of integers, got int(42)"), "{err}");
 }
@@ -104,7 +104,7 @@ async fn a_garbled_stream_is_handled_by_the_failure_policy_without_panicking() {
         .build()
         .expect("valid");
     for _ in 0..3 {
-        match limiter.check("k", 1).await {
+        match limiter.check("k").await {
             Ok(d) => assert!(!d.allowed && d.source == redis_ratelimit::Source::FailClosed, "{d:?}"),
             Err(e) => assert!(matches!(e, Error::UnexpectedReply { .. }), "{e}"),
         }
@@ -118,7 +118,7 @@ async fn a_real_server_answers_after_bad_input_was_refused() {
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
-    assert!(limiter.check("", 1).await.is_err());
-    assert!(limiter.check("k", 4).await.is_err());
-    assert!(limiter.check("k", 3).await.expect("decides").allowed);
+    assert!(limiter.check("").await.is_err());
+    assert!(limiter.check_n("k", 4).await.is_err());
+    assert!(limiter.check_n("k", 3).await.expect("decides").allowed);
 }

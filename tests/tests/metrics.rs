@@ -134,7 +134,7 @@ fn the_exposition_counts_what_the_requests_did() {
         assert_eq!(value(&body, "limiter_decisions_total", &[("limiter", rule), ("source", "store")]), 3.0, "{body}");
     }
     server.kill();
-    rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
+    let _answered = rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);
     assert_eq!(rules_calls(&body, "unavailable"), 1.0, "{body}");
     assert_eq!(value(&body, "limiter_store_errors_total", &[("kind", "unavailable")]), 6.0, "{body}");

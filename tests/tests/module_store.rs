@@ -53,7 +53,7 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
         for i in 0..300 {
             clock.advance(rng.random_range(0..120));
             let (key, cost) = (format!("k{}", rng.random_range(0..3)), rng.random_range(0..=3));
-            let (s, m) = (scripts.check(&key, cost).await.expect("decides"), module.check(&key, cost).await);
+            let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
             let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
@@ -75,7 +75,7 @@ async fn batching_over_the_module_pipelines_its_commands_and_decides_them_as_one
         .batching(Batching::default())
         .build()
         .expect("valid");
-    let results: Vec<bool> = futures::future::join_all((0..8).map(|_| l.check("one", 1)))
+    let results: Vec<bool> = futures::future::join_all((0..8).map(|_| l.check("one")))
         .await
         .into_iter()
         .map(|d| d.expect("decides").allowed)
@@ -91,7 +91,7 @@ async fn a_server_without_the_module_is_named_and_never_answered_by_scripts() {
     let l =
         Limiter::builder(Algorithm::Gcra, Quota::per_second(10)).redis(with_module(&server)).build().expect("valid");
     for _ in 0..2 {
-        match l.check("k", 1).await {
+        match l.check("k").await {
             Err(e @ Error::ModuleNotLoaded { .. }) => {
                 let says = e.to_string();
                 for part in ["ratelimit", "RATELIMIT.GCRA", "--loadmodule", "MODULE LOAD", "with_module()"] {
@@ -132,8 +132,8 @@ async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
         for i in 0..300 {
             clock.advance(rng.random_range(0..30));
             let (instance, key) = (rng.random_range(0..3), format!("k{}", rng.random_range(0..2)));
-            let s = scripts[instance].check(&key, 1).await.expect("decides");
-            let m = module[instance].check(&key, 1).await.expect("the module decides");
+            let s = scripts[instance].check(&key).await.expect("decides");
+            let m = module[instance].check(&key).await.expect("the module decides");
             let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.source);
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: instance {instance} {key}");
             admitted += u32::from(m.allowed);
@@ -177,7 +177,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
                     l.block(&key, std::time::Duration::from_millis(ms)).await.expect("blocks");
                 }
             }
-            let (s, m) = (scripts.check(&key, cost).await.expect("decides"), module.check(&key, cost).await);
+            let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
             let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
@@ -194,7 +194,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
         .build()
         .expect("valid");
     let admitted = |l: Limiter, key: &'static str| async move {
-        let all = futures::future::join_all((0..8).map(|_| l.check(key, 1))).await;
+        let all = futures::future::join_all((0..8).map(|_| l.check(key))).await;
         all.into_iter().filter(|d| d.as_ref().expect("decides").allowed).count()
     };
     assert_eq!(admitted(l.clone(), "one").await, 5, "five of eight admitted");

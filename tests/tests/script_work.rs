@@ -140,8 +140,8 @@ fn a_request_of_one_rule_is_its_own_script_and_one_of_two_is_the_rules_script() 
         rt.block_on(enforcer.check(&req)).expect("decides")
     };
     assert_eq!(loaded(&mut conn), [false, false]);
-    ask("/api");
+    let _verdict = ask("/api");
     assert_eq!(loaded(&mut conn), [true, false], "one rule: the rule's own script, and no other");
-    ask("/login");
+    let _verdict = ask("/login");
     assert_eq!(loaded(&mut conn), [true, true], "two rules: the all-or-nothing script");
 }

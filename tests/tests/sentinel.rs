@@ -88,7 +88,7 @@ fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
     rt.block_on(async {
         // The replica has caught up and the Sentinels know it before the primary dies.
         for _ in 0..5 {
-            let d = limiter.check("sentinel-user", 1).await.expect("decision");
+            let d = limiter.check("sentinel-user").await.expect("decision");
             assert_eq!(d.source, Source::Store, "{d:?}");
         }
         let start = Instant::now();
@@ -110,7 +110,7 @@ fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
     let seen = rt.block_on(async {
         let mut seen = Vec::new();
         while start.elapsed() < Duration::from_secs(60) {
-            let d = limiter.check("sentinel-user", 1).await.expect("a decision, not an error");
+            let d = limiter.check("sentinel-user").await.expect("a decision, not an error");
             seen.push((start.elapsed(), d));
             let recovered = seen.iter().any(|(_, d)| d.source != Source::Store) && d.source == Source::Store;
             if recovered {

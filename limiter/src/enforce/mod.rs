@@ -114,6 +114,7 @@ impl std::fmt::Debug for Enforcer {
 }
 
 /// Builds an [`Enforcer`]; [`EnforcerBuilder::build`] checks everything.
+#[must_use = "a builder does nothing until it is built"]
 pub struct EnforcerBuilder {
     rules: RuleSet,
     redis: Option<RedisStore>,

@@ -52,7 +52,7 @@ async fn shadow_rules_count_and_report_but_never_deny() {
     // The shadow rule would deny; the request goes through and only the enforced rule pays.
     assert!(second.allowed && !second.rules[1].decision.allowed && !second.rules[1].consumed);
     assert_eq!(second.violated().count(), 0);
-    decided(&e, &r).await;
+    let _spent = decided(&e, &r).await;
     assert!(!decided(&e, &r).await.allowed);
     let m = e.counts();
     assert_eq!((m.rules["dark"].denied, m.rules["dark"].consumed), (3, 1));
@@ -122,7 +122,7 @@ async fn cost_zero_peeks_every_rule_and_reloads_keep_counters() {
         Rule::new("status", Algorithm::SlidingLog, Quota::new(2, 60_000)).key([KeyPart::header("x-api-key")]).cost(0);
     let e = enforcer(RuleSet::builder().rule(per_key(2)).build().unwrap(), &clock);
     let r = req(Some("k"), "192.0.2.1");
-    decided(&e, &r).await;
+    let _spent = decided(&e, &r).await;
     // A new rule, and the old one with a larger quota: its window's count carries over.
     e.replace_rules(RuleSet::builder().rule(per_key(3)).rule(peek).build().unwrap());
     let d = decided(&e, &r).await;
@@ -165,7 +165,7 @@ async fn memory_stays_bounded_under_a_flood_of_keys() {
         .build()
         .unwrap();
     for i in 0..2_000 {
-        decided(&e, &req(Some(&format!("hostile-{i}")), "192.0.2.1")).await;
+        let _spent = decided(&e, &req(Some(&format!("hostile-{i}")), "192.0.2.1")).await;
     }
     let held = e.shared.gate.keys_held().expect("in process");
     assert!(held <= 50, "{held}");

@@ -9,6 +9,7 @@ use crate::rules::Identity;
 /// limiter refuses or a Redis reply the caller must hear about).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[must_use = "a verdict says whether the request may proceed: dropped unread, every request is admitted"]
 pub enum Verdict {
     /// No rule matches the request (and no list names it): nothing to enforce.
     Unmatched,
@@ -39,6 +40,7 @@ pub enum Verdict {
 /// The rules a request matched and what each decided.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[must_use = "a decision says whether the request may proceed: dropped unread, every request is admitted"]
 pub struct RulesDecision {
     /// Whether the request may proceed: every enforced rule admits it. Shadow rules never
     /// deny.

@@ -136,6 +136,7 @@ type OnRejection = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>
 
 /// Wraps services in [`EnforceRules`].
 #[derive(Clone)]
+#[must_use = "a layer limits nothing until it wraps a service"]
 pub struct RulesLayer {
     enforcer: Enforcer,
     on_rejection: Option<OnRejection>,

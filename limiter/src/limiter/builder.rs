@@ -5,6 +5,7 @@ use crate::error::ConfigError;
 
 /// Builds a [`Limiter`]; nothing is checked until [`LimiterBuilder::build`], which checks
 /// everything and names the first field at fault.
+#[must_use = "a builder does nothing until it is built"]
 pub struct LimiterBuilder {
     algorithm: Algorithm,
     quota: Quota,

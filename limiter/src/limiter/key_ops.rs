@@ -20,10 +20,10 @@ impl Limiter {
     /// use redis_ratelimit::{Algorithm, Limiter, Quota};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build().unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
-    /// assert!(!limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(limiter.check("alice").await.unwrap().allowed);
+    /// assert!(!limiter.check("alice").await.unwrap().allowed);
     /// limiter.reset("alice").await.unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(limiter.check("alice").await.unwrap().allowed);
     /// # });
     /// ```
     pub async fn reset(&self, key: &str) -> Result<(), Error> {
@@ -55,7 +55,7 @@ impl Limiter {
     /// use redis_ratelimit::{Algorithm, Limiter, Quota};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build().unwrap();
-    /// assert!(logins.check("alice", 1).await.unwrap().allowed);
+    /// assert!(logins.check("alice").await.unwrap().allowed);
     /// // The sign-in succeeded: only failures count.
     /// assert!(logins.refund("alice", 1).await.unwrap());
     /// assert_eq!(logins.state("alice").await.unwrap().remaining, 3);
@@ -92,12 +92,12 @@ impl Limiter {
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(5)).blockable().build().unwrap();
     /// logins.block("mallory", Duration::from_secs(900)).await.unwrap();
-    /// let refused = logins.check("mallory", 1).await.unwrap();
+    /// let refused = logins.check("mallory").await.unwrap();
     /// assert!(!refused.allowed);
     /// // Until the block ends, on this instance's clock (a millisecond may have passed).
     /// assert!((899_000..=900_000).contains(&refused.retry_after_ms));
     /// logins.block("mallory", Duration::ZERO).await.unwrap();
-    /// assert!(logins.check("mallory", 1).await.unwrap().allowed);
+    /// assert!(logins.check("mallory").await.unwrap().allowed);
     /// # });
     /// ```
     pub async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {

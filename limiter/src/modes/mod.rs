@@ -54,6 +54,7 @@ use crate::quota::{Algorithm, Quota};
 /// The denial cache (see the module docs). `DenialCache::default()` keeps up to 100,000 keys
 /// and allows clocks 5% apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct DenialCache {
     max_keys: usize,
     clock_tolerance_ppm: u64,
@@ -97,6 +98,7 @@ impl DenialCache {
 /// Leases (see the module docs). `Leases::default()`: lifetime 100 ms, leases start at most
 /// four lifetimes ahead, at most a quarter of what one request may cost per lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct Leases {
     lifetime_ms: u64,
     horizon_ms: Option<u64>,
@@ -195,6 +197,7 @@ impl Leases {
 /// Batching (see the module docs). `Batching::default()`: no waiting beyond what is in flight,
 /// at most 128 checks per call, one batch for all keys (a standalone Redis).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct Batching {
     window_ms: u64,
     max_batch: usize,

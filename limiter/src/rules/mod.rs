@@ -128,6 +128,7 @@ pub const MAX_RULE_NAME: usize = crate::key::MAX_NAME;
 /// One rate limit: see the module docs. Built with [`Rule::new`] and its setters; checked
 /// when a [`RuleSet`] is built.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "a rule applies only once a rule set holds it"]
 pub struct Rule {
     pub(crate) name: String,
     pub(crate) matcher: Match,
@@ -383,6 +384,7 @@ pub struct RuleSet {
 
 /// Builds a [`RuleSet`].
 #[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until it is built"]
 pub struct RuleSetBuilder {
     rules: Vec<Rule>,
     access: AccessLists,

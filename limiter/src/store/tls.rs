@@ -14,6 +14,7 @@ use crate::error::ConfigError;
 /// assert!(format!("{tls:?}").contains("ca"));
 /// ```
 #[derive(Clone, Default)]
+#[must_use = "TLS settings apply only once a store is given them (RedisStore::with_tls)"]
 pub struct Tls {
     pub(crate) ca_pem: Option<Vec<u8>>,
     pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,

@@ -77,7 +77,7 @@ impl Sides {
         let quota = governor::Quota::per_second(NonZeroU32::new(1_000_000).expect("non-zero"));
         let governor = governor::RateLimiter::keyed(quota);
         for k in keys.iter() {
-            ours.check(k, 1).now_or_never().expect("ready").expect("decides");
+            let _warm = ours.check(k).now_or_never().expect("ready").expect("decides");
             let _ = governor.check_key(k);
         }
         Sides { keys, ours, governor }
@@ -88,7 +88,8 @@ impl Sides {
     }
 
     fn ours(&self, i: usize) {
-        std::hint::black_box(self.ours.check(self.key(i), 1).now_or_never().expect("ready").expect("decides"));
+        let _decided =
+            std::hint::black_box(self.ours.check(self.key(i)).now_or_never().expect("ready").expect("decides"));
     }
 
     fn governor(&self, i: usize) {
@@ -200,7 +201,7 @@ fn decide(l: &Limiter, key: &mut String, i: usize) {
     use std::fmt::Write;
     key.clear();
     let _ = write!(key, "k{i:012}");
-    std::hint::black_box(l.check(key, 1).now_or_never().expect("ready").expect("decides"));
+    let _decided = std::hint::black_box(l.check(key).now_or_never().expect("ready").expect("decides"));
 }
 
 /// The median ratio of a decision among `live` live keys (each decided once first, then visited
@@ -288,7 +289,7 @@ pub(crate) fn key_flood(rt: &tokio::runtime::Runtime) -> Vec<Goal> {
             .max_local_keys(live)
             .build()
             .expect("valid");
-        let first = rt.block_on(l.check("open-the-breaker", 1)).expect("decides");
+        let first = rt.block_on(l.check("open-the-breaker")).expect("decides");
         assert_eq!(first.source, Source::LocalBudget, "{first:?}");
         l
     };

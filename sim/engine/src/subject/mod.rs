@@ -437,7 +437,7 @@ impl Caller {
     /// Asks about one request of `cost` on `key`; `seq` numbers the instance's requests.
     pub async fn check(&self, key: &str, cost: u64, seq: u64) -> Answer {
         match self {
-            Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.algorithm(), l.time_source()),
+            Caller::Limiter(l) => Answer::of_limiter(&l.check_n(key, cost).await, cost, l.algorithm(), l.time_source()),
             Caller::Script(s) => s.check(key, cost, seq).await,
             Caller::Client(c) => c.check(key, cost).await,
             Caller::Rules(r) => r.check(key, cost).await,
