@@ -35,7 +35,7 @@ pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::ConfigError>
 pub async fn request(limiter: &Limiter, key: &str) -> String {
     match limiter.check(key).await {
         Ok(d) if d.allowed => format!("{key}: allowed ({} left, by {})", d.remaining, d.source.name()),
-        Ok(d) => format!("{key}: denied, retry after {} ms (by {})", d.retry_after_ms, d.source.name()),
+        Ok(d) => format!("{key}: denied, retry after {:?} (by {})", d.retry_after, d.source.name()),
         Err(e) => format!("{key}: error: {e}"),
     }
 }

@@ -162,7 +162,7 @@ mod tests {
 
     #[test]
     fn a_named_state_carries_the_period_where_another_period_is_another_state() {
-        let q = |period_ms| Quota::new(5, period_ms);
+        let q = |period_ms| Quota::new(5, std::time::Duration::from_millis(period_ms));
         assert_eq!(state_name(Algorithm::TokenBucket, Some("n"), 60_000, &q(60_000)), "n:p60000");
         assert_eq!(state_name(Algorithm::FixedWindow, Some("n"), 60_000, &q(60_000)), "n");
         assert_eq!(state_name(Algorithm::SlidingWindow, Some("n"), 60_000, &q(1_000)), "n:p1000");

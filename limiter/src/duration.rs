@@ -49,6 +49,17 @@ use crate::error::Error;
 /// Lua's doubles for any clock this century.
 pub(crate) const MAX_BLOCK_MS: u64 = 1 << 40;
 
+/// `duration` in whole milliseconds, a fraction of one dropped (the unit Redis keeps time in),
+/// and at most `u64::MAX`.
+pub(crate) const fn whole_ms(duration: Duration) -> u64 {
+    let ms = duration.as_millis();
+    if ms > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ms as u64
+    }
+}
+
 /// `duration` in whole milliseconds, a fraction of one rounded up (so only zero lifts a block),
 /// refused past [`MAX_BLOCK_MS`].
 pub(crate) fn block_ms(duration: Duration) -> Result<u64, Error> {

@@ -385,12 +385,12 @@ fn policies_answer(budget: &LocalStore, asked: &[Charge<'_>], now: u64, retry_af
         .iter()
         .enumerate()
         .filter_map(|(i, a)| match a.policy {
-            FailurePolicy::LocalBudget { limit, period_ms } => Some((
+            FailurePolicy::LocalBudget { limit, period } => Some((
                 i,
                 limit,
                 Charge {
                     algorithm: Algorithm::FixedWindow,
-                    quota: Quota::new(limit, period_ms),
+                    quota: Quota::new(limit, period),
                     // Costs above the budget are answered below without asking it.
                     cost: a.cost.min(limit),
                     // A local budget answers for Redis, whose blocks it cannot read.

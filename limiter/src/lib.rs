@@ -9,6 +9,7 @@
 //! [`Decision`] says who made it ([`Source`]).
 //!
 //! ```
+//! use std::time::Duration;
 //! use redis_ratelimit::{Algorithm, Limiter, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! // 5 requests per second per key, in process (add `.redis(RedisStore::from_url(..)?)`
@@ -19,7 +20,7 @@
 //! }
 //! let denied = limiter.check("user:42").await?;
 //! assert!(!denied.allowed);
-//! assert!(denied.retry_after_ms > 0 && denied.retry_after_ms <= 200);
+//! assert!(denied.retry_after > Duration::ZERO && denied.retry_after <= Duration::from_millis(200));
 //! # Ok::<(), redis_ratelimit::Error>(())
 //! # }).unwrap();
 //! ```

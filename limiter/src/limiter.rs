@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod builder;
 #[cfg(test)]
@@ -135,7 +136,7 @@ impl Limiter {
     /// }
     /// assert!(!limiter.check("free-user").await.unwrap().allowed);
     /// let upgraded = limiter.check_with("free-user", pro).await.unwrap();
-    /// assert_eq!((upgraded.allowed, upgraded.limit, upgraded.remaining), (true, 5, 2));
+    /// assert_eq!((upgraded.allowed, upgraded.capacity, upgraded.remaining), (true, 5, 2));
     /// # });
     /// ```
     pub async fn check_with(&self, key: &str, quota: Quota) -> Result<Decision, Error> {
@@ -159,7 +160,7 @@ impl Limiter {
         let inner = &*self.inner;
         inner.gate.keys().check(key)?;
         let decision = inner.gate.peek(&inner.own_charge(key, 0)).await?;
-        Ok(Decision { limit: inner.capacity(), ..decision })
+        Ok(Decision { capacity: inner.capacity(), ..decision })
     }
 
     fn measured(&self, decision: Result<Decision, Error>) -> Result<Decision, Error> {
@@ -218,10 +219,10 @@ impl Limiter {
         }
         let mut decision = gate.decide(charge, now, inner.modes.batcher.as_ref()).await?;
         if let (Some(denials), Source::Store, false) = (&inner.modes.denials, decision.source, decision.allowed) {
-            denials.record(key, cost, now, decision.retry_after_ms);
+            denials.record(key, cost, now, crate::duration::whole_ms(decision.retry_after));
         }
         if decision.source == Source::Store {
-            decision.limit = inner.capacity();
+            decision.capacity = inner.capacity();
         }
         Ok(decision)
     }
@@ -267,10 +268,10 @@ impl Inner {
     fn cached_denial(&self, now: u64, retry_after_ms: u64) -> Decision {
         Decision {
             allowed: false,
-            limit: self.capacity(),
+            capacity: self.capacity(),
             remaining: 0,
-            retry_after_ms,
-            reset_after_ms: retry_after_ms,
+            retry_after: Duration::from_millis(retry_after_ms),
+            reset_after: Duration::from_millis(retry_after_ms),
             source: Source::DenialCache,
             degraded: None,
             decided_at_ms: now,

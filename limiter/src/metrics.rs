@@ -101,8 +101,8 @@ pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), ConfigError> {
 fn near_limit(d: &Decision, ratio: f64) -> bool {
     d.allowed
         && d.source != Source::FailOpen
-        && d.limit > 0
-        && (d.limit.saturating_sub(d.remaining)) as f64 >= ratio * d.limit as f64
+        && d.capacity > 0
+        && (d.capacity.saturating_sub(d.remaining)) as f64 >= ratio * d.capacity as f64
 }
 
 /// The decision counters of one limiter: their keys (the name and the labels, hashed) are built
@@ -310,11 +310,13 @@ impl StoreCall {
 
 #[cfg(test)]
 mod near_limit_tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn an_admitted_decision_that_used_the_ratio_of_its_limit_is_near_it() {
-        let d = |allowed, remaining| Decision::store(allowed, 10, remaining, 0, 0, 0);
+        let d = |allowed, remaining| Decision::store(allowed, 10, remaining, Duration::ZERO, Duration::ZERO, 0);
         assert!(near_limit(&d(true, 2), 0.8) && near_limit(&d(true, 0), 0.8));
         assert!(!near_limit(&d(true, 3), 0.8), "7 of 10 used is below 80%");
         assert!(!near_limit(&d(false, 0), 0.8), "a denial is counted as one, not as near the limit");

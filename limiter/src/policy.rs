@@ -23,13 +23,13 @@ pub enum FailurePolicy {
     /// Deny everything: safe for the protected service, an outage for its users.
     FailClosed,
     /// The HLD card's "fail open at edge with local static budget": each instance
-    /// admits up to `limit` per `period_ms` per key on its own (a fixed window in process),
+    /// admits up to `limit` per `period` per key on its own (a fixed window in process),
     /// so a cluster of N instances admits at most N x `limit` per period.
     LocalBudget {
         /// Units per key per period on this instance.
         limit: u64,
         /// The period in ms.
-        period_ms: u64,
+        period: std::time::Duration,
     },
 }
 
@@ -46,8 +46,8 @@ impl FailurePolicy {
         use crate::decision::Source;
         match (source, self) {
             (Source::FailOpen | Source::FailClosed, _) => None,
-            (Source::LocalBudget, FailurePolicy::LocalBudget { limit, period_ms }) => {
-                Some(crate::quota::Quota::new(limit, period_ms))
+            (Source::LocalBudget, FailurePolicy::LocalBudget { limit, period }) => {
+                Some(crate::quota::Quota::new(limit, period))
             }
             (Source::LocalBudget, _) => None,
             _ => Some(quota),
@@ -65,15 +65,15 @@ impl FailurePolicy {
 
     /// Refuses a zero budget or period.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if let FailurePolicy::LocalBudget { limit, period_ms } = *self {
+        if let FailurePolicy::LocalBudget { limit, period } = *self {
             if limit == 0 {
                 return Err(ConfigError::new(
                     "local_budget.limit",
                     "must be at least 1, got 0 (use FailClosed to admit nothing)".into(),
                 ));
             }
-            if period_ms == 0 {
-                return Err(ConfigError::new("local_budget.period_ms", "must be at least 1 ms, got 0".into()));
+            if crate::duration::whole_ms(period) == 0 {
+                return Err(ConfigError::new("local_budget.period", "must be at least 1 ms, got 0".into()));
             }
         }
         Ok(())

@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
 use crate::error::ConfigError;
 
@@ -15,16 +16,18 @@ pub(crate) const EXACT_MAX: u64 = 1 << 50;
 /// so memory grows with the limit.
 pub const SLIDING_LOG_MAX_LIMIT: u64 = 1_000_000;
 
-/// `limit` units per `period_ms`, with up to `burst` at once.
+/// `limit` units per `period`, with up to `burst` at once.
 ///
 /// The window algorithms (fixed window, sliding-window counter, sliding log) admit
-/// `limit` per window of `period_ms`; they ignore `burst`. The bucket algorithms (token
-/// bucket, GCRA) hold up to `burst` units and refill at `limit / period_ms`.
+/// `limit` per window of `period`; they ignore `burst`. The bucket algorithms (token
+/// bucket, GCRA) hold up to `burst` units and refill at `limit / period`. Periods are whole
+/// milliseconds (Redis keeps time in them): a period's fraction of a millisecond is dropped.
 ///
 /// ```
+/// use std::time::Duration;
 /// use redis_ratelimit::Quota;
 /// let q = Quota::per_minute(100).with_burst(20);
-/// assert_eq!((q.limit(), q.period_ms(), q.burst()), (100, 60_000, 20));
+/// assert_eq!((q.limit(), q.period(), q.burst()), (100, Duration::from_secs(60), 20));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
@@ -34,20 +37,20 @@ pub struct Quota {
 }
 
 impl Quota {
-    /// `limit` per `period_ms`, burst equal to `limit`. Checked by [`Quota::validate`] when
+    /// `limit` per `period`, burst equal to `limit`. Checked by [`Quota::validate`] when
     /// a limiter is built, so a zero here becomes a clear error there rather than a panic.
-    pub const fn new(limit: u64, period_ms: u64) -> Self {
-        Quota { limit, period_ms, burst: limit }
+    pub const fn new(limit: u64, period: Duration) -> Self {
+        Quota { limit, period_ms: crate::duration::whole_ms(period), burst: limit }
     }
 
     /// `limit` per second.
     pub const fn per_second(limit: u64) -> Self {
-        Quota::new(limit, 1_000)
+        Quota::new(limit, Duration::from_secs(1))
     }
 
     /// `limit` per minute.
     pub const fn per_minute(limit: u64) -> Self {
-        Quota::new(limit, 60_000)
+        Quota::new(limit, Duration::from_secs(60))
     }
 
     /// A refill rate in units per second, given as a float (for example from a config file).
@@ -76,6 +79,11 @@ impl Quota {
     }
 
     /// The period (window length) in milliseconds.
+    pub const fn period(&self) -> Duration {
+        Duration::from_millis(self.period_ms)
+    }
+
+    /// [`Quota::period`] in milliseconds, the unit Redis and the algorithms keep time in.
     pub const fn period_ms(&self) -> u64 {
         self.period_ms
     }
@@ -118,7 +126,7 @@ impl Quota {
             return Err(ConfigError::new("limit", "must be at least 1, got 0".into()));
         }
         if self.period_ms == 0 {
-            return Err(ConfigError::new("period_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("period", "must be at least 1 ms, got 0".into()));
         }
         if algorithm.is_bucket() && self.burst == 0 {
             return Err(ConfigError::new("burst", "must be at least 1, got 0".into()));

@@ -6,6 +6,7 @@
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::reference::gcra_interval_us;
 use crate::schedule::{Case, Req};
@@ -90,7 +91,7 @@ fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) ->
         }
         other => panic!("no promise is written down for {other}: add it here"),
     }
-    Quota::new(limit, period).with_burst(burst)
+    Quota::new(limit, Duration::from_millis(period)).with_burst(burst)
 }
 
 /// Quotas valid for the subject's algorithm and for the one whose promise it is held to.

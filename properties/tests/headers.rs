@@ -17,6 +17,7 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use http::{HeaderMap, Request};
 use proptest::prelude::*;
@@ -58,7 +59,7 @@ struct Case {
 fn rule_spec(algorithms: Vec<Algorithm>, first: bool) -> impl Strategy<Value = RuleSpec> {
     (proptest::sample::select(algorithms), 1u64..=6, 1u64..=3, 1u64..=6, 0u64..=2, any::<bool>(), 0u8..4)
         .prop_filter_map("an enforceable rule", move |(algorithm, limit, secs, burst, cost, per_key, shadow)| {
-            let quota = Quota::new(limit, secs * 1000).with_burst(burst);
+            let quota = Quota::new(limit, Duration::from_millis(secs * 1000)).with_burst(burst);
             quota.validate(algorithm).ok()?;
             let cost = cost.min(quota.capacity(algorithm));
             // The first rule is the one under test: enforced, per key, costing at least 1.

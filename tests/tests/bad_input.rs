@@ -13,13 +13,23 @@ fn build_err(algorithm: Algorithm, q: Quota) -> String {
 #[test]
 fn invalid_quotas_are_refused_naming_the_field() {
     for algorithm in Algorithm::ALL {
-        assert!(build_err(algorithm, Quota::new(0, 1000)).contains("limit must be at least 1, got 0"), "{algorithm}");
-        assert!(build_err(algorithm, Quota::new(5, 0)).contains("period_ms"), "{algorithm}");
+        assert!(
+            build_err(algorithm, Quota::new(0, Duration::from_secs(1))).contains("limit must be at least 1, got 0"),
+            "{algorithm}"
+        );
+        assert!(
+            build_err(algorithm, Quota::new(5, Duration::ZERO)).contains("period must be at least 1 ms"),
+            "{algorithm}"
+        );
     }
-    assert!(build_err(Algorithm::TokenBucket, Quota::new(5, 1000).with_burst(0)).contains("burst"));
-    assert!(build_err(Algorithm::Gcra, Quota::new(2_000_000, 1)).contains("microsecond"));
-    assert!(build_err(Algorithm::SlidingLog, Quota::new(10_000_000, 1000)).contains("sliding log"));
-    assert!(build_err(Algorithm::TokenBucket, Quota::new(1, u64::MAX / 2).with_burst(u64::MAX / 2)).contains("2^50"));
+    assert!(build_err(Algorithm::TokenBucket, Quota::new(5, Duration::from_secs(1)).with_burst(0)).contains("burst"));
+    assert!(build_err(Algorithm::Gcra, Quota::new(2_000_000, Duration::from_millis(1))).contains("microsecond"));
+    assert!(build_err(Algorithm::SlidingLog, Quota::new(10_000_000, Duration::from_secs(1))).contains("sliding log"));
+    assert!(build_err(
+        Algorithm::TokenBucket,
+        Quota::new(1, Duration::from_millis(u64::MAX / 2)).with_burst(u64::MAX / 2)
+    )
+    .contains("2^50"));
 }
 
 #[test]
@@ -35,9 +45,12 @@ fn nan_infinite_zero_and_negative_rates_are_refused() {
 #[test]
 fn invalid_policies_breakers_and_key_settings_are_refused() {
     let b = || Limiter::builder(Algorithm::Gcra, Quota::per_second(5));
-    let e = b().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1000 }).build().unwrap_err();
+    let e = b()
+        .failure_policy(FailurePolicy::LocalBudget { limit: 0, period: Duration::from_secs(1) })
+        .build()
+        .unwrap_err();
     assert!(e.to_string().contains("local_budget.limit"), "{e}");
-    let e = b().breaker(BreakerConfig::new(0, 10)).build().unwrap_err();
+    let e = b().breaker(BreakerConfig::new(0, Duration::from_millis(10))).build().unwrap_err();
     assert!(e.to_string().contains("failure_threshold"), "{e}");
     let e = b().key_prefix("a{b").build().unwrap_err();
     assert!(e.to_string().contains("key_prefix"), "{e}");

@@ -9,6 +9,7 @@ mod example;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use http::Request;
 use redis_ratelimit::enforce::{Enforcer, Verdict};
@@ -110,8 +111,11 @@ fn the_exposition_counts_what_the_requests_did() {
     // The rules enforcer's calls go through the same timed store call: each request is one call
     // of the all-or-nothing script, measured under `rules`, and its failures are counted too.
     let rules = RuleSet::builder()
-        .rule(Rule::new("per-key", Algorithm::Gcra, Quota::new(5, 1_000)).key([KeyPart::header("x-api-key")]))
-        .rule(Rule::new("global", Algorithm::FixedWindow, Quota::new(100, 1_000)))
+        .rule(
+            Rule::new("per-key", Algorithm::Gcra, Quota::new(5, Duration::from_secs(1)))
+                .key([KeyPart::header("x-api-key")]),
+        )
+        .rule(Rule::new("global", Algorithm::FixedWindow, Quota::new(100, Duration::from_secs(1))))
         .build()
         .expect("rules");
     let store = RedisStore::from_url(&server.url()).expect("store");

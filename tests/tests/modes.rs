@@ -4,6 +4,7 @@
 //! does not keep, so these run on a real `redis-server` always).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis_ratelimit::modes::{Batching, DenialCache, Leases};
 use redis_ratelimit::{Algorithm, Limiter, ManualClock, Quota, RedisStore, Source};
@@ -29,7 +30,7 @@ async fn leases_decide_a_busy_key_locally_and_never_beyond_its_burst() {
     for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
         // 100 per minute, burst 50: a 600 ms lease leaves one unit of the burst unused.
         let quota = Quota::per_minute(100).with_burst(50);
-        let leases = Leases::default().with_lifetime_ms(600).with_max_units(20);
+        let leases = Leases::default().with_lifetime(Duration::from_millis(600)).with_max_units(20);
         let l =
             builder(&server, algorithm, quota, &format!("lease-{algorithm}")).leases(leases).build().expect("valid");
         let before = script_calls(&server);
@@ -64,11 +65,11 @@ async fn the_denial_cache_answers_a_denied_key_without_a_call_until_its_retry_af
         assert!(l.check("k").await.expect("decides").allowed);
     }
     let denied = l.check("k").await.expect("decides");
-    assert_eq!((denied.allowed, denied.source, denied.retry_after_ms), (false, Source::Store, 60_000));
+    assert_eq!((denied.allowed, denied.source, denied.retry_after.as_millis()), (false, Source::Store, 60_000));
     let before = script_calls(&server);
     clock.advance(59_999);
     let cached = l.check("k").await.expect("decides");
-    assert_eq!((cached.allowed, cached.source, cached.retry_after_ms), (false, Source::DenialCache, 1));
+    assert_eq!((cached.allowed, cached.source, cached.retry_after.as_millis()), (false, Source::DenialCache, 1));
     assert!(before >= 4, "the four checks so far were calls: {before}");
     assert_eq!(script_calls(&server), before, "a cached denial is no call");
     clock.advance(1);
@@ -133,9 +134,12 @@ fn a_mode_that_cannot_work_is_refused_by_name() {
     assert!(e.starts_with("batching:") && e.contains("leases"), "{e}");
     let e = refused(Limiter::builder(Algorithm::Gcra, q).leases(Leases::default()));
     assert!(e.contains("need a Redis store"), "{e}");
-    let e =
-        refused(Limiter::builder(Algorithm::Gcra, q).redis(store()).leases(Leases::default().with_lifetime_ms(1_000)));
-    assert!(e.starts_with("leases.lifetime_ms:") && e.contains("could hold nothing"), "{e}");
+    let e = refused(
+        Limiter::builder(Algorithm::Gcra, q)
+            .redis(store())
+            .leases(Leases::default().with_lifetime(Duration::from_secs(1))),
+    );
+    assert!(e.starts_with("leases.lifetime:") && e.contains("could hold nothing"), "{e}");
     let e =
         refused(Limiter::builder(Algorithm::Gcra, q).redis(store()).batching(Batching::default().with_max_batch(0)));
     assert!(e.starts_with("batching.max_batch:"), "{e}");
@@ -173,7 +177,7 @@ async fn a_quota_per_request_is_decided_by_redis_under_that_quota_whatever_the_m
         let mut admitted = Vec::new();
         for _ in 0..5 {
             let d = l.check_with("k", larger).await.expect("decides");
-            assert_eq!((d.source, d.limit), (Source::Store, 4), "{mode}: {d:?}");
+            assert_eq!((d.source, d.capacity), (Source::Store, 4), "{mode}: {d:?}");
             admitted.push(d.allowed);
         }
         assert_eq!(admitted, [true, true, true, true, false], "{mode}");
@@ -210,7 +214,7 @@ async fn a_reset_clears_what_the_modes_hold_for_the_key() {
 #[tokio::test]
 async fn a_refund_clears_the_cached_denial_of_the_key() {
     let server = RedisServer::start_real().expect("redis-server starts");
-    let l = builder(&server, Algorithm::FixedWindow, Quota::new(2, 600_000), "refund-denials")
+    let l = builder(&server, Algorithm::FixedWindow, Quota::new(2, Duration::from_secs(600)), "refund-denials")
         .denial_cache(DenialCache::default())
         .build()
         .expect("valid");
@@ -228,9 +232,8 @@ async fn a_refund_clears_the_cached_denial_of_the_key() {
 /// it cached while the key was blocked.
 #[tokio::test]
 async fn blocks_reach_through_batching_and_the_denial_cache() {
-    use std::time::Duration;
     let server = RedisServer::start_real().expect("redis-server starts");
-    let quota = Quota::new(10, 600_000);
+    let quota = Quota::new(10, Duration::from_secs(600));
     type Mode = fn(redis_ratelimit::LimiterBuilder) -> redis_ratelimit::LimiterBuilder;
     let modes: [(&str, Mode); 2] = [
         ("block-batches", |b| b.batching(Batching::default())),

@@ -15,6 +15,8 @@
 mod conformance_support;
 mod module_support;
 
+use std::time::Duration;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
@@ -178,7 +180,7 @@ fn the_model_runs_every_command_as_redis_with_the_module_does() {
 fn every_command_decides_on_redis_clock_as_its_script_does() {
     let server = server();
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(3, 60_000).with_burst(3);
+    let q = Quota::new(3, Duration::from_secs(60)).with_burst(3);
     for algorithm in Algorithm::ALL {
         let req = Request { algorithm, quota: &q, stem: "", now_ms: None, cost: 1 };
         for n in 0..4 {
@@ -244,7 +246,7 @@ fn the_commands_replicate_their_writes_not_themselves() {
         info.contains("master_link_status:up")
     });
     assert!(linked, "the replica never linked");
-    let q = Quota::new(3, 60_000).with_burst(3);
+    let q = Quota::new(3, Duration::from_secs(60)).with_burst(3);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_millis() as u64;
     for algorithm in Algorithm::ALL {

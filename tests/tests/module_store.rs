@@ -4,6 +4,7 @@
 //! without the module is named as such instead of being answered by scripts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -35,7 +36,7 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
     let server = module_server();
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in Algorithm::ALL {
-        let quota = Quota::new(5, 1_000).with_burst(4);
+        let quota = Quota::new(5, Duration::from_secs(1)).with_burst(4);
         let limiter = |store: RedisStore, prefix: &str| {
             Limiter::builder(algorithm, quota)
                 .redis(store)
@@ -55,7 +56,9 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
             let (key, cost) = (format!("k{}", rng.random_range(0..3)), rng.random_range(0..=3));
             let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
             assert_eq!((s.source, s.degraded), (m.source, m.degraded), "{algorithm} request {i}");
             admitted += u32::from(m.allowed && cost > 0);
@@ -114,7 +117,7 @@ async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
         let limiter = |store: RedisStore, prefix: &str| {
-            Limiter::builder(algorithm, Quota::new(20, 1_000).with_burst(20))
+            Limiter::builder(algorithm, Quota::new(20, Duration::from_secs(1)).with_burst(20))
                 .redis(store)
                 .key_prefix(prefix)
                 .clock(Arc::new(clock.clone()))
@@ -134,7 +137,7 @@ async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
             let (instance, key) = (rng.random_range(0..3), format!("k{}", rng.random_range(0..2)));
             let s = scripts[instance].check(&key).await.expect("decides");
             let m = module[instance].check(&key).await.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.source);
+            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after.as_millis(), d.source);
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: instance {instance} {key}");
             admitted += u32::from(m.allowed);
         }
@@ -154,7 +157,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in Algorithm::ALL {
         let limiter = |store: RedisStore, prefix: &str| {
-            Limiter::builder(algorithm, Quota::new(5, 1_000).with_burst(4))
+            Limiter::builder(algorithm, Quota::new(5, Duration::from_secs(1)).with_burst(4))
                 .redis(store)
                 .key_prefix(prefix)
                 .clock(Arc::new(clock.clone()))
@@ -179,7 +182,9 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
             }
             let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
             blocked += u32::from(!m.allowed && m.remaining == 0 && cost == 0);
         }
@@ -213,7 +218,7 @@ async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scrip
     let server = module_server();
     let clock = ManualClock::new(1_800_000_000_000);
     let rule = |name: &str, algorithm, limit| {
-        Rule::new(name, algorithm, Quota::new(limit, 2_000).with_burst(limit))
+        Rule::new(name, algorithm, Quota::new(limit, Duration::from_secs(2)).with_burst(limit))
             .key([KeyPart::header("x-api-key")])
             .time_source(TimeSource::Client)
     };
@@ -243,7 +248,9 @@ async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scrip
             ) else {
                 panic!("{name} request {i}: both decide");
             };
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(s.rules.len(), m.rules.len(), "{name} request {i}");
             for (rs, rm) in s.rules.iter().zip(&m.rules) {
                 assert_eq!(fields(&rs.decision), fields(&rm.decision), "{name} request {i}");

@@ -22,7 +22,7 @@ fn limiter(server: &RedisServer, policy: FailurePolicy) -> Limiter {
                 .expect("timeout"),
         )
         .failure_policy(policy)
-        .breaker(BreakerConfig::new(2, OPEN_MS))
+        .breaker(BreakerConfig::new(2, Duration::from_millis(OPEN_MS)))
         .build()
         .expect("valid")
 }
@@ -44,7 +44,7 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
     let mut server = RedisServer::start().expect("redis-server");
     let open = limiter(&server, FailurePolicy::FailOpen);
     let closed = limiter(&server, FailurePolicy::FailClosed);
-    let budget = limiter(&server, FailurePolicy::LocalBudget { limit: 2, period_ms: 60_000 });
+    let budget = limiter(&server, FailurePolicy::LocalBudget { limit: 2, period: Duration::from_secs(60) });
     for l in [&open, &closed, &budget] {
         assert_eq!(l.check("k").await.expect("decides").source, Source::Store);
     }
@@ -57,7 +57,7 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
         assert_eq!((d.allowed, d.source, d.degraded), (true, Source::FailOpen, Some(Degraded::Unavailable)));
         let d = closed.check("k").await.expect("decides");
         assert_eq!((d.allowed, d.source), (false, Source::FailClosed));
-        assert!(d.retry_after_ms > 0, "{d:?}");
+        assert!(d.retry_after.as_millis() > 0, "{d:?}");
     }
     let mut admitted = 0;
     for _ in 0..3 {
@@ -101,7 +101,7 @@ async fn a_paused_redis_times_out_per_the_configured_timeout_then_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
     let mut server = RedisServer::start().expect("redis-server");
-    let l = limiter(&server, FailurePolicy::LocalBudget { limit: 50, period_ms: 1_000 });
+    let l = limiter(&server, FailurePolicy::LocalBudget { limit: 50, period: Duration::from_secs(1) });
     let workers: Vec<_> = (0..8)
         .map(|w| {
             let l = l.clone();
@@ -139,7 +139,7 @@ async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
 async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
     let server = RedisServer::start().expect("redis-server");
     // A counter of 1,000 per ten days, like a daily quota, and a budget that admits everything.
-    let quota = Quota::new(1_000, 864_000_000);
+    let quota = Quota::new(1_000, Duration::from_secs(864_000));
     let build = || {
         Limiter::builder(Algorithm::FixedWindow, quota)
             .redis(
@@ -148,8 +148,8 @@ async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
                     .with_timeout(Duration::from_millis(200))
                     .expect("timeout"),
             )
-            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period_ms: 60_000 })
-            .breaker(BreakerConfig::new(2, OPEN_MS))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period: Duration::from_secs(60) })
+            .breaker(BreakerConfig::new(2, Duration::from_millis(OPEN_MS)))
             .build()
             .expect("valid")
     };

@@ -1,6 +1,8 @@
 //! The Redis store against real `redis-server` processes: server time, TTLs, NOSCRIPT
 //! recovery, hostile keys and wrong-type keys.
 
+use std::time::Duration;
+
 use redis::Commands;
 use redis_ratelimit::{Algorithm, Error, Limiter, Quota, RedisStore, Source, TimeSource};
 use redis_tests::RedisServer;
@@ -21,20 +23,23 @@ async fn server_time_mode_enforces_the_limit_with_redis_clock() {
     ] {
         // One request per 10 minutes: whatever the wall clock does during the test, the
         // second request is denied, and Retry-After points minutes ahead.
-        let limiter = limiter_on(&server, algorithm, Quota::new(1, 600_000));
+        let limiter = limiter_on(&server, algorithm, Quota::new(1, Duration::from_secs(600)));
         assert_eq!(limiter.time_source(), TimeSource::Server);
         let first = limiter.check("k").await.expect("decides");
         assert!(first.allowed && first.source == Source::Store, "{algorithm}: {first:?}");
         let second = limiter.check("k").await.expect("decides");
         assert!(!second.allowed, "{algorithm}: {second:?}");
-        assert!(second.retry_after_ms > 0 && second.retry_after_ms <= 1_200_000, "{algorithm}: {second:?}");
+        assert!(
+            second.retry_after.as_millis() > 0 && second.retry_after.as_millis() <= 1_200_000,
+            "{algorithm}: {second:?}"
+        );
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_key_gets_a_ttl_no_longer_than_its_algorithm_needs() {
     let server = RedisServer::start().expect("redis-server");
-    let q = Quota::new(4, 10_000).with_burst(4);
+    let q = Quota::new(4, Duration::from_secs(10)).with_burst(4);
     for algorithm in Algorithm::ALL {
         let limiter = limiter_on(&server, algorithm, q);
         for _ in 0..3 {
@@ -71,7 +76,7 @@ async fn scripts_are_reloaded_after_script_flush() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_keys_stay_inside_their_own_hash_tag_and_state() {
     let server = RedisServer::start().expect("redis-server");
-    let limiter = limiter_on(&server, Algorithm::SlidingLog, Quota::new(1, 60_000));
+    let limiter = limiter_on(&server, Algorithm::SlidingLog, Quota::new(1, Duration::from_secs(60)));
     let hostile = ["a", "a}", "a}:sl", "{a}", "%7D", "a\r\n*1\r\n$4\r\nPING", "ключ", "a b"];
     for key in hostile {
         let d = limiter.check(key).await.expect("decides");
@@ -122,7 +127,7 @@ async fn a_token_bucket_written_as_a_hash_is_honoured_and_replaced() {
     let _: () =
         conn.hset_multiple(&key, &[("u", "0".to_owned()), ("t", (now_ms + 3_600_000).to_string())]).expect("HSET");
     let d = tb.check("old").await.expect("decides");
-    assert!(!d.allowed && d.retry_after_ms > 3_500_000, "the old state honoured: {d:?}");
+    assert!(!d.allowed && d.retry_after.as_millis() > 3_500_000, "the old state honoured: {d:?}");
     let kind: String = redis::cmd("TYPE").arg(&key).query(&mut conn).expect("TYPE");
     assert_eq!(kind, "hash", "a denial writes nothing");
     // Full (5 tokens of 1,000 units) now: admitted, and written the new way.
@@ -146,7 +151,7 @@ async fn garbage_in_the_keys_is_read_as_absent_state_not_a_crash() {
     }
     // A window counter of text reads as no count, and the window's first units replace it
     // with a number and the window's TTL (never counted on top of it, never a TTL-less key).
-    let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, 1_000_000_000_000_000))
+    let fixed = Limiter::builder(Algorithm::FixedWindow, Quota::new(5, Duration::from_secs(1_000_000_000_000)))
         .redis(RedisStore::from_url(&server.url()).expect("url"))
         .build()
         .expect("valid");
@@ -194,7 +199,7 @@ async fn limiters_of_different_quotas_never_share_state_unless_they_share_a_name
     let server = RedisServer::start().expect("redis-server");
     // 5 a minute and 1,000 a day, one prefix, one algorithm, one user key.
     let minute = limiter_on(&server, Algorithm::TokenBucket, Quota::per_minute(5));
-    let day = limiter_on(&server, Algorithm::TokenBucket, Quota::new(1_000, 86_400_000));
+    let day = limiter_on(&server, Algorithm::TokenBucket, Quota::new(1_000, Duration::from_secs(86_400)));
     for i in 0..5 {
         assert!(minute.check("user-1").await.expect("decides").allowed, "request {i}");
     }
@@ -235,14 +240,14 @@ async fn limiters_of_different_quotas_never_share_state_unless_they_share_a_name
 async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
-    let (free, pro, hourly) = (Quota::per_minute(2), Quota::per_minute(5), Quota::new(100, 3_600_000));
+    let (free, pro, hourly) = (Quota::per_minute(2), Quota::per_minute(5), Quota::new(100, Duration::from_secs(3600)));
     let unnamed = limiter_on(&server, Algorithm::TokenBucket, free);
     for _ in 0..2 {
         assert!(unnamed.check("u").await.expect("decides").allowed);
     }
     assert!(!unnamed.check("u").await.expect("decides").allowed);
     let d = unnamed.check_with("u", pro).await.expect("decides");
-    assert_eq!((d.allowed, d.limit, d.remaining), (true, 5, 4), "its own bucket: {d:?}");
+    assert_eq!((d.allowed, d.capacity, d.remaining), (true, 5, 4), "its own bucket: {d:?}");
     let mut keys: Vec<String> = conn.keys("ratelimiter:*").expect("KEYS");
     keys.sort();
     assert_eq!(keys, ["ratelimiter:{u}:q=2/60000ms/b2:tb", "ratelimiter:{u}:q=5/60000ms/b5:tb"]);
@@ -258,14 +263,14 @@ async fn a_quota_per_request_keeps_the_state_a_change_of_quota_keeps() {
     }
     // The larger plan reads the same bucket: it is empty, whatever the burst it may refill to.
     let same_period = named.check_with("u", pro).await.expect("decides");
-    assert_eq!((same_period.allowed, same_period.limit), (false, 5), "{same_period:?}");
+    assert_eq!((same_period.allowed, same_period.capacity), (false, 5), "{same_period:?}");
     let other_period = named.check_with("u", hourly).await.expect("decides");
     assert_eq!((other_period.allowed, other_period.remaining), (true, 99), "a bucket of its own: {other_period:?}");
     let mut keys: Vec<String> = conn.keys("named:*").expect("KEYS");
     keys.sort();
     assert_eq!(keys, ["named:{u}:api:p3600000:tb", "named:{u}:api:p60000:tb"]);
 
-    let zero = named.check_with("u", Quota::new(0, 1_000)).await.unwrap_err();
+    let zero = named.check_with("u", Quota::new(0, Duration::from_secs(1))).await.unwrap_err();
     assert!(matches!(&zero, Error::Config(c) if c.field() == "limit"), "{zero}");
     let too_dear = named.check_n_with("u", Quota::per_minute(3), 4).await.unwrap_err();
     assert!(matches!(too_dear, Error::CostExceedsCapacity { cost: 4, capacity: 3 }), "{too_dear}");
@@ -280,7 +285,7 @@ async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() 
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
     // Two per ten minutes: nothing refills while the test runs.
-    let q = Quota::new(2, 600_000);
+    let q = Quota::new(2, Duration::from_secs(600));
     for algorithm in Algorithm::ALL {
         let l = limiter_on(&server, algorithm, q);
         let (reset, kept) = (format!("reset-{algorithm}"), format!("kept-{algorithm}"));
@@ -323,7 +328,7 @@ async fn a_reset_forgets_one_keys_state_and_says_so_when_redis_cannot_hear_it() 
 async fn a_refund_gives_units_back_up_to_the_quota_and_says_so_when_redis_cannot_hear_it() {
     let server = RedisServer::start().expect("redis-server");
     // Three per ten minutes: nothing refills while the test runs.
-    let q = Quota::new(3, 600_000);
+    let q = Quota::new(3, Duration::from_secs(600));
     for algorithm in Algorithm::ALL {
         let l = limiter_on(&server, algorithm, q);
         let key = format!("refund-{algorithm}");
@@ -365,11 +370,10 @@ async fn a_refund_gives_units_back_up_to_the_quota_and_says_so_when_redis_cannot
 /// happen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_block_refuses_a_key_until_lifted_and_says_so_when_redis_cannot_hear_it() {
-    use std::time::Duration;
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("client");
     // Three per ten minutes: nothing refills while the test runs.
-    let q = Quota::new(3, 600_000);
+    let q = Quota::new(3, Duration::from_secs(600));
     for algorithm in Algorithm::ALL {
         let l = Limiter::builder(algorithm, q)
             .redis(RedisStore::from_url(&server.url()).expect("url"))
@@ -382,9 +386,9 @@ async fn a_block_refuses_a_key_until_lifted_and_says_so_when_redis_cannot_hear_i
         for _ in 0..3 {
             let d = l.check(&key).await.expect("decides");
             assert!(!d.allowed && d.remaining == 0, "{algorithm}: blocked: {d:?}");
-            assert!((59_000..=60_000).contains(&d.retry_after_ms), "{algorithm}: until the block ends: {d:?}");
+            assert!((59_000..=60_000).contains(&d.retry_after.as_millis()), "{algorithm}: until the block ends: {d:?}");
         }
-        let plan = l.check_with(&key, Quota::new(30, 600_000)).await.expect("decides");
+        let plan = l.check_with(&key, Quota::new(30, Duration::from_secs(600))).await.expect("decides");
         assert!(!plan.allowed, "{algorithm}: blocked under another quota too: {plan:?}");
         assert!(!l.state(&key).await.expect("peeks").allowed, "{algorithm}: a peek is refused too");
         assert!(l.check(&other).await.expect("decides").allowed, "{algorithm}: another key is not blocked");

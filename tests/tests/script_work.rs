@@ -6,6 +6,7 @@ use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
+use std::time::Duration;
 
 const NOW_MS: u64 = 1_700_000_000_000;
 
@@ -59,7 +60,7 @@ fn rules<'a>(reqs: &'a [Request<'a>]) -> RulesRequest<'a> {
 fn the_rules_script_does_each_rules_reads_and_writes_once() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(5, 60_000).with_burst(5);
+    let q = Quota::new(5, Duration::from_secs(60)).with_burst(5);
     // Each rule's own script, twice (state on the second), then the rules script the same way.
     reset(&mut conn);
     for _ in 0..2 {
@@ -84,7 +85,7 @@ fn the_rules_script_does_each_rules_reads_and_writes_once() {
 fn a_request_the_rules_script_refuses_writes_nothing() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(5, 60_000).with_burst(5);
+    let q = Quota::new(5, Duration::from_secs(60)).with_burst(5);
     reset(&mut conn);
     // Four rules that would admit 2 and one whose key is full: refused, nothing consumed.
     let full = Request { algorithm: Algorithm::Gcra, quota: &q, stem: "rl:{k}:e:", now_ms: Some(NOW_MS), cost: 5 };

@@ -81,7 +81,7 @@ fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
     assert!(format!("{store:?}").contains(SERVICE));
     let limiter = Limiter::builder(Algorithm::SlidingWindow, Quota::per_second(1_000))
         .redis(store.with_timeout(Duration::from_millis(300)).expect("timeout"))
-        .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period_ms: 1_000 })
+        .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period: Duration::from_secs(1) })
         .build()
         .expect("limiter");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");

@@ -14,6 +14,7 @@ mod gateway_support;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use gateway_support::{request, ConfigFile, Gateway};
 use redis_ratelimit::store::Tls;
@@ -112,7 +113,7 @@ fn limiter_with_events(store: RedisStore) -> (Limiter, Arc<Mutex<Vec<StoreEvent>
         // Fail-open is the policy that would hide a broken connection best: the decision and
         // the store's event must say what happened.
         .failure_policy(FailurePolicy::FailOpen)
-        .breaker(BreakerConfig::new(2, 60_000))
+        .breaker(BreakerConfig::new(2, Duration::from_secs(60)))
         .on_store_event(move |e| heard.lock().expect("events").push(e.clone()))
         .build()
         .expect("valid limiter");

@@ -117,7 +117,11 @@ mod tests {
     fn quotas() -> Vec<(Algorithm, Quota)> {
         let mut out = Vec::new();
         for a in Algorithm::ALL {
-            for q in [Quota::new(3, 1_000), Quota::new(7, 250).with_burst(4), Quota::new(2, 5_000).with_burst(5)] {
+            for q in [
+                Quota::new(3, std::time::Duration::from_secs(1)),
+                Quota::new(7, std::time::Duration::from_millis(250)).with_burst(4),
+                Quota::new(2, std::time::Duration::from_secs(5)).with_burst(5),
+            ] {
                 if q.validate(a).is_ok() {
                     out.push((a, q));
                 }

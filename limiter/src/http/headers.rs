@@ -54,6 +54,11 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 /// The largest integer a structured field carries (15 digits).
 const SF_MAX: u64 = 999_999_999_999_999;
 
+/// `d` in whole seconds, rounded up: a client that waits that long is never early.
+fn secs_up(d: std::time::Duration) -> u64 {
+    crate::duration::whole_ms(d).div_ceil(1000)
+}
+
 fn int(v: u64) -> Integer {
     // Below SF_MAX every value converts.
     Integer::try_from(v.min(SF_MAX)).unwrap_or(Integer::MAX)
@@ -116,7 +121,7 @@ fn status_list(items: &[Item<'_>], shadow: bool) -> Option<String> {
         let mut item = list
             .bare_item(StringRef::from_str(it.name).ok()?)
             .parameter(key("r"), int(it.decision.remaining))
-            .parameter(key("t"), int(it.decision.reset_after_ms.div_ceil(1000)));
+            .parameter(key("t"), int(secs_up(it.decision.reset_after)));
         if let Some(pk) = &it.pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
@@ -188,7 +193,7 @@ pub fn apply_legacy_rules(headers: &mut HeaderMap, d: &RulesDecision) {
         .rules
         .iter()
         .filter(|r| !r.shadow && r.enforced_quota().is_some())
-        .min_by_key(|r| (r.decision.remaining, std::cmp::Reverse(r.decision.reset_after_ms)));
+        .min_by_key(|r| (r.decision.remaining, std::cmp::Reverse(r.decision.reset_after)));
     if let Some(r) = tightest {
         apply_legacy(headers, &r.decision);
     }
@@ -197,9 +202,9 @@ pub fn apply_legacy_rules(headers: &mut HeaderMap, d: &RulesDecision) {
 /// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) fields that many clients
 /// still read, for one decision: what the layers' `legacy_headers` option adds.
 pub fn apply_legacy(headers: &mut HeaderMap, d: &Decision) {
-    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.limit));
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.capacity));
     headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(d.remaining));
-    headers.insert(X_RATELIMIT_RESET, HeaderValue::from(d.reset_after_ms.div_ceil(1000)));
+    headers.insert(X_RATELIMIT_RESET, HeaderValue::from(secs_up(d.reset_after)));
 }
 
 #[cfg(test)]
@@ -227,11 +232,18 @@ mod tests {
             partition_key: secret.partition_key(&identity),
             identity,
             algorithm: Algorithm::SlidingLog,
-            quota: Quota::new(5, 60_000),
+            quota: Quota::new(5, std::time::Duration::from_secs(60)),
             policy: crate::FailurePolicy::FailOpen,
             shadow,
             cost: 1,
-            decision: Decision::store(allowed, 5, remaining, retry, reset, 0),
+            decision: Decision::store(
+                allowed,
+                5,
+                remaining,
+                std::time::Duration::from_millis(retry),
+                std::time::Duration::from_millis(reset),
+                0,
+            ),
             consumed: allowed,
         }
     }
@@ -255,8 +267,11 @@ mod tests {
         assert!(b64.starts_with("\"per-key\";q=5;w=60;pk=:"), "{b64}");
         assert!(b64.ends_with(":, \"global\";q=5;w=60"), "{b64}");
         // A sub-second window is named by the whole second that holds it.
-        let short = crate::quota::Quota::new(5, 250);
-        assert_eq!((short.window_secs(), crate::quota::Quota::new(5, 1500).window_secs()), (1, 2));
+        let short = crate::quota::Quota::new(5, std::time::Duration::from_millis(250));
+        assert_eq!(
+            (short.window_secs(), crate::quota::Quota::new(5, std::time::Duration::from_millis(1500)).window_secs()),
+            (1, 2)
+        );
         let status = ratelimit_field(&d).unwrap();
         assert!(status.starts_with("\"per-key\";r=0;t=60;pk=:"), "{status}");
         assert!(status.ends_with(":, \"global\";r=3;t=1"), "{status}");

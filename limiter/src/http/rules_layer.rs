@@ -324,7 +324,7 @@ mod tests {
     async fn without_redis_each_answer_describes_the_policy_actually_enforced() {
         let rules = RuleSet::builder()
             .rule(rule("closed", FailurePolicy::FailClosed))
-            .rule(rule("budget", FailurePolicy::LocalBudget { limit: 2, period_ms: 3_600_000 }))
+            .rule(rule("budget", FailurePolicy::LocalBudget { limit: 2, period: Duration::from_secs(3600) }))
             .rule(rule("open", FailurePolicy::FailOpen))
             .build()
             .unwrap();
@@ -332,8 +332,12 @@ mod tests {
         let store = RedisStore::from_url("redis://127.0.0.1:1/").unwrap().with_timeout(Duration::from_secs(1)).unwrap();
         // At the start of an hour: the budget's window is whole.
         let clock = std::sync::Arc::new(crate::ManualClock::new(1_767_225_600_000));
-        let enforcer =
-            Enforcer::builder(rules).redis(store).clock(clock).breaker(BreakerConfig::new(1, 5_000)).build().unwrap();
+        let enforcer = Enforcer::builder(rules)
+            .redis(store)
+            .clock(clock)
+            .breaker(BreakerConfig::new(1, Duration::from_secs(5)))
+            .build()
+            .unwrap();
         let layer = RulesLayer::new(enforcer);
         for _ in 0..2 {
             let closed = call(&layer, "/closed").await;
@@ -364,7 +368,7 @@ mod tests {
     async fn legacy_names_describe_the_rule_that_admits_least() {
         let rules = RuleSet::builder()
             .rule(Rule::new("minute", Algorithm::FixedWindow, Quota::per_minute(3)))
-            .rule(Rule::new("hour", Algorithm::FixedWindow, Quota::new(100, 3_600_000)))
+            .rule(Rule::new("hour", Algorithm::FixedWindow, Quota::new(100, Duration::from_secs(3600))))
             .build()
             .unwrap();
         let enforcer = || Enforcer::builder(rules.clone()).build().unwrap();

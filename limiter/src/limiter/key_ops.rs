@@ -95,7 +95,7 @@ impl Limiter {
     /// let refused = logins.check("mallory").await.unwrap();
     /// assert!(!refused.allowed);
     /// // Until the block ends, on this instance's clock (a millisecond may have passed).
-    /// assert!((899_000..=900_000).contains(&refused.retry_after_ms));
+    /// assert!((899_000..=900_000).contains(&refused.retry_after.as_millis()));
     /// logins.block("mallory", Duration::ZERO).await.unwrap();
     /// assert!(logins.check("mallory").await.unwrap().allowed);
     /// # });

@@ -15,6 +15,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::wire::LeaseRequest;
 use super::Leases;
@@ -241,10 +242,10 @@ impl LeaseBook {
         match *step {
             Step::Admit { left, end_ms } => Decision {
                 allowed: true,
-                limit: self.capacity,
+                capacity: self.capacity,
                 remaining: left,
-                retry_after_ms: 0,
-                reset_after_ms: end_ms.saturating_sub(now),
+                retry_after: Duration::ZERO,
+                reset_after: Duration::from_millis(end_ms.saturating_sub(now)),
                 source: Source::Lease,
                 degraded: None,
                 decided_at_ms: now,
@@ -253,10 +254,10 @@ impl LeaseBook {
             Step::Ask(_) => self.decision(&Step::Deny { retry_ms: 1 }, now),
             Step::Deny { retry_ms } => Decision {
                 allowed: false,
-                limit: self.capacity,
+                capacity: self.capacity,
                 remaining: 0,
-                retry_after_ms: retry_ms.max(1),
-                reset_after_ms: retry_ms.max(1),
+                retry_after: Duration::from_millis(retry_ms.max(1)),
+                reset_after: Duration::from_millis(retry_ms.max(1)),
                 source: Source::Lease,
                 degraded: None,
                 decided_at_ms: now,
@@ -330,7 +331,12 @@ mod tests {
     use super::*;
 
     fn book() -> LeaseBook {
-        LeaseBook::new(Leases::default().with_clock_tolerance_ppm(0), Algorithm::Gcra, &Quota::new(100, 1_000), 10)
+        LeaseBook::new(
+            Leases::default().with_clock_tolerance_ppm(0),
+            Algorithm::Gcra,
+            &Quota::new(100, std::time::Duration::from_secs(1)),
+            10,
+        )
     }
 
     fn granted(units: u64, start_us: u64) -> LeaseOutcome {

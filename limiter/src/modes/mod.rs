@@ -48,6 +48,9 @@ pub(crate) mod lease;
 pub(crate) mod slot;
 pub(crate) mod wire;
 
+use std::time::Duration;
+
+use crate::duration::whole_ms;
 use crate::error::ConfigError;
 use crate::quota::{Algorithm, Quota};
 
@@ -113,18 +116,18 @@ impl Default for Leases {
 }
 
 impl Leases {
-    /// How long a lease may be spent after it starts (ms). Longer leases save more round trips
+    /// How long a lease may be spent after it starts (whole milliseconds). Longer leases save more round trips
     /// of a slow key and cost `L * lifetime / T` units of burst when a key is idle.
-    pub fn with_lifetime_ms(mut self, ms: u64) -> Self {
-        self.lifetime_ms = ms;
+    pub fn with_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lifetime_ms = whole_ms(lifetime);
         self
     }
 
-    /// How far ahead a lease may start when the key's budget is reserved by others (ms;
+    /// How far ahead a lease may start when the key's budget is reserved by others (
     /// default: four lifetimes, room for a few busy instances' leases in the queue). Further,
     /// the instance denies and asks again later.
-    pub fn with_horizon_ms(mut self, ms: u64) -> Self {
-        self.horizon_ms = Some(ms);
+    pub fn with_horizon(mut self, horizon: Duration) -> Self {
+        self.horizon_ms = Some(whole_ms(horizon));
         self
     }
 
@@ -141,9 +144,9 @@ impl Leases {
         self
     }
 
-    /// The lifetime (ms).
-    pub fn lifetime_ms(&self) -> u64 {
-        self.lifetime_ms
+    /// The lifetime.
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_millis(self.lifetime_ms)
     }
 
     /// The most one request may cost under these leases: the burst less the lifetime's refill.
@@ -166,7 +169,7 @@ impl Leases {
             ));
         }
         if self.lifetime_ms == 0 {
-            return Err(ConfigError::new("leases.lifetime_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("leases.lifetime", "must be at least 1 ms, got 0".into()));
         }
         if self.clock_tolerance_ppm >= 1_000_000 {
             return Err(ConfigError::new(
@@ -176,7 +179,7 @@ impl Leases {
         }
         if self.capacity(algorithm, quota) == 0 {
             return Err(ConfigError::new(
-                "leases.lifetime_ms",
+                "leases.lifetime",
                 format!(
                     "{} ms refills the whole burst of {} at {} per {} ms: a lease could hold nothing; use a shorter \
                      lifetime or a larger burst",
@@ -211,10 +214,10 @@ impl Default for Batching {
 }
 
 impl Batching {
-    /// How long the first check of a batch waits for others (ms). 0, the default, waits for
+    /// How long the first check of a batch waits for others. Zero, the default, waits for
     /// nothing: a batch is whatever arrived while the previous one was in flight.
-    pub fn with_window_ms(mut self, ms: u64) -> Self {
-        self.window_ms = ms;
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window_ms = whole_ms(window);
         self
     }
 

@@ -188,7 +188,7 @@ mod tests {
 
     #[test]
     fn a_batch_sends_every_request_s_keys_and_arguments_in_order() {
-        let q = Quota::new(5, 1_000);
+        let q = Quota::new(5, std::time::Duration::from_secs(1));
         let batch = BatchRequest {
             algorithm: Algorithm::Gcra,
             quota: &q,
@@ -205,7 +205,7 @@ mod tests {
 
     #[test]
     fn only_the_bucket_algorithms_have_a_lease_call() {
-        let q = Quota::new(5, 1_000);
+        let q = Quota::new(5, std::time::Duration::from_secs(1));
         let args = LeaseArgs { lifetime_ms: 10, horizon_ms: 10, want: 2, need: 1, give_back: 0, written: (0, 0) };
         for a in Algorithm::ALL {
             let req = LeaseRequest { algorithm: a, quota: &q, stem: "p:{k}:", now_ms: Some(1), args };

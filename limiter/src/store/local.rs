@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn rules_in_many_shards_are_decided_together() {
         let store = LocalStore::new(200_000);
-        let q = Quota::new(1, 60_000);
+        let q = Quota::new(1, std::time::Duration::from_secs(60));
         let keys: Vec<String> = (0..40).map(|i| format!("rule-{i}")).collect();
         let items: Vec<Charge<'_>> = keys
             .iter()

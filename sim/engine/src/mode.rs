@@ -16,6 +16,7 @@
 //!   against the requests' own calls by the conformance and property suites.
 
 use std::fmt;
+use std::time::Duration;
 
 use redis_ratelimit::modes::{Batching, DenialCache, Leases};
 use redis_ratelimit::{Algorithm, LimiterBuilder, Quota};
@@ -79,7 +80,7 @@ impl Mode {
         match self {
             Mode::Plain => builder,
             Mode::DenialCache => builder.denial_cache(DenialCache::default()),
-            Mode::Lease => builder.leases(Leases::default().with_lifetime_ms(LEASE_LIFETIME_MS)),
+            Mode::Lease => builder.leases(Leases::default().with_lifetime(Duration::from_millis(LEASE_LIFETIME_MS))),
             Mode::Batch => builder.batching(Batching::default()),
         }
     }
@@ -88,7 +89,8 @@ impl Mode {
     pub fn idle_start_cost(self, algorithm: Algorithm, q: &Quota) -> u64 {
         match self {
             Mode::Lease => {
-                q.capacity(algorithm) - Leases::default().with_lifetime_ms(LEASE_LIFETIME_MS).capacity(algorithm, q)
+                q.capacity(algorithm)
+                    - Leases::default().with_lifetime(Duration::from_millis(LEASE_LIFETIME_MS)).capacity(algorithm, q)
             }
             _ => 0,
         }

@@ -7,6 +7,7 @@
 //! the rounds' ratios: a disturbance skews the rounds it lands in, not the median.
 
 use super::*;
+use std::time::Duration;
 
 use super::support::*;
 
@@ -277,15 +278,15 @@ pub(crate) fn key_flood(rt: &tokio::runtime::Runtime) -> Vec<Goal> {
     let live = ((1_000_000.0 * scale()) as usize).max(10_000);
     let per_round = 3 * live / ROUNDS;
     // A day's quota: every key decided in the run is still live (not at rest) at its end.
-    let daily = Quota::new(1_000_000_000, 86_400_000).with_burst(1_000_000_000);
+    let daily = Quota::new(1_000_000_000, Duration::from_secs(86_400)).with_burst(1_000_000_000);
     let in_process = || Limiter::builder(Algorithm::Gcra, daily).max_local_keys(live).build().expect("valid");
     // Redis on a port nothing listens on: the first check fails, the breaker opens for a day,
     // and every later check is the local budget's, decided without a round trip.
     let fallback = || {
         let l = Limiter::builder(Algorithm::Gcra, daily)
             .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
-            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000_000_000, period_ms: 86_400_000 })
-            .breaker(BreakerConfig::new(1, 86_400_000))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000_000_000, period: Duration::from_secs(86_400) })
+            .breaker(BreakerConfig::new(1, Duration::from_secs(86_400)))
             .max_local_keys(live)
             .build()
             .expect("valid");

@@ -82,7 +82,7 @@ impl RulesCaller {
             allowed: d.allowed,
             cost,
             source,
-            retry_after_ms: d.retry_after_ms(),
+            retry_after_ms: d.retry_after().as_millis() as u64,
             decided_by,
             error: None,
             rules: d.rules.iter().map(|r| RuleMark { allowed: r.decision.allowed, consumed: r.consumed }).collect(),

@@ -34,6 +34,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -421,7 +422,8 @@ impl RawPromise {
 
 impl RawQuota {
     fn validate(self, promise: Promise, err: &At<'_>) -> Result<Quota, FileError> {
-        let q = Quota::new(self.limit, self.period_ms).with_burst(self.burst.unwrap_or(self.limit));
+        let q =
+            Quota::new(self.limit, Duration::from_millis(self.period_ms)).with_burst(self.burst.unwrap_or(self.limit));
         // Checked as the library checks the algorithm of the same promise, so the oracle
         // computes exactly.
         let algorithm = promise.twin().unwrap_or(Algorithm::FixedWindow);

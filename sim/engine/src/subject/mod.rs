@@ -276,7 +276,7 @@ impl Answer {
                 allowed: d.allowed,
                 cost,
                 source: d.source,
-                retry_after_ms: d.retry_after_ms,
+                retry_after_ms: d.retry_after.as_millis() as u64,
                 decided_by: match (time_source, algorithm) {
                     // GCRA keeps Redis's time in µs and reports the millisecond it fell in.
                     (TimeSource::Server, Algorithm::Gcra) => {
