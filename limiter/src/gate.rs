@@ -52,12 +52,14 @@ pub(crate) struct Gate {
 /// cost was taken from it.
 pub(crate) struct Answer {
     pub(crate) decision: Decision,
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) consumed: bool,
 }
 
 /// What a request of several charges was answered.
 pub(crate) struct Answers {
     /// Every enforced charge admits the request.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) allowed: bool,
     /// One per charge, in order.
     pub(crate) items: Vec<Answer>,
@@ -163,6 +165,7 @@ impl Gate {
 
     /// How many keys the in-process store holds; None on Redis.
     #[cfg(test)]
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn keys_held(&self) -> Option<usize> {
         match &self.store {
             Store::Local(local) => Some(local.len()),
@@ -221,6 +224,7 @@ impl Gate {
 
     /// Decides `charges`, one request's, all-or-nothing at `now`: a request denied by one
     /// enforced charge consumes from none; a shadow charge never denies.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) async fn decide_all(&self, charges: &[Charge<'_>], now: u64) -> Result<Answers, Error> {
         let redis = match &self.store {
             Store::Local(local) => {
@@ -331,6 +335,7 @@ impl Gate {
 
 /// The decisions of `charges` from the store's `items` (each with the clock reading it was
 /// decided by), all made by `source`.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 fn answers(
     charges: &[Charge<'_>],
     allowed: bool,

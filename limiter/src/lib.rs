@@ -48,12 +48,15 @@
 //!   (`250ms`, `30s`, `5m`, `1h`, `1d`; a bare number is refused).
 //!
 //! # Features
-//! - `config` (default): [`rules::RuleSet::from_toml`] and reloading from a file, with serde
-//!   and toml. Without it rules come from code only.
+//! None is on by default: a [`Limiter`] needs none of them.
+//! - `http`: the enforcement point ([`rules`], [`enforce`], [`http`]) and what it links
+//!   (tower, http, sfv, ipnet, ring).
+//! - `config` (with `http`): [`rules::RuleSet::from_toml`] and reloading from a file, with
+//!   serde and toml. Without it rules come from code only.
 //! - `metrics`: [`metrics`] lists what the limiter measures; with the feature it reports
 //!   through the `metrics` facade and wraps store calls in `tracing` spans. Off by default, so
 //!   an application that exports nothing links neither.
-//! - `axum`: the client IP rules read axum's `ConnectInfo<SocketAddr>` (what an axum server
+//! - `axum` (with `http`): the client IP rules read axum's `ConnectInfo<SocketAddr>` (what an axum server
 //!   served with `into_make_service_with_connect_info::<SocketAddr>()` records) as the peer
 //!   address, so an axum application needs no middleware of its own to supply it.
 //! - `harness`: the building blocks below, for the harness only.
@@ -77,12 +80,14 @@ mod charge;
 mod clock;
 mod decision;
 pub mod duration;
+#[cfg(feature = "http")]
 pub mod enforce;
 mod error;
 mod gate;
 #[cfg(feature = "harness")]
 pub mod harness;
 mod health;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod key;
@@ -92,6 +97,7 @@ pub mod metrics;
 pub mod modes;
 mod policy;
 mod quota;
+#[cfg(feature = "http")]
 pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod rules_script;

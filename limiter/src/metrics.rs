@@ -73,6 +73,7 @@ pub fn shadow_would_deny(rule: &str) {
     let _ = rule;
 }
 
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 fn degraded_name(d: Option<Degraded>) -> &'static str {
     match d {
         None => "none",
@@ -98,6 +99,7 @@ pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), ConfigError> {
 
 /// Whether an admitted decision used at least `ratio` of its limit. Fail-open enforces no
 /// limit, so its answers are never near one.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 fn near_limit(d: &Decision, ratio: f64) -> bool {
     d.allowed
         && d.source != Source::FailOpen
@@ -184,6 +186,7 @@ impl DecisionCounter {
 
 /// Counts one decision of the limiter or rule named `limiter`; `near_ratio` is the share of the
 /// limit at which an admitted one counts as near it too.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) fn decision(d: &Decision, limiter: &str, near_ratio: f64) {
     #[cfg(feature = "metrics")]
     {

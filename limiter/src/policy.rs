@@ -38,6 +38,7 @@ impl FailurePolicy {
     /// limiter or rule of `quota`: the quota itself when Redis decided (or a round-trip mode
     /// from Redis's state), the local budget when that answered, None when fail-open or
     /// fail-closed answered, which enforce no quota at all.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn enforced_quota(
         self,
         source: crate::decision::Source,

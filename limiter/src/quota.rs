@@ -91,6 +91,7 @@ impl Quota {
     /// The window as the RateLimit fields name it (`w`), in whole seconds: a period that is not
     /// one (`250ms`, `1500ms`) is named by the whole seconds that hold it, rounded up, so a
     /// client that keeps to the limit per that many seconds is never refused for it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) const fn window_secs(&self) -> u64 {
         let secs = self.period_ms.div_ceil(1000);
         if secs == 0 {

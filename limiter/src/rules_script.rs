@@ -24,6 +24,7 @@ use crate::scripts::{self, key_suffix, Invocation};
 pub const MODULE_COMMAND: &str = "RATELIMIT.RULES";
 
 /// The script text (`lua/all_or_nothing.lua` with the five algorithm files spliced in).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub fn source() -> &'static str {
     redis_ratelimit_scripts::all_or_nothing()
 }

@@ -54,6 +54,7 @@ pub(crate) trait StateStore {
     ) -> impl Future<Output = Result<(Outcome, u64), StoreError>> + Send;
 
     /// Decides several charges of one request all-or-nothing (`algo::all_or_nothing`).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     fn decide_all(
         &self,
         charges: &[Charge<'_>],

@@ -40,6 +40,7 @@ use crate::scripts::{self, Invocation};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// How errors of the all-or-nothing rules script are named.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 const RULES_NAME: &str = "rules";
 
 /// Why a [`RedisStore::call_raw`] call produced no reply.
@@ -60,6 +61,7 @@ pub struct RedisStore {
     pub(super) module: bool,
     /// Decides the charges of each hash tag in their own calls even on one server, as it must
     /// on a cluster (`super::state`): only the harness asks for it, to check what it costs.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(super) per_tag: bool,
 }
 
@@ -204,6 +206,7 @@ impl RedisStore {
 
     /// Whether keys with different hash tags may live on different nodes, so one script call
     /// may only touch the keys of one tag.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.link, Link::Cluster(_))
     }
@@ -360,6 +363,7 @@ impl RedisStore {
     /// Runs several rules in one call of the all-or-nothing script (or the module's rules
     /// command), bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
         let (sent, call) = match self.module {
             true => (Sent::Command(crate::rules_script::MODULE_COMMAND), req.module_invocation()),

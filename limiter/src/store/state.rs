@@ -38,6 +38,7 @@ impl RedisStore {
     }
 
     /// The charges decided together: all of them on one server; per hash tag on a cluster.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     fn groups(&self, charges: &[Charge<'_>]) -> Vec<Vec<usize>> {
         if !self.per_tag && !self.is_cluster() {
             return vec![(0..charges.len()).collect()];
