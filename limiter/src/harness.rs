@@ -45,3 +45,22 @@ pub use crate::store::redis::RawCallError;
 pub fn split_by_tag(store: crate::RedisStore) -> crate::RedisStore {
     store.split_by_tag()
 }
+
+/// `builder`, recording what its leases do, per key, in `ledger`, which outlives the limiter
+/// (and a crashed instance): the harness holds a cluster to what leasing cost.
+pub fn lease_ledger(builder: crate::LimiterBuilder, ledger: std::sync::Arc<LeaseLedger>) -> crate::LimiterBuilder {
+    builder.lease_ledger(ledger)
+}
+
+/// Runs `call` on `store`'s connection with the store's timeout, connecting and reconnecting
+/// exactly as the store's own calls do: for the harness's subjects that are not one of the
+/// library's scripts. A failure is [`RawCallError::Unavailable`] when a failure policy would
+/// answer (the connection is then dropped, as after the store's own calls), or
+/// [`RawCallError::Refused`] with Redis's error when Redis answered with one.
+pub async fn call_raw<T, F, Fut>(store: &crate::RedisStore, call: F) -> Result<T, RawCallError>
+where
+    F: FnOnce(crate::store::StoreConnection) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    store.call_raw(call).await
+}

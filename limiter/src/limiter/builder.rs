@@ -79,9 +79,10 @@ impl LimiterBuilder {
         self
     }
 
-    /// For the harness: records what the leases do, per key, where it outlives the limiter.
+    /// For the harness (`harness::lease_ledger`): records what the leases do, per key, where
+    /// it outlives the limiter.
     #[cfg(feature = "harness")]
-    pub fn lease_ledger(mut self, ledger: Arc<modes::lease::LeaseLedger>) -> Self {
+    pub(crate) fn lease_ledger(mut self, ledger: Arc<modes::lease::LeaseLedger>) -> Self {
         self.ledger = Some(ledger);
         self
     }

@@ -1,7 +1,7 @@
 //! Where key state lives: in Redis ([`RedisStore`]: one server reached through a
 //! [`Connector`] or a URL, with [`Tls`] when it asks for it, the primary Sentinel names, or a
 //! Redis Cluster) or in this process ([`AtomicLimiter`] for one lock-free key; the in-process store behind
-//! [`crate::LimiterBuilder::local`] for many). Both implement [`StateStore`], the one interface every
+//! [`crate::LimiterBuilder::local`] for many). Both implement `StateStore`, the one interface every
 //! operation goes through.
 
 mod atomic;
@@ -25,7 +25,7 @@ pub use atomic::AtomicLimiter;
 pub use connector::{BoxedStream, ConnectFuture, Connector, Stream, TcpConnector};
 pub use redis::{RedisStore, DEFAULT_TIMEOUT};
 // The harness's own callers run their scripts on the store's connection
-// (`RedisStore::call_raw`); users never see it, so redis-rs types stay out of the surface.
+// (`harness::call_raw`); users never see it, so redis-rs types stay out of the surface.
 #[cfg(feature = "harness")]
 pub use redis::StoreConnection;
 pub use tls::Tls;

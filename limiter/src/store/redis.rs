@@ -43,7 +43,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
 const RULES_NAME: &str = "rules";
 
-/// Why a [`RedisStore::call_raw`] call produced no reply.
+/// Why a [`crate::harness::call_raw`] call produced no reply.
 #[cfg(feature = "harness")]
 #[derive(Debug, Clone)]
 pub enum RawCallError {
@@ -379,7 +379,7 @@ impl RedisStore {
     /// then dropped, as after the store's own calls), or as [`RawCallError::Refused`] with
     /// Redis's error when Redis answered with one (a script error, WRONGTYPE...).
     #[cfg(feature = "harness")]
-    pub async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
+    pub(crate) async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
     where
         F: FnOnce(StoreConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,

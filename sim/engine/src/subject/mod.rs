@@ -402,7 +402,7 @@ impl Caller {
                     builder = builder.key_prefix(prefix);
                 }
                 if let Some(ledger) = spec.lease_ledger {
-                    builder = builder.lease_ledger(ledger);
+                    builder = redis_ratelimit::harness::lease_ledger(builder, ledger);
                 }
                 Caller::Limiter(spec.mode.configure(builder).build()?)
             }
