@@ -62,8 +62,7 @@ pub(crate) struct StateKey<'a> {
 /// is another run of windows); without a name, the quota itself ([`scripts::quota_state`]).
 pub(crate) fn state_name(algorithm: Algorithm, name: Option<&str>, home_period_ms: u64, quota: &Quota) -> String {
     let Some(name) = name else { return scripts::quota_state(algorithm, quota) };
-    let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
-    if algorithm == Algorithm::TokenBucket || (windowed && quota.period_ms() != home_period_ms) {
+    if algorithm == Algorithm::TokenBucket || (algorithm.is_windowed() && quota.period_ms() != home_period_ms) {
         format!("{name}:p{}", quota.period_ms())
     } else {
         name.to_owned()

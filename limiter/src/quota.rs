@@ -239,7 +239,19 @@ impl Algorithm {
 
     /// Bucket algorithms hold up to `burst` and refill continuously.
     pub const fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+        match self {
+            Algorithm::TokenBucket | Algorithm::Gcra => true,
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => false,
+        }
+    }
+
+    /// Window-counter algorithms count per aligned window of one period, in keys named by the
+    /// window's index (so another period is another run of windows).
+    pub const fn is_windowed(self) -> bool {
+        match self {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => true,
+            Algorithm::SlidingLog | Algorithm::TokenBucket | Algorithm::Gcra => false,
+        }
     }
 }
 

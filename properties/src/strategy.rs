@@ -163,7 +163,7 @@ fn start() -> BoxedStrategy<u64> {
 /// Schedules for `subject` of the given shape: a valid quota, a start time, and up to
 /// [`REQUESTS_MAX`] requests with costs up to the capacity.
 pub fn case(subject: Subject, shape: Shape) -> BoxedStrategy<Case> {
-    let window = matches!(subject.promise, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+    let window = subject.promise.is_windowed();
     let shape = Shape { backward: shape.backward && (shape.backward_windows || !window), ..shape };
     quota(&subject)
         .prop_flat_map(move |q| {

@@ -56,8 +56,7 @@ fn sequences(algorithms: Vec<Algorithm>) -> impl Strategy<Value = Sequence> {
             // Window algorithms key by window index: a step back reads another key, which
             // the script and the model both treat as empty, but an older window's key may
             // still exist; the single-state algorithms take backward steps.
-            let back: i64 =
-                if matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow) { 0 } else { 500 };
+            let back: i64 = if algorithm.is_windowed() { 0 } else { 500 };
             let p = quota.period_ms() as i64;
             let step = prop_oneof![
                 3 => Just(0i64),

@@ -211,7 +211,7 @@ fn the_commands_refuse_bad_arguments_by_name() {
         ("RATELIMIT.GCRA", &["k", "", "0", "3", "1"], "interval_us must be at least 1"),
         ("RATELIMIT.GCRA", &["k", "4503599627370496", "1000", "3", "1"], "now_ms 4503599627370496 is past 2^52"),
         ("RATELIMIT.FW", &["k", "", "5", "1000"], "wrong number of arguments"),
-        ("RATELIMIT.FW", &["k", "", "5", "0", "1"], "period_ms"),
+        ("RATELIMIT.FW", &["k", "", "5", "0", "1"], "period must be at least 1 ms"),
         ("RATELIMIT.FW", &["k", "", "5", "1000", "6"], "cost 6 exceeds the limit 5"),
         ("RATELIMIT.SW", &["k", "", "1125899906842624", "1000", "1"], "exceeds 2^50"),
         ("RATELIMIT.SW", &["k", "", "5", "1000", "1.5"], "cost must be a non-negative integer"),

@@ -12,7 +12,9 @@
 //! - no machine paths, no references to documents the repository does not contain, and no path
 //!   in the docs or a comment that names a file or folder the repository does not have;
 //! - no test marked ignored or expected to panic (a test either runs or is deleted);
-//! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`].
+//! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`];
+//! - one list of algorithms: no array of them sized by hand, no `matches!` over them
+//!   ([`algorithms`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +23,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::tools::root;
 
+mod algorithms;
 mod circles;
 
 /// The heading of the table in `docs/ARCHITECTURE.md` that says what each workspace crate may
@@ -49,7 +52,8 @@ pub fn run() -> Result<()> {
         bail!("tidy found {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
     println!(
-        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests and file sizes are in order"
+        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests, file sizes and the list of \
+         algorithms are in order"
     );
     Ok(())
 }
@@ -87,6 +91,7 @@ fn check_file(root: &Path, path: &str, text: &str) -> Vec<String> {
         problems.extend(wall_clock_opt_outs(path, text));
         problems.extend(banned_test_attributes(path, text));
         problems.extend(long_file(path, text));
+        problems.extend(algorithms::hand_sized_lists(path, text));
     }
     problems.extend(machine_paths(path, text));
     problems.extend(outside_references(root, path, text));

@@ -69,7 +69,10 @@ pub struct LeaseOutcome {
 
 /// Whether `algorithm` can lease exactly (see the module docs).
 pub const fn can_lease(algorithm: Algorithm) -> bool {
-    matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra)
+    match algorithm {
+        Algorithm::TokenBucket | Algorithm::Gcra => true,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => false,
+    }
 }
 
 /// The most one request may cost under leases of `lifetime_ms`: the units that fit after the

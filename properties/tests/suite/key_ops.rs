@@ -163,7 +163,7 @@ proptest! {
         for (i, s) in steps.iter().enumerate() {
             // A window twin keeps the state of one window where Redis keeps a key per window, so
             // a clock stepping back into an earlier window is beyond what it models.
-            let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+            let windowed = algorithm.is_windowed();
             now = now.saturating_add_signed(if windowed { s.dt.max(0) } else { s.dt });
             clock.set_micros(now * 1000);
             let stem = format!("ratelimiter:{{k{}}}:{}:", s.key, scripts::quota_state(algorithm, &q));
@@ -213,7 +213,7 @@ proptest! {
         let mut now = BASE_MS;
         for (i, s) in steps.iter().enumerate() {
             // As for refunds: a window twin cannot follow a clock back into an earlier window.
-            let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+            let windowed = algorithm.is_windowed();
             now = now.saturating_add_signed(if windowed { s.dt.max(0) } else { s.dt });
             clock.set_micros(now * 1000);
             let stem = format!("ratelimiter:{{k{}}}:{}:", s.key, scripts::quota_state(algorithm, &q));
