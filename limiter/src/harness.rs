@@ -47,7 +47,7 @@ pub fn split_by_tag(store: crate::RedisStore) -> crate::RedisStore {
 }
 
 /// `builder`, recording what its leases do, per key, in `ledger`, which outlives the limiter
-/// (and a crashed instance): the harness holds a cluster to what leasing cost.
+/// (and a crashed instance): the harness holds the instances to what leasing cost.
 pub fn lease_ledger(builder: crate::LimiterBuilder, ledger: std::sync::Arc<LeaseLedger>) -> crate::LimiterBuilder {
     builder.lease_ledger(ledger)
 }

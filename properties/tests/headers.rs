@@ -22,7 +22,7 @@ use std::time::Duration;
 use http::{HeaderMap, Request};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
-use redis_ratelimit::enforce::{Enforcer, RulesDecision, Verdict};
+use redis_ratelimit::enforce::{Enforcer, RulesDecision, Ruling};
 use redis_ratelimit::http::headers;
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 use redis_ratelimit::{Algorithm, ManualClock, Quota};
@@ -98,7 +98,7 @@ fn request(key: u8) -> Request<()> {
 
 fn decide(e: &Enforcer, key: u8) -> Result<(RulesDecision, HeaderMap), TestCaseError> {
     match block_on(e.check(&request(key))) {
-        Ok(Verdict::Decided(d)) => {
+        Ok(Ruling::Decided(d)) => {
             let mut headers = HeaderMap::new();
             headers::apply(&mut headers, &d);
             Ok((d, headers))

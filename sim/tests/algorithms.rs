@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use redis_model::{ManualServerClock, ModelHandle, Reply};
-use redis_ratelimit::harness::algo::all_or_nothing::{self, Item};
+use redis_ratelimit::harness::algo::all_or_nothing::{self, RuleOnState};
 use redis_ratelimit::harness::algo::{self, lease};
 use redis_ratelimit::harness::mode_scripts;
 use redis_ratelimit::harness::rules_script::{self, RulesRequest};
@@ -148,7 +148,7 @@ fn every_algorithm_decides_all_or_nothing_beside_another_on_the_model_as_the_twi
             let request = RulesRequest {
                 items: [(a, &quota, "wt:{k}:a:"), (Algorithm::Gcra, &other, "wt:{k}:b:")]
                     .into_iter()
-                    .map(|(algorithm, quota, stem)| rules_script::Item {
+                    .map(|(algorithm, quota, stem)| rules_script::RuleCall {
                         request: Request { algorithm, quota, stem, now_ms: Some(now), cost },
                         shadow: false,
                         block: None,
@@ -157,8 +157,16 @@ fn every_algorithm_decides_all_or_nothing_beside_another_on_the_model_as_the_twi
                 commit: true,
             };
             let mut items = [
-                Item { algorithm: a, quota: &quota, state: &mut first, now_ms: now, cost, shadow: false, block: None },
-                Item {
+                RuleOnState {
+                    algorithm: a,
+                    quota: &quota,
+                    state: &mut first,
+                    now_ms: now,
+                    cost,
+                    shadow: false,
+                    block: None,
+                },
+                RuleOnState {
                     algorithm: Algorithm::Gcra,
                     quota: &other,
                     state: &mut second,

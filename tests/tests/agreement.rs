@@ -288,7 +288,7 @@ async fn enforcers_agree(
     blockable: &[&str],
     seed: u64,
 ) -> Agreed {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::enforce::{Enforcer, Ruling};
     let clock = ManualClock::new(BASE_MS);
     let redis = Enforcer::builder(rules.clone())
         .redis(RedisStore::from_url(&server.url()).expect("url"))
@@ -326,7 +326,7 @@ async fn enforcers_agree(
             twin.block(rule, &req, duration).await.expect("twin blocks");
             blocks += 1;
         }
-        let (Verdict::Decided(got), Verdict::Decided(want)) =
+        let (Ruling::Decided(got), Ruling::Decided(want)) =
             (redis.check(&req).await.expect("redis decides"), twin.check(&req).await.expect("twin decides"))
         else {
             panic!("request #{i}: both enforcers decide");

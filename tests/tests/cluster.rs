@@ -196,7 +196,7 @@ fn a_killed_primary_is_replaced_and_the_failure_policy_answers_the_gap() {
 /// all-or-nothing: a request the global cap denies consumes nothing from its API key's rule.
 #[test]
 fn the_enforcer_decides_rules_in_different_slots_without_crossslot() {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::enforce::{Enforcer, Ruling};
     use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let c = cluster(3, 0);
@@ -214,7 +214,7 @@ fn the_enforcer_decides_rules_in_different_slots_without_crossslot() {
         // reached by b's second request).
         for key in ["a", "a", "a", "a", "b", "b", "b"] {
             match enforcer.check(&request(key)).await.expect("no error from the cluster") {
-                Verdict::Decided(d) => {
+                Ruling::Decided(d) => {
                     for r in &d.rules {
                         assert_eq!(r.decision.source, Source::Store, "{key}: {d:?}");
                     }

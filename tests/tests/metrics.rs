@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::Request;
-use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 use redis_ratelimit::{Algorithm, Quota, RedisStore};
 use redis_tests::RedisServer;
@@ -121,14 +121,14 @@ fn the_exposition_counts_what_the_requests_did() {
     let store = RedisStore::from_url(&server.url()).expect("store");
     let enforcer = Enforcer::builder(rules).redis(store).build().expect("enforcer");
     let req = || Request::builder().uri("/").header("x-api-key", "metrics-key").body(()).expect("request");
-    let verdicts: Vec<Verdict> = rt.block_on(async {
+    let verdicts: Vec<Ruling> = rt.block_on(async {
         let mut out = Vec::new();
         for _ in 0..3 {
             out.push(enforcer.check(&req()).await.expect("decided"));
         }
         out
     });
-    assert!(verdicts.iter().all(|v| matches!(v, Verdict::Decided(d) if d.allowed)), "{verdicts:?}");
+    assert!(verdicts.iter().all(|v| matches!(v, Ruling::Decided(d) if d.allowed)), "{verdicts:?}");
     let rules_calls = |body: &str, result| {
         value(body, "limiter_store_call_seconds_count", &[("algorithm", "rules"), ("result", result)])
     };

@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use redis::Value;
 use redis_ratelimit::harness::algo::lease::LeaseArgs;
 use redis_ratelimit::harness::mode_scripts::{lease_module_command, LeaseRequest};
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
@@ -269,7 +269,7 @@ fn the_commands_replicate_their_writes_not_themselves() {
     // replicated writes.
     let stems = ["m:{rules}:a:", "m:{rules}:b:"];
     let items = [(Algorithm::FixedWindow, stems[0]), (Algorithm::Gcra, stems[1])]
-        .map(|(algorithm, stem)| Item {
+        .map(|(algorithm, stem)| RuleCall {
             request: Request { algorithm, quota: &q, stem, now_ms: Some(now), cost: 1 },
             shadow: false,
             block: None,

@@ -212,7 +212,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
 /// `RATELIMIT.RULES` (all of them or none consumed), every rule's answer equal.
 #[tokio::test]
 async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scripts() {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::enforce::{Enforcer, Ruling};
     use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let server = module_server();
@@ -242,7 +242,7 @@ async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scrip
         for i in 0..100 {
             clock.advance(rng.random_range(0..200));
             let key = rng.random_range(0..2);
-            let (Verdict::Decided(s), Verdict::Decided(m)) = (
+            let (Ruling::Decided(s), Ruling::Decided(m)) = (
                 scripts.check(&request(key)).await.expect("the scripts decide"),
                 module.check(&request(key)).await.expect("the module decides"),
             ) else {

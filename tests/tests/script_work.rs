@@ -2,7 +2,7 @@
 //! this test starts: the all-or-nothing script of several rules does each rule's own reads and
 //! writes once, as the rules' own scripts would, and a request it refuses writes nothing.
 
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
@@ -51,7 +51,7 @@ fn requests(q: &Quota, cost: u64) -> Vec<Request<'_>> {
 
 fn rules<'a>(reqs: &'a [Request<'a>]) -> RulesRequest<'a> {
     RulesRequest {
-        items: reqs.iter().map(|&request| Item { request, shadow: false, block: None }).collect(),
+        items: reqs.iter().map(|&request| RuleCall { request, shadow: false, block: None }).collect(),
         commit: true,
     }
 }

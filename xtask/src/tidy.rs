@@ -14,7 +14,8 @@
 //! - no test marked ignored or expected to panic (a test either runs or is deleted);
 //! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`];
 //! - one list of algorithms: no array of them sized by hand, no `matches!` over them
-//!   ([`algorithms`]).
+//!   ([`algorithms`]);
+//! - one name, one meaning: no type name defined twice in one crate ([`names`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,6 +26,7 @@ use crate::tools::root;
 
 mod algorithms;
 mod circles;
+mod names;
 
 /// The heading of the table in `docs/ARCHITECTURE.md` that says what each workspace crate may
 /// depend on (normal, dev and build dependencies alike). Tidy reads the document itself, so the
@@ -52,8 +54,8 @@ pub fn run() -> Result<()> {
         bail!("tidy found {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
     println!(
-        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests, file sizes and the list of \
-         algorithms are in order"
+        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests, file sizes, the list of \
+         algorithms and type names are in order"
     );
     Ok(())
 }
@@ -63,6 +65,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     let packages = workspace_packages(root)?;
     let mut problems = crate_imports(root, &packages);
     problems.extend(circles::file_circles(root, &packages));
+    problems.extend(names::duplicate_type_names(root, &packages));
     problems.extend(publication(&packages));
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {

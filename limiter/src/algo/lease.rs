@@ -7,7 +7,7 @@
 //! `E + c * T <= x + tau`. A lease gives each of its units a slot in that queue after
 //! `s + lifetime` and no later than `s + tau`: whenever in `[s, s + lifetime]` the unit is
 //! spent, it holds a slot the algorithm would have given a request admitted at that very
-//! moment, and no two admitted units share a slot. So the cluster keeps the algorithm's own
+//! moment, and no two admitted units share a slot. So the instances together keep the algorithm's own
 //! bound, `B + L * d / T` in any interval `d`, however the instances spend their leases. What
 //! it costs is under-admission: the slots between now and `now + lifetime` that a lease cannot
 //! use when the queue is short, and units leased and never spent.

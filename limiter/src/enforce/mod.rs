@@ -37,7 +37,7 @@
 //! requests. Put the identity that matters first in every rule's key to keep them atomic.
 //!
 //! ```
-//! use redis_ratelimit::enforce::{Enforcer, Verdict};
+//! use redis_ratelimit::enforce::{Enforcer, Ruling};
 //! use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
 //! use redis_ratelimit::{Algorithm, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -48,9 +48,9 @@
 //! let enforcer = Enforcer::builder(rules).build()?; // in process; `.redis(store)` to share
 //! let req = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
 //! for _ in 0..2 {
-//!     assert!(matches!(enforcer.check(&req).await?, Verdict::Decided(d) if d.allowed));
+//!     assert!(matches!(enforcer.check(&req).await?, Ruling::Decided(d) if d.allowed));
 //! }
-//! let Verdict::Decided(denied) = enforcer.check(&req).await? else { unreachable!() };
+//! let Ruling::Decided(denied) = enforcer.check(&req).await? else { unreachable!() };
 //! assert!(!denied.allowed);
 //! // The global rule admitted it alone, but nothing was taken from it: all or nothing.
 //! assert_eq!(denied.violated().map(|r| r.rule.as_str()).collect::<Vec<_>>(), ["per-key"]);
@@ -64,7 +64,7 @@ mod key_ops;
 mod partition;
 #[cfg(feature = "config")]
 mod reload;
-mod verdict;
+mod ruling;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -76,7 +76,7 @@ pub use counts::{Counts, RuleCounts};
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
-pub use verdict::{RuleDecision, RulesDecision, Verdict};
+pub use ruling::{RuleDecision, RulesDecision, Ruling};
 
 use std::borrow::Cow;
 
@@ -218,10 +218,10 @@ impl EnforcerBuilder {
     }
 }
 
-/// What the synchronous part of a check found: a verdict, or the charges of the matched
+/// What the synchronous part of a check found: a ruling, or the charges of the matched
 /// rules with the identity each counts by, to decide together.
-enum Plan {
-    Done(Verdict),
+enum Matched {
+    Done(Ruling),
     Decide(Vec<Charge<'static>>, Vec<Identity>),
 }
 
@@ -269,31 +269,31 @@ impl Enforcer {
 
     /// Decides `req`. Everything read from the request is read now; the future owns what it
     /// needs and does not borrow the request.
-    pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Verdict, Error>> + Send + 'static {
+    pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Ruling, Error>> + Send + 'static {
         let plan = self.plan(req);
         let shared = self.shared.clone();
         async move {
-            let verdict = match plan? {
-                Plan::Done(verdict) => verdict,
-                Plan::Decide(charges, identities) => Verdict::Decided(shared.decide(charges, identities).await?),
+            let ruling = match plan? {
+                Matched::Done(ruling) => ruling,
+                Matched::Decide(charges, identities) => Ruling::Decided(shared.decide(charges, identities).await?),
             };
-            shared.counters.record(&verdict, shared.near_limit_ratio);
-            Ok(verdict)
+            shared.counters.record(&ruling, shared.near_limit_ratio);
+            Ok(ruling)
         }
     }
 
-    fn plan<B>(&self, req: &Request<B>) -> Result<Plan, Error> {
+    fn plan<B>(&self, req: &Request<B>) -> Result<Matched, Error> {
         let rules = self.rules();
         let ip: Option<IpAddr> = rules.client_ip().resolve(req);
         let reading = match Reading::of(req, ip, rules.identifying_headers()) {
             Ok(reading) => reading,
             Err(repeated) => {
-                return Ok(Plan::Done(Verdict::RepeatedHeader { header: repeated.header, count: repeated.count }))
+                return Ok(Matched::Done(Ruling::RepeatedHeader { header: repeated.header, count: repeated.count }))
             }
         };
         match rules.access().check(&reading) {
-            Access::Denied => return Ok(Plan::Done(Verdict::Denylisted)),
-            Access::Allowed => return Ok(Plan::Done(Verdict::Allowlisted)),
+            Access::Denied => return Ok(Matched::Done(Ruling::Denylisted)),
+            Access::Allowed => return Ok(Matched::Done(Ruling::Allowlisted)),
             Access::Unlisted => {}
         }
         let (mut charges, mut identities) = (Vec::new(), Vec::new());
@@ -304,7 +304,10 @@ impl Enforcer {
                     (OnMissingKey::Skip, _) => continue,
                     (OnMissingKey::FallbackToIp, Some(ip)) => Identity::of_ip(ip),
                     _ => {
-                        return Ok(Plan::Done(Verdict::MissingKey { rule: rule.name().to_owned(), part: part.spec() }))
+                        return Ok(Matched::Done(Ruling::MissingKey {
+                            rule: rule.name().to_owned(),
+                            part: part.spec(),
+                        }))
                     }
                 },
             };
@@ -313,9 +316,9 @@ impl Enforcer {
             identities.push(identity);
         }
         if charges.is_empty() {
-            return Ok(Plan::Done(Verdict::Unmatched));
+            return Ok(Matched::Done(Ruling::Unmatched));
         }
-        Ok(Plan::Decide(charges, identities))
+        Ok(Matched::Decide(charges, identities))
     }
 }
 

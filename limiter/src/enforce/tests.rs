@@ -1,4 +1,4 @@
-//! The enforcer in process, on a manual clock: what each verdict is and what it consumes.
+//! The enforcer in process, on a manual clock: what each ruling is and what it consumes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +24,7 @@ fn req(key: Option<&str>, peer: &str) -> Request<()> {
 
 async fn decided(e: &Enforcer, r: &Request<()>) -> RulesDecision {
     match e.check(r).await.expect("no error") {
-        Verdict::Decided(d) => d,
+        Ruling::Decided(d) => d,
         other => panic!("expected a decision, got {other:?}"),
     }
 }
@@ -86,11 +86,11 @@ async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
         r
     };
     for _ in 0..3 {
-        assert_eq!(e.check(&verified("192.0.2.1")).await.unwrap(), Verdict::Allowlisted);
-        assert_eq!(e.check(&verified("203.0.113.9")).await.unwrap(), Verdict::Denylisted);
+        assert_eq!(e.check(&verified("192.0.2.1")).await.unwrap(), Ruling::Allowlisted);
+        assert_eq!(e.check(&verified("203.0.113.9")).await.unwrap(), Ruling::Denylisted);
     }
     let missing = e.check(&req(None, "192.0.2.1")).await.unwrap();
-    assert_eq!(missing, Verdict::MissingKey { rule: "per-key".into(), part: "header:x-api-key".into() });
+    assert_eq!(missing, Ruling::MissingKey { rule: "per-key".into(), part: "header:x-api-key".into() });
     // Nothing was counted for the listed requests.
     assert!(decided(&e, &req(Some("k"), "192.0.2.1")).await.allowed);
     // No user: counted by IP instead.
@@ -110,7 +110,7 @@ async fn lists_decide_before_any_rule_and_missing_keys_get_their_treatment() {
     // Two values of the header the rules count by: refused, naming it.
     let mut twice = req(Some("k"), "192.0.2.3");
     twice.headers_mut().append("x-api-key", "vip".parse().unwrap());
-    assert_eq!(e.check(&twice).await.unwrap(), Verdict::RepeatedHeader { header: "x-api-key".into(), count: 2 });
+    assert_eq!(e.check(&twice).await.unwrap(), Ruling::RepeatedHeader { header: "x-api-key".into(), count: 2 });
     let mut with_user = flagged;
     with_user.extensions_mut().insert(User("ann".into()));
     with_user.headers_mut().insert("x-api-key", "k3".parse().unwrap());

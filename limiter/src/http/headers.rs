@@ -75,7 +75,7 @@ pub fn partition_key(r: &RuleDecision) -> Option<[u8; 8]> {
 }
 
 /// One policy as the fields describe it: a rule the enforcer decided, or a single limiter.
-struct Item<'a> {
+struct PolicyItem<'a> {
     /// Its name, a String item: rule names are validated to letters, digits, `.`, `_` and `-`;
     /// a limiter's state name is printable ASCII too.
     name: &'a str,
@@ -86,10 +86,10 @@ struct Item<'a> {
     shadow: bool,
 }
 
-fn rule_items(d: &RulesDecision) -> Vec<Item<'_>> {
+fn rule_items(d: &RulesDecision) -> Vec<PolicyItem<'_>> {
     d.rules
         .iter()
-        .map(|r| Item {
+        .map(|r| PolicyItem {
             name: &r.rule,
             quota: r.enforced_quota(),
             decision: &r.decision,
@@ -99,7 +99,7 @@ fn rule_items(d: &RulesDecision) -> Vec<Item<'_>> {
         .collect()
 }
 
-fn policy_list(items: &[Item<'_>]) -> Option<String> {
+fn policy_list(items: &[PolicyItem<'_>]) -> Option<String> {
     let mut list = ListSerializer::new();
     for it in items.iter().filter(|it| !it.shadow) {
         let Some(quota) = it.quota else { continue };
@@ -115,7 +115,7 @@ fn policy_list(items: &[Item<'_>]) -> Option<String> {
     list.finish()
 }
 
-fn status_list(items: &[Item<'_>], shadow: bool) -> Option<String> {
+fn status_list(items: &[PolicyItem<'_>], shadow: bool) -> Option<String> {
     let mut list = ListSerializer::new();
     for it in items.iter().filter(|it| it.shadow == shadow && it.quota.is_some()) {
         let mut item = list
@@ -150,7 +150,7 @@ pub fn shadow_field(d: &RulesDecision) -> Option<String> {
 
 /// The one writer of both layers: the fields of `items`, and `Retry-After` (whole seconds,
 /// rounded up) when `retry_after_secs` says the request was refused.
-fn write(headers: &mut HeaderMap, items: &[Item<'_>], retry_after_secs: Option<u64>) {
+fn write(headers: &mut HeaderMap, items: &[PolicyItem<'_>], retry_after_secs: Option<u64>) {
     let fields = [
         (RATELIMIT_POLICY, policy_list(items)),
         (RATELIMIT, status_list(items, false)),
@@ -175,7 +175,7 @@ pub fn apply(headers: &mut HeaderMap, d: &RulesDecision) {
 /// Sets the fields of one limiter's decision: one item named by the limiter's state name
 /// ([`Limiter::state_name`]: its name, or its quota), describing the quota it enforced.
 pub fn apply_limiter(headers: &mut HeaderMap, limiter: &Limiter, d: &Decision) {
-    let item = Item {
+    let item = PolicyItem {
         name: limiter.state_name(),
         quota: limiter.policy().enforced_quota(d.source, limiter.quota()),
         decision: d,

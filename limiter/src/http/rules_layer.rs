@@ -1,7 +1,7 @@
 //! [`RulesLayer`]: the enforcement point as a tower layer. Every request is decided by an
 //! [`Enforcer`] before the handler runs:
 //!
-//! | verdict | response |
+//! | ruling | response |
 //! |---|---|
 //! | no rule matches, or allow-listed | the handler's, untouched |
 //! | admitted | the handler's, with `RateLimit-Policy` and `RateLimit` ([`super::headers`]) |
@@ -43,16 +43,14 @@
 //! # });
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use super::{headers, problem};
-use crate::enforce::{Enforcer, RulesDecision, Verdict};
+use super::{headers, problem, BoxFuture};
+use crate::enforce::{Enforcer, RulesDecision, Ruling};
 use crate::error::Error;
 
 /// Why the layer refuses a request, for [`RulesLayer::on_rejection`].
@@ -229,8 +227,6 @@ impl<S: std::fmt::Debug> std::fmt::Debug for EnforceRules<S> {
     }
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 impl<S, B, RB> Service<Request<B>> for EnforceRules<S>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
@@ -254,10 +250,10 @@ where
         let on_rejection = self.on_rejection.clone();
         let legacy = self.legacy;
         Box::pin(async move {
-            let verdict = check.await;
-            let rejection = match &verdict {
-                Ok(Verdict::Unmatched | Verdict::Allowlisted) => return inner.call(req).await,
-                Ok(Verdict::Decided(d)) if d.allowed => {
+            let ruling = check.await;
+            let rejection = match &ruling {
+                Ok(Ruling::Unmatched | Ruling::Allowlisted) => return inner.call(req).await,
+                Ok(Ruling::Decided(d)) if d.allowed => {
                     let mut response = inner.call(req).await?;
                     headers::apply(response.headers_mut(), d);
                     if legacy {
@@ -265,10 +261,10 @@ where
                     }
                     return Ok(response);
                 }
-                Ok(Verdict::Decided(d)) => Rejection::Limited(d),
-                Ok(Verdict::Denylisted) => Rejection::Denylisted,
-                Ok(Verdict::MissingKey { rule, part }) => Rejection::MissingKey { rule, part },
-                Ok(Verdict::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
+                Ok(Ruling::Decided(d)) => Rejection::Limited(d),
+                Ok(Ruling::Denylisted) => Rejection::Denylisted,
+                Ok(Ruling::MissingKey { rule, part }) => Rejection::MissingKey { rule, part },
+                Ok(Ruling::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
                 Err(e) => Rejection::Error(e),
             };
             let mut response = match &on_rejection {

@@ -1,6 +1,6 @@
 //! Leases at run time: per key, the lease this instance holds (units, and the window of its own
 //! clock in which it may spend them), when it may ask Redis again after a denial, and its own
-//! recent demand, which sizes the next lease. Why the cluster keeps the algorithm's bound is in
+//! recent demand, which sizes the next lease. Why the instances together keep the algorithm's bound is in
 //! `algo::lease`; what leasing costs is in [`super`].
 //!
 //! A lease is valid on Redis's clock from its start `s` to `s + lifetime`. The instance only
@@ -29,7 +29,7 @@ use crate::quota::{Algorithm, Quota};
 use crate::store::RedisStore;
 use crate::table::Table;
 
-/// What the leases of one limiter did, per user key: for the harness, which holds the cluster
+/// What the leases of one limiter did, per user key: for the harness, which holds the instances
 /// to the leases' cost (units leased and never spent) and survives a crashed instance.
 #[derive(Debug, Default)]
 pub struct LeaseLedger {

@@ -22,7 +22,7 @@
 //! **Leases.** An instance takes up to `k` units of a key in one script call, then spends them
 //! locally. Leased units leave the shared budget, and each is placed where the algorithm itself
 //! would have admitted a request at any moment of the lease's lifetime (see
-//! `algo::lease`), so the cluster never admits more than the algorithm's own bound,
+//! `algo::lease`), so the instances together never admit more than the algorithm's own bound,
 //! `B + L * d / T` in any interval `d`, whatever the instances, partitions, crashes and clocks
 //! do. The price is under-admission: a unit is lost when it is leased and never spent (its
 //! holder's demand stopped, it crashed, the lease expired, its give-back came too late) and,

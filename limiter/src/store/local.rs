@@ -132,11 +132,11 @@ impl LocalStore {
         let mut taken: Vec<Option<State>> =
             keys.iter().zip(&shard_of).map(|(&key, &shard)| shards[slot(shard)].remove(key).flatten()).collect();
         let outcome = {
-            let mut twins: Vec<all_or_nothing::Item<'_>> = charges
+            let mut twins: Vec<all_or_nothing::RuleOnState<'_>> = charges
                 .iter()
                 .zip(&mut taken)
                 .zip(&blocks)
-                .map(|((c, state), &block)| all_or_nothing::Item {
+                .map(|((c, state), &block)| all_or_nothing::RuleOnState {
                     algorithm: c.algorithm,
                     quota: &c.quota,
                     state,

@@ -23,7 +23,7 @@ use crate::algo::Outcome;
 use crate::error::{ConfigError, Error};
 use crate::modes::wire::{lease_module_command, BatchRequest};
 use crate::quota::Algorithm;
-use crate::rules_script::{self, Item, RulesRequest};
+use crate::rules_script::{self, RuleCall, RulesRequest};
 use crate::scripts;
 
 /// Whether `e` is Redis saying it has no such command: the module is not loaded there.
@@ -80,7 +80,7 @@ impl Link {
 /// A request behind its key's block, as the module decides it: `RATELIMIT.RULES` with it as
 /// its one rule (which the command runs behind its block, as the blockable script runs it).
 fn behind_block<'a>(request: scripts::Request<'a>, block: &'a str) -> RulesRequest<'a> {
-    RulesRequest { items: vec![Item { request, shadow: false, block: Some(block) }], commit: true }
+    RulesRequest { items: vec![RuleCall { request, shadow: false, block: Some(block) }], commit: true }
 }
 
 /// The one rule's answer in `ints`, the reply of [`behind_block`]'s `req`, and its clock reading.

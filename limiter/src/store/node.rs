@@ -47,12 +47,12 @@ type Dialling = Shared<BoxFuture<'static, Result<Current, StoreError>>>;
 
 /// See the module docs.
 pub(super) struct NodeLink {
-    state: Arc<State>,
+    state: Arc<DialState>,
     dialling: Mutex<Option<Dialling>>,
 }
 
 /// What the dial future shares with the link (it outlives any one call, so it owns its part).
-struct State {
+struct DialState {
     dial: Dial,
     current: Mutex<Option<Current>>,
     generation: AtomicU64,
@@ -69,7 +69,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl State {
+impl DialState {
     fn heard(&self) {
         let us = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.heard_us.fetch_max(us, Ordering::Relaxed);
@@ -107,7 +107,7 @@ impl NodeLink {
     }
 
     fn with_state(dial: Dial, module: bool) -> Self {
-        let state = State {
+        let state = DialState {
             dial,
             module,
             current: Mutex::new(None),

@@ -72,7 +72,7 @@ impl StateStore for RedisStore {
         let request_of = |group: &[usize], commit: bool| RulesRequest {
             items: group
                 .iter()
-                .map(|&i| rules_script::Item {
+                .map(|&i| rules_script::RuleCall {
                     request: charges[i].script_request(&named[i].stem, now_ms),
                     shadow: charges[i].shadow,
                     block: named[i].block.as_deref(),

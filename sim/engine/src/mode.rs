@@ -8,7 +8,7 @@
 //!   writes nothing); any yes breaks the mode. A Redis that lost its data forgives every key at
 //!   once, which the cache cannot know: decisions until one period after such a loss are not
 //!   held to it.
-//! - **leases**: the cluster still keeps the algorithm's bound (the bound check counts lease
+//! - **leases**: the instances together still keep the algorithm's bound (the bound check counts lease
 //!   decisions as store decisions), and the net under-admission against the exact oracle (what
 //!   a failure policy denied left out) is at most the units leased and never spent, plus one
 //!   lifetime's refill each time a key starts from rest.

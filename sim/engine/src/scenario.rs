@@ -1,4 +1,4 @@
-//! The scenario catalogue: each scenario is a cluster, a load, a fault schedule and clocks;
+//! The scenario catalogue: each scenario is a group of instances, a load, a fault schedule and clocks;
 //! it runs every selected subject (the library's algorithms among them) on the same seeds and
 //! the same load.
 

@@ -17,7 +17,7 @@
 use super::profile::{Callgrind, Profile};
 use super::support::*;
 use super::*;
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::Invocation;
 
 const FLOOR: &str = "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
@@ -61,7 +61,7 @@ fn rules_calls(n: usize) -> (Invocation, Vec<String>) {
     let items = MIXED[..n]
         .iter()
         .zip(&stems)
-        .map(|(&algorithm, stem)| Item {
+        .map(|(&algorithm, stem)| RuleCall {
             request: scripts::Request { algorithm, quota: &OPEN, stem, now_ms: Some(NOW_MS), cost: 1 },
             shadow: false,
             block: None,

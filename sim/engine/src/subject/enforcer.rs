@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{Plan, User};
 use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
 
@@ -64,7 +64,7 @@ impl RulesCaller {
             rules: Vec::new(),
         };
         let d = match self.enforcer.check(&request).await {
-            Ok(Verdict::Decided(d)) => d,
+            Ok(Ruling::Decided(d)) => d,
             Ok(other) => return failed(format!("the rules did not decide: {other:?}")),
             Err(e) => return failed(e.to_string()),
         };

@@ -11,8 +11,8 @@ use crate::rules::Identity;
 /// limiter refuses or a Redis reply the caller must hear about).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-#[must_use = "a verdict says whether the request may proceed: dropped unread, every request is admitted"]
-pub enum Verdict {
+#[must_use = "a ruling says whether the request may proceed: dropped unread, every request is admitted"]
+pub enum Ruling {
     /// No rule matches the request (and no list names it): nothing to enforce.
     Unmatched,
     /// The allow list names the request: no rule applies, Redis is not asked.
