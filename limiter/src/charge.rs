@@ -54,6 +54,8 @@ pub(crate) struct StateKey<'a> {
     /// The store keeps one limiter's keys only: in process, its own quota's state and its blocks
     /// are found by the user key alone, with nothing hashed beside it.
     pub(crate) alone: bool,
+    /// `state` is `home`: the request counts against the state of the rule's own quota.
+    pub(crate) own: bool,
 }
 
 /// What the Redis keys of a state carry after the identity: the limiter's or rule's `name` if it
@@ -85,7 +87,7 @@ impl StateKey<'_> {
 
     /// Whether the in-process store finds this state by the user key alone.
     pub(crate) fn by_key_alone(&self) -> bool {
-        self.alone && self.state == self.home
+        self.alone && self.own
     }
 }
 
@@ -137,6 +139,7 @@ mod tests {
                 state: state.into(),
                 home: home.into(),
                 alone: rest.is_empty(),
+                own: state == home,
             },
             time_source: TimeSource::Server,
             cost: 1,

@@ -182,7 +182,7 @@ impl Limiter {
         let name = inner.named.then_some(inner.state.as_str());
         let state = charge::state_name(inner.algorithm, name, inner.quota.period_ms(), quota);
         let now = inner.gate.clock().now_ms();
-        inner.gate.decide(&inner.charge(key, *quota, state.into(), cost), now, None).await
+        inner.gate.decide(&inner.charge(key, *quota, Some(state), cost), now, None).await
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
@@ -230,8 +230,11 @@ impl Limiter {
 
 impl Inner {
     /// The charge of a request of `cost` on `key` under `quota`, counted against the state
-    /// named `state`.
-    fn charge<'a>(&'a self, key: &'a str, quota: Quota, state: Cow<'a, str>, cost: u64) -> Charge<'a> {
+    /// named `state` (None: the limiter's own).
+    fn charge<'a>(&'a self, key: &'a str, quota: Quota, state: Option<String>, cost: u64) -> Charge<'a> {
+        // Another quota whose state name is the limiter's own shares its state.
+        let own = state.as_deref().is_none_or(|s| s == self.key_state);
+        let state = state.map_or(Cow::Borrowed(self.key_state.as_str()), Cow::Owned);
         Charge {
             name: Cow::Borrowed(&self.state),
             algorithm: self.algorithm,
@@ -242,6 +245,7 @@ impl Inner {
                 state,
                 home: Cow::Borrowed(&self.key_state),
                 alone: true,
+                own,
             },
             time_source: self.time_source,
             cost,
@@ -253,7 +257,7 @@ impl Inner {
 
     /// The charge of `cost` on `key` under the limiter's own quota.
     fn own_charge<'a>(&'a self, key: &'a str, cost: u64) -> Charge<'a> {
-        self.charge(key, self.quota, Cow::Borrowed(&self.key_state), cost)
+        self.charge(key, self.quota, None, cost)
     }
 
     /// The most one request may cost: the algorithm's capacity, less what leases leave unused.

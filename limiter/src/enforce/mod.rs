@@ -353,6 +353,8 @@ impl Shared {
 /// reload keeps its state (see `docs/ARCHITECTURE.md` on which quota changes keep it).
 fn charge_of(rule: &Rule, identity: &Identity, quota: Quota) -> Charge<'static> {
     let (algorithm, home_period) = (rule.algorithm(), rule.quota().period_ms());
+    let state = charge::state_name(algorithm, Some(rule.name()), home_period, &quota);
+    let home = charge::state_name(algorithm, Some(rule.name()), home_period, &rule.quota());
     Charge {
         name: Cow::Owned(rule.name().to_owned()),
         algorithm,
@@ -360,8 +362,9 @@ fn charge_of(rule: &Rule, identity: &Identity, quota: Quota) -> Charge<'static> 
         state: StateKey {
             tag: Cow::Owned(identity.tag().to_owned()),
             rest: Cow::Owned(identity.rest().to_owned()),
-            state: Cow::Owned(charge::state_name(algorithm, Some(rule.name()), home_period, &quota)),
-            home: Cow::Owned(charge::state_name(algorithm, Some(rule.name()), home_period, &rule.quota())),
+            own: state == home,
+            state: Cow::Owned(state),
+            home: Cow::Owned(home),
             alone: false,
         },
         time_source: rule.clock(),

@@ -263,6 +263,7 @@ mod tests {
                     state: "rule".into(),
                     home: "rule".into(),
                     alone: false,
+                    own: true,
                 },
                 time_source: crate::clock::TimeSource::Client,
                 cost: 1,
