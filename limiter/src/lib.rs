@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use redis_ratelimit::{Algorithm, Limiter, Quota};
+//! use redis_ratelimit::{Algorithm, ErrorKind, Limiter, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! // 5 requests per second per key, in process (add `.redis(RedisStore::from_url(..)?)`
 //! // to share the limit across instances).
@@ -18,11 +18,31 @@
 //! for _ in 0..5 {
 //!     assert!(limiter.check("user:42").await?.allowed);
 //! }
-//! let denied = limiter.check("user:42").await?;
-//! assert!(!denied.allowed);
-//! assert!(denied.retry_after > Duration::ZERO && denied.retry_after <= Duration::from_millis(200));
-//! # Ok::<(), redis_ratelimit::Error>(())
+//! match limiter.check("user:42").await {
+//!     Ok(decision) if decision.allowed => { /* serve the request */ }
+//!     Ok(denied) => {
+//!         // 429, with `Retry-After: denied.retry_after_secs()`.
+//!         assert!(denied.retry_after > Duration::ZERO && denied.retry_after <= Duration::from_millis(200));
+//!     }
+//!     Err(e) => match e.kind() {
+//!         ErrorKind::Request => { /* 400: the key is unusable */ }
+//!         _ => { /* 503, and log `e` with its source() */ }
+//!     },
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
+//! ```
+//!
+//! A decision cannot be dropped unread: it is `#[must_use]`, so the line that would admit
+//! everything does not build where warnings are denied.
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! # use redis_ratelimit::{Algorithm, Limiter, Quota};
+//! # async fn f(limiter: Limiter) -> Result<(), redis_ratelimit::Error> {
+//! limiter.check("user:42").await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # What a user sees
@@ -101,6 +121,13 @@ mod quota;
 pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod rules_script;
+/// The library guide: limiters and stores, failure policies, round-trip modes, keys, the
+/// enforcement point and its example gateway, and every way to reach Redis
+/// (`limiter/GUIDE.md`). Its examples compile as doc tests.
+#[cfg(feature = "http")]
+pub mod guide {
+    #![doc = include_str!("../GUIDE.md")]
+}
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod scripts;
 pub mod store;
