@@ -15,7 +15,8 @@
 //! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`];
 //! - one list of algorithms: no array of them sized by hand, no `matches!` over them
 //!   ([`algorithms`]);
-//! - one name, one meaning: no type name defined twice in one crate ([`names`]).
+//! - one name, one meaning: no type name defined twice in one crate ([`names`]);
+//! - every backticked Rust path in the docs names something the code has ([`rust_paths`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,6 +28,7 @@ use crate::tools::root;
 mod algorithms;
 mod circles;
 mod names;
+mod rust_paths;
 
 /// The heading of the table in `docs/ARCHITECTURE.md` that says what each workspace crate may
 /// depend on (normal, dev and build dependencies alike). Tidy reads the document itself, so the
@@ -67,6 +69,7 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     problems.extend(circles::file_circles(root, &packages));
     problems.extend(names::duplicate_type_names(root, &packages));
     problems.extend(publication(&packages));
+    let mut docs = Vec::new();
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {
             Ok(text) => text,
@@ -75,7 +78,11 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         };
         let path = file.to_string_lossy().replace('\\', "/");
         problems.extend(check_file(root, &path, &text));
+        if path.ends_with(".md") {
+            docs.push((path, text));
+        }
     }
+    problems.extend(rust_paths::stale_rust_paths(root, &packages, &docs));
     problems.extend(crate_roots_forbid_unsafe(root, &packages));
     for (path, _) in LONG_FILES {
         if !root.join(path).is_file() {
