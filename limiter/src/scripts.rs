@@ -43,9 +43,17 @@ pub const TOKEN_BUCKET: LuaScript = LuaScript {
 pub const GCRA: LuaScript =
     LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: redis_ratelimit_scripts::GCRA };
 
-/// Every script.
+/// Every algorithm's script, in the order of `Algorithm::ALL` (built from it).
 #[cfg(any(test, feature = "harness"))]
-pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];
+pub const ALL: [LuaScript; Algorithm::ALL.len()] = {
+    let mut all = [FIXED_WINDOW; Algorithm::ALL.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = for_algorithm(Algorithm::ALL[i]);
+        i += 1;
+    }
+    all
+};
 
 /// The script of `algorithm`: every algorithm has one, and the compiler holds this to it.
 pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {

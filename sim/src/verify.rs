@@ -4,6 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 use clap::error::ErrorKind;
@@ -54,8 +55,8 @@ fn quota(text: &str) -> Result<Quota, String> {
     let parts: Vec<&str> = text.split('/').collect();
     let number = |s: &str| s.parse::<u64>().map_err(|_| format!("{s:?} in {text:?} is not a whole number"));
     let q = match parts.as_slice() {
-        [l, t] => Quota::new(number(l)?, number(t)?),
-        [l, t, b] => Quota::new(number(l)?, number(t)?).with_burst(number(b)?),
+        [l, t] => Quota::new(number(l)?, Duration::from_millis(number(t)?)),
+        [l, t, b] => Quota::new(number(l)?, Duration::from_millis(number(t)?)).with_burst(number(b)?),
         _ => return Err(format!("{text:?}: expected LIMIT/PERIOD_MS or LIMIT/PERIOD_MS/BURST")),
     };
     q.validate(Algorithm::FixedWindow).map_err(|e| format!("{text:?}: {e}"))?;

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::Duration;
 
 use results::{SubjectReport, Verdict};
 use sim::campaign::Campaign;
@@ -104,7 +105,7 @@ fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_on_two_seeds_and_i
         let schedule = v.replay.split("--replay \"").nth(1).and_then(|s| s.strip_suffix('"')).expect("a replay");
         let quota = v.replay.split("--quota ").nth(1).and_then(|s| s.split(' ').next()).expect("a quota");
         let q: Vec<u64> = quota.split('/').map(|n| n.parse().expect("a number")).collect();
-        let quota = redis_ratelimit::Quota::new(q[0], q[1]).with_burst(q[2]);
+        let quota = redis_ratelimit::Quota::new(q[0], Duration::from_millis(q[1])).with_burst(q[2]);
         let file = load(&relative);
         let held = verify::held(&file, quota);
         let kind = CheckKind::ALL.into_iter().find(|k| k.name() == check).expect("a check");
@@ -477,7 +478,7 @@ fn float_edge_schedule() -> Schedule {
 #[test]
 fn a_float_gcra_rounding_over_its_bound_is_forgiven_and_sized_but_only_where_it_rounds_both_ways() {
     let file = load("subjects/corpus/gcra_float_textbook.toml");
-    let quota = redis_ratelimit::Quota::new(10, 1000).with_burst(30);
+    let quota = redis_ratelimit::Quota::new(10, std::time::Duration::from_secs(1)).with_burst(30);
     let held = verify::held(&file, quota);
     assert!(held.ties.both_ways(), "the float script decides ties both ways: {:?}", held.ties);
     let schedule = float_edge_schedule();

@@ -180,6 +180,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::SlidingLog, Quota::new(3, 1_000), LINES);
+        walk(Algorithm::SlidingLog, Quota::new(3, std::time::Duration::from_secs(1)), LINES);
     }
 }

@@ -266,7 +266,8 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
                     format!("fail-closed admitted nothing in {} requests while Redis was unreachable", during.len());
             }
         }
-        FailurePolicy::LocalBudget { limit, period_ms } => {
+        FailurePolicy::LocalBudget { limit, period } => {
+            let period_ms = period.as_millis() as u64;
             let mut per: BTreeMap<(u32, u32, u64), u64> = BTreeMap::new();
             for r in during.iter().filter(|r| r.allowed && r.source == Source::LocalBudget) {
                 // The budget's windows are the instance's own clock; the harness sees true
@@ -428,7 +429,7 @@ mod tests {
 
     #[test]
     fn sliding_log_bound_catches_one_too_many() {
-        let q = Quota::new(3, 1000);
+        let q = Quota::new(3, std::time::Duration::from_secs(1));
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
@@ -439,7 +440,7 @@ mod tests {
 
     #[test]
     fn extra_admissions_is_the_least_allowance_that_holds() {
-        let q = Quota::new(3, 1000);
+        let q = Quota::new(3, std::time::Duration::from_secs(1));
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
         assert_eq!(extra_admissions(Promise::SlidingLog, &q, &ok, Tolerance::EXACT), 0);
         let two_more: Vec<_> = [0, 10, 20, 30, 40, 999].map(|t| rec(t, true)).to_vec();
@@ -450,7 +451,7 @@ mod tests {
 
     #[test]
     fn bucket_bound_allows_burst_plus_refill_and_no_more() {
-        let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
+        let q = Quota::new(10, std::time::Duration::from_secs(1)).with_burst(5); // 1 per 100 ms
         let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
@@ -459,7 +460,7 @@ mod tests {
 
     #[test]
     fn fixed_window_allows_double_across_a_boundary_but_not_within() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
         assert_eq!(
             check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, Tolerance::EXACT).verdict,
@@ -475,7 +476,7 @@ mod tests {
 
     #[test]
     fn starvation_is_caught_and_faults_excuse_it() {
-        let q = Quota::new(10, 1000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         let records: Vec<_> = (0..40).map(|i| rec(i * 100, i < 3)).collect();
         let oracle = vec![true; 40];
         assert_eq!(check_liveness(&records, &oracle, &q, &[], 4_000).verdict, Verdict::Broken);
@@ -488,7 +489,7 @@ mod tests {
     /// Exact times, exact promise: no millisecond of slack hides an edge moved by one.
     #[test]
     fn exact_bounds_have_no_slack() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let (aligned, first_hit) =
             (Promise::FixedWindow { first_hit: false }, Promise::FixedWindow { first_hit: true });
         // Two in [0, 1000), then one at 999: three in one aligned window.
@@ -513,7 +514,7 @@ mod tests {
     /// Decisions known only to an interval break a bound only where every placement does.
     #[test]
     fn intervals_break_a_bound_only_when_no_placement_explains_it() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let first_hit = Promise::FixedWindow { first_hit: true };
         // The third may have been decided at 1001, opening a window of its own: not a break.
         let maybe_new: Vec<_> = vec![rec(0, true), rec(500, true), between(990, 1001)];
@@ -543,7 +544,7 @@ mod tests {
     /// nothing about the limiter's capacity.
     #[test]
     fn liveness_judges_only_windows_inside_the_run_that_redis_decided() {
-        let q = Quota::new(10, 1000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         let oracle = vec![true; 10];
         // Requests still in flight when a 5 s run ended fall in [4 s, 6 s): not judged.
         let starved_at_the_end: Vec<_> = (0..10).map(|i| rec(4_100 + i * 10, false)).collect();

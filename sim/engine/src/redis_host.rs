@@ -1,4 +1,4 @@
-//! The Redis host of a simulated cluster: the model served on turmoil's network, its clock
+//! The Redis host of a simulated deployment (its instances and Redis): the model served on turmoil's network, its clock
 //! the simulation's (so `TIME` and expiry follow simulated time), its data outside the host
 //! closure (so a restart can keep it, as persistence would, or lose it).
 

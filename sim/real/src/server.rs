@@ -17,9 +17,9 @@ use results::RedisCost;
 const HARNESS_COMMANDS: &[&str] =
     &["info", "dbsize", "save", "client|pause", "client|unpause", "script|flush", "scan", "unlink", "ping"];
 
-/// Counters Redis keeps per process lifetime.
+/// ServerCounters Redis keeps per process lifetime.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Counters {
+struct ServerCounters {
     commands: u64,
     round_trips: u64,
     scripts_run: u64,
@@ -28,8 +28,8 @@ struct Counters {
     bytes_out: u64,
 }
 
-impl AddAssign for Counters {
-    fn add_assign(&mut self, o: Counters) {
+impl AddAssign for ServerCounters {
+    fn add_assign(&mut self, o: ServerCounters) {
         self.commands += o.commands;
         self.round_trips += o.round_trips;
         self.scripts_run += o.scripts_run;
@@ -39,9 +39,9 @@ impl AddAssign for Counters {
     }
 }
 
-impl Counters {
-    fn since(self, base: Counters) -> Counters {
-        Counters {
+impl ServerCounters {
+    fn since(self, base: ServerCounters) -> ServerCounters {
+        ServerCounters {
             commands: self.commands.saturating_sub(base.commands),
             round_trips: self.round_trips.saturating_sub(base.round_trips),
             scripts_run: self.scripts_run.saturating_sub(base.scripts_run),
@@ -98,9 +98,9 @@ fn scripts_run(info: &str) -> u64 {
 }
 
 /// The counters and `used_memory`, in one `INFO` (Redis 7 takes several sections).
-fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
+fn snapshot(conn: &mut redis::Connection) -> RedisResult<(ServerCounters, u64)> {
     let info: String = redis::cmd("INFO").arg("stats").arg("commandstats").arg("memory").query(conn)?;
-    let counters = Counters {
+    let counters = ServerCounters {
         commands: client_commands(&info),
         round_trips: round_trips(&info),
         scripts_run: scripts_run(&info),
@@ -181,8 +181,8 @@ pub(crate) struct Controller {
     /// (a merely bound socket does not stop another SO_REUSEADDR bind) but never accepts;
     /// the proxies refuse connections meanwhile, so nothing dials it.
     placeholder: Option<std::net::TcpListener>,
-    /// Counters of the process lifetimes that ended in a crash.
-    spent: Counters,
+    /// ServerCounters of the process lifetimes that ended in a crash.
+    spent: ServerCounters,
     memory_at_start: u64,
 }
 
@@ -195,7 +195,7 @@ impl Controller {
             side: None,
             pause_depth: 0,
             placeholder: None,
-            spent: Counters::default(),
+            spent: ServerCounters::default(),
             memory_at_start: 0,
         };
         c.memory_at_start = c.side().and_then(snapshot).map(|(_, m)| m).unwrap_or(0);
@@ -351,7 +351,7 @@ pub(crate) struct External {
     addr: SocketAddr,
     conn: redis::Connection,
     prefix: String,
-    base: Counters,
+    base: ServerCounters,
     memory_at_start: u64,
 }
 
@@ -385,7 +385,7 @@ impl External {
             .get_connection_with_timeout(Duration::from_secs(2))
             .with_context(|| format!("cannot connect to --redis-url {url}"))?;
         conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut e = External { addr, conn, prefix, base: Counters::default(), memory_at_start: 0 };
+        let mut e = External { addr, conn, prefix, base: ServerCounters::default(), memory_at_start: 0 };
         let (base, memory) = snapshot(&mut e.conn).context("INFO on --redis-url")?;
         (e.base, e.memory_at_start) = (base, memory);
         Ok(e)

@@ -29,6 +29,7 @@ pub mod search;
 pub mod verdicts;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis_ratelimit::Quota;
 
@@ -53,7 +54,11 @@ use schedule::{Ran, Schedule};
 pub fn search_quotas(file: &SubjectFile) -> Vec<Quota> {
     match file.quota {
         Some(q) => vec![q],
-        None => vec![scenario::QUOTA, Quota::new(10, 1_000).with_burst(30), Quota::new(4, 2_000).with_burst(2)],
+        None => vec![
+            scenario::QUOTA,
+            Quota::new(10, Duration::from_secs(1)).with_burst(30),
+            Quota::new(4, Duration::from_secs(2)).with_burst(2),
+        ],
     }
 }
 

@@ -545,7 +545,7 @@ mod tests {
 
     #[test]
     fn pieces_lay_out_in_time_order_with_boundaries_hit() {
-        let q = Quota::new(20, 1_000);
+        let q = Quota::new(20, std::time::Duration::from_secs(1));
         let s = lay_out(
             &[
                 Piece::Burst { gap_ms: 5, n: 2, cost: 1, skew_ms: 0 },
@@ -569,7 +569,7 @@ mod tests {
 
     #[test]
     fn skews_reach_past_two_periods_either_way() {
-        let s = skews(&Quota::new(4, 2_000));
+        let s = skews(&Quota::new(4, std::time::Duration::from_secs(2)));
         assert!(s.contains(&-5_000) && s.contains(&5_000) && s.contains(&0) && s.contains(&1), "{s:?}");
     }
 }

@@ -2,6 +2,7 @@
 //! per admitted unit scored by its admission time (`lua/sliding_log.lua`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use redis_ratelimit::harness::algo::sliding_log::{self, LogState};
 use redis_ratelimit::{Algorithm, Quota};
@@ -16,7 +17,7 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
     let &[key, now, limit, window, cost] = args else {
         return Err(Refusal::Arity);
     };
-    let quota = Quota::new(int(limit, NAME, "limit")?, int(window, NAME, "window_ms")?);
+    let quota = Quota::new(int(limit, NAME, "limit")?, Duration::from_millis(int(window, NAME, "window_ms")?));
     let cost = int(cost, NAME, "cost")?;
     let quota = checked(NAME, Algorithm::SlidingLog, quota, cost)?;
     let client_time = !now.is_empty();

@@ -5,6 +5,7 @@
 use redis_ratelimit::harness::algo::fixed_window::{self, WindowState};
 use redis_ratelimit::harness::algo::sliding_window::{self, SlidingState};
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::args::{checked, int, now_us};
 use crate::number::stored_int;
@@ -70,7 +71,7 @@ fn window_args<'a>(
     let &[stem, now, limit, window, cost] = args else {
         return Err(Refusal::Arity);
     };
-    let quota = Quota::new(int(limit, name, "limit")?, int(window, name, "window_ms")?);
+    let quota = Quota::new(int(limit, name, "limit")?, Duration::from_millis(int(window, name, "window_ms")?));
     let cost = int(cost, name, "cost")?;
     Ok((stem, checked(name, algorithm, quota, cost)?, cost, now_us(keys, now, name)? / 1_000))
 }

@@ -39,6 +39,7 @@ mod capacity;
 mod estimate;
 
 use std::fmt;
+use std::time::Duration;
 
 use redis_ratelimit::Quota;
 use sim_engine::bound::Admission;
@@ -246,7 +247,7 @@ impl Unit {
         let k = self.per_ms();
         let q = held.quota;
         Held {
-            quota: Quota::new(q.limit(), q.period_ms() * k).with_burst(q.burst()),
+            quota: Quota::new(q.limit(), Duration::from_millis(q.period_ms() * k)).with_burst(q.burst()),
             tolerance: Tolerance { resolution_ms: held.tolerance.resolution_ms * k },
             ..*held
         }
