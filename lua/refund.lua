@@ -6,6 +6,7 @@
 -- returns: 1 if anything was given back, 0 if the state had nothing to take (its full quota)
 local algorithm = ARGV[#ARGV]
 local now = tonumber(ARGV[1])
+local client_time = now ~= nil
 if not now then
   local t = redis.call('TIME')
   if algorithm == 'gcra' then
@@ -44,13 +45,21 @@ end
 
 local refund = {}
 
--- ARGV: now, limit, window, units. Only the current window counts.
+-- ARGV: now, limit, window, units. Only the window the key counts in now: its own, or a
+-- later one it has seen (fixed_window.lua's "index:count").
 function refund.fw()
   local units = tonumber(ARGV[4])
-  local key = KEYS[1] .. ':' .. string.format('%d', floor_div(now, tonumber(ARGV[3])))
-  local count = stored_int(redis.call('GET', key)) or 0
-  if count == 0 then return 0 end
-  take(key, count, units)
+  local state = redis.call('GET', KEYS[1])
+  local colon = state and string.find(state, ':', 1, true)
+  if not colon then return 0 end
+  local seen = stored_int(string.sub(state, 1, colon - 1))
+  local count = stored_int(string.sub(state, colon + 1))
+  if not seen or not count or count == 0 or seen < floor_div(now, tonumber(ARGV[3])) then return 0 end
+  if units >= count then
+    redis.call('DEL', KEYS[1])
+  else
+    redis.call('SET', KEYS[1], string.format('%d:%d', seen, count - units), 'KEEPTTL')
+  end
   return 1
 end
 
@@ -73,10 +82,15 @@ end
 -- keeps, each score's members renamed score:1, score:2, ...: sliding_log.lua names a new
 -- member after the count of members scored at or after its score, and dropping the newest
 -- members could leave an older name at that count, which the next admission would overwrite.
+-- The log's time is the reading, or its newest entry's when the reading is behind it, as in
+-- sliding_log.lua.
 function refund.sl()
   local w = tonumber(ARGV[3])
   local units = tonumber(ARGV[4])
-  local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now - w), '+inf', 'WITHSCORES')
+  local at = now
+  local newest = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
+  if newest and newest > now then at = newest end
+  local live = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', at - w), '+inf', 'WITHSCORES')
   local n = #live / 2
   if n == 0 then return 0 end
   redis.call('DEL', KEYS[1])
@@ -94,7 +108,10 @@ function refund.sl()
       add = {}
     end
   end
-  redis.call('PEXPIRE', KEYS[1], tonumber(live[2 * keep]) + w - now)
+  -- As the log's own script: a period more fed the caller's clock.
+  local ttl = tonumber(live[2 * keep]) + w - now
+  if client_time then ttl = ttl + w end
+  redis.call('PEXPIRE', KEYS[1], ttl)
   return 1
 end
 

@@ -141,7 +141,7 @@ async fn run(args: Args) -> Result<(), String> {
     let mut builder = Enforcer::builder(rules)
         .redis(store)
         .key_prefix(&args.key_prefix)
-        .breaker(BreakerConfig::new(3, 500))
+        .breaker(BreakerConfig::new(3, Duration::from_millis(500)))
         // One line per change of Redis's health (never one per request), with the cause.
         .on_store_event(|event| eprintln!("redis: {event}"));
     if let Some(path) = &args.pk_secret_file {
@@ -321,11 +321,11 @@ async fn admin_call(
         Op::State => admin.enforcer.state(&rule, &req).await.map(|d| {
             serde_json::json!({
                 "rule": rule,
-                "limit": d.limit,
+                "limit": d.capacity,
                 "remaining": d.remaining,
-                "reset_after_ms": d.reset_after_ms,
+                "reset_after_ms": d.reset_after.as_millis(),
                 // A peek asks for no units: only a block refuses it, until the block's end.
-                "blocked_ms": if d.allowed { 0 } else { d.retry_after_ms },
+                "blocked_ms": if d.allowed { 0 } else { d.retry_after.as_millis() },
             })
         }),
         Op::Reset => admin.enforcer.reset(&rule, &req).await.map(|()| serde_json::json!({"rule": rule, "reset": true})),

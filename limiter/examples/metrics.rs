@@ -24,7 +24,7 @@ pub fn serve_metrics(addr: SocketAddr) -> Result<(), Box<dyn std::error::Error>>
 }
 
 /// The example's limiter: GCRA, 5 per second with a burst of 5, failing open behind the breaker.
-pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::Error> {
+pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::ConfigError> {
     Limiter::builder(Algorithm::Gcra, Quota::per_second(5))
         .redis(RedisStore::from_url(redis_url)?.with_timeout(Duration::from_millis(200))?)
         .failure_policy(FailurePolicy::FailOpen)
@@ -33,9 +33,9 @@ pub fn limiter(redis_url: &str) -> Result<Limiter, redis_ratelimit::Error> {
 
 /// One request for `key`, as a line to print.
 pub async fn request(limiter: &Limiter, key: &str) -> String {
-    match limiter.check(key, 1).await {
+    match limiter.check(key).await {
         Ok(d) if d.allowed => format!("{key}: allowed ({} left, by {})", d.remaining, d.source.name()),
-        Ok(d) => format!("{key}: denied, retry after {} ms (by {})", d.retry_after_ms, d.source.name()),
+        Ok(d) => format!("{key}: denied, retry after {:?} (by {})", d.retry_after, d.source.name()),
         Err(e) => format!("{key}: error: {e}"),
     }
 }

@@ -1,53 +1,61 @@
-//! A circuit breaker in front of Redis, so an outage costs one timeout per `open_ms`
+//! A circuit breaker in front of Redis, so an outage costs one timeout per `open`
 //! instead of one per request.
 //!
 //! Closed: calls go through; `failure_threshold` consecutive failures open it.
-//! Open: calls are not attempted until `open_ms` has passed.
+//! Open: calls are not attempted until `open` has passed.
 //! Half-open: exactly one call (the probe) goes through; its success closes the breaker,
 //! its failure opens it again. A probe that never reports (its future was dropped) is
-//! replaced after another `open_ms`, so the breaker cannot stick half-open.
+//! replaced after another `open`, so the breaker cannot stick half-open.
 //!
 //! Time is passed in: the breaker reads no clock, which keeps it deterministic in the
 //! simulator and checkable by loom.
 
-use crate::error::Error;
+use std::time::Duration;
+
+use crate::error::ConfigError;
 use crate::sync::{lock, Mutex};
 
 /// Breaker thresholds.
 ///
 /// ```
-/// let config = redis_ratelimit::BreakerConfig::new(3, 250);
-/// assert_eq!((config.failure_threshold, config.open_ms), (3, 250));
+/// use std::time::Duration;
+/// let config = redis_ratelimit::BreakerConfig::new(3, Duration::from_millis(250));
+/// assert_eq!((config.failure_threshold, config.open), (3, Duration::from_millis(250)));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BreakerConfig {
     /// Consecutive failures that open the breaker.
     pub failure_threshold: u32,
-    /// How long it stays open before one probe is let through (ms).
-    pub open_ms: u64,
+    /// How long it stays open before one probe is let through (whole milliseconds).
+    pub open: Duration,
 }
 
 impl Default for BreakerConfig {
     fn default() -> Self {
-        BreakerConfig { failure_threshold: 5, open_ms: 1_000 }
+        BreakerConfig { failure_threshold: 5, open: Duration::from_secs(1) }
     }
 }
 
 impl BreakerConfig {
-    /// Opens after `failure_threshold` consecutive failures, for `open_ms`. Checked when the
+    /// Opens after `failure_threshold` consecutive failures, for `open`. Checked when the
     /// limiter is built, so a zero here becomes a clear error there.
-    pub const fn new(failure_threshold: u32, open_ms: u64) -> Self {
-        BreakerConfig { failure_threshold, open_ms }
+    pub const fn new(failure_threshold: u32, open: Duration) -> Self {
+        BreakerConfig { failure_threshold, open }
+    }
+
+    /// How long it stays open, in ms.
+    pub(crate) const fn open_ms(&self) -> u64 {
+        crate::duration::whole_ms(self.open)
     }
 
     /// Refuses a zero threshold or a zero open time.
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.failure_threshold == 0 {
-            return Err(Error::config("breaker.failure_threshold", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("breaker.failure_threshold", "must be at least 1, got 0".into()));
         }
-        if self.open_ms == 0 {
-            return Err(Error::config("breaker.open_ms", "must be at least 1 ms, got 0".into()));
+        if self.open_ms() == 0 {
+            return Err(ConfigError::new("breaker.open", "must be at least 1 ms, got 0".into()));
         }
         Ok(())
     }
@@ -135,11 +143,11 @@ impl CircuitBreaker {
     }
 
     /// How long until Redis will be tried again: the rest of the open period, or a whole
-    /// `open_ms` while closed (a hint for Retry-After, not a promise).
+    /// `open` while closed (a hint for Retry-After, not a promise).
     pub fn next_attempt_in_ms(&self, now_ms: u64) -> u64 {
         match *lock(&self.state) {
             BreakerState::Open { until_ms } if until_ms > now_ms => until_ms - now_ms,
-            _ => self.config.open_ms,
+            _ => self.config.open_ms(),
         }
     }
 
@@ -151,8 +159,8 @@ impl CircuitBreaker {
             BreakerState::Open { until_ms } if now_ms < until_ms => {
                 Permit::Reject { retry_after_ms: until_ms - now_ms }
             }
-            BreakerState::HalfOpen { since_ms } if now_ms < since_ms.saturating_add(self.config.open_ms) => {
-                Permit::Reject { retry_after_ms: since_ms + self.config.open_ms - now_ms }
+            BreakerState::HalfOpen { since_ms } if now_ms < since_ms.saturating_add(self.config.open_ms()) => {
+                Permit::Reject { retry_after_ms: since_ms + self.config.open_ms() - now_ms }
             }
             BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => {
                 enter(&self.label, &mut state, BreakerState::HalfOpen { since_ms: now_ms });
@@ -178,7 +186,7 @@ impl CircuitBreaker {
     /// breaker changed from one kind of state to another (here: open).
     pub fn on_failure(&self, permit: Permit, now_ms: u64) -> Option<BreakerState> {
         let mut state = lock(&self.state);
-        let open = BreakerState::Open { until_ms: now_ms.saturating_add(self.config.open_ms) };
+        let open = BreakerState::Open { until_ms: now_ms.saturating_add(self.config.open_ms()) };
         match (*state, permit) {
             (BreakerState::Closed { failures }, _) => {
                 let failures = failures + 1;
@@ -208,7 +216,7 @@ mod tests {
     use super::*;
 
     fn breaker() -> CircuitBreaker {
-        CircuitBreaker::new(BreakerConfig { failure_threshold: 2, open_ms: 100 })
+        CircuitBreaker::new(BreakerConfig { failure_threshold: 2, open: Duration::from_millis(100) })
     }
 
     #[test]
@@ -250,9 +258,9 @@ mod tests {
 
     #[test]
     fn zero_thresholds_are_refused_by_name() {
-        let e = BreakerConfig { failure_threshold: 0, open_ms: 1 }.validate().unwrap_err();
+        let e = BreakerConfig { failure_threshold: 0, open: Duration::from_millis(1) }.validate().unwrap_err();
         assert!(e.to_string().contains("breaker.failure_threshold"), "{e}");
-        let e = BreakerConfig { failure_threshold: 1, open_ms: 0 }.validate().unwrap_err();
-        assert!(e.to_string().contains("breaker.open_ms"), "{e}");
+        let e = BreakerConfig { failure_threshold: 1, open: Duration::ZERO }.validate().unwrap_err();
+        assert!(e.to_string().contains("breaker.open"), "{e}");
     }
 }

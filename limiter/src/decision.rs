@@ -1,6 +1,8 @@
 //! What a limiter answers: a value, never an exception. A denial carries an honest
 //! Retry-After; a decision made without Redis says so.
 
+use std::time::Duration;
+
 /// Who made a decision. Anything but [`Source::Store`] means the shared state was not
 /// consulted, so the caller (and metrics) can tell a real limit from a degraded guess.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,33 +58,38 @@ pub enum Degraded {
 /// The outcome of one rate-limit check.
 ///
 /// ```
+/// use std::time::Duration;
 /// use redis_ratelimit::{Decision, Source};
-/// let d = Decision::store(false, 10, 0, 1500, 60_000, 1_700_000_000_000);
+/// let d = Decision::store(false, 10, 0, Duration::from_millis(1500), Duration::from_secs(60), 1_700_000_000_000);
 /// assert!(!d.allowed);
 /// assert_eq!(d.retry_after_secs(), 2); // HTTP Retry-After rounds up
 /// assert_eq!(d.source, Source::Store);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[must_use = "a decision says whether the request may proceed: dropped unread, every request is admitted"]
 pub struct Decision {
     /// Whether the request may proceed.
     pub allowed: bool,
-    /// The most one key can use at once: the window limit or the bucket's burst.
-    pub limit: u64,
+    /// The most one request may cost here: the window's limit for the window algorithms,
+    /// the bucket's burst for the bucket algorithms ([`crate::Quota::capacity`]); what a lease
+    /// leaves, under leases; the local budget's limit when that answered.
+    pub capacity: u64,
     /// Units of cost 1 that would still be admitted right now.
     pub remaining: u64,
-    /// When denied: milliseconds after which the same request, alone, is admitted. 0 when
-    /// allowed. Honest: waiting exactly this long is enough, one millisecond less is not.
-    pub retry_after_ms: u64,
-    /// Milliseconds until the key is back to its idle state (full bucket, empty window).
-    pub reset_after_ms: u64,
+    /// When denied: how long until the same request, alone, is admitted; zero when allowed.
+    /// Honest, in whole milliseconds: waiting exactly this long is enough, one millisecond
+    /// less is not.
+    pub retry_after: Duration,
+    /// How long until the key is back to its idle state (full bucket, empty window).
+    pub reset_after: Duration,
     /// Who decided.
     pub source: Source,
     /// Why the store was skipped, if it was.
     pub degraded: Option<Degraded>,
     /// The clock reading the decision was made at (ms since the Unix epoch): Redis's `TIME`
     /// in server-time mode, the instance's clock otherwise and for fallback decisions.
-    /// `decided_at_ms + reset_after_ms` is when the key is at rest, on the deciding clock.
+    /// `decided_at_ms + reset_after` is when the key is at rest, on the deciding clock.
     pub decided_at_ms: u64,
 }
 
@@ -90,32 +97,40 @@ impl Decision {
     /// A decision made by the store at `decided_at_ms`.
     pub const fn store(
         allowed: bool,
-        limit: u64,
+        capacity: u64,
         remaining: u64,
-        retry_after_ms: u64,
-        reset_after_ms: u64,
+        retry_after: Duration,
+        reset_after: Duration,
         decided_at_ms: u64,
     ) -> Self {
         Decision {
             allowed,
-            limit,
+            capacity,
             remaining,
-            retry_after_ms,
-            reset_after_ms,
+            retry_after,
+            reset_after,
             source: Source::Store,
             degraded: None,
             decided_at_ms,
         }
     }
 
-    /// The store's decision `o` on a quota of `limit`, made at `decided_at_ms`.
-    pub(crate) const fn from_store(o: crate::algo::Outcome, limit: u64, decided_at_ms: u64) -> Self {
-        Decision::store(o.allowed, limit, o.remaining, o.retry_after_ms, o.reset_after_ms, decided_at_ms)
+    /// The store's decision `o` where one request may cost at most `capacity`, made at
+    /// `decided_at_ms`.
+    pub(crate) const fn from_store(o: crate::algo::Outcome, capacity: u64, decided_at_ms: u64) -> Self {
+        Decision::store(
+            o.allowed,
+            capacity,
+            o.remaining,
+            Duration::from_millis(o.retry_after_ms),
+            Duration::from_millis(o.reset_after_ms),
+            decided_at_ms,
+        )
     }
 
     /// Retry-After in whole seconds for HTTP, rounded up so a client that obeys it is not
     /// refused again for having come back a fraction of a second early.
     pub const fn retry_after_secs(&self) -> u64 {
-        self.retry_after_ms.div_ceil(1000)
+        crate::duration::whole_ms(self.retry_after).div_ceil(1000)
     }
 }

@@ -49,6 +49,17 @@ use crate::error::Error;
 /// Lua's doubles for any clock this century.
 pub(crate) const MAX_BLOCK_MS: u64 = 1 << 40;
 
+/// `duration` in whole milliseconds, a fraction of one dropped (the unit Redis keeps time in),
+/// and at most `u64::MAX`.
+pub(crate) const fn whole_ms(duration: Duration) -> u64 {
+    let ms = duration.as_millis();
+    if ms > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ms as u64
+    }
+}
+
 /// `duration` in whole milliseconds, a fraction of one rounded up (so only zero lifts a block),
 /// refused past [`MAX_BLOCK_MS`].
 pub(crate) fn block_ms(duration: Duration) -> Result<u64, Error> {
@@ -79,10 +90,10 @@ mod tests {
 
     #[test]
     fn a_block_lasts_whole_milliseconds_rounded_up_and_at_most_34_years() {
-        assert_eq!(block_ms(Duration::ZERO), Ok(0));
-        assert_eq!(block_ms(Duration::from_nanos(1)), Ok(1), "only zero lifts a block");
-        assert_eq!(block_ms(Duration::from_micros(1_500)), Ok(2));
-        assert_eq!(block_ms(Duration::from_millis(MAX_BLOCK_MS)), Ok(MAX_BLOCK_MS));
+        assert_eq!(block_ms(Duration::ZERO).ok(), Some(0));
+        assert_eq!(block_ms(Duration::from_nanos(1)).ok(), Some(1), "only zero lifts a block");
+        assert_eq!(block_ms(Duration::from_micros(1_500)).ok(), Some(2));
+        assert_eq!(block_ms(Duration::from_millis(MAX_BLOCK_MS)).ok(), Some(MAX_BLOCK_MS));
         let e = block_ms(Duration::from_millis(MAX_BLOCK_MS + 1)).unwrap_err().to_string();
         assert!(e.contains("block") && e.contains("at most"), "{e}");
         assert!(block_ms(Duration::MAX).is_err());

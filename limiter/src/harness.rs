@@ -38,3 +38,29 @@ pub use crate::modes::lease::{LeaseLedger, LedgerEntry};
 pub use crate::store::eval::EvalScript;
 pub use crate::store::local::LocalStore;
 pub use crate::store::redis::RawCallError;
+
+/// `store`, deciding the charges of each hash tag of a request in their own calls, in two
+/// passes, as a store does by itself on a Redis Cluster (see [`crate::enforce`]): over one
+/// Redis, to check what that costs.
+pub fn split_by_tag(store: crate::RedisStore) -> crate::RedisStore {
+    store.split_by_tag()
+}
+
+/// `builder`, recording what its leases do, per key, in `ledger`, which outlives the limiter
+/// (and a crashed instance): the harness holds the instances to what leasing cost.
+pub fn lease_ledger(builder: crate::LimiterBuilder, ledger: std::sync::Arc<LeaseLedger>) -> crate::LimiterBuilder {
+    builder.lease_ledger(ledger)
+}
+
+/// Runs `call` on `store`'s connection with the store's timeout, connecting and reconnecting
+/// exactly as the store's own calls do: for the harness's subjects that are not one of the
+/// library's scripts. A failure is [`RawCallError::Unavailable`] when a failure policy would
+/// answer (the connection is then dropped, as after the store's own calls), or
+/// [`RawCallError::Refused`] with Redis's error when Redis answered with one.
+pub async fn call_raw<T, F, Fut>(store: &crate::RedisStore, call: F) -> Result<T, RawCallError>
+where
+    F: FnOnce(crate::store::StoreConnection) -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    store.call_raw(call).await
+}

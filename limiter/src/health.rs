@@ -191,7 +191,7 @@ impl Health {
 /// What an operator reads about a failed call.
 fn cause(error: &StoreError, redis: &RedisStore) -> String {
     match error {
-        StoreError::Refused(e) | StoreError::Fatal(e) => e.to_string(),
+        StoreError::Refused(e) | StoreError::Fatal(e) => crate::error::chain(e),
         StoreError::Unavailable(Degraded::Timeout) => {
             format!("a call to {} took longer than its {} ms timeout", redis.describe(), redis.timeout().as_millis())
         }

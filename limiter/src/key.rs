@@ -9,7 +9,7 @@
 //! injective, and everything the user wrote sits between our braces, so no key text can
 //! reach outside its own tag or prefix.
 
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 
 /// Default key prefix, as ADR-002 configures it.
 pub(crate) const DEFAULT_PREFIX: &str = "ratelimiter";
@@ -47,18 +47,18 @@ impl Default for KeySpace {
 impl KeySpace {
     /// A key space with `prefix` and a bound on user key length. The prefix may not contain
     /// braces (it would move the hash tag) and must not be empty.
-    pub fn new(prefix: &str, max_key_len: usize) -> Result<Self, Error> {
+    pub fn new(prefix: &str, max_key_len: usize) -> Result<Self, ConfigError> {
         if prefix.is_empty() {
-            return Err(Error::config("key_prefix", "must not be empty".into()));
+            return Err(ConfigError::new("key_prefix", "must not be empty".into()));
         }
         if prefix.contains(['{', '}']) {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "key_prefix",
                 format!("{prefix:?} contains a brace, which would move the Redis Cluster hash tag"),
             ));
         }
         if max_key_len == 0 {
-            return Err(Error::config("max_key_len", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("max_key_len", "must be at least 1, got 0".into()));
         }
         Ok(KeySpace { prefix: prefix.into(), max_key_len })
     }

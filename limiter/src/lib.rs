@@ -9,19 +9,40 @@
 //! [`Decision`] says who made it ([`Source`]).
 //!
 //! ```
-//! use redis_ratelimit::{Algorithm, Limiter, Quota};
+//! use std::time::Duration;
+//! use redis_ratelimit::{Algorithm, ErrorKind, Limiter, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! // 5 requests per second per key, in process (add `.redis(RedisStore::from_url(..)?)`
 //! // to share the limit across instances).
 //! let limiter = Limiter::builder(Algorithm::Gcra, Quota::per_second(5)).build()?;
 //! for _ in 0..5 {
-//!     assert!(limiter.check("user:42", 1).await?.allowed);
+//!     assert!(limiter.check("user:42").await?.allowed);
 //! }
-//! let denied = limiter.check("user:42", 1).await?;
-//! assert!(!denied.allowed);
-//! assert!(denied.retry_after_ms > 0 && denied.retry_after_ms <= 200);
-//! # Ok::<(), redis_ratelimit::Error>(())
+//! match limiter.check("user:42").await {
+//!     Ok(decision) if decision.allowed => { /* serve the request */ }
+//!     Ok(denied) => {
+//!         // 429, with `Retry-After: denied.retry_after_secs()`.
+//!         assert!(denied.retry_after > Duration::ZERO && denied.retry_after <= Duration::from_millis(200));
+//!     }
+//!     Err(e) => match e.kind() {
+//!         ErrorKind::Request => { /* 400: the key is unusable */ }
+//!         _ => { /* 503, and log `e` with its source() */ }
+//!     },
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! # }).unwrap();
+//! ```
+//!
+//! A decision cannot be dropped unread: it is `#[must_use]`, so the line that would admit
+//! everything does not build where warnings are denied.
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! # use redis_ratelimit::{Algorithm, Limiter, Quota};
+//! # async fn f(limiter: Limiter) -> Result<(), redis_ratelimit::Error> {
+//! limiter.check("user:42").await?;
+//! # Ok(())
+//! # }
 //! ```
 //!
 //! # What a user sees
@@ -47,12 +68,15 @@
 //!   (`250ms`, `30s`, `5m`, `1h`, `1d`; a bare number is refused).
 //!
 //! # Features
-//! - `config` (default): [`rules::RuleSet::from_toml`] and reloading from a file, with serde
-//!   and toml. Without it rules come from code only.
+//! None is on by default: a [`Limiter`] needs none of them.
+//! - `http`: the enforcement point ([`rules`], [`enforce`], [`http`]) and what it links
+//!   (tower, http, sfv, ipnet, ring).
+//! - `config` (with `http`): [`rules::RuleSet::from_toml`] and reloading from a file, with
+//!   serde and toml. Without it rules come from code only.
 //! - `metrics`: [`metrics`] lists what the limiter measures; with the feature it reports
 //!   through the `metrics` facade and wraps store calls in `tracing` spans. Off by default, so
 //!   an application that exports nothing links neither.
-//! - `axum`: the client IP rules read axum's `ConnectInfo<SocketAddr>` (what an axum server
+//! - `axum` (with `http`): the client IP rules read axum's `ConnectInfo<SocketAddr>` (what an axum server
 //!   served with `into_make_service_with_connect_info::<SocketAddr>()` records) as the peer
 //!   address, so an axum application needs no middleware of its own to supply it.
 //! - `harness`: the building blocks below, for the harness only.
@@ -72,14 +96,18 @@
 mod algo;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod breaker;
+mod charge;
 mod clock;
 mod decision;
 pub mod duration;
+#[cfg(feature = "http")]
 pub mod enforce;
 mod error;
+mod gate;
 #[cfg(feature = "harness")]
 pub mod harness;
 mod health;
+#[cfg(feature = "http")]
 pub mod http;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod key;
@@ -89,9 +117,17 @@ pub mod metrics;
 pub mod modes;
 mod policy;
 mod quota;
+#[cfg(feature = "http")]
 pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod rules_script;
+/// The library guide: limiters and stores, failure policies, round-trip modes, keys, the
+/// enforcement point and its example gateway, and every way to reach Redis
+/// (`limiter/GUIDE.md`). Its examples compile as doc tests.
+#[cfg(feature = "http")]
+pub mod guide {
+    #![doc = include_str!("../GUIDE.md")]
+}
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 mod scripts;
 pub mod store;
@@ -101,7 +137,7 @@ mod table;
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock, TimeSource};
 pub use decision::{Decision, Degraded, Source};
-pub use error::Error;
+pub use error::{ConfigError, Error, ErrorKind};
 pub use health::StoreEvent;
 pub use limiter::{Limiter, LimiterBuilder};
 pub use policy::FailurePolicy;

@@ -1,7 +1,9 @@
 //! [`Limiter`]: one algorithm and quota over a store, a clock, a failure policy and a
 //! circuit breaker. Built once, validated once, then shared (it is cheap to clone).
 
+use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::Duration;
 
 mod builder;
 #[cfg(test)]
@@ -10,36 +12,31 @@ mod key_ops;
 
 pub use builder::LimiterBuilder;
 
-use crate::algo::Outcome;
 use crate::breaker::{BreakerConfig, BreakerState};
+use crate::charge::{self, Charge, StateKey};
 use crate::clock::{Clock, SystemClock, TimeSource};
-use crate::decision::{Decision, Degraded, Source};
+use crate::decision::{Decision, Source};
 use crate::error::Error;
+use crate::gate::Gate;
 use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
-use crate::modes::lease::Serving;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
-use crate::policy::{self, Asked, FailurePolicy};
+use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
-use crate::scripts;
-use crate::store::local::LocalStore;
-use crate::store::{RedisStore, Store};
+use crate::store::RedisStore;
 
 struct Inner {
     algorithm: Algorithm,
     quota: Quota,
-    store: Store,
-    clock: Arc<dyn Clock>,
+    gate: Gate,
     time_source: TimeSource,
     policy: FailurePolicy,
-    budget: LocalStore,
-    health: Health,
-    keys: KeySpace,
     /// The limiter's name, or its quota: its metrics label.
     state: String,
     /// Whether `state` is a name given to it ([`LimiterBuilder::name`]).
     named: bool,
-    /// What the keys of a decision under `quota` carry after the user key ([`key_state`]).
+    /// What the keys of a decision under `quota` carry after the user key
+    /// ([`charge::state_name`]).
     key_state: String,
     /// The share of the limit at which an admitted decision counts as near it.
     near_limit_ratio: f64,
@@ -99,19 +96,27 @@ impl Limiter {
 
     /// A snapshot of the circuit breaker's state, for metrics and tests.
     pub fn breaker_state(&self) -> BreakerState {
-        self.inner.health.state()
+        self.inner.gate.breaker_state()
     }
 
-    /// Checks one request of `cost` units (0 = peek: report without consuming) against
-    /// `key`. A denial is `Ok` with `allowed == false`; `Err` is for a bad key, a cost that
-    /// could never fit, or a Redis reply the caller must hear about.
-    pub async fn check(&self, key: &str, cost: u64) -> Result<Decision, Error> {
-        let decision = self.decide(key, cost).await;
+    /// Checks one request on `key`: whether it may proceed, and what is left. A denial is
+    /// `Ok` with `allowed == false` (the decision is `#[must_use]`: dropping it unread admits
+    /// everything); `Err` is for a bad key or a Redis reply the caller must hear about
+    /// ([`Error::kind`]).
+    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
+        self.check_n(key, 1).await
+    }
+
+    /// Checks one request of `n` units on `key` (a batch of `n` items, a request weighing
+    /// `n`); `n == 0` asks how a request would be answered without consuming anything.
+    /// A cost no request could ever fit is [`Error::CostExceedsCapacity`].
+    pub async fn check_n(&self, key: &str, n: u64) -> Result<Decision, Error> {
+        let decision = self.decide(key, n).await;
         self.measured(decision)
     }
 
-    /// Checks one request of `cost` units against `key` under `quota` instead of the limiter's
-    /// own: the quota of the client's plan, looked up per request. `quota` is validated as
+    /// Checks one request on `key` under `quota` instead of the limiter's own: the quota of
+    /// the client's plan, looked up per request ([`Limiter::check_n_with`] for `n` units). `quota` is validated as
     /// [`LimiterBuilder::build`] validates the limiter's, and the decision's `limit` is its.
     ///
     /// Which state it counts against is the rule a change of quota follows: a named limiter
@@ -127,26 +132,35 @@ impl Limiter {
     /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(2)).name("api").build().unwrap();
     /// let pro = Quota::per_minute(5);
     /// for _ in 0..2 {
-    ///     assert!(limiter.check("free-user", 1).await.unwrap().allowed);
+    ///     assert!(limiter.check("free-user").await.unwrap().allowed);
     /// }
-    /// assert!(!limiter.check("free-user", 1).await.unwrap().allowed);
-    /// let upgraded = limiter.check_with("free-user", pro, 1).await.unwrap();
-    /// assert_eq!((upgraded.allowed, upgraded.limit, upgraded.remaining), (true, 5, 2));
+    /// assert!(!limiter.check("free-user").await.unwrap().allowed);
+    /// let upgraded = limiter.check_with("free-user", pro).await.unwrap();
+    /// assert_eq!((upgraded.allowed, upgraded.capacity, upgraded.remaining), (true, 5, 2));
     /// # });
     /// ```
-    pub async fn check_with(&self, key: &str, quota: Quota, cost: u64) -> Result<Decision, Error> {
+    pub async fn check_with(&self, key: &str, quota: Quota) -> Result<Decision, Error> {
+        self.check_n_with(key, quota, 1).await
+    }
+
+    /// [`Limiter::check_with`] for a request of `n` units.
+    pub async fn check_n_with(&self, key: &str, quota: Quota, n: u64) -> Result<Decision, Error> {
         if quota == self.inner.quota {
-            return self.check(key, cost).await;
+            return self.check_n(key, n).await;
         }
-        let decision = self.decide_under(key, &quota, cost).await;
+        let decision = self.decide_under(key, &quota, n).await;
         self.measured(decision)
     }
 
-    /// What a request on `key` would be answered now, without consuming anything: a peek
-    /// (`check(key, 0)`), for showing a client its quota. Not counted as a decision in the
-    /// metrics, since nothing was asked of the limit.
+    /// What a request on `key` would be answered now, without consuming anything: a peek of
+    /// its state, for showing a client its quota. Not counted as a decision in the metrics,
+    /// since nothing was asked of the limit. No failure policy can stand in for the store's
+    /// own reading: with Redis unreachable it is [`Error::Unavailable`].
     pub async fn state(&self, key: &str) -> Result<Decision, Error> {
-        self.decide(key, 0).await
+        let inner = &*self.inner;
+        inner.gate.keys().check(key)?;
+        let decision = inner.gate.peek(&inner.own_charge(key, 0)).await?;
+        Ok(Decision { capacity: inner.capacity(), ..decision })
     }
 
     fn measured(&self, decision: Result<Decision, Error>) -> Result<Decision, Error> {
@@ -159,187 +173,91 @@ impl Limiter {
     /// [`Limiter::check_with`] for a quota other than the limiter's own.
     async fn decide_under(&self, key: &str, quota: &Quota, cost: u64) -> Result<Decision, Error> {
         let inner = &*self.inner;
-        inner.keys.check(key)?;
+        inner.gate.keys().check(key)?;
         quota.validate(inner.algorithm)?;
         let capacity = quota.capacity(inner.algorithm);
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
-        let state = key_state(inner.algorithm, inner.named.then_some(inner.state.as_str()), quota);
-        let now = inner.clock.now_ms();
-        match &inner.store {
-            Store::Local(local) => {
-                let block = inner.blockable.then_some(key);
-                let outcome = match (inner.local_space(&state, quota), block) {
-                    (None, None) => local.apply(inner.algorithm, quota, key, now, cost),
-                    (None, Some(block)) => local.apply_blockable(block, inner.algorithm, quota, key, now, cost),
-                    (Some(space), block) => local.apply_in(&space, block, inner.algorithm, quota, key, now, cost),
-                };
-                Ok(Decision::from_store(outcome, capacity, now))
-            }
-            // Boxed, as in `decide`.
-            Store::Redis(redis) => Box::pin(self.decide_under_on_redis(redis, key, quota, &state, now, cost)).await,
-        }
-    }
-
-    /// [`Limiter::decide_under`] on Redis, at `now` on the limiter's clock.
-    async fn decide_under_on_redis(
-        &self,
-        redis: &RedisStore,
-        key: &str,
-        quota: &Quota,
-        state: &str,
-        now: u64,
-        cost: u64,
-    ) -> Result<Decision, Error> {
-        let inner = &*self.inner;
-        let capacity = quota.capacity(inner.algorithm);
-        let stem = inner.stem_in(key, state);
-        let request = scripts::Request {
-            algorithm: inner.algorithm,
-            quota,
-            stem: &stem,
-            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
-            cost,
-        };
-        let block = inner.block_key(key);
-        match inner.health.guard(&*inner.clock, now, redis, || redis.evaluate(request, block.as_deref())).await? {
-            Guarded::Answered((outcome, decided_at_ms)) => Ok(Decision::from_store(outcome, capacity, decided_at_ms)),
-            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                Ok(inner.fallback(key, quota, at_ms, cost, why, retry_after_ms))
-            }
-        }
+        let name = inner.named.then_some(inner.state.as_str());
+        let state = charge::state_name(inner.algorithm, name, inner.quota.period_ms(), quota);
+        let now = inner.gate.clock().now_ms();
+        inner.gate.decide(&inner.charge(key, *quota, Some(state), cost), now, None).await
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
         let inner = &*self.inner;
-        inner.keys.check(key)?;
+        inner.gate.keys().check(key)?;
         let capacity = inner.capacity();
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
-        let now = inner.clock.now_ms();
-        match &inner.store {
-            Store::Local(local) => {
-                let outcome = match inner.blockable {
-                    false => local.apply(inner.algorithm, &inner.quota, key, now, cost),
-                    true => local.apply_blockable(key, inner.algorithm, &inner.quota, key, now, cost),
-                };
-                Ok(inner.store_decision(outcome, now))
-            }
-            // Boxed: the Redis path's future (the modes, the breaker, the round trip) is far
-            // larger than the rest, and unboxed it would be built and moved on every in-process
-            // decision too, which awaits nothing (it was most of the memory an in-process
-            // decision touched). One allocation per round trip is nothing beside the trip.
-            Store::Redis(redis) => Box::pin(self.decide_on_redis(redis, key, cost, now)).await,
+        let now = inner.gate.clock().now_ms();
+        let charge = inner.own_charge(key, cost);
+        if inner.modes.leases.is_some() || inner.modes.denials.is_some() {
+            // Boxed, as the gate boxes its Redis path: the modes only run on Redis.
+            return Box::pin(self.decide_with_modes(&charge, key, cost, now)).await;
         }
+        inner.gate.decide(&charge, now, inner.modes.batcher.as_ref()).await
     }
 
-    /// [`Limiter::decide`] on Redis, at `now` on the limiter's clock.
-    async fn decide_on_redis(
-        &self,
-        redis: &Arc<RedisStore>,
-        key: &str,
-        cost: u64,
-        now: u64,
-    ) -> Result<Decision, Error> {
+    /// [`Limiter::decide`] with leases or the denial cache, at `now` on the limiter's clock.
+    async fn decide_with_modes(&self, charge: &Charge<'_>, key: &str, cost: u64, now: u64) -> Result<Decision, Error> {
         let inner = &*self.inner;
-        if let (Some(leases), true) = (&inner.modes.leases, cost > 0) {
-            let serving = Serving {
-                clock: &*inner.clock,
-                health: &inner.health,
-                algorithm: inner.algorithm,
-                quota: &inner.quota,
-                time_source: inner.time_source,
-                stem: &|| inner.stem(key),
-            };
-            return match leases.check(serving, redis, key, cost, now).await? {
+        let gate = &inner.gate;
+        if let (Some(leases), Some(redis), true) = (&inner.modes.leases, gate.redis(), cost > 0) {
+            let stem = || charge.stem(gate.keys());
+            return match leases.check(gate.clock(), gate.health(), charge, stem, redis, key, cost, now).await? {
                 Guarded::Answered(decision) => Ok(decision),
                 Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                    Ok(inner.fallback(key, &inner.quota, at_ms, cost, why, retry_after_ms))
+                    Ok(gate.fallback_one(charge, at_ms, why, retry_after_ms))
                 }
             };
         }
         if let Some(retry) = inner.modes.denials.as_ref().and_then(|d| d.check(key, cost, now)) {
             return Ok(inner.cached_denial(now, retry));
         }
-        let stem = inner.stem(key);
-        let client_now = (inner.time_source == TimeSource::Client).then_some(now);
-        let call = || async move {
-            match &inner.modes.batcher {
-                Some(batcher) => batcher.evaluate(redis, inner.algorithm, inner.quota, stem, client_now, cost).await,
-                None => {
-                    let request = scripts::Request {
-                        algorithm: inner.algorithm,
-                        quota: &inner.quota,
-                        stem: &stem,
-                        now_ms: client_now,
-                        cost,
-                    };
-                    let block = inner.blockable.then(|| scripts::block_key(inner.algorithm, &stem));
-                    redis.evaluate(request, block.as_deref()).await
-                }
-            }
-        };
-        match inner.health.guard(&*inner.clock, now, redis, call).await? {
-            Guarded::Answered((outcome, decided_at_ms)) => {
-                if let (Some(denials), false) = (&inner.modes.denials, outcome.allowed) {
-                    denials.record(key, cost, now, outcome.retry_after_ms);
-                }
-                Ok(inner.store_decision(outcome, decided_at_ms))
-            }
-            // Down, slow or refusing this client: an outage, the failure policy answers.
-            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                Ok(inner.fallback(key, &inner.quota, at_ms, cost, why, retry_after_ms))
-            }
+        let mut decision = gate.decide(charge, now, inner.modes.batcher.as_ref()).await?;
+        if let (Some(denials), Source::Store, false) = (&inner.modes.denials, decision.source, decision.allowed) {
+            denials.record(key, cost, now, crate::duration::whole_ms(decision.retry_after));
         }
-    }
-}
-
-/// What the keys of a decision under `quota` carry after the user key: the limiter's `name`
-/// (for a token bucket with its period, since its units are counted in periods and a bucket
-/// under another period is another bucket, as a rule's is), or without a name the quota itself
-/// ([`scripts::quota_state`]).
-fn key_state(algorithm: Algorithm, name: Option<&str>, quota: &Quota) -> String {
-    match name {
-        Some(name) if algorithm == Algorithm::TokenBucket => format!("{name}:p{}", quota.period_ms()),
-        Some(name) => name.to_owned(),
-        None => scripts::quota_state(algorithm, quota),
+        if decision.source == Source::Store {
+            decision.capacity = inner.capacity();
+        }
+        Ok(decision)
     }
 }
 
 impl Inner {
-    /// `prefix:{escaped key}:STATE:`, the stem of every Redis key of `key`.
-    fn stem(&self, key: &str) -> String {
-        self.stem_in(key, &self.key_state)
-    }
-
-    /// For a blockable limiter, the Redis key of the block on `key`: under the limiter's own
-    /// stem, whatever quota a request is decided under, so a block stops the key on every plan.
-    fn block_key(&self, key: &str) -> Option<String> {
-        self.blockable.then(|| scripts::block_key(self.algorithm, &self.stem(key)))
-    }
-
-    /// Where the local store keeps a key's state under `quota`, whose keys carry `state`:
-    /// `None` where Redis would read the limiter's own keys, else a namespace of its own. A
-    /// window's Redis key names its window by its index in periods (`:fw:N`), so windows of
-    /// another period are other keys even under one name; the local store, one state per key,
-    /// keeps them apart by namespace.
-    fn local_space(&self, state: &str, quota: &Quota) -> Option<String> {
-        let windowed = matches!(self.algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
-        if windowed && quota.period_ms() != self.quota.period_ms() {
-            Some(format!("{state}:p{}", quota.period_ms()))
-        } else {
-            (state != self.key_state).then(|| state.to_owned())
+    /// The charge of a request of `cost` on `key` under `quota`, counted against the state
+    /// named `state` (None: the limiter's own).
+    fn charge<'a>(&'a self, key: &'a str, quota: Quota, state: Option<String>, cost: u64) -> Charge<'a> {
+        // Another quota whose state name is the limiter's own shares its state.
+        let own = state.as_deref().is_none_or(|s| s == self.key_state);
+        let state = state.map_or(Cow::Borrowed(self.key_state.as_str()), Cow::Owned);
+        Charge {
+            name: Cow::Borrowed(&self.state),
+            algorithm: self.algorithm,
+            quota,
+            state: StateKey {
+                tag: Cow::Borrowed(key),
+                rest: Cow::Borrowed(""),
+                state,
+                home: Cow::Borrowed(&self.key_state),
+                alone: true,
+                own,
+            },
+            time_source: self.time_source,
+            cost,
+            blockable: self.blockable,
+            shadow: false,
+            policy: self.policy,
         }
     }
 
-    /// The stem of `key`'s Redis keys that carry `state`.
-    fn stem_in(&self, key: &str, state: &str) -> String {
-        let mut stem = self.keys.stem(key);
-        stem.push_str(state);
-        stem.push(':');
-        stem
+    /// The charge of `cost` on `key` under the limiter's own quota.
+    fn own_charge<'a>(&'a self, key: &'a str, cost: u64) -> Charge<'a> {
+        self.charge(key, self.quota, None, cost)
     }
 
     /// The most one request may cost: the algorithm's capacity, less what leases leave unused.
@@ -350,43 +268,16 @@ impl Inner {
         }
     }
 
-    fn store_decision(&self, o: Outcome, decided_at_ms: u64) -> Decision {
-        Decision::from_store(o, self.capacity(), decided_at_ms)
-    }
-
     /// The denial cache's answer: Redis denied this key moments ago and would still.
     fn cached_denial(&self, now: u64, retry_after_ms: u64) -> Decision {
         Decision {
             allowed: false,
-            limit: self.capacity(),
+            capacity: self.capacity(),
             remaining: 0,
-            retry_after_ms,
-            reset_after_ms: retry_after_ms,
+            retry_after: Duration::from_millis(retry_after_ms),
+            reset_after: Duration::from_millis(retry_after_ms),
             source: Source::DenialCache,
             degraded: None,
-            decided_at_ms: now,
-        }
-    }
-
-    /// The failure policy's answer, the one-rule case of a request's rules
-    /// ([`crate::policy::answer`]); `retry_after_ms` is when Redis may be asked again.
-    fn fallback(&self, key: &str, quota: &Quota, now: u64, cost: u64, why: Degraded, retry_after_ms: u64) -> Decision {
-        let asked = [Asked { policy: self.policy, key, cost, shadow: false }];
-        let answered = policy::answer(&self.budget, &asked, now, retry_after_ms);
-        let (item, source) = answered.items[0];
-        let o = item.outcome;
-        Decision {
-            allowed: o.allowed,
-            // What the answer enforced: the local budget when that answered.
-            limit: match self.policy {
-                FailurePolicy::LocalBudget { limit, .. } => limit,
-                _ => quota.capacity(self.algorithm),
-            },
-            remaining: o.remaining,
-            retry_after_ms: o.retry_after_ms,
-            reset_after_ms: o.reset_after_ms,
-            source,
-            degraded: Some(why),
             decided_at_ms: now,
         }
     }

@@ -42,7 +42,7 @@ pub const FAILOVERS: &str = "limiter_failovers_total";
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 
 use crate::decision::{Decision, Degraded, Source};
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::store::StoreError;
 
 /// Registers every metric's description with the installed recorder (the `# HELP` lines of
@@ -73,6 +73,7 @@ pub fn shadow_would_deny(rule: &str) {
     let _ = rule;
 }
 
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 fn degraded_name(d: Option<Degraded>) -> &'static str {
     match d {
         None => "none",
@@ -88,21 +89,22 @@ fn degraded_name(d: Option<Degraded>) -> &'static str {
 pub const DEFAULT_NEAR_LIMIT_RATIO: f64 = 0.8;
 
 /// Refuses a near-limit ratio outside (0, 1].
-pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), Error> {
+pub(crate) fn check_near_limit_ratio(ratio: f64) -> Result<(), ConfigError> {
     if ratio > 0.0 && ratio <= 1.0 {
         Ok(())
     } else {
-        Err(Error::config("near_limit_ratio", format!("must be above 0 and at most 1, got {ratio}")))
+        Err(ConfigError::new("near_limit_ratio", format!("must be above 0 and at most 1, got {ratio}")))
     }
 }
 
 /// Whether an admitted decision used at least `ratio` of its limit. Fail-open enforces no
 /// limit, so its answers are never near one.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 fn near_limit(d: &Decision, ratio: f64) -> bool {
     d.allowed
         && d.source != Source::FailOpen
-        && d.limit > 0
-        && (d.limit.saturating_sub(d.remaining)) as f64 >= ratio * d.limit as f64
+        && d.capacity > 0
+        && (d.capacity.saturating_sub(d.remaining)) as f64 >= ratio * d.capacity as f64
 }
 
 /// The decision counters of one limiter: their keys (the name and the labels, hashed) are built
@@ -184,6 +186,7 @@ impl DecisionCounter {
 
 /// Counts one decision of the limiter or rule named `limiter`; `near_ratio` is the share of the
 /// limit at which an admitted one counts as near it too.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(crate) fn decision(d: &Decision, limiter: &str, near_ratio: f64) {
     #[cfg(feature = "metrics")]
     {
@@ -310,11 +313,13 @@ impl StoreCall {
 
 #[cfg(test)]
 mod near_limit_tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn an_admitted_decision_that_used_the_ratio_of_its_limit_is_near_it() {
-        let d = |allowed, remaining| Decision::store(allowed, 10, remaining, 0, 0, 0);
+        let d = |allowed, remaining| Decision::store(allowed, 10, remaining, Duration::ZERO, Duration::ZERO, 0);
         assert!(near_limit(&d(true, 2), 0.8) && near_limit(&d(true, 0), 0.8));
         assert!(!near_limit(&d(true, 3), 0.8), "7 of 10 used is below 80%");
         assert!(!near_limit(&d(false, 0), 0.8), "a denial is counted as one, not as near the limit");

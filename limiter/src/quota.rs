@@ -2,8 +2,9 @@
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
 
-use crate::error::Error;
+use crate::error::ConfigError;
 
 /// Largest integer every algorithm's arithmetic may reach. Lua 5.1 (inside Redis) has only
 /// doubles, which are exact up to 2^53; keeping every intermediate product below 2^50 leaves
@@ -15,16 +16,18 @@ pub(crate) const EXACT_MAX: u64 = 1 << 50;
 /// so memory grows with the limit.
 pub const SLIDING_LOG_MAX_LIMIT: u64 = 1_000_000;
 
-/// `limit` units per `period_ms`, with up to `burst` at once.
+/// `limit` units per `period`, with up to `burst` at once.
 ///
 /// The window algorithms (fixed window, sliding-window counter, sliding log) admit
-/// `limit` per window of `period_ms`; they ignore `burst`. The bucket algorithms (token
-/// bucket, GCRA) hold up to `burst` units and refill at `limit / period_ms`.
+/// `limit` per window of `period`; they ignore `burst`. The bucket algorithms (token
+/// bucket, GCRA) hold up to `burst` units and refill at `limit / period`. Periods are whole
+/// milliseconds (Redis keeps time in them): a period's fraction of a millisecond is dropped.
 ///
 /// ```
+/// use std::time::Duration;
 /// use redis_ratelimit::Quota;
 /// let q = Quota::per_minute(100).with_burst(20);
-/// assert_eq!((q.limit(), q.period_ms(), q.burst()), (100, 60_000, 20));
+/// assert_eq!((q.limit(), q.period(), q.burst()), (100, Duration::from_secs(60), 20));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
@@ -34,32 +37,32 @@ pub struct Quota {
 }
 
 impl Quota {
-    /// `limit` per `period_ms`, burst equal to `limit`. Checked by [`Quota::validate`] when
+    /// `limit` per `period`, burst equal to `limit`. Checked by [`Quota::validate`] when
     /// a limiter is built, so a zero here becomes a clear error there rather than a panic.
-    pub const fn new(limit: u64, period_ms: u64) -> Self {
-        Quota { limit, period_ms, burst: limit }
+    pub const fn new(limit: u64, period: Duration) -> Self {
+        Quota { limit, period_ms: crate::duration::whole_ms(period), burst: limit }
     }
 
     /// `limit` per second.
     pub const fn per_second(limit: u64) -> Self {
-        Quota::new(limit, 1_000)
+        Quota::new(limit, Duration::from_secs(1))
     }
 
     /// `limit` per minute.
     pub const fn per_minute(limit: u64) -> Self {
-        Quota::new(limit, 60_000)
+        Quota::new(limit, Duration::from_secs(60))
     }
 
     /// A refill rate in units per second, given as a float (for example from a config file).
     /// NaN, infinities, zero and negative rates are refused. The rate is kept to a
     /// thousandth of a unit per second: `limit = round(rate * 1000)` per 1,000,000 ms.
-    pub fn from_rate(per_second: f64, burst: u64) -> Result<Self, Error> {
+    pub fn from_rate(per_second: f64, burst: u64) -> Result<Self, ConfigError> {
         if !per_second.is_finite() || per_second <= 0.0 {
-            return Err(Error::config("rate", format!("must be a finite number above 0, got {per_second}")));
+            return Err(ConfigError::new("rate", format!("must be a finite number above 0, got {per_second}")));
         }
         let milli = (per_second * 1000.0).round();
         if !(1.0..=1e12).contains(&milli) {
-            return Err(Error::config("rate", format!("{per_second}/s is outside 0.001/s ..= 1e9/s")));
+            return Err(ConfigError::new("rate", format!("{per_second}/s is outside 0.001/s ..= 1e9/s")));
         }
         Ok(Quota { limit: milli as u64, period_ms: 1_000_000, burst })
     }
@@ -76,6 +79,11 @@ impl Quota {
     }
 
     /// The period (window length) in milliseconds.
+    pub const fn period(&self) -> Duration {
+        Duration::from_millis(self.period_ms)
+    }
+
+    /// [`Quota::period`] in milliseconds, the unit Redis and the algorithms keep time in.
     pub const fn period_ms(&self) -> u64 {
         self.period_ms
     }
@@ -83,6 +91,7 @@ impl Quota {
     /// The window as the RateLimit fields name it (`w`), in whole seconds: a period that is not
     /// one (`250ms`, `1500ms`) is named by the whole seconds that hold it, rounded up, so a
     /// client that keeps to the limit per that many seconds is never refused for it.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) const fn window_secs(&self) -> u64 {
         let secs = self.period_ms.div_ceil(1000);
         if secs == 0 {
@@ -113,18 +122,18 @@ impl Quota {
     }
 
     /// Refuses any quota the algorithms cannot enforce exactly, naming the field.
-    pub fn validate(&self, algorithm: Algorithm) -> Result<(), Error> {
+    pub fn validate(&self, algorithm: Algorithm) -> Result<(), ConfigError> {
         if self.limit == 0 {
-            return Err(Error::config("limit", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("limit", "must be at least 1, got 0".into()));
         }
         if self.period_ms == 0 {
-            return Err(Error::config("period_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("period", "must be at least 1 ms, got 0".into()));
         }
         if algorithm.is_bucket() && self.burst == 0 {
-            return Err(Error::config("burst", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("burst", "must be at least 1, got 0".into()));
         }
         let too_big = |field: &'static str, what: String| {
-            Err(Error::config(field, format!("{what} exceeds 2^50, the range computed exactly in Redis's Lua")))
+            Err(ConfigError::new(field, format!("{what} exceeds 2^50, the range computed exactly in Redis's Lua")))
         };
         match algorithm {
             Algorithm::FixedWindow => {
@@ -139,7 +148,7 @@ impl Quota {
             }
             Algorithm::SlidingLog => {
                 if self.limit > SLIDING_LOG_MAX_LIMIT {
-                    return Err(Error::config(
+                    return Err(ConfigError::new(
                         "limit",
                         format!(
                             "{} is above {SLIDING_LOG_MAX_LIMIT}: a sliding log stores one member per admitted unit",
@@ -161,7 +170,7 @@ impl Quota {
                     return too_big("period_ms", format!("period_ms {} in microseconds", self.period_ms));
                 }
                 if self.limit > self.period_ms * 1000 {
-                    return Err(Error::config(
+                    return Err(ConfigError::new(
                         "limit",
                         format!(
                             "{} per {} ms is more than one per microsecond, GCRA's time resolution",
@@ -230,7 +239,19 @@ impl Algorithm {
 
     /// Bucket algorithms hold up to `burst` and refill continuously.
     pub const fn is_bucket(self) -> bool {
-        matches!(self, Algorithm::TokenBucket | Algorithm::Gcra)
+        match self {
+            Algorithm::TokenBucket | Algorithm::Gcra => true,
+            Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => false,
+        }
+    }
+
+    /// Window-counter algorithms count per aligned window of one period, in keys named by the
+    /// window's index (so another period is another run of windows).
+    pub const fn is_windowed(self) -> bool {
+        match self {
+            Algorithm::FixedWindow | Algorithm::SlidingWindow => true,
+            Algorithm::SlidingLog | Algorithm::TokenBucket | Algorithm::Gcra => false,
+        }
     }
 }
 
@@ -241,11 +262,11 @@ impl fmt::Display for Algorithm {
 }
 
 impl FromStr for Algorithm {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
         Algorithm::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
             let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-            Error::config("algorithm", format!("unknown algorithm {s:?}; expected one of {}", names.join(", ")))
+            ConfigError::new("algorithm", format!("unknown algorithm {s:?}; expected one of {}", names.join(", ")))
         })
     }
 }

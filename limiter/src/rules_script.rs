@@ -24,6 +24,7 @@ use crate::scripts::{self, key_suffix, Invocation};
 pub const MODULE_COMMAND: &str = "RATELIMIT.RULES";
 
 /// The script text (`lua/all_or_nothing.lua` with the five algorithm files spliced in).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub fn source() -> &'static str {
     redis_ratelimit_scripts::all_or_nothing()
 }
@@ -31,7 +32,7 @@ pub fn source() -> &'static str {
 /// One rule of a batch: its script request, whether it is a shadow rule, and whether it reads
 /// blocks.
 #[derive(Debug, Clone, Copy)]
-pub struct Item<'a> {
+pub struct RuleCall<'a> {
     /// What the rule's own script would be called with.
     pub request: scripts::Request<'a>,
     /// A shadow rule is decided and reported but never denies the request.
@@ -45,7 +46,7 @@ pub struct Item<'a> {
 #[derive(Debug, Clone, Default)]
 pub struct RulesRequest<'a> {
     /// The rules, in the order their answers come back.
-    pub items: Vec<Item<'a>>,
+    pub items: Vec<RuleCall<'a>>,
     /// False for a dry run: every rule decided, nothing consumed.
     pub commit: bool,
 }
@@ -163,7 +164,7 @@ mod tests {
     fn the_module_command_takes_the_scripts_keys_and_arguments_with_the_count_after_the_first_key() {
         let q = Quota::per_second(5);
         let items = ["rl:{k}:a:", "rl:{k}:b:"]
-            .map(|stem| Item {
+            .map(|stem| RuleCall {
                 request: scripts::Request { algorithm: Algorithm::Gcra, quota: &q, stem, now_ms: Some(7), cost: 1 },
                 shadow: false,
                 block: None,
@@ -184,7 +185,7 @@ mod tests {
         let stem2 = "rl:{k}:b:";
         let batch = RulesRequest {
             items: vec![
-                Item {
+                RuleCall {
                     request: scripts::Request {
                         algorithm: Algorithm::SlidingLog,
                         quota: &q1,
@@ -195,7 +196,7 @@ mod tests {
                     shadow: false,
                     block: Some("rl:{k}:a:sl:blk"),
                 },
-                Item {
+                RuleCall {
                     request: scripts::Request {
                         algorithm: Algorithm::Gcra,
                         quota: &q2,

@@ -43,9 +43,17 @@ pub const TOKEN_BUCKET: LuaScript = LuaScript {
 pub const GCRA: LuaScript =
     LuaScript { algorithm: Algorithm::Gcra, file: "gcra.lua", source: redis_ratelimit_scripts::GCRA };
 
-/// Every script.
+/// Every algorithm's script, in the order of `Algorithm::ALL` (built from it).
 #[cfg(any(test, feature = "harness"))]
-pub const ALL: [LuaScript; 5] = [FIXED_WINDOW, SLIDING_WINDOW, SLIDING_LOG, TOKEN_BUCKET, GCRA];
+pub const ALL: [LuaScript; Algorithm::ALL.len()] = {
+    let mut all = [FIXED_WINDOW; Algorithm::ALL.len()];
+    let mut i = 0;
+    while i < all.len() {
+        all[i] = for_algorithm(Algorithm::ALL[i]);
+        i += 1;
+    }
+    all
+};
 
 /// The script of `algorithm`: every algorithm has one, and the compiler holds this to it.
 pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
@@ -85,13 +93,13 @@ pub fn blockable_source(algorithm: Algorithm) -> &'static str {
 
 /// The Redis keys holding the state whose stem is `stem` (a limiter's whole stem,
 /// `prefix:{key}:STATE:`) under `algorithm` and `quota`, as seen at `now_ms`: the algorithm's
-/// one key, or for the windows every window an instance whose clock is within one period of
-/// `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`). The key's
-/// block is apart ([`block_key`]).
+/// one key, or for the sliding window every window an instance whose clock is within one
+/// period of `now_ms` may read or write (indices N-2 to N+1 around N = `now_ms / period`). The
+/// key's block is apart ([`block_key`]).
 pub fn state_keys(algorithm: Algorithm, quota: &Quota, stem: &str, now_ms: u64) -> Vec<String> {
     let key = format!("{stem}{}", key_suffix(algorithm));
     match algorithm {
-        Algorithm::FixedWindow | Algorithm::SlidingWindow => {
+        Algorithm::SlidingWindow => {
             let n = now_ms / quota.period_ms();
             (n.saturating_sub(2)..=n + 1).map(|i| format!("{key}:{i}")).collect()
         }

@@ -381,7 +381,7 @@ impl<V> Table<V> {
     /// `text` in the namespace `space`: another entry than `text` alone or in any other
     /// namespace, though the text is the same (its hash covers both; a slot compares the hash
     /// and the text). For state a user key keeps apart by what it is counted under.
-    pub(crate) fn key_in<'k>(&self, space: &str, text: &'k str) -> Key<'k> {
+    pub(crate) fn key_in<'k>(&self, space: impl std::hash::Hash, text: &'k str) -> Key<'k> {
         Key { hash: self.hasher.hash_one((space, text)), text }
     }
 

@@ -10,12 +10,13 @@ use loom::thread;
 use loom_support::explore;
 use redis_ratelimit::harness::{CircuitBreaker, Permit};
 use redis_ratelimit::{BreakerConfig, BreakerState};
+use std::time::Duration;
 
 const OPEN_MS: u64 = 100;
 
 /// A breaker opened by one failure at t=0, so at t >= OPEN_MS it is due for a probe.
 fn opened(threshold: u32) -> CircuitBreaker {
-    let b = CircuitBreaker::new(BreakerConfig::new(threshold, OPEN_MS));
+    let b = CircuitBreaker::new(BreakerConfig::new(threshold, Duration::from_millis(OPEN_MS)));
     for _ in 0..threshold {
         b.on_failure(Permit::Call, 0);
     }
@@ -79,7 +80,7 @@ fn probe_result_races_with_callers_and_the_breaker_ends_closed_or_probing_once()
 
 /// Three threads report a failure at t=7 to a breaker with `threshold`; its state after.
 fn after_three_concurrent_failures(threshold: u32) -> Arc<CircuitBreaker> {
-    let breaker = Arc::new(CircuitBreaker::new(BreakerConfig::new(threshold, OPEN_MS)));
+    let breaker = Arc::new(CircuitBreaker::new(BreakerConfig::new(threshold, Duration::from_millis(OPEN_MS))));
     let handles: Vec<_> = (0..3)
         .map(|_| {
             let breaker = breaker.clone();

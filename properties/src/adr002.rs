@@ -130,7 +130,7 @@ mod tests {
             (1_600, false, 0, 500, 1_500),
             (2_000, false, 0, 500, 1_500),
         ];
-        let q = Quota::new(2, 1_000).with_burst(3);
+        let q = Quota::new(2, std::time::Duration::from_secs(1)).with_burst(3);
         let mut state = None;
         for (t, allowed, remaining, retry_after_ms, reset_after_ms) in lines {
             let want = Outcome { allowed, remaining, retry_after_ms, reset_after_ms };

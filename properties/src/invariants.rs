@@ -554,7 +554,7 @@ pub fn check_clock_lag(s: &Subject, case: &Case) -> Result<(), Violation> {
     }
     let on_truth: Vec<Point> = points(&run).into_iter().map(|(i, _, c)| (i, truth[i], c)).collect();
     let t0 = truth.first().copied().unwrap_or(0);
-    let breach = if matches!(s.promise, Algorithm::TokenBucket | Algorithm::Gcra) {
+    let breach = if s.promise.is_bucket() {
         // A lagging reading re-creates an expired bucket at its own time, and a read-only
         // peek records nothing: either way a lagging client can be refilled for up to the
         // lag again. The promise under lag is B + r x (d + largest lag), no more.
@@ -585,5 +585,5 @@ pub fn check_clock_lag(s: &Subject, case: &Case) -> Result<(), Violation> {
 }
 
 fn is_window(a: Algorithm) -> bool {
-    matches!(a, Algorithm::FixedWindow | Algorithm::SlidingWindow)
+    a.is_windowed()
 }

@@ -299,7 +299,7 @@ mod tests {
     #[test]
     fn exact_bucket_keeps_fractions_and_ignores_steps_back() {
         // 1 token per 3 ms (unit 3, gain 1), burst 1.
-        let q = Quota::new(1, 3).with_burst(1);
+        let q = Quota::new(1, std::time::Duration::from_millis(3)).with_burst(1);
         let mut b = ExactBucket::for_promise(Algorithm::TokenBucket, &q);
         b.advance(0);
         b.take(1);
@@ -314,12 +314,12 @@ mod tests {
 
     #[test]
     fn within_rate_paces_a_bucket_client_and_keeps_later_gaps() {
-        let q = Quota::new(1, 10).with_burst(1);
+        let q = Quota::new(1, std::time::Duration::from_millis(10)).with_burst(1);
         let reqs = [Req { t_ms: 0, cost: 1 }, Req { t_ms: 1, cost: 1 }, Req { t_ms: 4, cost: 1 }];
         let paced = within_rate(Algorithm::TokenBucket, &q, &reqs);
         let times: Vec<u64> = paced.iter().map(|r| r.t_ms).collect();
         assert_eq!(times, [0, 10, 20]);
-        let log = within_rate(Algorithm::SlidingLog, &Quota::new(2, 10), &reqs);
+        let log = within_rate(Algorithm::SlidingLog, &Quota::new(2, std::time::Duration::from_millis(10)), &reqs);
         let times: Vec<u64> = log.iter().map(|r| r.t_ms).collect();
         assert_eq!(times, [0, 1, 10]);
     }

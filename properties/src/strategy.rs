@@ -6,6 +6,7 @@
 use proptest::prelude::*;
 use proptest::strategy::BoxedStrategy;
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::reference::gcra_interval_us;
 use crate::schedule::{Case, Req};
@@ -90,7 +91,7 @@ fn fit(algorithm: Algorithm, mut limit: u64, mut period: u64, mut burst: u64) ->
         }
         other => panic!("no promise is written down for {other}: add it here"),
     }
-    Quota::new(limit, period).with_burst(burst)
+    Quota::new(limit, Duration::from_millis(period)).with_burst(burst)
 }
 
 /// Quotas valid for the subject's algorithm and for the one whose promise it is held to.
@@ -162,7 +163,7 @@ fn start() -> BoxedStrategy<u64> {
 /// Schedules for `subject` of the given shape: a valid quota, a start time, and up to
 /// [`REQUESTS_MAX`] requests with costs up to the capacity.
 pub fn case(subject: Subject, shape: Shape) -> BoxedStrategy<Case> {
-    let window = matches!(subject.promise, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+    let window = subject.promise.is_windowed();
     let shape = Shape { backward: shape.backward && (shape.backward_windows || !window), ..shape };
     quota(&subject)
         .prop_flat_map(move |q| {

@@ -17,11 +17,12 @@ use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use http::{HeaderMap, Request};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
-use redis_ratelimit::enforce::{Enforcer, RulesDecision, Verdict};
+use redis_ratelimit::enforce::{Enforcer, RulesDecision, Ruling};
 use redis_ratelimit::http::headers;
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 use redis_ratelimit::{Algorithm, ManualClock, Quota};
@@ -58,7 +59,7 @@ struct Case {
 fn rule_spec(algorithms: Vec<Algorithm>, first: bool) -> impl Strategy<Value = RuleSpec> {
     (proptest::sample::select(algorithms), 1u64..=6, 1u64..=3, 1u64..=6, 0u64..=2, any::<bool>(), 0u8..4)
         .prop_filter_map("an enforceable rule", move |(algorithm, limit, secs, burst, cost, per_key, shadow)| {
-            let quota = Quota::new(limit, secs * 1000).with_burst(burst);
+            let quota = Quota::new(limit, Duration::from_millis(secs * 1000)).with_burst(burst);
             quota.validate(algorithm).ok()?;
             let cost = cost.min(quota.capacity(algorithm));
             // The first rule is the one under test: enforced, per key, costing at least 1.
@@ -97,7 +98,7 @@ fn request(key: u8) -> Request<()> {
 
 fn decide(e: &Enforcer, key: u8) -> Result<(RulesDecision, HeaderMap), TestCaseError> {
     match block_on(e.check(&request(key))) {
-        Ok(Verdict::Decided(d)) => {
+        Ok(Ruling::Decided(d)) => {
             let mut headers = HeaderMap::new();
             headers::apply(&mut headers, &d);
             Ok((d, headers))

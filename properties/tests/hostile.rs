@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use http::{HeaderName, HeaderValue, Request, Response};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestRunner};
-use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::http::RulesLayer;
 use redis_ratelimit::rules::{ApiKey, PeerAddr, RuleSet, User};
 use redis_ratelimit::{Error, ManualClock};
@@ -363,7 +363,7 @@ fn a_request_gets_a_decision_or_a_clear_refusal(enforcers: &[Enforcer], h: &Host
         let verdict = catch_unwind(AssertUnwindSafe(|| block_on(enforcer.check(&req))))
             .map_err(|_| TestCaseError::fail(format!("the enforcer panicked on {h:?}")))?;
         match verdict {
-            Ok(Verdict::Decided(d)) => prop_assert!(!d.rules.is_empty()),
+            Ok(Ruling::Decided(d)) => prop_assert!(!d.rules.is_empty()),
             Ok(_) => {}
             Err(Error::InvalidKey(why)) => prop_assert!(!why.is_empty()),
             Err(other) => return Err(TestCaseError::fail(format!("an error other than a refused key: {other}"))),

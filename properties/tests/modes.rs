@@ -12,6 +12,7 @@
 //! A failure prints the shrunk schedule and, for the simulator, the replay command.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -128,7 +129,7 @@ fn excess(q: &Quota, spent: &[(u64, u64)]) -> f64 {
 fn lease_cases() -> impl Strategy<Value = (Quota, u64, Vec<Call>)> {
     (1u64..=200, 1u64..=20, 1u64..=100)
         .prop_filter_map("leases fit", |(limit, burst, lifetime_ms)| {
-            let q = Quota::new(limit, 1_000).with_burst(burst);
+            let q = Quota::new(limit, Duration::from_secs(1)).with_burst(burst);
             (lease::capacity(Algorithm::Gcra, &q, lifetime_ms) >= 1).then_some((q, lifetime_ms))
         })
         .prop_flat_map(|(q, lifetime)| {
@@ -190,7 +191,7 @@ fn a_batch_on_the_redis_model_decides_as_its_requests_one_after_the_other() {
     );
     let n = cases(2);
     let result = runner(n).run(&strategy, |(algorithm, limit, period, batches, gaps)| {
-        let q = Quota::new(limit, period);
+        let q = Quota::new(limit, Duration::from_millis(period));
         prop_assume!(q.validate(algorithm).is_ok());
         let clock = ManualServerClock::from_millis(base_ms);
         let model = ModelHandle::new(clock.clone());

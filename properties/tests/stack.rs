@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -47,7 +48,7 @@ struct Sequence {
 fn sequences(algorithms: Vec<Algorithm>) -> impl Strategy<Value = Sequence> {
     (proptest::sample::select(algorithms), 1u64..=40, 1u64..=5_000, 1u64..=40)
         .prop_filter_map("valid quota", |(algorithm, limit, period_ms, burst)| {
-            let quota = Quota::new(limit, period_ms).with_burst(burst);
+            let quota = Quota::new(limit, Duration::from_millis(period_ms)).with_burst(burst);
             quota.validate(algorithm).ok().map(|()| (algorithm, quota))
         })
         .prop_flat_map(|(algorithm, quota)| {
@@ -55,8 +56,7 @@ fn sequences(algorithms: Vec<Algorithm>) -> impl Strategy<Value = Sequence> {
             // Window algorithms key by window index: a step back reads another key, which
             // the script and the model both treat as empty, but an older window's key may
             // still exist; the single-state algorithms take backward steps.
-            let back: i64 =
-                if matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow) { 0 } else { 500 };
+            let back: i64 = if algorithm.is_windowed() { 0 } else { 500 };
             let p = quota.period_ms() as i64;
             let step = prop_oneof![
                 3 => Just(0i64),

@@ -36,7 +36,7 @@ use anyhow::{anyhow, Context};
 
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, Verdict, VerdictLine, SCHEMA,
+    SubjectReport, Verdict, VerdictLine, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
 };
 pub use text_box::{overlapping, TextBox};
 
@@ -131,7 +131,7 @@ pub fn load_results(path: &Path) -> anyhow::Result<Results> {
             "{shown}: not a simulation results file: expected a JSON object with \"schema\": \"{SCHEMA}\""
         ));
     };
-    match object.get("schema") {
+    let (schema, version) = match object.get("schema") {
         None => {
             return Err(anyhow!(
                 "{shown}: no \"schema\" field: not a simulation results file (expected \"schema\": \"{SCHEMA}\" \
@@ -139,33 +139,67 @@ pub fn load_results(path: &Path) -> anyhow::Result<Results> {
                 results::command::command("simulate")
             ))
         }
-        Some(serde_json::Value::String(schema)) => check_schema(&shown.to_string(), schema)?,
+        Some(serde_json::Value::String(schema)) => (schema.clone(), check_schema(&shown.to_string(), schema)?),
         Some(other) => {
             return Err(anyhow!("{shown}: \"schema\" is {other}, not a string; expected \"{SCHEMA}\""));
         }
+    };
+    if version == SCHEMA_VERSION {
+        // From the bytes, so a field of the wrong type is named with its line.
+        return serde_json::from_slice(&bytes).map_err(|e| anyhow!("{shown}: does not match schema \"{SCHEMA}\": {e}"));
     }
-    serde_json::from_slice(&bytes).map_err(|e| anyhow!("{shown}: does not match schema \"{SCHEMA}\": {e}"))
+    let mut value = value;
+    upgrade(&mut value, version);
+    serde_json::from_value(value).map_err(|e| anyhow!("{shown}: does not match schema \"{schema}\": {e}"))
 }
 
-fn check_schema(shown: &str, schema: &str) -> anyhow::Result<()> {
-    if schema == SCHEMA {
-        return Ok(());
-    }
-    let (family, version) = SCHEMA.split_once('/').unwrap_or((SCHEMA, ""));
-    let ours: Option<u64> = version.parse().ok();
-    let theirs: Option<u64> =
-        schema.strip_prefix(family).and_then(|v| v.strip_prefix('/')).and_then(|v| v.parse().ok());
-    match (theirs, ours) {
-        (Some(t), Some(o)) if t < o => Err(anyhow!(
+/// The version of a file of this schema's family that this report reads (this one or an
+/// earlier one), or why not.
+fn check_schema(shown: &str, schema: &str) -> anyhow::Result<u32> {
+    let theirs: Option<u32> =
+        schema.strip_prefix(SCHEMA_FAMILY).and_then(|v| v.strip_prefix('/')).and_then(|v| v.parse().ok());
+    match theirs {
+        Some(t @ 1..=SCHEMA_VERSION) => Ok(t),
+        Some(0) => Err(anyhow!(
             "{shown}: schema \"{schema}\" is outdated; expected \"{SCHEMA}\": re-run {}",
             results::command::command("simulate")
         )),
-        (Some(_), _) => Err(anyhow!(
+        Some(_) => Err(anyhow!(
             "{shown}: schema \"{schema}\" is newer than this report understands; expected \"{SCHEMA}\": \
              update the reports crate to match the simulator"
         )),
-        (None, _) => Err(anyhow!(
+        None => Err(anyhow!(
             "{shown}: schema \"{schema}\" is not a rate limiter simulation results file; expected \"{SCHEMA}\""
         )),
+    }
+}
+
+/// A results file of schema version `from` in this version's shape (see `results::schema`):
+/// 1's `algorithm` and external-subject flag `subject` become 2's `subject` and `library`;
+/// what 3 added reads as its defaults.
+fn upgrade(value: &mut serde_json::Value, from: u32) {
+    use serde_json::Value;
+    if from < 2 {
+        let runs = value.get_mut("results").and_then(Value::as_array_mut).into_iter().flatten();
+        for run in runs.filter_map(Value::as_object_mut) {
+            let external = run.remove("subject").and_then(|v| v.as_bool());
+            if let Some(name) = run.remove("algorithm") {
+                run.insert("subject".into(), name);
+            }
+            if let Some(external) = external {
+                run.insert("library".into(), Value::Bool(!external));
+            }
+        }
+        for sweep in ["race_sweep", "skew_sweep"] {
+            let points = value.get_mut(sweep).and_then(Value::as_array_mut).into_iter().flatten();
+            for point in points.filter_map(Value::as_object_mut) {
+                if let Some(name) = point.remove("algorithm") {
+                    point.insert("subject".into(), name);
+                }
+            }
+        }
+    }
+    if let Some(schema) = value.get_mut("schema") {
+        *schema = Value::String(SCHEMA.to_owned());
     }
 }

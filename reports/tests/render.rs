@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use reports::{render, render_results, Results, RunResult, Verdict, SCHEMA};
+use reports::{load_results, render, render_results, Results, RunResult, Verdict, SCHEMA};
 
 // Each test binary compiles all the shared support and uses part of it.
 #[allow(dead_code)]
@@ -41,21 +41,51 @@ fn missing_results_file_error_names_the_file_and_says_how_to_make_one() {
 #[test]
 fn invalid_json_error_names_the_file_and_the_position() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), "results.json", "{\"schema\": \"rate-limit-sim/2\",\n  \"results\": [");
+    let path = write(dir.path(), "results.json", "{\"schema\": \"rate-limit-sim/3\",\n  \"results\": [");
     let e = error_of(&path);
     assert!(e.starts_with(&format!("{}: not valid JSON", path.display())), "{e}");
     assert!(e.contains("line 2"), "{e}");
 }
 
 #[test]
-fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
+fn earlier_schemas_are_read_in_this_ones_shape() {
     let dir = tempfile::tempdir().unwrap();
-    // An old file may lack fields or have other shapes: the schema is checked first.
-    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/1", "results": {"old": true}}"#);
+    // Version 1 named a run's subject `algorithm`, and flagged an external subject `subject`.
+    let one = write(
+        dir.path(),
+        "one.json",
+        r#"{"schema": "rate-limit-sim/1", "results": [{"scenario": "x", "algorithm": "naive", "subject": true},
+            {"scenario": "x", "algorithm": "gcra", "subject": false}], "race_sweep": [{"algorithm": "naive"}]}"#,
+    );
+    let r = load_results(&one).expect("a version 1 file reads");
+    assert_eq!(r.schema, SCHEMA);
+    assert_eq!((r.results[0].subject.as_str(), r.results[0].library), ("naive", false));
+    assert_eq!((r.results[1].subject.as_str(), r.results[1].library), ("gcra", true));
+    assert_eq!(r.race_sweep[0].subject, "naive");
+    // Version 2 had no clock-trust verdict per run, nor expired keys.
+    let two = write(
+        dir.path(),
+        "two.json",
+        r#"{"schema": "rate-limit-sim/2", "results": [{"scenario": "x", "subject": "gcra", "library": true,
+            "redis": {"keys": 3}}]}"#,
+    );
+    let r = load_results(&two).expect("a version 2 file reads");
+    assert_eq!(r.results[0].beyond_clock_trust, results::Verdict::None);
+    assert_eq!(r.results[0].redis.as_ref().map(|c| (c.keys, c.expired_keys)), Some((3, 0)));
+    // A shape error in an earlier version names that version.
+    let bad = write(dir.path(), "bad.json", r#"{"schema": "rate-limit-sim/2", "results": [{"requests": "many"}]}"#);
+    let e = error_of(&bad);
+    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/2\"", bad.display())), "{e}");
+}
+
+#[test]
+fn a_schema_before_the_first_is_outdated_and_says_to_rerun_the_simulator() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/0", "results": {"old": true}}"#);
     assert_eq!(
         error_of(&path),
         format!(
-            "{}: schema \"rate-limit-sim/1\" is outdated; expected \"rate-limit-sim/2\": re-run {}",
+            "{}: schema \"rate-limit-sim/0\" is outdated; expected \"{SCHEMA}\": re-run {}",
             path.display(),
             results::command::command("simulate")
         )
@@ -65,9 +95,9 @@ fn outdated_schema_error_says_outdated_and_to_rerun_the_simulator() {
 #[test]
 fn newer_schema_error_says_the_report_is_older_than_the_simulator() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/3"}"#);
+    let path = write(dir.path(), "results.json", r#"{"schema": "rate-limit-sim/4"}"#);
     let e = error_of(&path);
-    assert!(e.starts_with(&format!("{}: schema \"rate-limit-sim/3\" is newer", path.display())), "{e}");
+    assert!(e.starts_with(&format!("{}: schema \"rate-limit-sim/4\" is newer", path.display())), "{e}");
 }
 
 #[test]
@@ -97,10 +127,10 @@ fn field_of_the_wrong_type_error_names_the_file_and_the_field() {
     let path = write(
         dir.path(),
         "results.json",
-        r#"{"schema": "rate-limit-sim/2", "results": [{"scenario": "x", "requests": "many"}]}"#,
+        r#"{"schema": "rate-limit-sim/3", "results": [{"scenario": "x", "requests": "many"}]}"#,
     );
     let e = error_of(&path);
-    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/2\"", path.display())), "{e}");
+    assert!(e.starts_with(&format!("{}: does not match schema \"rate-limit-sim/3\"", path.display())), "{e}");
     assert!(e.contains("\"many\"") && e.contains("line 1"), "{e}");
 }
 

@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use results::{SubjectReport, Verdict};
 use sim_engine::run::Campaign;
@@ -148,7 +149,7 @@ fn replays(name: &str, v: &results::VerdictLine) -> Result<(), String> {
         .ok_or_else(|| format!("no search replay: {}", v.replay))?;
     let q: Vec<u64> =
         quota.split('/').map(|n| n.parse().map_err(|_| format!("{quota:?}"))).collect::<Result<_, _>>()?;
-    let quota = redis_ratelimit::Quota::new(q[0], q[1]).with_burst(q[2]);
+    let quota = redis_ratelimit::Quota::new(q[0], Duration::from_millis(q[1])).with_burst(q[2]);
     let file = load(name);
     let held = verify::held(&file, quota);
     let kind = CheckKind::ALL.into_iter().find(|k| k.name() == v.check).ok_or("no such check")?;

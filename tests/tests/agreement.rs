@@ -18,7 +18,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -35,17 +35,17 @@ const CALL_MS: i64 = 25;
 /// Quotas with fractional per-millisecond rates, tiny and larger windows, burst != limit.
 fn fast_quotas() -> Vec<Quota> {
     vec![
-        Quota::new(5, 1_000),
-        Quota::new(3, 1_000).with_burst(2),
-        Quota::new(7, 250).with_burst(10),
-        Quota::new(100, 60_000).with_burst(20),
-        Quota::new(1, 300),
+        Quota::new(5, Duration::from_secs(1)),
+        Quota::new(3, Duration::from_secs(1)).with_burst(2),
+        Quota::new(7, Duration::from_millis(250)).with_burst(10),
+        Quota::new(100, Duration::from_secs(60)).with_burst(20),
+        Quota::new(1, Duration::from_millis(300)),
     ]
 }
 
 /// Every TTL these quotas produce is at least 3 s, longer than a sequence runs.
 fn slow_quotas() -> Vec<Quota> {
-    vec![Quota::new(10, 60_000), Quota::new(4, 30_000).with_burst(6)]
+    vec![Quota::new(10, Duration::from_secs(60)), Quota::new(4, Duration::from_secs(30)).with_burst(6)]
 }
 
 /// `backwards`: whether the generated clock may step back (up to 500 ms).
@@ -138,8 +138,8 @@ async fn run_tiers(
         }
         let tier = tiers[pick.random_range(0..tiers.len())];
         let cost = cost.min(tier.capacity(algorithm));
-        let expected: Decision = twin.check_with(&key, tier, cost).await.expect("twin decides");
-        let got: Decision = redis.check_with(&key, tier, cost).await.expect("redis decides");
+        let expected: Decision = twin.check_n_with(&key, tier, cost).await.expect("twin decides");
+        let got: Decision = redis.check_n_with(&key, tier, cost).await.expect("redis decides");
         assert_eq!(
             got,
             expected,
@@ -163,7 +163,7 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
         // Window keys are per window index: a clock stepping back reads an older window,
         // which Redis may or may not still hold, so only the single-state algorithms are
         // compared across backward steps.
-        if matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra | Algorithm::SlidingLog) {
+        if !algorithm.is_windowed() {
             for q in slow_quotas() {
                 total += run_sequence(&server, algorithm, q, seed, true).await;
                 seed += 1;
@@ -183,13 +183,17 @@ async fn twin_and_lua_on_real_redis_agree_for_every_algorithm() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
     let server = RedisServer::start().expect("redis-server starts");
-    let tiers = [Quota::new(3, 1_000), Quota::new(8, 1_000).with_burst(5), Quota::new(5, 2_000).with_burst(2)];
+    let tiers = [
+        Quota::new(3, Duration::from_secs(1)),
+        Quota::new(8, Duration::from_secs(1)).with_burst(5),
+        Quota::new(5, Duration::from_secs(2)).with_burst(2),
+    ];
     let mut total = 0;
     for (seed, algorithm) in (100..).zip(Algorithm::ALL) {
         total += run_tiers(&server, algorithm, &tiers, None, seed, false, false).await;
         let shared: &[Quota] = match algorithm {
             Algorithm::SlidingLog => &tiers[..2],
-            Algorithm::TokenBucket => &[tiers[0], tiers[2], Quota::new(4, 1_500)],
+            Algorithm::TokenBucket => &[tiers[0], tiers[2], Quota::new(4, Duration::from_millis(1_500))],
             _ => &tiers,
         };
         total += run_tiers(&server, algorithm, shared, Some("plans"), seed + 50, false, false).await;
@@ -206,7 +210,7 @@ async fn a_quota_per_request_is_decided_alike_by_twin_and_script() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blocks_are_decided_alike_by_twin_and_script() {
     let server = RedisServer::start().expect("redis-server starts");
-    let tiers = [Quota::new(3, 1_000), Quota::new(8, 1_000).with_burst(5)];
+    let tiers = [Quota::new(3, Duration::from_secs(1)), Quota::new(8, Duration::from_secs(1)).with_burst(5)];
     let mut total = 0;
     for (seed, algorithm) in (200..).zip(Algorithm::ALL) {
         total += run_tiers(&server, algorithm, &fast_quotas()[..1], None, seed, false, true).await;
@@ -237,25 +241,29 @@ async fn the_all_or_nothing_script_and_its_twin_agree() {
     };
     let rules = RuleSet::builder()
         .rule(
-            rule("fw", Algorithm::FixedWindow, Quota::new(9, 60_000), 1)
-                .tier("pro", Quota::new(12, 30_000))
-                .blockable(true),
-        )
-        .rule(rule("sw", Algorithm::SlidingWindow, Quota::new(6, 30_000), 0).tier("pro", Quota::new(4, 20_000)))
-        .rule(
-            rule("sl", Algorithm::SlidingLog, Quota::new(5, 30_000), 1)
-                .tier("pro", Quota::new(8, 30_000))
+            rule("fw", Algorithm::FixedWindow, Quota::new(9, Duration::from_secs(60)), 1)
+                .tier("pro", Quota::new(12, Duration::from_secs(30)))
                 .blockable(true),
         )
         .rule(
-            rule("tb", Algorithm::TokenBucket, Quota::new(4, 30_000).with_burst(6), 2)
-                .tier("pro", Quota::new(6, 20_000).with_burst(8))
+            rule("sw", Algorithm::SlidingWindow, Quota::new(6, Duration::from_secs(30)), 0)
+                .tier("pro", Quota::new(4, Duration::from_secs(20))),
+        )
+        .rule(
+            rule("sl", Algorithm::SlidingLog, Quota::new(5, Duration::from_secs(30)), 1)
+                .tier("pro", Quota::new(8, Duration::from_secs(30)))
                 .blockable(true),
         )
         .rule(
-            rule("gcra", Algorithm::Gcra, Quota::new(10, 60_000).with_burst(3), 1).tier("pro", Quota::new(20, 30_000)),
+            rule("tb", Algorithm::TokenBucket, Quota::new(4, Duration::from_secs(30)).with_burst(6), 2)
+                .tier("pro", Quota::new(6, Duration::from_secs(20)).with_burst(8))
+                .blockable(true),
         )
-        .rule(rule("dark", Algorithm::SlidingLog, Quota::new(2, 30_000), 1).shadow(true))
+        .rule(
+            rule("gcra", Algorithm::Gcra, Quota::new(10, Duration::from_secs(60)).with_burst(3), 1)
+                .tier("pro", Quota::new(20, Duration::from_secs(30))),
+        )
+        .rule(rule("dark", Algorithm::SlidingLog, Quota::new(2, Duration::from_secs(30)), 1).shadow(true))
         .build()
         .expect("valid rules");
     let (admitted, mixed, blocks) = enforcers_agree(&server, rules, &["fw", "sl", "tb"], 11).await;
@@ -280,7 +288,7 @@ async fn enforcers_agree(
     blockable: &[&str],
     seed: u64,
 ) -> Agreed {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::enforce::{Enforcer, Ruling};
     let clock = ManualClock::new(BASE_MS);
     let redis = Enforcer::builder(rules.clone())
         .redis(RedisStore::from_url(&server.url()).expect("url"))
@@ -318,14 +326,16 @@ async fn enforcers_agree(
             twin.block(rule, &req, duration).await.expect("twin blocks");
             blocks += 1;
         }
-        let (Verdict::Decided(got), Verdict::Decided(want)) =
+        let (Ruling::Decided(got), Ruling::Decided(want)) =
             (redis.check(&req).await.expect("redis decides"), twin.check(&req).await.expect("twin decides"))
         else {
             panic!("request #{i}: both enforcers decide");
         };
         assert_eq!(got.allowed, want.allowed, "request #{i} at t={}", now - BASE_MS as i64);
         for (g, w) in got.rules.iter().zip(&want.rules) {
-            let strip = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let strip = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(
                 (strip(&g.decision), g.consumed),
                 (strip(&w.decision), w.consumed),
@@ -351,11 +361,11 @@ async fn a_request_one_rule_decides_is_decided_alike_by_its_own_script_and_the_t
     let mut total = (0, 0);
     for (seed, algorithm) in (300..).zip(Algorithm::ALL) {
         for shadow in [false, true] {
-            let rule = Rule::new("one", algorithm, Quota::new(4, 20_000).with_burst(5))
+            let rule = Rule::new("one", algorithm, Quota::new(4, Duration::from_secs(20)).with_burst(5))
                 .key([KeyPart::header("x-api-key")])
                 .cost(1 + seed % 2)
                 .time_source(TimeSource::Client)
-                .tier("pro", Quota::new(6, 20_000))
+                .tier("pro", Quota::new(6, Duration::from_secs(20)))
                 .shadow(shadow)
                 .blockable(!shadow);
             let rules = RuleSet::builder().rule(rule).build().expect("valid rules");

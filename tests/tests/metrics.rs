@@ -9,9 +9,10 @@ mod example;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use http::Request;
-use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 use redis_ratelimit::{Algorithm, Quota, RedisStore};
 use redis_tests::RedisServer;
@@ -110,21 +111,24 @@ fn the_exposition_counts_what_the_requests_did() {
     // The rules enforcer's calls go through the same timed store call: each request is one call
     // of the all-or-nothing script, measured under `rules`, and its failures are counted too.
     let rules = RuleSet::builder()
-        .rule(Rule::new("per-key", Algorithm::Gcra, Quota::new(5, 1_000)).key([KeyPart::header("x-api-key")]))
-        .rule(Rule::new("global", Algorithm::FixedWindow, Quota::new(100, 1_000)))
+        .rule(
+            Rule::new("per-key", Algorithm::Gcra, Quota::new(5, Duration::from_secs(1)))
+                .key([KeyPart::header("x-api-key")]),
+        )
+        .rule(Rule::new("global", Algorithm::FixedWindow, Quota::new(100, Duration::from_secs(1))))
         .build()
         .expect("rules");
     let store = RedisStore::from_url(&server.url()).expect("store");
     let enforcer = Enforcer::builder(rules).redis(store).build().expect("enforcer");
     let req = || Request::builder().uri("/").header("x-api-key", "metrics-key").body(()).expect("request");
-    let verdicts: Vec<Verdict> = rt.block_on(async {
+    let verdicts: Vec<Ruling> = rt.block_on(async {
         let mut out = Vec::new();
         for _ in 0..3 {
             out.push(enforcer.check(&req()).await.expect("decided"));
         }
         out
     });
-    assert!(verdicts.iter().all(|v| matches!(v, Verdict::Decided(d) if d.allowed)), "{verdicts:?}");
+    assert!(verdicts.iter().all(|v| matches!(v, Ruling::Decided(d) if d.allowed)), "{verdicts:?}");
     let rules_calls = |body: &str, result| {
         value(body, "limiter_store_call_seconds_count", &[("algorithm", "rules"), ("result", result)])
     };
@@ -134,7 +138,7 @@ fn the_exposition_counts_what_the_requests_did() {
         assert_eq!(value(&body, "limiter_decisions_total", &[("limiter", rule), ("source", "store")]), 3.0, "{body}");
     }
     server.kill();
-    rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
+    let _answered = rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);
     assert_eq!(rules_calls(&body, "unavailable"), 1.0, "{body}");
     assert_eq!(value(&body, "limiter_store_errors_total", &[("kind", "unavailable")]), 6.0, "{body}");

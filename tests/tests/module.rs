@@ -15,12 +15,14 @@
 mod conformance_support;
 mod module_support;
 
+use std::time::Duration;
+
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
 use redis_ratelimit::harness::algo::lease::LeaseArgs;
 use redis_ratelimit::harness::mode_scripts::{lease_module_command, LeaseRequest};
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
@@ -178,7 +180,7 @@ fn the_model_runs_every_command_as_redis_with_the_module_does() {
 fn every_command_decides_on_redis_clock_as_its_script_does() {
     let server = server();
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(3, 60_000).with_burst(3);
+    let q = Quota::new(3, Duration::from_secs(60)).with_burst(3);
     for algorithm in Algorithm::ALL {
         let req = Request { algorithm, quota: &q, stem: "", now_ms: None, cost: 1 };
         for n in 0..4 {
@@ -209,7 +211,7 @@ fn the_commands_refuse_bad_arguments_by_name() {
         ("RATELIMIT.GCRA", &["k", "", "0", "3", "1"], "interval_us must be at least 1"),
         ("RATELIMIT.GCRA", &["k", "4503599627370496", "1000", "3", "1"], "now_ms 4503599627370496 is past 2^52"),
         ("RATELIMIT.FW", &["k", "", "5", "1000"], "wrong number of arguments"),
-        ("RATELIMIT.FW", &["k", "", "5", "0", "1"], "period_ms"),
+        ("RATELIMIT.FW", &["k", "", "5", "0", "1"], "period must be at least 1 ms"),
         ("RATELIMIT.FW", &["k", "", "5", "1000", "6"], "cost 6 exceeds the limit 5"),
         ("RATELIMIT.SW", &["k", "", "1125899906842624", "1000", "1"], "exceeds 2^50"),
         ("RATELIMIT.SW", &["k", "", "5", "1000", "1.5"], "cost must be a non-negative integer"),
@@ -244,7 +246,7 @@ fn the_commands_replicate_their_writes_not_themselves() {
         info.contains("master_link_status:up")
     });
     assert!(linked, "the replica never linked");
-    let q = Quota::new(3, 60_000).with_burst(3);
+    let q = Quota::new(3, Duration::from_secs(60)).with_burst(3);
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after 1970").as_millis() as u64;
     for algorithm in Algorithm::ALL {
@@ -267,7 +269,7 @@ fn the_commands_replicate_their_writes_not_themselves() {
     // replicated writes.
     let stems = ["m:{rules}:a:", "m:{rules}:b:"];
     let items = [(Algorithm::FixedWindow, stems[0]), (Algorithm::Gcra, stems[1])]
-        .map(|(algorithm, stem)| Item {
+        .map(|(algorithm, stem)| RuleCall {
             request: Request { algorithm, quota: &q, stem, now_ms: Some(now), cost: 1 },
             shadow: false,
             block: None,

@@ -16,7 +16,7 @@ mod module_support;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Invocation, Request};
 use redis_ratelimit::{Algorithm, Quota};
 
@@ -66,7 +66,7 @@ fn request<'a>(
         .iter()
         .zip(stems)
         .zip(blocks)
-        .map(|((r, stem), block)| Item {
+        .map(|((r, stem), block)| RuleCall {
             request: Request { algorithm: r.algorithm, quota: &r.quota, stem, now_ms: Some(now), cost },
             shadow: r.shadow,
             block: r.blockable.then_some(block.as_str()),

@@ -4,6 +4,7 @@
 //! without the module is named as such instead of being answered by scripts.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -35,7 +36,7 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
     let server = module_server();
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in Algorithm::ALL {
-        let quota = Quota::new(5, 1_000).with_burst(4);
+        let quota = Quota::new(5, Duration::from_secs(1)).with_burst(4);
         let limiter = |store: RedisStore, prefix: &str| {
             Limiter::builder(algorithm, quota)
                 .redis(store)
@@ -53,9 +54,11 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
         for i in 0..300 {
             clock.advance(rng.random_range(0..120));
             let (key, cost) = (format!("k{}", rng.random_range(0..3)), rng.random_range(0..=3));
-            let (s, m) = (scripts.check(&key, cost).await.expect("decides"), module.check(&key, cost).await);
+            let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
             assert_eq!((s.source, s.degraded), (m.source, m.degraded), "{algorithm} request {i}");
             admitted += u32::from(m.allowed && cost > 0);
@@ -75,7 +78,7 @@ async fn batching_over_the_module_pipelines_its_commands_and_decides_them_as_one
         .batching(Batching::default())
         .build()
         .expect("valid");
-    let results: Vec<bool> = futures::future::join_all((0..8).map(|_| l.check("one", 1)))
+    let results: Vec<bool> = futures::future::join_all((0..8).map(|_| l.check("one")))
         .await
         .into_iter()
         .map(|d| d.expect("decides").allowed)
@@ -91,7 +94,7 @@ async fn a_server_without_the_module_is_named_and_never_answered_by_scripts() {
     let l =
         Limiter::builder(Algorithm::Gcra, Quota::per_second(10)).redis(with_module(&server)).build().expect("valid");
     for _ in 0..2 {
-        match l.check("k", 1).await {
+        match l.check("k").await {
             Err(e @ Error::ModuleNotLoaded { .. }) => {
                 let says = e.to_string();
                 for part in ["ratelimit", "RATELIMIT.GCRA", "--loadmodule", "MODULE LOAD", "with_module()"] {
@@ -114,7 +117,7 @@ async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in [Algorithm::Gcra, Algorithm::TokenBucket] {
         let limiter = |store: RedisStore, prefix: &str| {
-            Limiter::builder(algorithm, Quota::new(20, 1_000).with_burst(20))
+            Limiter::builder(algorithm, Quota::new(20, Duration::from_secs(1)).with_burst(20))
                 .redis(store)
                 .key_prefix(prefix)
                 .clock(Arc::new(clock.clone()))
@@ -132,9 +135,9 @@ async fn a_leasing_limiter_decides_with_the_module_as_with_scripts() {
         for i in 0..300 {
             clock.advance(rng.random_range(0..30));
             let (instance, key) = (rng.random_range(0..3), format!("k{}", rng.random_range(0..2)));
-            let s = scripts[instance].check(&key, 1).await.expect("decides");
-            let m = module[instance].check(&key, 1).await.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.source);
+            let s = scripts[instance].check(&key).await.expect("decides");
+            let m = module[instance].check(&key).await.expect("the module decides");
+            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after.as_millis(), d.source);
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: instance {instance} {key}");
             admitted += u32::from(m.allowed);
         }
@@ -154,7 +157,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
     let clock = ManualClock::new(1_800_000_000_000);
     for algorithm in Algorithm::ALL {
         let limiter = |store: RedisStore, prefix: &str| {
-            Limiter::builder(algorithm, Quota::new(5, 1_000).with_burst(4))
+            Limiter::builder(algorithm, Quota::new(5, Duration::from_secs(1)).with_burst(4))
                 .redis(store)
                 .key_prefix(prefix)
                 .clock(Arc::new(clock.clone()))
@@ -177,9 +180,11 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
                     l.block(&key, std::time::Duration::from_millis(ms)).await.expect("blocks");
                 }
             }
-            let (s, m) = (scripts.check(&key, cost).await.expect("decides"), module.check(&key, cost).await);
+            let (s, m) = (scripts.check_n(&key, cost).await.expect("decides"), module.check_n(&key, cost).await);
             let m = m.expect("the module decides");
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
             blocked += u32::from(!m.allowed && m.remaining == 0 && cost == 0);
         }
@@ -194,7 +199,7 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
         .build()
         .expect("valid");
     let admitted = |l: Limiter, key: &'static str| async move {
-        let all = futures::future::join_all((0..8).map(|_| l.check(key, 1))).await;
+        let all = futures::future::join_all((0..8).map(|_| l.check(key))).await;
         all.into_iter().filter(|d| d.as_ref().expect("decides").allowed).count()
     };
     assert_eq!(admitted(l.clone(), "one").await, 5, "five of eight admitted");
@@ -207,13 +212,13 @@ async fn a_blockable_limiter_decides_behind_its_blocks_with_the_module_as_with_s
 /// `RATELIMIT.RULES` (all of them or none consumed), every rule's answer equal.
 #[tokio::test]
 async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scripts() {
-    use redis_ratelimit::enforce::{Enforcer, Verdict};
+    use redis_ratelimit::enforce::{Enforcer, Ruling};
     use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
 
     let server = module_server();
     let clock = ManualClock::new(1_800_000_000_000);
     let rule = |name: &str, algorithm, limit| {
-        Rule::new(name, algorithm, Quota::new(limit, 2_000).with_burst(limit))
+        Rule::new(name, algorithm, Quota::new(limit, Duration::from_secs(2)).with_burst(limit))
             .key([KeyPart::header("x-api-key")])
             .time_source(TimeSource::Client)
     };
@@ -237,13 +242,15 @@ async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scrip
         for i in 0..100 {
             clock.advance(rng.random_range(0..200));
             let key = rng.random_range(0..2);
-            let (Verdict::Decided(s), Verdict::Decided(m)) = (
+            let (Ruling::Decided(s), Ruling::Decided(m)) = (
                 scripts.check(&request(key)).await.expect("the scripts decide"),
                 module.check(&request(key)).await.expect("the module decides"),
             ) else {
                 panic!("{name} request {i}: both decide");
             };
-            let fields = |d: &redis_ratelimit::Decision| (d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms);
+            let fields = |d: &redis_ratelimit::Decision| {
+                (d.allowed, d.remaining, d.retry_after.as_millis(), d.reset_after.as_millis())
+            };
             assert_eq!(s.rules.len(), m.rules.len(), "{name} request {i}");
             for (rs, rm) in s.rules.iter().zip(&m.rules) {
                 assert_eq!(fields(&rs.decision), fields(&rm.decision), "{name} request {i}");

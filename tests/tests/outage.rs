@@ -22,7 +22,7 @@ fn limiter(server: &RedisServer, policy: FailurePolicy) -> Limiter {
                 .expect("timeout"),
         )
         .failure_policy(policy)
-        .breaker(BreakerConfig::new(2, OPEN_MS))
+        .breaker(BreakerConfig::new(2, Duration::from_millis(OPEN_MS)))
         .build()
         .expect("valid")
 }
@@ -30,7 +30,7 @@ fn limiter(server: &RedisServer, policy: FailurePolicy) -> Limiter {
 async fn wait_for_store(l: &Limiter) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let d = l.check("k", 1).await.expect("decides");
+        let d = l.check("k").await.expect("decides");
         if d.source == Source::Store {
             return;
         }
@@ -44,24 +44,24 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
     let mut server = RedisServer::start().expect("redis-server");
     let open = limiter(&server, FailurePolicy::FailOpen);
     let closed = limiter(&server, FailurePolicy::FailClosed);
-    let budget = limiter(&server, FailurePolicy::LocalBudget { limit: 2, period_ms: 60_000 });
+    let budget = limiter(&server, FailurePolicy::LocalBudget { limit: 2, period: Duration::from_secs(60) });
     for l in [&open, &closed, &budget] {
-        assert_eq!(l.check("k", 1).await.expect("decides").source, Source::Store);
+        assert_eq!(l.check("k").await.expect("decides").source, Source::Store);
     }
 
     server.kill();
 
     // Two failures each (the breaker's threshold).
     for _ in 0..2 {
-        let d = open.check("k", 1).await.expect("decides");
+        let d = open.check("k").await.expect("decides");
         assert_eq!((d.allowed, d.source, d.degraded), (true, Source::FailOpen, Some(Degraded::Unavailable)));
-        let d = closed.check("k", 1).await.expect("decides");
+        let d = closed.check("k").await.expect("decides");
         assert_eq!((d.allowed, d.source), (false, Source::FailClosed));
-        assert!(d.retry_after_ms > 0, "{d:?}");
+        assert!(d.retry_after.as_millis() > 0, "{d:?}");
     }
     let mut admitted = 0;
     for _ in 0..3 {
-        let d = budget.check("k", 1).await.expect("decides");
+        let d = budget.check("k").await.expect("decides");
         assert_eq!(d.source, Source::LocalBudget);
         admitted += d.allowed as u32;
     }
@@ -70,7 +70,7 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
     // Two failures opened every breaker: the next call does not even try Redis.
     for l in [&open, &closed, &budget] {
         assert!(matches!(l.breaker_state(), BreakerState::Open { .. }), "{:?}", l.breaker_state());
-        let d = l.check("k", 1).await.expect("decides");
+        let d = l.check("k").await.expect("decides");
         assert_eq!(d.degraded, Some(Degraded::BreakerOpen));
     }
 
@@ -85,11 +85,11 @@ async fn each_policy_answers_while_redis_is_dead_and_recovers_after_restart() {
 async fn a_paused_redis_times_out_per_the_configured_timeout_then_recovers() {
     let server = RedisServer::start().expect("redis-server");
     let l = limiter(&server, FailurePolicy::FailClosed);
-    assert_eq!(l.check("k", 1).await.expect("decides").source, Source::Store);
+    assert_eq!(l.check("k").await.expect("decides").source, Source::Store);
 
     server.pause().expect("SIGSTOP");
     let started = Instant::now();
-    let d = l.check("k", 1).await.expect("decides");
+    let d = l.check("k").await.expect("decides");
     assert_eq!((d.allowed, d.source, d.degraded), (false, Source::FailClosed, Some(Degraded::Timeout)));
     // Bounded by the timeout, not by Redis: a loose bound, this is not a speed test.
     assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
@@ -101,14 +101,14 @@ async fn a_paused_redis_times_out_per_the_configured_timeout_then_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
     let mut server = RedisServer::start().expect("redis-server");
-    let l = limiter(&server, FailurePolicy::LocalBudget { limit: 50, period_ms: 1_000 });
+    let l = limiter(&server, FailurePolicy::LocalBudget { limit: 50, period: Duration::from_secs(1) });
     let workers: Vec<_> = (0..8)
         .map(|w| {
             let l = l.clone();
             tokio::spawn(async move {
                 let mut sources = std::collections::BTreeMap::new();
                 for i in 0..150 {
-                    let d = l.check(&format!("user-{}", (w + i) % 5), 1).await.expect("every request gets a decision");
+                    let d = l.check(&format!("user-{}", (w + i) % 5)).await.expect("every request gets a decision");
                     *sources.entry(d.source).or_insert(0u32) += 1;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
@@ -139,7 +139,7 @@ async fn concurrent_load_through_a_crash_gets_a_decision_for_every_request() {
 async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
     let server = RedisServer::start().expect("redis-server");
     // A counter of 1,000 per ten days, like a daily quota, and a budget that admits everything.
-    let quota = Quota::new(1_000, 864_000_000);
+    let quota = Quota::new(1_000, Duration::from_secs(864_000));
     let build = || {
         Limiter::builder(Algorithm::FixedWindow, quota)
             .redis(
@@ -148,20 +148,20 @@ async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
                     .with_timeout(Duration::from_millis(200))
                     .expect("timeout"),
             )
-            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period_ms: 60_000 })
-            .breaker(BreakerConfig::new(2, OPEN_MS))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period: Duration::from_secs(60) })
+            .breaker(BreakerConfig::new(2, Duration::from_millis(OPEN_MS)))
             .build()
             .expect("valid")
     };
     let l = build();
     for _ in 0..3 {
-        assert_eq!(l.check("daily", 1).await.expect("decides").source, Source::Store);
+        assert_eq!(l.check("daily").await.expect("decides").source, Source::Store);
     }
     server.pause().expect("SIGSTOP");
     let mut timed_out = 0;
     let deadline = Instant::now() + Duration::from_millis(3 * OPEN_MS);
     while Instant::now() < deadline {
-        let d = l.check("daily", 1).await.expect("decides");
+        let d = l.check("daily").await.expect("decides");
         assert!(d.allowed && d.source == Source::LocalBudget, "{d:?}");
         timed_out += (d.degraded == Some(Degraded::Timeout)) as u64;
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -169,7 +169,7 @@ async fn calls_that_time_out_count_at_most_once_more_when_redis_resumes() {
     server.resume().expect("SIGCONT");
     // Whatever of the timed-out calls Redis read runs now; a fresh limiter peeks at the count.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let peek = build().check("daily", 0).await.expect("decides");
+    let peek = build().check_n("daily", 0).await.expect("decides");
     assert_eq!(peek.source, Source::Store, "{peek:?}");
     let late = 1_000 - 3 - peek.remaining;
     assert!(timed_out >= 2, "the breaker opened after two timeouts: {timed_out}");

@@ -1,11 +1,12 @@
-//! The README's gateway transcripts are what the example gateway answers. The test reads the
-//! `$ curl` commands of each transcript under "The example gateway", sends each one to a real
-//! gateway (the example's own files, the tests' partition-key secret) on a `redis-server` of its
-//! own, stopping that Redis before the second transcript as the README does, and requires every
-//! status line, header and body the README shows, and the line the gateway logs when its
-//! breaker opens. Whoever changes what the gateway answers updates the README too.
+//! The library guide's gateway transcripts (`limiter/GUIDE.md`) are what the example gateway
+//! answers. The test reads the `$ curl` commands of each transcript under "The example
+//! gateway", sends each one to a real gateway (the example's own files, the tests'
+//! partition-key secret) on a `redis-server` of its own, stopping that Redis before the second
+//! transcript as the guide does, and requires every status line, header and body the guide
+//! shows, and the line the gateway logs when its breaker opens. Whoever changes what the gateway
+//! answers updates the guide too.
 //!
-//! Two things cannot be the README's: the `date:` lines, which the README leaves out, and the
+//! Two things cannot be the guide's: the `date:` lines, which the guide leaves out, and the
 //! `t` of a window aligned to the clock (the fixed window's, the sliding-window counter's), which
 //! depends on the time of day; those are compared without their `t`.
 
@@ -17,7 +18,7 @@ mod gateway_support;
 use gateway_support::{request, Gateway, Reply};
 use redis_tests::RedisServer;
 
-const README: &str = include_str!("../../README.md");
+const README: &str = include_str!("../../limiter/GUIDE.md");
 
 /// The rules of `limiter/examples/gateway.toml` whose windows are aligned to the clock.
 const ALIGNED: &[&str] = &["api-daily-per-key", "hello-strict"];

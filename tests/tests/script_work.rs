@@ -2,10 +2,11 @@
 //! this test starts: the all-or-nothing script of several rules does each rule's own reads and
 //! writes once, as the rules' own scripts would, and a request it refuses writes nothing.
 
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::{self, Request};
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
+use std::time::Duration;
 
 const NOW_MS: u64 = 1_700_000_000_000;
 
@@ -50,7 +51,7 @@ fn requests(q: &Quota, cost: u64) -> Vec<Request<'_>> {
 
 fn rules<'a>(reqs: &'a [Request<'a>]) -> RulesRequest<'a> {
     RulesRequest {
-        items: reqs.iter().map(|&request| Item { request, shadow: false, block: None }).collect(),
+        items: reqs.iter().map(|&request| RuleCall { request, shadow: false, block: None }).collect(),
         commit: true,
     }
 }
@@ -59,7 +60,7 @@ fn rules<'a>(reqs: &'a [Request<'a>]) -> RulesRequest<'a> {
 fn the_rules_script_does_each_rules_reads_and_writes_once() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(5, 60_000).with_burst(5);
+    let q = Quota::new(5, Duration::from_secs(60)).with_burst(5);
     // Each rule's own script, twice (state on the second), then the rules script the same way.
     reset(&mut conn);
     for _ in 0..2 {
@@ -84,7 +85,7 @@ fn the_rules_script_does_each_rules_reads_and_writes_once() {
 fn a_request_the_rules_script_refuses_writes_nothing() {
     let server = RedisServer::start().expect("redis-server");
     let mut conn = server.client().expect("connect");
-    let q = Quota::new(5, 60_000).with_burst(5);
+    let q = Quota::new(5, Duration::from_secs(60)).with_burst(5);
     reset(&mut conn);
     // Four rules that would admit 2 and one whose key is full: refused, nothing consumed.
     let full = Request { algorithm: Algorithm::Gcra, quota: &q, stem: "rl:{k}:e:", now_ms: Some(NOW_MS), cost: 5 };
@@ -140,8 +141,8 @@ fn a_request_of_one_rule_is_its_own_script_and_one_of_two_is_the_rules_script() 
         rt.block_on(enforcer.check(&req)).expect("decides")
     };
     assert_eq!(loaded(&mut conn), [false, false]);
-    ask("/api");
+    let _verdict = ask("/api");
     assert_eq!(loaded(&mut conn), [true, false], "one rule: the rule's own script, and no other");
-    ask("/login");
+    let _verdict = ask("/login");
     assert_eq!(loaded(&mut conn), [true, true], "two rules: the all-or-nothing script");
 }

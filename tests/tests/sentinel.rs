@@ -81,14 +81,14 @@ fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
     assert!(format!("{store:?}").contains(SERVICE));
     let limiter = Limiter::builder(Algorithm::SlidingWindow, Quota::per_second(1_000))
         .redis(store.with_timeout(Duration::from_millis(300)).expect("timeout"))
-        .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period_ms: 1_000 })
+        .failure_policy(FailurePolicy::LocalBudget { limit: 1_000, period: Duration::from_secs(1) })
         .build()
         .expect("limiter");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         // The replica has caught up and the Sentinels know it before the primary dies.
         for _ in 0..5 {
-            let d = limiter.check("sentinel-user", 1).await.expect("decision");
+            let d = limiter.check("sentinel-user").await.expect("decision");
             assert_eq!(d.source, Source::Store, "{d:?}");
         }
         let start = Instant::now();
@@ -110,7 +110,7 @@ fn a_sentinel_managed_primary_fails_over_and_the_limiter_carries_on() {
     let seen = rt.block_on(async {
         let mut seen = Vec::new();
         while start.elapsed() < Duration::from_secs(60) {
-            let d = limiter.check("sentinel-user", 1).await.expect("a decision, not an error");
+            let d = limiter.check("sentinel-user").await.expect("a decision, not an error");
             seen.push((start.elapsed(), d));
             let recovered = seen.iter().any(|(_, d)| d.source != Source::Store) && d.source == Source::Store;
             if recovered {

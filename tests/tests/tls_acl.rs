@@ -14,6 +14,7 @@ mod gateway_support;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use gateway_support::{request, ConfigFile, Gateway};
 use redis_ratelimit::store::Tls;
@@ -112,7 +113,7 @@ fn limiter_with_events(store: RedisStore) -> (Limiter, Arc<Mutex<Vec<StoreEvent>
         // Fail-open is the policy that would hide a broken connection best: the decision and
         // the store's event must say what happened.
         .failure_policy(FailurePolicy::FailOpen)
-        .breaker(BreakerConfig::new(2, 60_000))
+        .breaker(BreakerConfig::new(2, Duration::from_secs(60)))
         .on_store_event(move |e| heard.lock().expect("events").push(e.clone()))
         .build()
         .expect("valid limiter");
@@ -123,7 +124,7 @@ fn limiter_with_events(store: RedisStore) -> (Limiter, Arc<Mutex<Vec<StoreEvent>
 fn refused_decisions(rt: &tokio::runtime::Runtime, l: &Limiter, n: usize) -> Vec<Option<Degraded>> {
     (0..n)
         .map(|_| {
-            let d = rt.block_on(l.check("k", 1)).expect("a refusal is an outage, not an error");
+            let d = rt.block_on(l.check("k")).expect("a refusal is an outage, not an error");
             assert_eq!((d.allowed, d.source), (true, Source::FailOpen), "{d:?}");
             d.degraded
         })
@@ -155,7 +156,7 @@ fn the_limiter_decides_over_tls_with_the_ca_and_a_client_certificate() {
         .expect("client cert");
     let l = limiter(RedisStore::from_url(&url).expect("URL").with_tls(&tls).expect("TLS"));
     let rt = runtime();
-    let decisions: Vec<_> = (0..3).map(|_| rt.block_on(l.check("tls-user", 1)).expect("a decision")).collect();
+    let decisions: Vec<_> = (0..3).map(|_| rt.block_on(l.check("tls-user")).expect("a decision")).collect();
     assert!(decisions.iter().all(|d| d.source == Source::Store), "{decisions:?}");
     assert_eq!(decisions.iter().map(|d| d.allowed).collect::<Vec<_>>(), [true, true, false]);
 }
@@ -181,7 +182,7 @@ fn an_untrusted_certificate_is_an_outage_the_failure_policy_answers_and_one_even
     // server fails the handshake, or closes the connection right after it).
     let tls = Tls::system_roots().with_ca_file(&certs.ca).expect("CA");
     let anonymous = limiter(RedisStore::from_url(&url).expect("URL").with_tls(&tls).expect("TLS"));
-    let d = rt.block_on(anonymous.check("k", 1)).expect("an outage, not an error");
+    let d = rt.block_on(anonymous.check("k")).expect("an outage, not an error");
     assert!(d.source == Source::FailOpen && d.degraded.is_some(), "{d:?}");
 
     // TLS settings on a plain URL are refused when the store is built.
@@ -199,7 +200,7 @@ fn an_acl_user_decides_and_a_wrong_password_is_an_error_that_never_shows_it() {
     assert!(!shown.contains(PASSWORD) && shown.contains(&server.port().to_string()), "{shown}");
     let l = limiter(store);
     assert!(!format!("{l:?}").contains(PASSWORD));
-    let d = rt.block_on(l.check("acl-user", 1)).expect("a decision");
+    let d = rt.block_on(l.check("acl-user")).expect("a decision");
     assert_eq!((d.source, d.allowed), (Source::Store, true), "{d:?}");
 
     let wrong = "wrong-Pa55word-xyz";

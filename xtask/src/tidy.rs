@@ -12,7 +12,11 @@
 //! - no machine paths, no references to documents the repository does not contain, and no path
 //!   in the docs or a comment that names a file or folder the repository does not have;
 //! - no test marked ignored or expected to panic (a test either runs or is deleted);
-//! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`].
+//! - no source file past about 600 lines unless it holds one concern, named in [`LONG_FILES`];
+//! - one list of algorithms: no array of them sized by hand, no `matches!` over them
+//!   ([`algorithms`]);
+//! - one name, one meaning: no type name defined twice in one crate ([`names`]);
+//! - every backticked Rust path in the docs names something the code has ([`rust_paths`]).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +25,10 @@ use anyhow::{bail, Context, Result};
 
 use crate::tools::root;
 
+mod algorithms;
 mod circles;
+mod names;
+mod rust_paths;
 
 /// The heading of the table in `docs/ARCHITECTURE.md` that says what each workspace crate may
 /// depend on (normal, dev and build dependencies alike). Tidy reads the document itself, so the
@@ -49,7 +56,8 @@ pub fn run() -> Result<()> {
         bail!("tidy found {} problem(s):\n  {}", problems.len(), problems.join("\n  "));
     }
     println!(
-        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests and file sizes are in order"
+        "tidy: crate imports, file circles, unsafe code, clocks, paths, references, tests, file sizes, the list of \
+         algorithms and type names are in order"
     );
     Ok(())
 }
@@ -59,7 +67,9 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
     let packages = workspace_packages(root)?;
     let mut problems = crate_imports(root, &packages);
     problems.extend(circles::file_circles(root, &packages));
+    problems.extend(names::duplicate_type_names(root, &packages));
     problems.extend(publication(&packages));
+    let mut docs = Vec::new();
     for file in source_files(root)? {
         let text = match std::fs::read_to_string(root.join(&file)) {
             Ok(text) => text,
@@ -68,7 +78,11 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         };
         let path = file.to_string_lossy().replace('\\', "/");
         problems.extend(check_file(root, &path, &text));
+        if path.ends_with(".md") {
+            docs.push((path, text));
+        }
     }
+    problems.extend(rust_paths::stale_rust_paths(root, &packages, &docs));
     problems.extend(crate_roots_forbid_unsafe(root, &packages));
     for (path, _) in LONG_FILES {
         if !root.join(path).is_file() {
@@ -87,6 +101,7 @@ fn check_file(root: &Path, path: &str, text: &str) -> Vec<String> {
         problems.extend(wall_clock_opt_outs(path, text));
         problems.extend(banned_test_attributes(path, text));
         problems.extend(long_file(path, text));
+        problems.extend(algorithms::hand_sized_lists(path, text));
     }
     problems.extend(machine_paths(path, text));
     problems.extend(outside_references(root, path, text));

@@ -144,12 +144,11 @@ impl Engine {
         settings: &EngineSettings,
         on_health: impl Fn(StoreHealth) + Send + Sync + 'static,
     ) -> Result<Engine, String> {
-        let open_ms = u64::try_from(settings.breaker_open.as_millis()).unwrap_or(u64::MAX);
         let mut builder = Enforcer::builder(RuleSet::default())
             .key_prefix(&settings.key_prefix)
             .max_key_len(settings.max_key_bytes)
             .near_limit_ratio(settings.near_limit_ratio)
-            .breaker(BreakerConfig::new(settings.breaker_failures, open_ms))
+            .breaker(BreakerConfig::new(settings.breaker_failures, settings.breaker_open))
             .on_store_event(move |event| {
                 let available = matches!(event, StoreEvent::Closed { .. });
                 on_health(StoreHealth { available, message: event.to_string() });
@@ -295,7 +294,7 @@ fn algorithm_of(name: &str) -> Algorithm {
 }
 
 fn quota_of(algorithm: Algorithm, requests: u32, unit: Unit, burst: Option<u64>) -> Quota {
-    let quota = Quota::new(u64::from(requests), unit.ms());
+    let quota = Quota::new(u64::from(requests), Duration::from_millis(unit.ms()));
     match burst {
         Some(b) if algorithm.is_bucket() => quota.with_burst(b),
         _ => quota,
@@ -310,7 +309,7 @@ fn rule_of(name: &str, limit: &Limit) -> Rule {
     let policy = match limit.policy {
         Policy::FailOpen => FailurePolicy::FailOpen,
         Policy::FailClosed => FailurePolicy::FailClosed,
-        Policy::LocalBudget { requests, unit } => FailurePolicy::LocalBudget { limit: requests, period_ms: unit.ms() },
+        Policy::LocalBudget { requests, unit } => FailurePolicy::LocalBudget { limit: requests, period: Duration::from_millis(unit.ms()) },
     };
     Rule::new(name, algorithm, quota).failure_policy(policy).shadow(limit.shadow).blockable(limit.blockable)
 }
@@ -344,7 +343,7 @@ pub fn compile(config: &Config) -> Result<Rules, ConfigError> {
                     return Err(ConfigError { place: g.place.clone(), message: "must be at least 1ms".into() });
                 }
                 let capacity = redis_ratelimit::modes::Leases::default()
-                    .with_lifetime_ms(lifetime_ms)
+                    .with_lifetime(lifetime)
                     .capacity(rule.algorithm(), &rule.quota());
                 if capacity == 0 {
                     return Err(ConfigError {
@@ -521,8 +520,8 @@ impl Decided {
                 Answer {
                     allowed: r.decision.allowed,
                     remaining: r.decision.remaining,
-                    retry_after_ms: r.decision.retry_after_ms,
-                    reset_after_ms: r.decision.reset_after_ms,
+                    retry_after_ms: whole_ms(r.decision.retry_after),
+                    reset_after_ms: whole_ms(r.decision.reset_after),
                     consumed: r.consumed,
                     decided_at_ms: r.decision.decided_at_ms,
                     by,
@@ -572,4 +571,9 @@ mod tests {
         let long = rule_name(&"x".repeat(200));
         assert!(long.len() <= 64, "{long}");
     }
+}
+
+/// A duration in whole milliseconds, as the wire speaks them.
+fn whole_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

@@ -23,7 +23,7 @@ use crate::quota::{Algorithm, Quota};
 
 /// One rule of a batch, with its key's state.
 #[derive(Debug)]
-pub struct Item<'a> {
+pub struct RuleOnState<'a> {
     /// The rule's algorithm.
     pub algorithm: Algorithm,
     /// Its quota.
@@ -71,7 +71,7 @@ pub fn fits(peek: &Outcome, cost: u64) -> bool {
 /// Decides `items` all-or-nothing, exactly as the script does (see the module docs). With
 /// `commit` false it is a dry run: every rule is decided, nothing is consumed, and `allowed`
 /// says whether the request would have been admitted.
-pub fn decide(items: &mut [Item<'_>], commit: bool) -> RulesOutcome {
+pub fn decide(items: &mut [RuleOnState<'_>], commit: bool) -> RulesOutcome {
     // A blocked rule's peek reports nothing remaining: it fits no cost.
     let peeks: Vec<Outcome> =
         items.iter_mut().map(|i| guarded(i.algorithm, i.quota, i.state, i.block, i.now_ms, 0)).collect();
@@ -117,7 +117,11 @@ mod tests {
     fn quotas() -> Vec<(Algorithm, Quota)> {
         let mut out = Vec::new();
         for a in Algorithm::ALL {
-            for q in [Quota::new(3, 1_000), Quota::new(7, 250).with_burst(4), Quota::new(2, 5_000).with_burst(5)] {
+            for q in [
+                Quota::new(3, std::time::Duration::from_secs(1)),
+                Quota::new(7, std::time::Duration::from_millis(250)).with_burst(4),
+                Quota::new(2, std::time::Duration::from_secs(5)).with_burst(5),
+            ] {
                 if q.validate(a).is_ok() {
                     out.push((a, q));
                 }
@@ -163,7 +167,7 @@ mod tests {
 
     /// The definition the batch must meet, written without the peek fact: try every rule on
     /// a copy of its state; keep the copies only if every enforced rule admitted.
-    fn by_definition(items: &mut [Item<'_>]) -> (bool, Vec<bool>) {
+    fn by_definition(items: &mut [RuleOnState<'_>]) -> (bool, Vec<bool>) {
         let mut trial: Vec<Option<State>> = items.iter().map(|i| i.state.clone()).collect();
         let alone: Vec<bool> = items
             .iter()
@@ -195,11 +199,11 @@ mod tests {
                 let costs: Vec<u64> = picked.iter().map(|(a, q, _)| g.next(q.capacity(*a) + 1).min(2)).collect();
                 let mut copies = states.clone();
                 let (want, alone) = {
-                    let mut items: Vec<Item<'_>> = picked
+                    let mut items: Vec<RuleOnState<'_>> = picked
                         .iter()
                         .zip(&mut copies)
                         .zip(&costs)
-                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| Item {
+                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| RuleOnState {
                             algorithm,
                             quota,
                             state,
@@ -214,11 +218,11 @@ mod tests {
                 let before = states.clone();
                 let mut dry_states = states.clone();
                 let dry = {
-                    let mut items: Vec<Item<'_>> = picked
+                    let mut items: Vec<RuleOnState<'_>> = picked
                         .iter()
                         .zip(&mut dry_states)
                         .zip(&costs)
-                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| Item {
+                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| RuleOnState {
                             algorithm,
                             quota,
                             state,
@@ -230,15 +234,15 @@ mod tests {
                         .collect();
                     decide(&mut items, false)
                 };
-                // A dry run tells the same verdicts and consumes nothing.
+                // A dry run tells the same answers and consumes nothing.
                 assert_eq!(dry.allowed, want);
                 assert!(dry.items.iter().zip(&alone).all(|(i, &ok)| !i.consumed && i.outcome.allowed == ok), "{dry:?}");
                 let got = {
-                    let mut items: Vec<Item<'_>> = picked
+                    let mut items: Vec<RuleOnState<'_>> = picked
                         .iter()
                         .zip(&mut states)
                         .zip(&costs)
-                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| Item {
+                        .map(|((&(algorithm, ref quota, shadow), state), &cost)| RuleOnState {
                             algorithm,
                             quota,
                             state,

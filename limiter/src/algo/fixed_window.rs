@@ -1,33 +1,46 @@
-//! Fixed window: one counter per aligned window of `period_ms`, as the HLD card's INCR +
-//! EXPIRE script. At most `limit` per aligned window, but up to `2 * limit` in a window-long
-//! interval straddling a boundary (the end of one window and the start of the next).
+//! Fixed window: one counter per key, of the aligned window of `period_ms` it counts in, as
+//! the HLD card's INCR + EXPIRE script. At most `limit` per aligned window, but up to
+//! `2 * limit` in a window-long interval straddling a boundary (the end of one window and the
+//! start of the next).
 //!
 //! Unlike the notes' script, a denied request is not counted: the script reads the counter
-//! first and increments only on admission, so a flood of denials writes nothing and the
-//! window's count stays the number actually admitted.
+//! first and writes only on admission, so a flood of denials writes nothing and the window's
+//! count stays the number actually admitted.
+//!
+//! A key counts in the latest window it has seen: a reading behind it (a caller whose clock is
+//! behind another's, or Redis's clock stepped back) counts there, not in its own window. Keyed
+//! by the window each reading names instead, a caller whose clock is behind the one that opened
+//! a window would find its key gone at the opener's end of the window and open it again, every
+//! window: callers at two clocks would share twice the limit.
 
 use super::Outcome;
 use crate::quota::Quota;
 
-/// The counter of the window a key was last admitted in.
+/// The counter of the window a key counts in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WindowState {
-    /// Window index: `now_ms / period_ms`.
+    /// Window index: `now_ms / period_ms` of the reading that opened it.
     pub window: u64,
     /// Units admitted in that window.
     pub count: u64,
 }
 
+/// The window a key counts in at `now_ms`: the reading's own, or the latest its state has
+/// seen when the reading is behind it; and the units already counted there.
+fn counted_in(q: &Quota, state: &Option<WindowState>, now_ms: u64) -> (u64, u64) {
+    let own = now_ms / q.period_ms();
+    match *state {
+        Some(s) if s.window > own => (s.window, s.count),
+        Some(s) if s.window == own => (own, s.count),
+        _ => (own, 0),
+    }
+}
+
 /// See the module docs.
 pub fn step(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64) -> Outcome {
-    let (limit, w) = (q.limit(), q.period_ms());
-    let window = now_ms / w;
-    let to_end = w - now_ms % w;
-    // Redis keeps one key per window index; a state for another window is another key.
-    let count = match state {
-        Some(s) if s.window == window => s.count,
-        _ => 0,
-    };
+    let limit = q.limit();
+    let (window, count) = counted_in(q, state, now_ms);
+    let to_end = (window + 1) * q.period_ms() - now_ms;
     if count + cost <= limit {
         let after = count + cost;
         if cost > 0 {
@@ -50,11 +63,11 @@ pub fn step(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, cost: u64) 
     }
 }
 
-/// Takes up to `units` off the current window's count (the key is deleted at zero); an
-/// earlier window no longer counts and is left alone.
+/// Takes up to `units` off the count of the window the key counts in now (the key is deleted
+/// at zero); an earlier window no longer counts and is left alone.
 pub fn refund(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, units: u64) -> bool {
     match state {
-        Some(s) if s.window == now_ms / q.period_ms() && s.count > 0 => {
+        Some(s) if s.window >= now_ms / q.period_ms() && s.count > 0 => {
             s.count = s.count.saturating_sub(units);
             if s.count == 0 {
                 *state = None;
@@ -65,8 +78,9 @@ pub fn refund(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, units: u6
     }
 }
 
-/// A window's key expires at the window's end, and only the current window's key is read:
-/// it is never read expired.
+/// The key expires at its window's end (on a clock that moves forward), and a reading past its
+/// window counts in a window of its own whether the key is there or not: it is never read
+/// expired.
 pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {
     false
 }
@@ -74,7 +88,7 @@ pub fn expired(_q: &Quota, _s: &WindowState, _now_ms: u64) -> bool {
 /// At rest once its window has ended.
 #[cfg(feature = "harness")]
 pub fn is_idle(q: &Quota, s: &WindowState, now_ms: u64) -> bool {
-    now_ms / q.period_ms() != s.window
+    now_ms / q.period_ms() > s.window
 }
 
 #[cfg(test)]
@@ -97,6 +111,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::FixedWindow, Quota::new(3, 1_000), LINES);
+        walk(Algorithm::FixedWindow, Quota::new(3, std::time::Duration::from_secs(1)), LINES);
     }
 }

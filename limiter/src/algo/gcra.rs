@@ -96,6 +96,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::Gcra, Quota::new(2, 1_000).with_burst(3), LINES);
+        walk(Algorithm::Gcra, Quota::new(2, std::time::Duration::from_secs(1)).with_burst(3), LINES);
     }
 }

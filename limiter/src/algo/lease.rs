@@ -7,7 +7,7 @@
 //! `E + c * T <= x + tau`. A lease gives each of its units a slot in that queue after
 //! `s + lifetime` and no later than `s + tau`: whenever in `[s, s + lifetime]` the unit is
 //! spent, it holds a slot the algorithm would have given a request admitted at that very
-//! moment, and no two admitted units share a slot. So the cluster keeps the algorithm's own
+//! moment, and no two admitted units share a slot. So the instances together keep the algorithm's own
 //! bound, `B + L * d / T` in any interval `d`, however the instances spend their leases. What
 //! it costs is under-admission: the slots between now and `now + lifetime` that a lease cannot
 //! use when the queue is short, and units leased and never spent.
@@ -69,7 +69,10 @@ pub struct LeaseOutcome {
 
 /// Whether `algorithm` can lease exactly (see the module docs).
 pub const fn can_lease(algorithm: Algorithm) -> bool {
-    matches!(algorithm, Algorithm::TokenBucket | Algorithm::Gcra)
+    match algorithm {
+        Algorithm::TokenBucket | Algorithm::Gcra => true,
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => false,
+    }
 }
 
 /// The most one request may cost under leases of `lifetime_ms`: the units that fit after the
@@ -271,7 +274,7 @@ mod tests {
     #[test]
     fn gcra_leases_leave_the_lifetime_s_slots_unused_and_keep_the_burst_otherwise() {
         // 10 per second (T = 100 ms), burst 5: a 100 ms lease leaves one slot unused.
-        let q = Quota::new(10, 1_000).with_burst(5);
+        let q = Quota::new(10, std::time::Duration::from_secs(1)).with_burst(5);
         assert_eq!(capacity(Algorithm::Gcra, &q, 100), 4);
         let mut s = None;
         let first = take_gcra(&q, &mut s, 0, args(10, 1));
@@ -286,7 +289,7 @@ mod tests {
 
     #[test]
     fn a_give_back_is_credited_only_at_the_queue_s_end_and_beyond_the_lifetime() {
-        let q = Quota::new(10, 1_000).with_burst(5);
+        let q = Quota::new(10, std::time::Duration::from_secs(1)).with_burst(5);
         let mut s = None;
         let lease = take_gcra(&q, &mut s, 0, args(4, 1));
         // 3 unspent at 150 ms: the queue ends at 500 ms, slots after 250 ms can come back (2).
@@ -304,7 +307,7 @@ mod tests {
     #[test]
     fn token_bucket_leases_match_gcra_s_on_a_whole_millisecond_interval() {
         // 10 per second, burst 5: one token is 100 ms of refill, as GCRA's emission interval.
-        let q = Quota::new(10, 1_000).with_burst(5);
+        let q = Quota::new(10, std::time::Duration::from_secs(1)).with_burst(5);
         assert_eq!(capacity(Algorithm::TokenBucket, &q, 100), 4);
         let (mut g, mut b) = (None, None);
         for (t, want) in [(0, 10), (0, 1), (0, 1), (50, 2), (420, 3), (2_000, 1)] {
@@ -317,7 +320,7 @@ mod tests {
 
     #[test]
     fn only_the_bucket_algorithms_lease() {
-        let q = Quota::new(10, 1_000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         for a in Algorithm::ALL {
             assert_eq!(take(a, &q, &mut None, 0, args(1, 1)).is_some(), can_lease(a), "{a}");
         }

@@ -38,8 +38,8 @@ impl From<crate::Decision> for Outcome {
         Outcome {
             allowed: d.allowed,
             remaining: d.remaining,
-            retry_after_ms: d.retry_after_ms,
-            reset_after_ms: d.reset_after_ms,
+            retry_after_ms: crate::duration::whole_ms(d.retry_after),
+            reset_after_ms: crate::duration::whole_ms(d.reset_after),
         }
     }
 }

@@ -3,6 +3,15 @@
 //! cost fit in `limit`. So every half-open interval `(t - W, t]` holds at most `limit`
 //! admitted units, exactly, at O(limit) memory per key. As in the script, every reading
 //! counts only live entries and an admission trims the rest: a denial changes nothing.
+//!
+//! The log decides by the latest reading it has seen: a reading behind its newest entry (a
+//! caller whose clock is behind another's, or Redis's clock stepped back) is taken as that
+//! entry's time, and the new units are scored there. Were each caller to trim and count by its
+//! own reading, one whose clock runs ahead would drop entries that the others' readings still
+//! count, and they would admit them again: callers at several clocks, taking turns, admit
+//! far beyond the limit over any span of their readings. The waits it answers (Retry-After,
+//! the reset, the key's TTL) are still counted from the caller's own reading: its own clock,
+//! and Redis's, run on from there.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +66,12 @@ impl LogState {
         self.entries.last_key_value().map(|(&s, _)| s)
     }
 
+    /// The time the log decides by at `now_ms`: the reading, or its newest entry's time when
+    /// the reading is behind it.
+    pub fn time(&self, now_ms: u64) -> u64 {
+        self.newest().map_or(now_ms, |newest| newest.max(now_ms))
+    }
+
     /// The newest live entry's score.
     fn newest_live(&self, now_ms: u64, w: u64) -> Option<u64> {
         self.newest().filter(|&s| s + w > now_ms)
@@ -67,14 +82,15 @@ impl LogState {
 pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let log = state.get_or_insert_with(LogState::default);
-    let count: u64 = log.live(now_ms, w).map(|(_, n)| n).sum();
-    let newest = log.newest_live(now_ms, w);
+    let at = log.time(now_ms);
+    let count: u64 = log.live(at, w).map(|(_, n)| n).sum();
+    let newest = log.newest_live(at, w);
     let outcome = if count + cost <= limit {
         let newest = if cost > 0 {
-            log.expire(now_ms, w);
-            *log.entries.entry(now_ms).or_insert(0) += cost;
+            log.expire(at, w);
+            *log.entries.entry(at).or_insert(0) += cost;
             log.total += cost;
-            Some(newest.map_or(now_ms, |n| n.max(now_ms)))
+            Some(at)
         } else {
             newest
         };
@@ -88,7 +104,7 @@ pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> 
         // The oldest `count + cost - limit` units must leave first; the last of them leaves
         // when `now - W` reaches its score.
         let k = count + cost - limit;
-        let retry = log.kth_oldest(k, now_ms, w).map_or(0, |s| s + w - now_ms);
+        let retry = log.kth_oldest(k, at, w).map_or(0, |s| s + w - now_ms);
         Outcome {
             allowed: false,
             remaining: limit.saturating_sub(count),
@@ -107,10 +123,11 @@ pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> 
 pub fn refund(q: &Quota, state: &mut Option<LogState>, now_ms: u64, units: u64) -> bool {
     let w = q.period_ms();
     let Some(log) = state else { return false };
-    if log.newest_live(now_ms, w).is_none() {
+    let at = log.time(now_ms);
+    if log.newest_live(at, w).is_none() {
         return false;
     }
-    log.expire(now_ms, w);
+    log.expire(at, w);
     let mut left = units;
     while left > 0 {
         let Some(mut newest) = log.entries.last_entry() else { break };
@@ -129,7 +146,7 @@ pub fn refund(q: &Quota, state: &mut Option<LogState>, now_ms: u64, units: u64) 
 }
 
 fn reset_after(newest: Option<u64>, now_ms: u64, w: u64) -> u64 {
-    // Entries newer than now exist only when the clock stepped back; they last longer.
+    // Entries newer than now (a clock stepped back, or a caller's behind another's) last longer.
     newest.map_or(0, |newest| newest + w - now_ms)
 }
 
@@ -163,6 +180,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::SlidingLog, Quota::new(3, 1_000), LINES);
+        walk(Algorithm::SlidingLog, Quota::new(3, std::time::Duration::from_secs(1)), LINES);
     }
 }

@@ -128,6 +128,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::SlidingWindow, Quota::new(10, 1_000), LINES);
+        walk(Algorithm::SlidingWindow, Quota::new(10, std::time::Duration::from_secs(1)), LINES);
     }
 }

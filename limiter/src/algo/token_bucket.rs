@@ -110,6 +110,6 @@ mod tests {
 
     #[test]
     fn worked_example() {
-        walk(Algorithm::TokenBucket, Quota::new(2, 1_000).with_burst(3), LINES);
+        walk(Algorithm::TokenBucket, Quota::new(2, std::time::Duration::from_secs(1)).with_burst(3), LINES);
     }
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use crate::decision::Source;
 use crate::sync::{lock, Mutex};
 
-use super::verdict::{RulesDecision, Verdict};
+use super::ruling::{RulesDecision, Ruling};
 
 /// One rule's counters since it was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,16 +49,16 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    /// Counts `verdict`; `near_limit_ratio` is the share of a rule's limit at which an admitted
+    /// Counts `ruling`; `near_limit_ratio` is the share of a rule's limit at which an admitted
     /// decision counts as near it in the metrics.
-    pub(crate) fn record(&self, verdict: &Verdict, near_limit_ratio: f64) {
+    pub(crate) fn record(&self, ruling: &Ruling, near_limit_ratio: f64) {
         let mut m = lock(&self.inner);
-        match verdict {
-            Verdict::Allowlisted => m.allowlisted += 1,
-            Verdict::Denylisted => m.denylisted += 1,
-            Verdict::MissingKey { .. } | Verdict::RepeatedHeader { .. } => m.missing_key += 1,
-            Verdict::Decided(d) => record_decision(&mut m, d, near_limit_ratio),
-            Verdict::Unmatched => {}
+        match ruling {
+            Ruling::Allowlisted => m.allowlisted += 1,
+            Ruling::Denylisted => m.denylisted += 1,
+            Ruling::MissingKey { .. } | Ruling::RepeatedHeader { .. } => m.missing_key += 1,
+            Ruling::Decided(d) => record_decision(&mut m, d, near_limit_ratio),
+            Ruling::Unmatched => {}
         }
     }
 

@@ -13,18 +13,16 @@
 use std::future::Future;
 use std::time::Duration;
 
-use super::{fallback, Enforcer, Planned, RulesDecision, Shared, Verdict};
-use crate::algo::all_or_nothing::ItemOutcome;
+use super::{charge_with, Enforcer, RulesDecision, Ruling, Shared};
 use crate::algo::lease::{self as lease_twin, LeaseArgs};
 use crate::algo::Outcome;
-use crate::clock::TimeSource;
-use crate::decision::Source;
+use crate::charge::Charge;
+use crate::decision::Decision;
 use crate::error::Error;
 use crate::health::Guarded;
 use crate::modes::wire::LeaseRequest;
 use crate::quota::Quota;
 use crate::rules::{Identity, Rule};
-use crate::store::Store;
 
 /// One limit of a request, given directly: the rule it falls under (its algorithm, failure
 /// policy, clock, shadow and blockable settings, and its name, which names its Redis keys), the
@@ -45,6 +43,7 @@ pub struct DirectLimit {
 /// What [`Enforcer::lease`] answered: the request's own decision and the units leased beyond it.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[must_use]
 pub struct Leased {
     /// The request's decision, one rule's: admitted when the lease held its cost.
     pub decision: RulesDecision,
@@ -69,19 +68,16 @@ impl Enforcer {
         &self,
         limits: Vec<DirectLimit>,
     ) -> impl Future<Output = Result<RulesDecision, Error>> + Send + 'static {
-        let planned = limits.into_iter().map(|l| self.shared.planned(l)).collect::<Result<Vec<_>, _>>();
+        let charged = limits.into_iter().map(|l| self.shared.charged(l)).collect::<Result<Vec<_>, _>>();
         let shared = self.shared.clone();
         async move {
-            let planned = planned?;
-            let decision = if planned.is_empty() {
+            let (charges, identities): (Vec<_>, Vec<_>) = charged?.into_iter().unzip();
+            let decision = if charges.is_empty() {
                 RulesDecision { allowed: true, rules: Vec::new() }
             } else {
-                shared.decide(planned).await?
+                shared.decide(charges, identities).await?
             };
-            let verdict = Verdict::Decided(decision);
-            shared.counters.record(&verdict, shared.near_limit_ratio);
-            let Verdict::Decided(decision) = verdict else { unreachable!("built as Decided above") };
-            Ok(decision)
+            Ok(shared.recorded(decision))
         }
     }
 
@@ -89,10 +85,10 @@ impl Enforcer {
     /// for `lifetime` from the decision (a lease of the token bucket or GCRA, which start now:
     /// none is queued for later). The request is admitted when the lease holds its cost; a
     /// request of cost 0 leases only, at least one unit. The rest, [`Leased::spare`], is the
-    /// caller's to spend until [`Leased::valid_until_ms`]: the cluster keeps the algorithm's
-    /// bound, `B + L * d / T` in any interval `d`, however the units are spent within the
-    /// lease; what leasing costs is under-admission (units leased and never spent, and the slots
-    /// of one lifetime a lease leaves unused on an idle key).
+    /// caller's to spend until [`Leased::valid_until_ms`]: the instances together keep the
+    /// algorithm's bound, `B + L * d / T` in any interval `d`, however the units are spent
+    /// within the lease; what leasing costs is under-admission (units leased and never spent,
+    /// and the slots of one lifetime a lease leaves unused on an idle key).
     ///
     /// A limit that cannot lease is decided as [`Enforcer::decide`] decides it, with nothing
     /// spare: an algorithm other than the two buckets, a blockable rule (a leased unit is spent
@@ -108,10 +104,10 @@ impl Enforcer {
         let lifetime_ms = u64::try_from(lifetime.as_millis()).unwrap_or(u64::MAX).max(1);
         let leasable = lease_twin::can_lease(limit.rule.algorithm())
             && !limit.rule.is_blockable()
-            && matches!(self.shared.store, Store::Redis(_))
+            && self.shared.gate.redis().is_some()
             && limit.cost.max(1) <= lease_twin::capacity(limit.rule.algorithm(), &limit.quota, lifetime_ms);
         let plain = (!leasable).then(|| self.decide(vec![limit.clone()]));
-        let planned = self.shared.planned(limit);
+        let charged = self.shared.charged(limit);
         let shared = self.shared.clone();
         async move {
             if let Some(plain) = plain {
@@ -119,53 +115,59 @@ impl Enforcer {
                 let valid_until_ms = decision.rules.first().map_or(0, |r| r.decision.decided_at_ms);
                 return Ok(Leased { decision, spare: 0, valid_until_ms });
             }
-            let leased = shared.lease(planned?, spare, lifetime_ms).await?;
-            let verdict = Verdict::Decided(leased.decision);
-            shared.counters.record(&verdict, shared.near_limit_ratio);
-            let Verdict::Decided(decision) = verdict else { unreachable!("built as Decided above") };
-            Ok(Leased { decision, ..leased })
+            let (charge, identity) = charged?;
+            let leased = shared.lease(charge, identity, spare, lifetime_ms).await?;
+            Ok(Leased { decision: shared.recorded(leased.decision), ..leased })
         }
     }
 }
 
 impl Shared {
-    /// A direct limit checked and ready to decide.
-    fn planned(&self, limit: DirectLimit) -> Result<Planned, Error> {
+    /// A direct limit checked and ready to decide: its charge and its identity.
+    fn charged(&self, limit: DirectLimit) -> Result<(Charge<'static>, Identity), Error> {
         let DirectLimit { rule, identity, quota, cost } = limit;
-        self.keys.check(&identity.text())?;
+        self.gate.keys().check(&identity.text())?;
         quota.validate(rule.algorithm())?;
         let capacity = quota.capacity(rule.algorithm());
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
-        let stem = self.stem(&rule, &quota, &identity);
-        let block = rule.is_blockable().then(|| self.block_key(&rule, &identity));
-        Ok(Planned { rule, quota, identity, stem, block, cost })
+        Ok((charge_with(&rule, &identity, quota, cost), identity))
     }
 
-    /// One lease call for `p` (which can lease: see [`Enforcer::lease`]).
-    async fn lease(&self, p: Planned, spare: u64, lifetime_ms: u64) -> Result<Leased, Error> {
-        let Store::Redis(redis) = &self.store else {
+    /// Counts a direct decision as a request's is counted.
+    fn recorded(&self, decision: RulesDecision) -> RulesDecision {
+        let ruling = Ruling::Decided(decision);
+        self.counters.record(&ruling, self.near_limit_ratio);
+        let Ruling::Decided(decision) = ruling else { unreachable!("built as Decided above") };
+        decision
+    }
+
+    /// One lease call for `charge` (which can lease: see [`Enforcer::lease`]).
+    async fn lease(&self, charge: Charge<'static>, identity: Identity, spare: u64, lifetime_ms: u64) -> Result<Leased, Error> {
+        let Some(redis) = self.gate.redis() else {
             unreachable!("only a Redis store leases (checked by Enforcer::lease)")
         };
-        let now = self.clock.now_ms();
-        let need = p.cost.max(1);
+        let now = self.gate.clock().now_ms();
+        let need = charge.cost.max(1);
         let args = LeaseArgs {
             lifetime_ms,
             horizon_ms: 0,
-            want: p.cost.saturating_add(spare).max(need),
+            want: charge.cost.saturating_add(spare).max(need),
             need,
             give_back: 0,
             written: (0, 0),
         };
+        let stem = charge.stem(self.gate.keys());
         let request = LeaseRequest {
-            algorithm: p.rule.algorithm(),
-            quota: &p.quota,
-            stem: &p.stem,
-            now_ms: (p.rule.clock() == TimeSource::Client).then_some(now),
+            algorithm: charge.algorithm,
+            quota: &charge.quota,
+            stem: &stem,
+            now_ms: charge.client_now(now),
             args,
         };
-        match self.health.guard(&*self.clock, now, redis, || redis.lease(request)).await? {
+        let guarded = self.gate.health().guard(self.gate.clock(), now, redis, || redis.lease(request)).await?;
+        let (decision, consumed, spare, valid_until_ms) = match guarded {
             Guarded::Answered((o, decided_at_ms)) => {
                 let held = o.granted >= need;
                 let outcome = Outcome {
@@ -174,18 +176,19 @@ impl Shared {
                     retry_after_ms: if held { 0 } else { o.retry_after_ms.max(1) },
                     reset_after_ms: o.reset_after_ms,
                 };
-                let item = ItemOutcome { outcome, consumed: held && p.cost > 0 };
-                let allowed = held || p.rule.is_shadow();
-                let spare = if held { o.granted - p.cost } else { 0 };
-                let rule = super::rule_decision(self, p, item, decided_at_ms, Source::Store, None);
-                let valid_until_ms = if held { decided_at_ms + lifetime_ms } else { decided_at_ms };
-                Ok(Leased { decision: RulesDecision { allowed, rules: vec![rule] }, spare, valid_until_ms })
+                let decision = Decision::from_store(outcome, charge.capacity(), decided_at_ms);
+                let spare = if held { o.granted - charge.cost } else { 0 };
+                let until = if held { decided_at_ms + lifetime_ms } else { decided_at_ms };
+                (decision, held && charge.cost > 0, spare, until)
             }
             Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                let decision = fallback::decide(self, vec![p], at_ms, why, retry_after_ms);
-                Ok(Leased { decision, spare: 0, valid_until_ms: at_ms })
+                let answer = self.gate.fallback(std::slice::from_ref(&charge), at_ms, why, retry_after_ms).items.remove(0);
+                (answer.decision, answer.consumed, 0, at_ms)
             }
-        }
+        };
+        let allowed = decision.allowed || charge.shadow;
+        let rule = self.rule_decision(charge, identity, decision, consumed);
+        Ok(Leased { decision: RulesDecision { allowed, rules: vec![rule] }, spare, valid_until_ms })
     }
 }
 
@@ -229,9 +232,9 @@ mod tests {
             assert!(enforcer.decide(Vec::new()).await.unwrap().allowed);
             // Errors name what cannot be decided.
             let too_costly = enforcer.decide(vec![limit(&per_user, "a", Quota::per_minute(3), 4)]).await;
-            assert_eq!(too_costly, Err(Error::CostExceedsCapacity { cost: 4, capacity: 3 }));
+            assert!(matches!(too_costly, Err(Error::CostExceedsCapacity { cost: 4, capacity: 3 })), "{too_costly:?}");
             let bad_quota = enforcer.decide(vec![limit(&per_user, "a", Quota::per_minute(0), 1)]).await;
-            assert!(matches!(bad_quota, Err(Error::Config { .. })), "{bad_quota:?}");
+            assert!(matches!(bad_quota, Err(Error::Config(_))), "{bad_quota:?}");
             let long = DirectLimit {
                 identity: Identity::from_values([("k", &*"v".repeat(600))]).unwrap(),
                 ..ask(1).remove(0)

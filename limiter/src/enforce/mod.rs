@@ -37,7 +37,7 @@
 //! requests. Put the identity that matters first in every rule's key to keep them atomic.
 //!
 //! ```
-//! use redis_ratelimit::enforce::{Enforcer, Verdict};
+//! use redis_ratelimit::enforce::{Enforcer, Ruling};
 //! use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
 //! use redis_ratelimit::{Algorithm, Quota};
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -48,9 +48,9 @@
 //! let enforcer = Enforcer::builder(rules).build()?; // in process; `.redis(store)` to share
 //! let req = http::Request::builder().header("x-api-key", "k1").body(()).unwrap();
 //! for _ in 0..2 {
-//!     assert!(matches!(enforcer.check(&req).await?, Verdict::Decided(d) if d.allowed));
+//!     assert!(matches!(enforcer.check(&req).await?, Ruling::Decided(d) if d.allowed));
 //! }
-//! let Verdict::Decided(denied) = enforcer.check(&req).await? else { unreachable!() };
+//! let Ruling::Decided(denied) = enforcer.check(&req).await? else { unreachable!() };
 //! assert!(!denied.allowed);
 //! // The global rule admitted it alone, but nothing was taken from it: all or nothing.
 //! assert_eq!(denied.violated().map(|r| r.rule.as_str()).collect::<Vec<_>>(), ["per-key"]);
@@ -61,12 +61,11 @@
 
 mod counts;
 mod direct;
-mod fallback;
 mod key_ops;
 mod partition;
 #[cfg(feature = "config")]
 mod reload;
-mod verdict;
+mod ruling;
 
 use std::future::Future;
 use std::net::IpAddr;
@@ -79,32 +78,26 @@ pub use direct::{DirectLimit, Leased};
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
-pub use verdict::{RuleDecision, RulesDecision, Verdict};
+pub use ruling::{RuleDecision, RulesDecision, Ruling};
 
-use crate::algo::all_or_nothing::ItemOutcome;
+use std::borrow::Cow;
+
 use crate::breaker::{BreakerConfig, BreakerState};
-use crate::clock::TimeSource;
+use crate::charge::{self, Charge, StateKey};
 use crate::clock::{Clock, SystemClock};
-use crate::decision::{Decision, Degraded, Source};
-use crate::error::Error;
-use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
+use crate::decision::Decision;
+use crate::error::{ConfigError, Error};
+use crate::gate::Gate;
+use crate::health::{Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
-use crate::quota::{Algorithm, Quota};
+use crate::quota::Quota;
 use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
-use crate::rules_script::{self, ItemReply, RulesRequest};
-use crate::scripts;
-use crate::store::local::{LocalStore, RuleItem};
-use crate::store::{RedisStore, Store, StoreError};
+use crate::store::RedisStore;
 
 struct Shared {
     rules: RwLock<Arc<RuleSet>>,
-    store: Store,
-    clock: Arc<dyn Clock>,
-    health: Health,
-    budget: LocalStore,
-    keys: KeySpace,
+    gate: Gate,
     counters: counts::Counters,
-    per_tag: bool,
     pk_secret: Option<PartitionSecret>,
     /// The share of a rule's limit at which an admitted decision counts as near it.
     near_limit_ratio: f64,
@@ -124,6 +117,7 @@ impl std::fmt::Debug for Enforcer {
 }
 
 /// Builds an [`Enforcer`]; [`EnforcerBuilder::build`] checks everything.
+#[must_use = "a builder does nothing until it is built"]
 pub struct EnforcerBuilder {
     rules: RuleSet,
     redis: Option<RedisStore>,
@@ -133,7 +127,6 @@ pub struct EnforcerBuilder {
     prefix: String,
     max_key_len: usize,
     max_local_keys: usize,
-    per_tag: bool,
     pk_secret: Option<Vec<u8>>,
     near_limit_ratio: f64,
 }
@@ -202,42 +195,25 @@ impl EnforcerBuilder {
         self
     }
 
-    /// Decides the rules of each hash tag in their own script calls, in two passes, as the
-    /// enforcer does by itself over a Redis Cluster store (see the module docs). The harness
-    /// turns this on over one Redis, to check what that costs.
-    #[cfg(feature = "harness")]
-    pub fn per_tag_calls(mut self, on: bool) -> Self {
-        self.per_tag = on;
-        self
-    }
-
     /// Validates everything and builds the enforcer.
-    pub fn build(self) -> Result<Enforcer, Error> {
+    pub fn build(self) -> Result<Enforcer, ConfigError> {
         self.breaker.validate()?;
         crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
-            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
-        let per_tag = self.per_tag || self.redis.as_ref().is_some_and(RedisStore::is_cluster);
-        let store = match self.redis {
-            Some(redis) => Store::Redis(Arc::new(redis)),
-            None => Store::Local(LocalStore::new(self.max_local_keys)),
-        };
+        let health = Health::new(self.breaker, self.on_store_event, "rules");
+        let gate = Gate::new(self.redis.map(Arc::new), self.max_local_keys, keys, self.clock, health);
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
         let counters = counts::Counters::default();
         counters.retain(&names);
         Ok(Enforcer {
             shared: Arc::new(Shared {
                 rules: RwLock::new(Arc::new(self.rules)),
-                store,
-                clock: self.clock,
-                health: Health::new(self.breaker, self.on_store_event, "rules"),
-                budget: LocalStore::new(self.max_local_keys),
-                keys,
+                gate,
                 counters,
-                per_tag,
                 pk_secret,
                 near_limit_ratio: self.near_limit_ratio,
             }),
@@ -245,23 +221,11 @@ impl EnforcerBuilder {
     }
 }
 
-/// One matched rule of one request, ready to decide.
-struct Planned {
-    rule: Rule,
-    /// The quota enforced: the rule's, or its tier's for the request's plan.
-    quota: Quota,
-    identity: Identity,
-    stem: String,
-    /// A blockable rule's block on this identity ([`Shared::block_key`]).
-    block: Option<String>,
-    /// What the request costs under this rule: the rule's cost, or what a [`DirectLimit`] says.
-    cost: u64,
-}
-
-/// What the synchronous part of a check found.
-enum Plan {
-    Done(Verdict),
-    Decide(Vec<Planned>),
+/// What the synchronous part of a check found: a ruling, or the charges of the matched
+/// rules with the identity each counts by, to decide together.
+enum Matched {
+    Done(Ruling),
+    Decide(Vec<Charge<'static>>, Vec<Identity>),
 }
 
 impl Enforcer {
@@ -276,7 +240,6 @@ impl Enforcer {
             prefix: crate::key::DEFAULT_PREFIX.into(),
             max_key_len: crate::key::DEFAULT_MAX_KEY_LEN,
             max_local_keys: crate::store::local::DEFAULT_MAX_KEYS,
-            per_tag: false,
             pk_secret: None,
             near_limit_ratio: crate::metrics::DEFAULT_NEAR_LIMIT_RATIO,
         }
@@ -304,39 +267,39 @@ impl Enforcer {
 
     /// The circuit breaker's state.
     pub fn breaker_state(&self) -> BreakerState {
-        self.shared.health.state()
+        self.shared.gate.breaker_state()
     }
 
     /// Decides `req`. Everything read from the request is read now; the future owns what it
     /// needs and does not borrow the request.
-    pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Verdict, Error>> + Send + 'static {
+    pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Ruling, Error>> + Send + 'static {
         let plan = self.plan(req);
         let shared = self.shared.clone();
         async move {
-            let verdict = match plan? {
-                Plan::Done(verdict) => verdict,
-                Plan::Decide(planned) => Verdict::Decided(shared.decide(planned).await?),
+            let ruling = match plan? {
+                Matched::Done(ruling) => ruling,
+                Matched::Decide(charges, identities) => Ruling::Decided(shared.decide(charges, identities).await?),
             };
-            shared.counters.record(&verdict, shared.near_limit_ratio);
-            Ok(verdict)
+            shared.counters.record(&ruling, shared.near_limit_ratio);
+            Ok(ruling)
         }
     }
 
-    fn plan<B>(&self, req: &Request<B>) -> Result<Plan, Error> {
+    fn plan<B>(&self, req: &Request<B>) -> Result<Matched, Error> {
         let rules = self.rules();
         let ip: Option<IpAddr> = rules.client_ip().resolve(req);
         let reading = match Reading::of(req, ip, rules.identifying_headers()) {
             Ok(reading) => reading,
             Err(repeated) => {
-                return Ok(Plan::Done(Verdict::RepeatedHeader { header: repeated.header, count: repeated.count }))
+                return Ok(Matched::Done(Ruling::RepeatedHeader { header: repeated.header, count: repeated.count }))
             }
         };
         match rules.access().check(&reading) {
-            Access::Denied => return Ok(Plan::Done(Verdict::Denylisted)),
-            Access::Allowed => return Ok(Plan::Done(Verdict::Allowlisted)),
+            Access::Denied => return Ok(Matched::Done(Ruling::Denylisted)),
+            Access::Allowed => return Ok(Matched::Done(Ruling::Allowlisted)),
             Access::Unlisted => {}
         }
-        let mut planned = Vec::new();
+        let (mut charges, mut identities) = (Vec::new(), Vec::new());
         for rule in rules.rules().iter().filter(|r| r.matcher().matches(req)) {
             let identity = match Identity::of(rule.key_parts(), &reading) {
                 Ok(identity) => identity,
@@ -344,207 +307,84 @@ impl Enforcer {
                     (OnMissingKey::Skip, _) => continue,
                     (OnMissingKey::FallbackToIp, Some(ip)) => Identity::of_ip(ip),
                     _ => {
-                        return Ok(Plan::Done(Verdict::MissingKey { rule: rule.name().to_owned(), part: part.spec() }))
+                        return Ok(Matched::Done(Ruling::MissingKey {
+                            rule: rule.name().to_owned(),
+                            part: part.spec(),
+                        }))
                     }
                 },
             };
-            self.shared.keys.check(&identity.text())?;
-            let quota = rule.quota_for(reading.plan);
-            let stem = self.shared.stem(rule, &quota, &identity);
-            let block = rule.is_blockable().then(|| self.shared.block_key(rule, &identity));
-            let cost = rule.request_cost();
-            planned.push(Planned { rule: rule.clone(), quota, identity, stem, block, cost });
+            self.shared.gate.keys().check(&identity.text())?;
+            charges.push(charge_of(rule, &identity, rule.quota_for(reading.plan)));
+            identities.push(identity);
         }
-        if planned.is_empty() {
-            return Ok(Plan::Done(Verdict::Unmatched));
+        if charges.is_empty() {
+            return Ok(Matched::Done(Ruling::Unmatched));
         }
-        Ok(Plan::Decide(planned))
+        Ok(Matched::Decide(charges, identities))
     }
 }
 
 impl Shared {
-    /// `prefix:{tag}:rest:rule:`, and for a token bucket the period too (its stored units are
-    /// counted in periods, so a bucket under another period is another bucket), and for a
-    /// window a tier's period other than the rule's (Redis keys its windows by their index in
-    /// periods already; the in-process store, one state per stem, needs the stems apart).
-    fn stem(&self, rule: &Rule, quota: &Quota, identity: &Identity) -> String {
-        let mut stem = self.keys.stem(identity.tag());
-        if !identity.rest().is_empty() {
-            stem.push_str(identity.rest());
-            stem.push(':');
-        }
-        stem.push_str(rule.name());
-        stem.push(':');
-        let windowed = matches!(rule.algorithm(), Algorithm::FixedWindow | Algorithm::SlidingWindow);
-        if rule.algorithm() == Algorithm::TokenBucket || (windowed && quota.period_ms() != rule.quota().period_ms()) {
-            stem.push_str(&format!("p{}:", quota.period_ms()));
-        }
-        stem
-    }
-
-    /// The key of the block on `identity` under `rule`: under the stem of the rule's own quota,
-    /// so a block stops the identity whatever its plan's tier.
-    fn block_key(&self, rule: &Rule, identity: &Identity) -> String {
-        scripts::block_key(rule.algorithm(), &self.stem(rule, &rule.quota(), identity))
-    }
-
-    async fn decide(&self, planned: Vec<Planned>) -> Result<RulesDecision, Error> {
-        let now = self.clock.now_ms();
-        let redis = match &self.store {
-            Store::Local(local) => {
-                let items: Vec<RuleItem<'_>> = planned.iter().map(|p| local_item(p, now)).collect();
-                let outcome = local.apply_rules(&items, true);
-                let replies = outcome.items.iter().map(|&item| ItemReply { item, now_ms: now }).collect();
-                return Ok(self.decision(planned, outcome.allowed, replies, Source::Store, None));
-            }
-            Store::Redis(redis) => redis,
-        };
-        match self.health.guard(&*self.clock, now, redis, || self.ask_redis(redis, &planned, now)).await? {
-            Guarded::Answered((allowed, replies)) => Ok(self.decision(planned, allowed, replies, Source::Store, None)),
-            // Down, slow or refusing this client: an outage, each rule's policy answers.
-            Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                Ok(fallback::decide(self, planned, at_ms, why, retry_after_ms))
-            }
-        }
-    }
-
-    /// One call of the all-or-nothing script; or, per hash tag, a dry pass and a committing
-    /// pass (see the module docs). A request that one rule decides alone is that rule's own
-    /// script: for one rule, all or nothing is the rule's decision, and its own script costs
-    /// Redis what the rule does and no more (the all-or-nothing script parses and answers for
-    /// every rule around it).
-    async fn ask_redis(
-        &self,
-        redis: &RedisStore,
-        planned: &[Planned],
-        now: u64,
-    ) -> Result<(bool, Vec<ItemReply>), StoreError> {
-        if let [one] = planned {
-            let item = script_item(one, now);
-            let (outcome, now_ms) = redis.evaluate(item.request, item.block).await?;
-            let consumed = outcome.allowed && item.request.cost > 0;
-            let reply = ItemReply { item: ItemOutcome { outcome, consumed }, now_ms };
-            return Ok((outcome.allowed || item.shadow, vec![reply]));
-        }
-        let groups = self.groups(planned);
-        let request_of = |group: &[usize], commit: bool| RulesRequest {
-            items: group.iter().map(|&i| script_item(&planned[i], now)).collect(),
-            commit,
-        };
-        if groups.len() == 1 {
-            let reply = redis.evaluate_rules(&request_of(&groups[0], true)).await?;
-            return Ok((reply.allowed, reply.items));
-        }
-        let mut replies: Vec<Option<ItemReply>> = vec![None; planned.len()];
-        let mut all_fit = true;
-        for group in &groups {
-            let reply = redis.evaluate_rules(&request_of(group, false)).await?;
-            all_fit &= reply.allowed;
-            for (&i, item) in group.iter().zip(reply.items) {
-                replies[i] = Some(item);
-            }
-        }
-        let mut allowed = all_fit;
-        if all_fit {
-            for group in &groups {
-                let reply = redis.evaluate_rules(&request_of(group, true)).await?;
-                allowed &= reply.allowed;
-                for (&i, item) in group.iter().zip(reply.items) {
-                    replies[i] = Some(item);
-                }
-            }
-        }
-        // Every index is in exactly one group, so every reply is filled.
-        Ok((allowed, replies.into_iter().flatten().collect()))
-    }
-
-    /// The rules decided together: all of them on one Redis; per hash tag when asked to.
-    fn groups(&self, planned: &[Planned]) -> Vec<Vec<usize>> {
-        if !self.per_tag {
-            return vec![(0..planned.len()).collect()];
-        }
-        let mut groups: Vec<(&str, Vec<usize>)> = Vec::new();
-        for (i, p) in planned.iter().enumerate() {
-            match groups.iter_mut().find(|(tag, _)| *tag == p.identity.tag()) {
-                Some((_, g)) => g.push(i),
-                None => groups.push((p.identity.tag(), vec![i])),
-            }
-        }
-        groups.into_iter().map(|(_, g)| g).collect()
-    }
-
-    fn decision(
-        &self,
-        planned: Vec<Planned>,
-        allowed: bool,
-        replies: Vec<ItemReply>,
-        source: Source,
-        degraded: Option<Degraded>,
-    ) -> RulesDecision {
-        let rules = planned
+    /// Decides a request's `charges` together, each counted by its identity in `identities`.
+    async fn decide(&self, charges: Vec<Charge<'static>>, identities: Vec<Identity>) -> Result<RulesDecision, Error> {
+        let now = self.gate.clock().now_ms();
+        let answers = self.gate.decide_all(&charges, now).await?;
+        let rules = charges
             .into_iter()
-            .zip(replies)
-            .map(|(p, reply)| rule_decision(self, p, reply.item, reply.now_ms, source, degraded))
+            .zip(identities)
+            .zip(answers.items)
+            .map(|((charge, identity), answer)| self.rule_decision(charge, identity, answer.decision, answer.consumed))
             .collect();
-        RulesDecision { allowed, rules }
+        Ok(RulesDecision { allowed: answers.allowed, rules })
+    }
+
+    /// What one rule of a request was answered, as the request's decision reports it.
+    fn rule_decision(&self, charge: Charge<'static>, identity: Identity, decision: Decision, consumed: bool) -> RuleDecision {
+        RuleDecision {
+            decision,
+            consumed,
+            rule: charge.name.into_owned(),
+            algorithm: charge.algorithm,
+            quota: charge.quota,
+            policy: charge.policy,
+            shadow: charge.shadow,
+            cost: charge.cost,
+            partition_key: self.pk_secret.as_ref().and_then(|s| s.partition_key(&identity)),
+            identity,
+        }
     }
 }
 
-fn rule_decision(
-    shared: &Shared,
-    p: Planned,
-    item: ItemOutcome,
-    now_ms: u64,
-    source: Source,
-    degraded: Option<Degraded>,
-) -> RuleDecision {
-    let o = item.outcome;
-    RuleDecision {
-        decision: Decision {
-            allowed: o.allowed,
-            limit: p.quota.capacity(p.rule.algorithm()),
-            remaining: o.remaining,
-            retry_after_ms: o.retry_after_ms,
-            reset_after_ms: o.reset_after_ms,
-            source,
-            degraded,
-            decided_at_ms: now_ms,
+/// The charge of a request under `rule`, counted by `identity`, under `quota` (the rule's, or
+/// its tier's for the request's plan). Its state is named by the rule, so a rule kept across a
+/// reload keeps its state (see `docs/ARCHITECTURE.md` on which quota changes keep it).
+fn charge_of(rule: &Rule, identity: &Identity, quota: Quota) -> Charge<'static> {
+    charge_with(rule, identity, quota, rule.request_cost())
+}
+
+/// [`charge_of`] with the cost given (a [`DirectLimit`]'s) rather than the rule's.
+fn charge_with(rule: &Rule, identity: &Identity, quota: Quota, cost: u64) -> Charge<'static> {
+    let (algorithm, home_period) = (rule.algorithm(), rule.quota().period_ms());
+    let state = charge::state_name(algorithm, Some(rule.name()), home_period, &quota);
+    let home = charge::state_name(algorithm, Some(rule.name()), home_period, &rule.quota());
+    Charge {
+        name: Cow::Owned(rule.name().to_owned()),
+        algorithm,
+        quota,
+        state: StateKey {
+            tag: Cow::Owned(identity.tag().to_owned()),
+            rest: Cow::Owned(identity.rest().to_owned()),
+            own: state == home,
+            state: Cow::Owned(state),
+            home: Cow::Owned(home),
+            alone: false,
         },
-        consumed: item.consumed,
-        rule: p.rule.name().to_owned(),
-        algorithm: p.rule.algorithm(),
-        quota: p.quota,
-        policy: p.rule.policy(),
-        shadow: p.rule.is_shadow(),
-        cost: p.cost,
-        partition_key: shared.pk_secret.as_ref().and_then(|s| s.partition_key(&p.identity)),
-        identity: p.identity,
-    }
-}
-
-fn script_item(p: &Planned, now: u64) -> rules_script::Item<'_> {
-    rules_script::Item {
-        request: scripts::Request {
-            algorithm: p.rule.algorithm(),
-            quota: &p.quota,
-            stem: &p.stem,
-            now_ms: (p.rule.clock() == TimeSource::Client).then_some(now),
-            cost: p.cost,
-        },
-        shadow: p.rule.is_shadow(),
-        block: p.block.as_deref(),
-    }
-}
-
-fn local_item(p: &Planned, now: u64) -> RuleItem<'_> {
-    RuleItem {
-        algorithm: p.rule.algorithm(),
-        quota: &p.quota,
-        key: &p.stem,
-        now_ms: now,
-        cost: p.cost,
-        shadow: p.rule.is_shadow(),
-        block: p.block.as_deref(),
+        time_source: rule.clock(),
+        cost,
+        blockable: rule.is_blockable(),
+        shadow: rule.is_shadow(),
+        policy: rule.policy(),
     }
 }
 

@@ -10,7 +10,7 @@
 
 use ring::hmac;
 
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::rules::Identity;
 
 /// A partition-key secret; see the module docs. Its `Debug` form never shows it.
@@ -31,9 +31,9 @@ impl PartitionSecret {
 
     /// A secret of at least [`PartitionSecret::MIN_LEN`] bytes (a random string from the
     /// deployment's configuration). The error names the field and the length, never the bytes.
-    pub fn new(secret: &[u8]) -> Result<Self, Error> {
+    pub fn new(secret: &[u8]) -> Result<Self, ConfigError> {
         if secret.len() < Self::MIN_LEN {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "partition_key_secret",
                 format!("must be at least {} bytes, got {}", Self::MIN_LEN, secret.len()),
             ));

@@ -54,6 +54,11 @@ pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-r
 /// The largest integer a structured field carries (15 digits).
 const SF_MAX: u64 = 999_999_999_999_999;
 
+/// `d` in whole seconds, rounded up: a client that waits that long is never early.
+fn secs_up(d: std::time::Duration) -> u64 {
+    crate::duration::whole_ms(d).div_ceil(1000)
+}
+
 fn int(v: u64) -> Integer {
     // Below SF_MAX every value converts.
     Integer::try_from(v.min(SF_MAX)).unwrap_or(Integer::MAX)
@@ -70,7 +75,7 @@ pub fn partition_key(r: &RuleDecision) -> Option<[u8; 8]> {
 }
 
 /// One policy as the fields describe it: a rule the enforcer decided, or a single limiter.
-struct Item<'a> {
+struct PolicyItem<'a> {
     /// Its name, a String item: rule names are validated to letters, digits, `.`, `_` and `-`;
     /// a limiter's state name is printable ASCII too.
     name: &'a str,
@@ -81,10 +86,10 @@ struct Item<'a> {
     shadow: bool,
 }
 
-fn rule_items(d: &RulesDecision) -> Vec<Item<'_>> {
+fn rule_items(d: &RulesDecision) -> Vec<PolicyItem<'_>> {
     d.rules
         .iter()
-        .map(|r| Item {
+        .map(|r| PolicyItem {
             name: &r.rule,
             quota: r.enforced_quota(),
             decision: &r.decision,
@@ -94,7 +99,7 @@ fn rule_items(d: &RulesDecision) -> Vec<Item<'_>> {
         .collect()
 }
 
-fn policy_list(items: &[Item<'_>]) -> Option<String> {
+fn policy_list(items: &[PolicyItem<'_>]) -> Option<String> {
     let mut list = ListSerializer::new();
     for it in items.iter().filter(|it| !it.shadow) {
         let Some(quota) = it.quota else { continue };
@@ -110,13 +115,13 @@ fn policy_list(items: &[Item<'_>]) -> Option<String> {
     list.finish()
 }
 
-fn status_list(items: &[Item<'_>], shadow: bool) -> Option<String> {
+fn status_list(items: &[PolicyItem<'_>], shadow: bool) -> Option<String> {
     let mut list = ListSerializer::new();
     for it in items.iter().filter(|it| it.shadow == shadow && it.quota.is_some()) {
         let mut item = list
             .bare_item(StringRef::from_str(it.name).ok()?)
             .parameter(key("r"), int(it.decision.remaining))
-            .parameter(key("t"), int(it.decision.reset_after_ms.div_ceil(1000)));
+            .parameter(key("t"), int(secs_up(it.decision.reset_after)));
         if let Some(pk) = &it.pk {
             item = item.parameter(key("pk"), RefBareItem::ByteSequence(pk));
         }
@@ -145,7 +150,7 @@ pub fn shadow_field(d: &RulesDecision) -> Option<String> {
 
 /// The one writer of both layers: the fields of `items`, and `Retry-After` (whole seconds,
 /// rounded up) when `retry_after_secs` says the request was refused.
-fn write(headers: &mut HeaderMap, items: &[Item<'_>], retry_after_secs: Option<u64>) {
+fn write(headers: &mut HeaderMap, items: &[PolicyItem<'_>], retry_after_secs: Option<u64>) {
     let fields = [
         (RATELIMIT_POLICY, policy_list(items)),
         (RATELIMIT, status_list(items, false)),
@@ -170,7 +175,7 @@ pub fn apply(headers: &mut HeaderMap, d: &RulesDecision) {
 /// Sets the fields of one limiter's decision: one item named by the limiter's state name
 /// ([`Limiter::state_name`]: its name, or its quota), describing the quota it enforced.
 pub fn apply_limiter(headers: &mut HeaderMap, limiter: &Limiter, d: &Decision) {
-    let item = Item {
+    let item = PolicyItem {
         name: limiter.state_name(),
         quota: limiter.policy().enforced_quota(d.source, limiter.quota()),
         decision: d,
@@ -188,7 +193,7 @@ pub fn apply_legacy_rules(headers: &mut HeaderMap, d: &RulesDecision) {
         .rules
         .iter()
         .filter(|r| !r.shadow && r.enforced_quota().is_some())
-        .min_by_key(|r| (r.decision.remaining, std::cmp::Reverse(r.decision.reset_after_ms)));
+        .min_by_key(|r| (r.decision.remaining, std::cmp::Reverse(r.decision.reset_after)));
     if let Some(r) = tightest {
         apply_legacy(headers, &r.decision);
     }
@@ -197,9 +202,9 @@ pub fn apply_legacy_rules(headers: &mut HeaderMap, d: &RulesDecision) {
 /// The legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) fields that many clients
 /// still read, for one decision: what the layers' `legacy_headers` option adds.
 pub fn apply_legacy(headers: &mut HeaderMap, d: &Decision) {
-    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.limit));
+    headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(d.capacity));
     headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(d.remaining));
-    headers.insert(X_RATELIMIT_RESET, HeaderValue::from(d.reset_after_ms.div_ceil(1000)));
+    headers.insert(X_RATELIMIT_RESET, HeaderValue::from(secs_up(d.reset_after)));
 }
 
 #[cfg(test)]
@@ -227,11 +232,18 @@ mod tests {
             partition_key: secret.partition_key(&identity),
             identity,
             algorithm: Algorithm::SlidingLog,
-            quota: Quota::new(5, 60_000),
+            quota: Quota::new(5, std::time::Duration::from_secs(60)),
             policy: crate::FailurePolicy::FailOpen,
             shadow,
             cost: 1,
-            decision: Decision::store(allowed, 5, remaining, retry, reset, 0),
+            decision: Decision::store(
+                allowed,
+                5,
+                remaining,
+                std::time::Duration::from_millis(retry),
+                std::time::Duration::from_millis(reset),
+                0,
+            ),
             consumed: allowed,
         }
     }
@@ -255,8 +267,11 @@ mod tests {
         assert!(b64.starts_with("\"per-key\";q=5;w=60;pk=:"), "{b64}");
         assert!(b64.ends_with(":, \"global\";q=5;w=60"), "{b64}");
         // A sub-second window is named by the whole second that holds it.
-        let short = crate::quota::Quota::new(5, 250);
-        assert_eq!((short.window_secs(), crate::quota::Quota::new(5, 1500).window_secs()), (1, 2));
+        let short = crate::quota::Quota::new(5, std::time::Duration::from_millis(250));
+        assert_eq!(
+            (short.window_secs(), crate::quota::Quota::new(5, std::time::Duration::from_millis(1500)).window_secs()),
+            (1, 2)
+        );
         let status = ratelimit_field(&d).unwrap();
         assert!(status.starts_with("\"per-key\";r=0;t=60;pk=:"), "{status}");
         assert!(status.ends_with(":, \"global\";r=3;t=1"), "{status}");

@@ -70,6 +70,7 @@ where
 }
 
 /// Wraps services in [`RateLimit`].
+#[must_use = "a layer limits nothing until it wraps a service"]
 pub struct RateLimitLayer<B> {
     limiter: Limiter,
     extractor: Arc<dyn KeyExtractor<B>>,
@@ -149,7 +150,7 @@ where
         let legacy = self.legacy;
         Box::pin(async move {
             let Some(key) = key else { return inner.call(req).await };
-            match limiter.check(&key, 1).await {
+            match limiter.check(&key).await {
                 Ok(d) if d.allowed => {
                     let mut response = inner.call(req).await?;
                     set_rate_headers(&mut response, &limiter, &d, legacy);

@@ -1,7 +1,7 @@
 //! [`RulesLayer`]: the enforcement point as a tower layer. Every request is decided by an
 //! [`Enforcer`] before the handler runs:
 //!
-//! | verdict | response |
+//! | ruling | response |
 //! |---|---|
 //! | no rule matches, or allow-listed | the handler's, untouched |
 //! | admitted | the handler's, with `RateLimit-Policy` and `RateLimit` ([`super::headers`]) |
@@ -43,16 +43,14 @@
 //! # });
 //! ```
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{HeaderValue, Request, Response, StatusCode};
 use tower::{Layer, Service};
 
-use super::{headers, problem};
-use crate::enforce::{Enforcer, RulesDecision, Verdict};
+use super::{headers, problem, BoxFuture};
+use crate::enforce::{Enforcer, RulesDecision, Ruling};
 use crate::error::Error;
 
 /// Why the layer refuses a request, for [`RulesLayer::on_rejection`].
@@ -136,6 +134,7 @@ type OnRejection = Arc<dyn Fn(&Rejection<'_>) -> Response<String> + Send + Sync>
 
 /// Wraps services in [`EnforceRules`].
 #[derive(Clone)]
+#[must_use = "a layer limits nothing until it wraps a service"]
 pub struct RulesLayer {
     enforcer: Enforcer,
     on_rejection: Option<OnRejection>,
@@ -228,8 +227,6 @@ impl<S: std::fmt::Debug> std::fmt::Debug for EnforceRules<S> {
     }
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 impl<S, B, RB> Service<Request<B>> for EnforceRules<S>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
@@ -253,10 +250,10 @@ where
         let on_rejection = self.on_rejection.clone();
         let legacy = self.legacy;
         Box::pin(async move {
-            let verdict = check.await;
-            let rejection = match &verdict {
-                Ok(Verdict::Unmatched | Verdict::Allowlisted) => return inner.call(req).await,
-                Ok(Verdict::Decided(d)) if d.allowed => {
+            let ruling = check.await;
+            let rejection = match &ruling {
+                Ok(Ruling::Unmatched | Ruling::Allowlisted) => return inner.call(req).await,
+                Ok(Ruling::Decided(d)) if d.allowed => {
                     let mut response = inner.call(req).await?;
                     headers::apply(response.headers_mut(), d);
                     if legacy {
@@ -264,10 +261,10 @@ where
                     }
                     return Ok(response);
                 }
-                Ok(Verdict::Decided(d)) => Rejection::Limited(d),
-                Ok(Verdict::Denylisted) => Rejection::Denylisted,
-                Ok(Verdict::MissingKey { rule, part }) => Rejection::MissingKey { rule, part },
-                Ok(Verdict::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
+                Ok(Ruling::Decided(d)) => Rejection::Limited(d),
+                Ok(Ruling::Denylisted) => Rejection::Denylisted,
+                Ok(Ruling::MissingKey { rule, part }) => Rejection::MissingKey { rule, part },
+                Ok(Ruling::RepeatedHeader { header, count }) => Rejection::RepeatedHeader { header, count: *count },
                 Err(e) => Rejection::Error(e),
             };
             let mut response = match &on_rejection {
@@ -323,7 +320,7 @@ mod tests {
     async fn without_redis_each_answer_describes_the_policy_actually_enforced() {
         let rules = RuleSet::builder()
             .rule(rule("closed", FailurePolicy::FailClosed))
-            .rule(rule("budget", FailurePolicy::LocalBudget { limit: 2, period_ms: 3_600_000 }))
+            .rule(rule("budget", FailurePolicy::LocalBudget { limit: 2, period: Duration::from_secs(3600) }))
             .rule(rule("open", FailurePolicy::FailOpen))
             .build()
             .unwrap();
@@ -331,8 +328,12 @@ mod tests {
         let store = RedisStore::from_url("redis://127.0.0.1:1/").unwrap().with_timeout(Duration::from_secs(1)).unwrap();
         // At the start of an hour: the budget's window is whole.
         let clock = std::sync::Arc::new(crate::ManualClock::new(1_767_225_600_000));
-        let enforcer =
-            Enforcer::builder(rules).redis(store).clock(clock).breaker(BreakerConfig::new(1, 5_000)).build().unwrap();
+        let enforcer = Enforcer::builder(rules)
+            .redis(store)
+            .clock(clock)
+            .breaker(BreakerConfig::new(1, Duration::from_secs(5)))
+            .build()
+            .unwrap();
         let layer = RulesLayer::new(enforcer);
         for _ in 0..2 {
             let closed = call(&layer, "/closed").await;
@@ -363,7 +364,7 @@ mod tests {
     async fn legacy_names_describe_the_rule_that_admits_least() {
         let rules = RuleSet::builder()
             .rule(Rule::new("minute", Algorithm::FixedWindow, Quota::per_minute(3)))
-            .rule(Rule::new("hour", Algorithm::FixedWindow, Quota::new(100, 3_600_000)))
+            .rule(Rule::new("hour", Algorithm::FixedWindow, Quota::new(100, Duration::from_secs(3600))))
             .build()
             .unwrap();
         let enforcer = || Enforcer::builder(rules.clone()).build().unwrap();

@@ -1,13 +1,15 @@
 //! [`LimiterBuilder`]: every option of a [`Limiter`], checked together when it is built.
 
 use super::*;
+use crate::error::ConfigError;
 
 /// Builds a [`Limiter`]; nothing is checked until [`LimiterBuilder::build`], which checks
 /// everything and names the first field at fault.
+#[must_use = "a builder does nothing until it is built"]
 pub struct LimiterBuilder {
     algorithm: Algorithm,
     quota: Quota,
-    store: Option<Store>,
+    redis: Option<RedisStore>,
     clock: Arc<dyn Clock>,
     time_source: TimeSource,
     policy: FailurePolicy,
@@ -31,7 +33,7 @@ impl Limiter {
         LimiterBuilder {
             algorithm,
             quota,
-            store: None,
+            redis: None,
             clock: Arc::new(SystemClock),
             time_source: TimeSource::Server,
             policy: FailurePolicy::FailOpen,
@@ -53,7 +55,7 @@ impl Limiter {
 impl LimiterBuilder {
     /// Keeps state in Redis.
     pub fn redis(mut self, store: RedisStore) -> Self {
-        self.store = Some(Store::Redis(Arc::new(store)));
+        self.redis = Some(store);
         self
     }
 
@@ -77,9 +79,10 @@ impl LimiterBuilder {
         self
     }
 
-    /// For the harness: records what the leases do, per key, where it outlives the limiter.
+    /// For the harness (`harness::lease_ledger`): records what the leases do, per key, where
+    /// it outlives the limiter.
     #[cfg(feature = "harness")]
-    pub fn lease_ledger(mut self, ledger: Arc<modes::lease::LeaseLedger>) -> Self {
+    pub(crate) fn lease_ledger(mut self, ledger: Arc<modes::lease::LeaseLedger>) -> Self {
         self.ledger = Some(ledger);
         self
     }
@@ -87,7 +90,7 @@ impl LimiterBuilder {
     /// Keeps state in this process (the default).
     pub fn local(mut self) -> Self {
         // Built in `build`, so a `max_local_keys` set after this still applies.
-        self.store = None;
+        self.redis = None;
         self
     }
 
@@ -175,26 +178,27 @@ impl LimiterBuilder {
     }
 
     /// Validates everything and builds the limiter.
-    pub fn build(self) -> Result<Limiter, Error> {
+    pub fn build(self) -> Result<Limiter, ConfigError> {
         self.quota.validate(self.algorithm)?;
         self.policy.validate()?;
         self.breaker.validate()?;
         crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
         if self.max_local_keys == 0 {
-            return Err(Error::config("max_local_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("max_local_keys", "must be at least 1, got 0".into()));
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let state = match &self.name {
             Some(name) => {
-                crate::key::check_name(name).map_err(|m| Error::config("name", m))?;
+                crate::key::check_name(name).map_err(|m| ConfigError::new("name", m))?;
                 name.clone()
             }
             None => crate::scripts::quota_state(self.algorithm, &self.quota),
         };
-        let key_state = key_state(self.algorithm, self.name.as_deref(), &self.quota);
-        let on_redis = matches!(self.store, Some(Store::Redis(_)));
-        self.modes.validate(self.algorithm, &self.quota, on_redis, self.blockable)?;
-        let store = self.store.unwrap_or_else(|| Store::Local(LocalStore::new(self.max_local_keys)));
+        let key_state =
+            crate::charge::state_name(self.algorithm, self.name.as_deref(), self.quota.period_ms(), &self.quota);
+        self.modes.validate(self.algorithm, &self.quota, self.redis.is_some(), self.blockable)?;
+        let health = Health::new(self.breaker, self.on_store_event, &state);
+        let gate = Gate::new(self.redis.map(Arc::new), self.max_local_keys, keys, self.clock, health);
         #[allow(unused_mut)] // only the harness records leases
         let mut modes =
             modes::Runtime::new(self.modes, self.algorithm, &self.quota, self.max_local_keys, self.blockable);
@@ -206,13 +210,9 @@ impl LimiterBuilder {
             inner: Arc::new(Inner {
                 algorithm: self.algorithm,
                 quota: self.quota,
-                store,
-                clock: self.clock,
+                gate,
                 time_source: self.time_source,
                 policy: self.policy,
-                budget: LocalStore::new(self.max_local_keys),
-                health: Health::new(self.breaker, self.on_store_event, &state),
-                keys,
                 named: self.name.is_some(),
                 key_state,
                 counter: crate::metrics::DecisionCounter::new(&state),

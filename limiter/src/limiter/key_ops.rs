@@ -5,12 +5,7 @@
 use std::time::Duration;
 
 use super::Limiter;
-use crate::algo;
-use crate::clock::TimeSource;
 use crate::error::Error;
-use crate::health::Guarded;
-use crate::scripts;
-use crate::store::Store;
 
 impl Limiter {
     /// Forgets `key`'s state and its block, as if the key had never been seen: a support team
@@ -25,37 +20,22 @@ impl Limiter {
     /// use redis_ratelimit::{Algorithm, Limiter, Quota};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let limiter = Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(1)).build().unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
-    /// assert!(!limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(limiter.check("alice").await.unwrap().allowed);
+    /// assert!(!limiter.check("alice").await.unwrap().allowed);
     /// limiter.reset("alice").await.unwrap();
-    /// assert!(limiter.check("alice", 1).await.unwrap().allowed);
+    /// assert!(limiter.check("alice").await.unwrap().allowed);
     /// # });
     /// ```
     pub async fn reset(&self, key: &str) -> Result<(), Error> {
         let inner = &*self.inner;
-        inner.keys.check(key)?;
-        let redis = match &inner.store {
-            Store::Local(local) => {
-                local.forget(key);
-                local.block(key, None);
-                return Ok(());
-            }
-            Store::Redis(redis) => redis,
-        };
+        inner.gate.keys().check(key)?;
         if let Some(denials) = &inner.modes.denials {
             denials.forget(key);
         }
         if let Some(leases) = &inner.modes.leases {
             leases.forget(key);
         }
-        let now = inner.clock.now_ms();
-        let stem = inner.stem(key);
-        let mut keys = scripts::state_keys(inner.algorithm, &inner.quota, &stem, now);
-        keys.push(scripts::block_key(inner.algorithm, &stem));
-        match inner.health.guard(&*inner.clock, now, redis, || redis.reset(keys)).await? {
-            Guarded::Answered(_) => Ok(()),
-            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the reset", why }),
-        }
+        inner.gate.reset(&inner.own_charge(key, 0)).await
     }
 
     /// Gives `units` back to `key`'s state: a request that should not have counted (a login
@@ -75,7 +55,7 @@ impl Limiter {
     /// use redis_ratelimit::{Algorithm, Limiter, Quota};
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).build().unwrap();
-    /// assert!(logins.check("alice", 1).await.unwrap().allowed);
+    /// assert!(logins.check("alice").await.unwrap().allowed);
     /// // The sign-in succeeded: only failures count.
     /// assert!(logins.refund("alice", 1).await.unwrap());
     /// assert_eq!(logins.state("alice").await.unwrap().remaining, 3);
@@ -84,28 +64,11 @@ impl Limiter {
     /// ```
     pub async fn refund(&self, key: &str, units: u64) -> Result<bool, Error> {
         let inner = &*self.inner;
-        inner.keys.check(key)?;
-        let units = units.min(inner.quota.capacity(inner.algorithm));
-        let now = inner.clock.now_ms();
-        let redis = match &inner.store {
-            Store::Local(local) => return Ok(local.refund(inner.algorithm, &inner.quota, key, now, units)),
-            Store::Redis(redis) => redis,
-        };
+        inner.gate.keys().check(key)?;
         if let Some(denials) = &inner.modes.denials {
             denials.forget(key);
         }
-        let stem = inner.stem(key);
-        let request = scripts::Request {
-            algorithm: inner.algorithm,
-            quota: &inner.quota,
-            stem: &stem,
-            now_ms: (inner.time_source == TimeSource::Client).then_some(now),
-            cost: units,
-        };
-        match inner.health.guard(&*inner.clock, now, redis, || redis.refund(request)).await? {
-            Guarded::Answered(given) => Ok(given),
-            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the refund", why }),
-        }
+        inner.gate.refund(&inner.own_charge(key, 0), units).await
     }
 
     /// Blocks `key` for `duration`: until then every request on it is refused, whatever its
@@ -129,44 +92,22 @@ impl Limiter {
     /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
     /// let logins = Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(5)).blockable().build().unwrap();
     /// logins.block("mallory", Duration::from_secs(900)).await.unwrap();
-    /// let refused = logins.check("mallory", 1).await.unwrap();
+    /// let refused = logins.check("mallory").await.unwrap();
     /// assert!(!refused.allowed);
     /// // Until the block ends, on this instance's clock (a millisecond may have passed).
-    /// assert!((899_000..=900_000).contains(&refused.retry_after_ms));
+    /// assert!((899_000..=900_000).contains(&refused.retry_after.as_millis()));
     /// logins.block("mallory", Duration::ZERO).await.unwrap();
-    /// assert!(logins.check("mallory", 1).await.unwrap().allowed);
+    /// assert!(logins.check("mallory").await.unwrap().allowed);
     /// # });
     /// ```
     pub async fn block(&self, key: &str, duration: Duration) -> Result<(), Error> {
         let inner = &*self.inner;
-        inner.keys.check(key)?;
-        if !inner.blockable {
-            return Err(Error::config(
-                "blockable",
-                format!(
-                    "limiter {} reads no blocks, so a block on {key:?} would be ignored: build it with .blockable()",
-                    inner.state
-                ),
-            ));
-        }
-        let duration_ms = crate::duration::block_ms(duration)?;
-        let now = inner.clock.now_ms();
-        let redis = match &inner.store {
-            Store::Local(local) => {
-                local.block(key, algo::block::ends(now, duration_ms));
-                return Ok(());
-            }
-            Store::Redis(redis) => redis,
-        };
+        inner.gate.keys().check(key)?;
+        let charge = inner.own_charge(key, 0);
         // A lifted block must not leave a denial cached here; a new one's come from Redis.
-        if let Some(denials) = &inner.modes.denials {
+        if let (Some(denials), true) = (&inner.modes.denials, inner.blockable) {
             denials.forget(key);
         }
-        let block = scripts::block_key(inner.algorithm, &inner.stem(key));
-        let client_now = (inner.time_source == TimeSource::Client).then_some(now);
-        match inner.health.guard(&*inner.clock, now, redis, || redis.block(&block, client_now, duration_ms)).await? {
-            Guarded::Answered(_) => Ok(()),
-            Guarded::Unavailable { why, .. } => Err(Error::Unavailable { operation: "the block", why }),
-        }
+        inner.gate.block(&charge, duration).await
     }
 }

@@ -1,6 +1,6 @@
 //! Leases at run time: per key, the lease this instance holds (units, and the window of its own
 //! clock in which it may spend them), when it may ask Redis again after a denial, and its own
-//! recent demand, which sizes the next lease. Why the cluster keeps the algorithm's bound is in
+//! recent demand, which sizes the next lease. Why the instances together keep the algorithm's bound is in
 //! `algo::lease`; what leasing costs is in [`super`].
 //!
 //! A lease is valid on Redis's clock from its start `s` to `s + lifetime`. The instance only
@@ -15,11 +15,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::wire::LeaseRequest;
 use super::Leases;
 use crate::algo::lease::{LeaseArgs, LeaseOutcome};
-use crate::clock::{Clock, TimeSource};
+use crate::charge::Charge;
+use crate::clock::Clock;
 use crate::decision::{Decision, Source};
 use crate::error::Error;
 use crate::health::{Guarded, Health};
@@ -27,7 +29,7 @@ use crate::quota::{Algorithm, Quota};
 use crate::store::RedisStore;
 use crate::table::Table;
 
-/// What the leases of one limiter did, per user key: for the harness, which holds the cluster
+/// What the leases of one limiter did, per user key: for the harness, which holds the instances
 /// to the leases' cost (units leased and never spent) and survives a crashed instance.
 #[derive(Debug, Default)]
 pub struct LeaseLedger {
@@ -240,10 +242,10 @@ impl LeaseBook {
         match *step {
             Step::Admit { left, end_ms } => Decision {
                 allowed: true,
-                limit: self.capacity,
+                capacity: self.capacity,
                 remaining: left,
-                retry_after_ms: 0,
-                reset_after_ms: end_ms.saturating_sub(now),
+                retry_after: Duration::ZERO,
+                reset_after: Duration::from_millis(end_ms.saturating_sub(now)),
                 source: Source::Lease,
                 degraded: None,
                 decided_at_ms: now,
@@ -252,10 +254,10 @@ impl LeaseBook {
             Step::Ask(_) => self.decision(&Step::Deny { retry_ms: 1 }, now),
             Step::Deny { retry_ms } => Decision {
                 allowed: false,
-                limit: self.capacity,
+                capacity: self.capacity,
                 remaining: 0,
-                retry_after_ms: retry_ms.max(1),
-                reset_after_ms: retry_ms.max(1),
+                retry_after: Duration::from_millis(retry_ms.max(1)),
+                reset_after: Duration::from_millis(retry_ms.max(1)),
                 source: Source::Lease,
                 degraded: None,
                 decided_at_ms: now,
@@ -263,12 +265,18 @@ impl LeaseBook {
         }
     }
 
-    /// Decides one request of `cost` (at least 1) on `key` under leases, for the limiter
-    /// `serving` describes. When Redis cannot be asked the limiter's failure policy answers:
-    /// that is the caller's, so it gets the outage back.
+    /// Decides one request of `cost` (at least 1) on `key` under leases, for a limiter on
+    /// `clock` and `health` whose charge for the key (its algorithm, quota, time source) is
+    /// `charge`, and its state's stem `stem` (made only when a call goes out). When Redis
+    /// cannot be asked the limiter's failure policy answers: that is the caller's, so it gets
+    /// the outage back.
+    #[allow(clippy::too_many_arguments)] // what the limiter holds, then what the request asks
     pub(crate) async fn check(
         &self,
-        serving: Serving<'_>,
+        clock: &dyn Clock,
+        health: &Health,
+        charge: &Charge<'_>,
+        stem: impl FnOnce() -> String,
         redis: &RedisStore,
         key: &str,
         cost: u64,
@@ -277,7 +285,7 @@ impl LeaseBook {
         let entry = self.entry(key);
         let mut k = entry.lock().await;
         // Another check of this key may have held the lock through a whole call.
-        let now = serving.clock.now_ms().max(now);
+        let now = clock.now_ms().max(now);
         k.demand.add(now, cost, self.config.lifetime_ms);
         let args = match self.local(&mut k, now, cost) {
             Step::Ask(args) => args,
@@ -288,21 +296,21 @@ impl LeaseBook {
                 return Ok(Guarded::Answered(self.decision(&step, now)));
             }
         };
-        let stem = (serving.stem)();
+        let stem = stem();
         let request = LeaseRequest {
-            algorithm: serving.algorithm,
-            quota: serving.quota,
+            algorithm: charge.algorithm,
+            quota: &charge.quota,
             stem: &stem,
-            now_ms: (serving.time_source == TimeSource::Client).then_some(now),
+            now_ms: charge.client_now(now),
             args,
         };
         let call = || {
             self.note(key, |e| e.calls += 1);
             redis.lease(request)
         };
-        Ok(match serving.health.guard(serving.clock, now, redis, call).await? {
+        Ok(match health.guard(clock, now, redis, call).await? {
             Guarded::Answered((outcome, _decided_at_ms)) => {
-                let received = serving.clock.now_ms().max(now);
+                let received = clock.now_ms().max(now);
                 self.note(key, |e| {
                     e.leased += outcome.granted;
                     e.credited += outcome.credited;
@@ -318,24 +326,17 @@ impl LeaseBook {
     }
 }
 
-/// What a lease check needs of the limiter it serves: its clock, the health of its store, its
-/// algorithm, quota and time source, and how it names a key's state in Redis (only built when
-/// a call goes out).
-pub(crate) struct Serving<'a> {
-    pub(crate) clock: &'a dyn Clock,
-    pub(crate) health: &'a Health,
-    pub(crate) algorithm: Algorithm,
-    pub(crate) quota: &'a Quota,
-    pub(crate) time_source: TimeSource,
-    pub(crate) stem: &'a (dyn Fn() -> String + Sync),
-}
-
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
     fn book() -> LeaseBook {
-        LeaseBook::new(Leases::default().with_clock_tolerance_ppm(0), Algorithm::Gcra, &Quota::new(100, 1_000), 10)
+        LeaseBook::new(
+            Leases::default().with_clock_tolerance_ppm(0),
+            Algorithm::Gcra,
+            &Quota::new(100, std::time::Duration::from_secs(1)),
+            10,
+        )
     }
 
     fn granted(units: u64, start_us: u64) -> LeaseOutcome {

@@ -22,7 +22,7 @@
 //! **Leases.** An instance takes up to `k` units of a key in one script call, then spends them
 //! locally. Leased units leave the shared budget, and each is placed where the algorithm itself
 //! would have admitted a request at any moment of the lease's lifetime (see
-//! `algo::lease`), so the cluster never admits more than the algorithm's own bound,
+//! `algo::lease`), so the instances together never admit more than the algorithm's own bound,
 //! `B + L * d / T` in any interval `d`, whatever the instances, partitions, crashes and clocks
 //! do. The price is under-admission: a unit is lost when it is leased and never spent (its
 //! holder's demand stopped, it crashed, the lease expired, its give-back came too late) and,
@@ -48,12 +48,16 @@ pub(crate) mod lease;
 pub(crate) mod slot;
 pub(crate) mod wire;
 
-use crate::error::Error;
+use std::time::Duration;
+
+use crate::duration::whole_ms;
+use crate::error::ConfigError;
 use crate::quota::{Algorithm, Quota};
 
 /// The denial cache (see the module docs). `DenialCache::default()` keeps up to 100,000 keys
 /// and allows clocks 5% apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct DenialCache {
     max_keys: usize,
     clock_tolerance_ppm: u64,
@@ -80,12 +84,12 @@ impl DenialCache {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.max_keys == 0 {
-            return Err(Error::config("denial_cache.max_keys", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("denial_cache.max_keys", "must be at least 1, got 0".into()));
         }
         if self.clock_tolerance_ppm >= 1_000_000 {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "denial_cache.clock_tolerance_ppm",
                 format!("must be below 1,000,000 (100%), got {}", self.clock_tolerance_ppm),
             ));
@@ -97,6 +101,7 @@ impl DenialCache {
 /// Leases (see the module docs). `Leases::default()`: lifetime 100 ms, leases start at most
 /// four lifetimes ahead, at most a quarter of what one request may cost per lease.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct Leases {
     lifetime_ms: u64,
     horizon_ms: Option<u64>,
@@ -111,18 +116,18 @@ impl Default for Leases {
 }
 
 impl Leases {
-    /// How long a lease may be spent after it starts (ms). Longer leases save more round trips
+    /// How long a lease may be spent after it starts (whole milliseconds). Longer leases save more round trips
     /// of a slow key and cost `L * lifetime / T` units of burst when a key is idle.
-    pub fn with_lifetime_ms(mut self, ms: u64) -> Self {
-        self.lifetime_ms = ms;
+    pub fn with_lifetime(mut self, lifetime: Duration) -> Self {
+        self.lifetime_ms = whole_ms(lifetime);
         self
     }
 
-    /// How far ahead a lease may start when the key's budget is reserved by others (ms;
+    /// How far ahead a lease may start when the key's budget is reserved by others (
     /// default: four lifetimes, room for a few busy instances' leases in the queue). Further,
     /// the instance denies and asks again later.
-    pub fn with_horizon_ms(mut self, ms: u64) -> Self {
-        self.horizon_ms = Some(ms);
+    pub fn with_horizon(mut self, horizon: Duration) -> Self {
+        self.horizon_ms = Some(whole_ms(horizon));
         self
     }
 
@@ -139,9 +144,9 @@ impl Leases {
         self
     }
 
-    /// The lifetime (ms).
-    pub fn lifetime_ms(&self) -> u64 {
-        self.lifetime_ms
+    /// The lifetime.
+    pub fn lifetime(&self) -> Duration {
+        Duration::from_millis(self.lifetime_ms)
     }
 
     /// The most one request may cost under these leases: the burst less the lifetime's refill.
@@ -149,9 +154,9 @@ impl Leases {
         crate::algo::lease::capacity(algorithm, quota, self.lifetime_ms)
     }
 
-    fn validate(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), Error> {
+    fn validate(&self, algorithm: Algorithm, quota: &Quota) -> Result<(), ConfigError> {
         if !crate::algo::lease::can_lease(algorithm) {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases",
                 format!(
                     "the {algorithm} algorithm cannot lease exactly: a leased unit is spent after Redis counted it, \
@@ -164,17 +169,17 @@ impl Leases {
             ));
         }
         if self.lifetime_ms == 0 {
-            return Err(Error::config("leases.lifetime_ms", "must be at least 1 ms, got 0".into()));
+            return Err(ConfigError::new("leases.lifetime", "must be at least 1 ms, got 0".into()));
         }
         if self.clock_tolerance_ppm >= 1_000_000 {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases.clock_tolerance_ppm",
                 format!("must be below 1,000,000 (100%), got {}", self.clock_tolerance_ppm),
             ));
         }
         if self.capacity(algorithm, quota) == 0 {
-            return Err(Error::config(
-                "leases.lifetime_ms",
+            return Err(ConfigError::new(
+                "leases.lifetime",
                 format!(
                     "{} ms refills the whole burst of {} at {} per {} ms: a lease could hold nothing; use a shorter \
                      lifetime or a larger burst",
@@ -186,7 +191,7 @@ impl Leases {
             ));
         }
         if self.max_units == Some(0) {
-            return Err(Error::config("leases.max_units", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("leases.max_units", "must be at least 1, got 0".into()));
         }
         Ok(())
     }
@@ -195,6 +200,7 @@ impl Leases {
 /// Batching (see the module docs). `Batching::default()`: no waiting beyond what is in flight,
 /// at most 128 checks per call, one batch for all keys (a standalone Redis).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a mode applies only once a limiter builder is given it"]
 pub struct Batching {
     window_ms: u64,
     max_batch: usize,
@@ -208,10 +214,10 @@ impl Default for Batching {
 }
 
 impl Batching {
-    /// How long the first check of a batch waits for others (ms). 0, the default, waits for
+    /// How long the first check of a batch waits for others. Zero, the default, waits for
     /// nothing: a batch is whatever arrived while the previous one was in flight.
-    pub fn with_window_ms(mut self, ms: u64) -> Self {
-        self.window_ms = ms;
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window_ms = whole_ms(window);
         self
     }
 
@@ -227,9 +233,9 @@ impl Batching {
         self
     }
 
-    fn validate(&self) -> Result<(), Error> {
+    fn validate(&self) -> Result<(), ConfigError> {
         if self.max_batch == 0 {
-            return Err(Error::config("batching.max_batch", "must be at least 1, got 0".into()));
+            return Err(ConfigError::new("batching.max_batch", "must be at least 1, got 0".into()));
         }
         Ok(())
     }
@@ -251,23 +257,23 @@ impl ModeConfig {
         quota: &Quota,
         on_redis: bool,
         blockable: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<(), ConfigError> {
         let any = self.denial_cache.is_some() || self.leases.is_some() || self.batching.is_some();
         if any && !on_redis {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "modes",
                 "the denial cache, leases and batching save Redis round trips: they need a Redis store (.redis(..))"
                     .into(),
             ));
         }
         if self.leases.is_some() && self.batching.is_some() {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "batching",
                 "cannot be combined with leases: a leased key is decided locally, with nothing left to batch".into(),
             ));
         }
         if self.leases.is_some() && blockable {
-            return Err(Error::config(
+            return Err(ConfigError::new(
                 "leases",
                 "cannot be combined with blocks (.blockable()): a leased unit is spent without asking Redis, so \
                  a block could not reach the instances holding leases"

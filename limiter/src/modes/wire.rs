@@ -17,8 +17,6 @@ pub const LEASE_TOKEN_BUCKET: LuaScript = LuaScript {
     file: "lease_token_bucket.lua",
     source: redis_ratelimit_scripts::LEASE_TOKEN_BUCKET,
 };
-/// Every lease script: the algorithms that can lease.
-pub const LEASES: [LuaScript; 2] = [LEASE_TOKEN_BUCKET, LEASE_GCRA];
 
 /// The batch script's file name in `lua/`.
 #[cfg(feature = "harness")]
@@ -27,8 +25,17 @@ pub const BATCH_FILE: &str = "batch.lua";
 pub const BATCH_TEMPLATE: &str = redis_ratelimit_scripts::BATCH_TEMPLATE;
 
 /// The lease script of `algorithm`, if it can lease.
-pub fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
-    LEASES.into_iter().find(|s| s.algorithm == algorithm)
+pub const fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
+    match algorithm {
+        Algorithm::TokenBucket => Some(LEASE_TOKEN_BUCKET),
+        Algorithm::Gcra => Some(LEASE_GCRA),
+        Algorithm::FixedWindow | Algorithm::SlidingWindow | Algorithm::SlidingLog => None,
+    }
+}
+
+/// Every lease script: one for each algorithm that can lease, in the order of `Algorithm::ALL`.
+pub fn leases() -> impl Iterator<Item = LuaScript> {
+    Algorithm::ALL.into_iter().filter_map(lease_script)
 }
 
 /// The batch script deciding requests of `algorithm`: `lua/batch.lua` with the algorithm's own
@@ -188,7 +195,7 @@ mod tests {
 
     #[test]
     fn a_batch_sends_every_request_s_keys_and_arguments_in_order() {
-        let q = Quota::new(5, 1_000);
+        let q = Quota::new(5, std::time::Duration::from_secs(1));
         let batch = BatchRequest {
             algorithm: Algorithm::Gcra,
             quota: &q,
@@ -205,7 +212,7 @@ mod tests {
 
     #[test]
     fn only_the_bucket_algorithms_have_a_lease_call() {
-        let q = Quota::new(5, 1_000);
+        let q = Quota::new(5, std::time::Duration::from_secs(1));
         let args = LeaseArgs { lifetime_ms: 10, horizon_ms: 10, want: 2, need: 1, give_back: 0, written: (0, 0) };
         for a in Algorithm::ALL {
             let req = LeaseRequest { algorithm: a, quota: &q, stem: "p:{k}:", now_ms: Some(1), args };

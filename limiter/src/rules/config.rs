@@ -34,6 +34,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::Deserialize;
@@ -291,7 +292,7 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
         err("algorithm", format!("unknown algorithm {:?}; expected one of {}", c.algorithm, names.join(", ")))
     })?;
     let period = c.period.ms().map_err(|m| err("period", m))?;
-    let quota = Quota::new(c.limit, period).with_burst(c.burst.unwrap_or(c.limit));
+    let quota = Quota::new(c.limit, Duration::from_millis(period)).with_burst(c.burst.unwrap_or(c.limit));
     let policy = match c.failure_policy.as_deref() {
         None | Some("fail-open" | "fail-closed") if c.local_budget.is_some() => {
             return Err(err("local_budget", "applies only to failure_policy = \"local-budget\"".into()))
@@ -301,7 +302,7 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
         Some("local-budget") => match c.local_budget {
             Some(b) => FailurePolicy::LocalBudget {
                 limit: b.limit,
-                period_ms: b.period.ms().map_err(|m| err("local_budget.period", m))?,
+                period: Duration::from_millis(b.period.ms().map_err(|m| err("local_budget.period", m))?),
             },
             None => return Err(err("local_budget", "is required with failure_policy = \"local-budget\"".into())),
         },
@@ -360,7 +361,8 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
             Some(p) => p.ms().map_err(|m| err(&format!("tiers.{plan}.period"), m))?,
             None => period,
         };
-        rule = rule.tier(plan, Quota::new(t.limit, period).with_burst(t.burst.unwrap_or(t.limit)));
+        rule =
+            rule.tier(plan, Quota::new(t.limit, Duration::from_millis(period)).with_burst(t.burst.unwrap_or(t.limit)));
     }
     Ok(rule
         .matching(matcher)
@@ -419,8 +421,8 @@ mod tests {
         assert_eq!(hello.quota_for(Some("enterprise")), Quota::per_minute(500).with_burst(100));
         assert_eq!(hello.quota_for(None), hello.quota());
         let daily = set.rule("daily").unwrap();
-        assert_eq!(daily.quota(), Quota::new(1000, 86_400_000));
-        assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period_ms: 60_000 });
+        assert_eq!(daily.quota(), Quota::new(1000, Duration::from_secs(86_400)));
+        assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period: Duration::from_secs(60) });
         assert!(daily.is_shadow());
         assert!(daily.is_blockable() && !hello.is_blockable());
         assert_eq!(daily.missing_key(), OnMissingKey::FallbackToIp);
@@ -492,7 +494,7 @@ mod tests {
         .expect("valid");
         let r = &set.rules()[0];
         assert_eq!(r.quota().period_ms(), 250);
-        assert_eq!(r.policy(), FailurePolicy::LocalBudget { limit: 2, period_ms: 1500 });
+        assert_eq!(r.policy(), FailurePolicy::LocalBudget { limit: 2, period: Duration::from_millis(1500) });
         assert_eq!(r.window_secs(), 1);
     }
 }

@@ -61,7 +61,7 @@ pub use matcher::{Match, PathPattern};
 pub(crate) use reading::Reading;
 
 use crate::clock::TimeSource;
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
 
@@ -128,6 +128,7 @@ pub const MAX_RULE_NAME: usize = crate::key::MAX_NAME;
 /// One rate limit: see the module docs. Built with [`Rule::new`] and its setters; checked
 /// when a [`RuleSet`] is built.
 #[derive(Debug, Clone, PartialEq)]
+#[must_use = "a rule applies only once a rule set holds it"]
 pub struct Rule {
     pub(crate) name: String,
     pub(crate) matcher: Match,
@@ -315,18 +316,8 @@ impl Rule {
     fn validate(&self) -> Result<(), RuleError> {
         let name = self.name.as_str();
         crate::key::check_name(name).map_err(|message| RuleError::in_rule(name, "name", message))?;
-        let from_library = |e: Error| match e {
-            Error::Config { field, message } => {
-                let field = match field {
-                    "period_ms" => "period",
-                    // The rules file's names: `local_budget = { limit, period }`.
-                    "local_budget.period_ms" => "local_budget.period",
-                    other => other,
-                };
-                RuleError::in_rule(name, field, message)
-            }
-            other => RuleError::in_rule(name, "quota", other.to_string()),
-        };
+        // The library's fields are the rules file's (`period`, `local_budget.period`).
+        let from_library = |e: ConfigError| RuleError::in_rule(name, e.field(), e.message().to_owned());
         self.quota.validate(self.algorithm).map_err(from_library)?;
         self.policy.validate().map_err(from_library)?;
         let capacity = self.quota.capacity(self.algorithm);
@@ -386,6 +377,7 @@ pub struct RuleSet {
 
 /// Builds a [`RuleSet`].
 #[derive(Debug, Clone, Default)]
+#[must_use = "a builder does nothing until it is built"]
 pub struct RuleSetBuilder {
     rules: Vec<Rule>,
     access: AccessLists,
@@ -485,12 +477,21 @@ mod tests {
             (Rule::new("", Algorithm::Gcra, Quota::per_second(1)), "name"),
             (Rule::new("a b", Algorithm::Gcra, Quota::per_second(1)), "name"),
             (Rule::new("r", Algorithm::TokenBucket, Quota::per_second(5).with_burst(0)), "burst"),
-            (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 0)), "period"),
+            (Rule::new("r", Algorithm::FixedWindow, Quota::new(5, std::time::Duration::from_millis(0))), "period"),
             (ok().cost(4), "cost"),
             (ok().key([]), "key"),
             (ok().key([KeyPart::header("bad header")]), "key"),
-            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period_ms: 1_000 }), "local_budget.limit"),
-            (ok().failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 0 }), "local_budget.period"),
+            (
+                ok().failure_policy(FailurePolicy::LocalBudget { limit: 0, period: std::time::Duration::from_secs(1) }),
+                "local_budget.limit",
+            ),
+            (
+                ok().failure_policy(FailurePolicy::LocalBudget {
+                    limit: 2,
+                    period: std::time::Duration::from_millis(0),
+                }),
+                "local_budget.period",
+            ),
             (ok().matching(Match::any().path("no-slash")), "match.path"),
         ];
         for (rule, field) in cases {
@@ -502,8 +503,8 @@ mod tests {
         assert_eq!(twice.to_string(), "rule \"r\", field name: is used by an earlier rule; names must be unique");
         assert!(build(ok().cost(3)).is_ok());
         // Periods need not be whole seconds (the policy field names the seconds that hold them).
-        let short = Rule::new("r", Algorithm::FixedWindow, Quota::new(5, 1_500))
-            .failure_policy(FailurePolicy::LocalBudget { limit: 2, period_ms: 250 });
+        let short = Rule::new("r", Algorithm::FixedWindow, Quota::new(5, std::time::Duration::from_millis(1_500)))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 2, period: std::time::Duration::from_millis(250) });
         assert!(build(short).is_ok());
     }
 }

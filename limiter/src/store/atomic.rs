@@ -12,7 +12,7 @@
 
 use crate::algo::gcra::{self, GcraState};
 use crate::decision::Decision;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::quota::{Algorithm, Quota};
 use crate::sync::{AtomicU64, Ordering};
 
@@ -26,8 +26,8 @@ use crate::sync::{AtomicU64, Ordering};
 /// assert!(limiter.check(0, 1)?.allowed);
 /// let denied = limiter.check(0, 1)?;
 /// assert!(!denied.allowed);
-/// assert_eq!(denied.retry_after_ms, 500);
-/// # Ok::<(), redis_ratelimit::Error>(())
+/// assert_eq!(denied.retry_after, std::time::Duration::from_millis(500));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
 pub struct AtomicLimiter {
@@ -38,7 +38,7 @@ pub struct AtomicLimiter {
 
 impl AtomicLimiter {
     /// A limiter enforcing `quota` with GCRA; refuses a quota GCRA cannot enforce exactly.
-    pub fn new(quota: Quota) -> Result<Self, Error> {
+    pub fn new(quota: Quota) -> Result<Self, ConfigError> {
         quota.validate(Algorithm::Gcra)?;
         Ok(AtomicLimiter { quota, tat_us: AtomicU64::new(0) })
     }
@@ -85,7 +85,7 @@ mod tests {
 
     #[test]
     fn decides_exactly_like_the_gcra_twin() {
-        let q = Quota::new(3, 1_000).with_burst(2);
+        let q = Quota::new(3, std::time::Duration::from_secs(1)).with_burst(2);
         let limiter = AtomicLimiter::new(q).unwrap();
         let mut twin = None;
         for (t, cost) in [(0, 1), (0, 1), (0, 1), (100, 0), (334, 1), (400, 2), (1_000, 2), (5_000, 2), (4_000, 1)] {
@@ -99,6 +99,6 @@ mod tests {
     fn refuses_a_cost_above_the_burst_and_an_invalid_quota() {
         let limiter = AtomicLimiter::new(Quota::per_second(5).with_burst(2)).unwrap();
         assert!(matches!(limiter.check(0, 3), Err(Error::CostExceedsCapacity { cost: 3, capacity: 2 })));
-        assert!(AtomicLimiter::new(Quota::new(0, 1_000)).is_err());
+        assert!(AtomicLimiter::new(Quota::new(0, std::time::Duration::from_secs(1))).is_err());
     }
 }

@@ -24,7 +24,7 @@ use super::dial::host_port;
 use super::tls::Tls;
 use super::StoreError;
 use crate::decision::Degraded;
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::metrics;
 
 /// See the module docs.
@@ -41,7 +41,7 @@ pub(crate) struct ClusterLink {
 
 impl ClusterLink {
     /// A client for the cluster `nodes` belong to, over TLS with `tls` when given.
-    pub(crate) fn new(nodes: Vec<ConnectionInfo>, tls: Option<&Tls>) -> Result<Self, Error> {
+    pub(crate) fn new(nodes: Vec<ConnectionInfo>, tls: Option<&Tls>) -> Result<Self, ConfigError> {
         Self::build(nodes, Vec::new(), tls)
     }
 
@@ -49,16 +49,19 @@ impl ClusterLink {
         nodes: Vec<ConnectionInfo>,
         address_map: Vec<((String, u16), (String, u16))>,
         tls: Option<&Tls>,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ConfigError> {
         let Some(first) = nodes.first() else {
-            return Err(Error::config("cluster", "needs at least one node URL, got none".into()));
+            return Err(ConfigError::new("cluster", "needs at least one node URL, got none".into()));
         };
         let secure = matches!(first.addr(), ConnectionAddr::TcpTls { .. });
         if nodes.iter().any(|n| matches!(n.addr(), ConnectionAddr::TcpTls { .. }) != secure) {
-            return Err(Error::config("cluster", "mixes redis:// and rediss:// nodes: use one scheme for all".into()));
+            return Err(ConfigError::new(
+                "cluster",
+                "mixes redis:// and rediss:// nodes: use one scheme for all".into(),
+            ));
         }
         if tls.is_some() && !secure {
-            return Err(Error::config("tls", "the cluster's URLs are redis://: TLS settings need rediss://".into()));
+            return Err(ConfigError::new("tls", "the cluster's URLs are redis://: TLS settings need rediss://".into()));
         }
         let settings = first.redis_settings();
         let mut builder = ClusterClientBuilder::new(nodes.clone())
@@ -91,7 +94,9 @@ impl ClusterLink {
                 .collect();
             builder = builder.node_address_map(map);
         }
-        let client = builder.build().map_err(|e| Error::config("cluster", e.to_string()))?;
+        let client = builder
+            .build()
+            .map_err(|e| ConfigError::new("cluster", "the cluster client refused its settings".into()).caused_by(e))?;
         Ok(ClusterLink {
             nodes,
             address_map,
@@ -103,14 +108,14 @@ impl ClusterLink {
     }
 
     /// The same cluster over TLS.
-    pub(crate) fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
+    pub(crate) fn with_tls(self, tls: &Tls) -> Result<Self, ConfigError> {
         Self::build(self.nodes, self.address_map, Some(tls))
     }
 
     /// The same cluster, every node reached at another address: `(host, port)` as the
     /// cluster names it (CLUSTER SLOTS, MOVED, ASK) to where to dial it. For address
     /// translation (NAT, a proxy per node); the slot map keeps the cluster's own names.
-    pub(crate) fn with_address_map(self, map: Vec<((String, u16), (String, u16))>) -> Result<Self, Error> {
+    pub(crate) fn with_address_map(self, map: Vec<((String, u16), (String, u16))>) -> Result<Self, ConfigError> {
         Self::build(self.nodes, map, None)
     }
 

@@ -13,7 +13,7 @@ use redis::{AsyncConnectionConfig, ConnectionAddr, ConnectionInfo, ErrorKind, Re
 
 use super::connector::Connector;
 use super::tls::Tls;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 
 /// See the module docs.
 pub(crate) enum Dial {
@@ -59,13 +59,13 @@ pub(crate) fn describe_addr(addr: &ConnectionAddr) -> String {
 
 impl Dial {
     /// A client for `info` (TCP or TLS), with `tls`'s certificates when given.
-    pub(crate) fn client(info: ConnectionInfo, tls: Option<&Tls>) -> Result<Dial, Error> {
+    pub(crate) fn client(info: ConnectionInfo, tls: Option<&Tls>) -> Result<Dial, ConfigError> {
         let shown = describe_addr(info.addr());
         let client = match tls {
             Some(tls) => redis::Client::build_with_tls(info.clone(), tls.certificates()),
             None => redis::Client::open(info.clone()),
         }
-        .map_err(|e| Error::config("redis_url", format!("{shown}: {e}")))?;
+        .map_err(|e| ConfigError::new("redis_url", format!("{shown}: {e}")))?;
         Ok(Dial::Client { info: Box::new(info), client: Box::new(client) })
     }
 
@@ -76,7 +76,7 @@ impl Dial {
         service: &str,
         node: RedisConnectionInfo,
         tls: Option<Tls>,
-    ) -> Result<Dial, Error> {
+    ) -> Result<Dial, ConfigError> {
         let client = sentinel_client(&sentinels, service, &node, tls.as_ref())?;
         // The settings are kept (not the TLS ones: `with_tls` passes them again).
         Ok(Dial::Sentinel(Box::new(SentinelDial {
@@ -89,11 +89,11 @@ impl Dial {
     }
 
     /// The same dial with `tls` (a `rediss://` URL, or sentinel-managed servers).
-    pub(crate) fn with_tls(self, tls: &Tls) -> Result<Dial, Error> {
+    pub(crate) fn with_tls(self, tls: &Tls) -> Result<Dial, ConfigError> {
         match self {
             Dial::Client { info, .. } => {
                 if !matches!(info.addr(), ConnectionAddr::TcpTls { .. }) {
-                    return Err(Error::config(
+                    return Err(ConfigError::new(
                         "tls",
                         format!("{} is not a rediss:// URL: TLS settings need one", describe_addr(info.addr())),
                     ));
@@ -101,7 +101,7 @@ impl Dial {
                 Dial::client(*info, Some(tls))
             }
             Dial::Sentinel(s) => Dial::sentinel(s.sentinels, &s.service, s.node, Some(tls.clone())),
-            Dial::Stream { connector, .. } => Err(Error::config(
+            Dial::Stream { connector, .. } => Err(ConfigError::new(
                 "tls",
                 format!(
                     "{} is not a rediss:// URL: TLS settings need one (a connector brings its own stream)",
@@ -154,8 +154,9 @@ fn sentinel_client(
     service: &str,
     node: &RedisConnectionInfo,
     tls: Option<&Tls>,
-) -> Result<SentinelClient, Error> {
-    let bad = |e: RedisError| Error::config("sentinel", format!("service {service:?}: {e}"));
+) -> Result<SentinelClient, ConfigError> {
+    let bad =
+        |e: RedisError| ConfigError::new("sentinel", format!("service {service:?} cannot be asked for")).caused_by(e);
     let mut builder = SentinelClientBuilder::new(sentinels.to_vec(), service, SentinelServerType::Master)
         .map_err(bad)?
         .set_client_to_redis_db(node.db());
@@ -177,10 +178,12 @@ fn sentinel_client(
 /// rather than the server being out of reach: the error to return, naming `redis`.
 pub(crate) fn refusal(redis: &str, e: &RedisError) -> Option<Error> {
     if let Some(tls) = super::tls::is_tls_refusal(e) {
-        return Some(Error::Refused { redis: redis.to_owned(), detail: format!("TLS handshake failed: {tls}") });
+        let detail = "the TLS handshake failed".to_owned();
+        return Some(Error::Refused { redis: redis.to_owned(), detail, cause: Arc::new(tls) });
     }
     let refused = e.kind() == ErrorKind::AuthenticationFailed
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"))
         || e.kind() == ErrorKind::Server(redis::ServerErrorKind::NoPerm);
-    refused.then(|| Error::Refused { redis: redis.to_owned(), detail: e.to_string() })
+    let detail = "its credentials or permissions were refused".to_owned();
+    refused.then(|| Error::Refused { redis: redis.to_owned(), detail, cause: Arc::new(e.clone()) })
 }

@@ -31,6 +31,7 @@ static BY_ALGORITHM: LazyLock<[Loaded; Algorithm::ALL.len()]> = LazyLock::new(||
     })
 });
 
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 static RULES: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(crate::rules_script::source()));
 
 static RESET: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::RESET));
@@ -61,6 +62,7 @@ pub(super) fn block() -> &'static EvalScript {
 }
 
 /// The all-or-nothing script of several rules (`crate::rules_script`).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 pub(super) fn rules() -> &'static EvalScript {
     &RULES
 }

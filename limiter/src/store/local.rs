@@ -1,28 +1,14 @@
 //! The algorithms in process: for a single instance, for tests, and as the local budget.
 
-use crate::algo::all_or_nothing::{self, RulesOutcome};
+use crate::algo::all_or_nothing::{self, ItemOutcome, RulesOutcome};
 use crate::algo::{self, Outcome, State};
+use crate::charge::{Charge, StateKey};
+use crate::key::KeySpace;
 use crate::quota::{Algorithm, Quota};
+use crate::rules_script::{ItemReply, RulesReply};
 use crate::table::{Key, Table};
 
-/// One rule of [`LocalStore::apply_rules`].
-#[derive(Debug, Clone, Copy)]
-pub struct RuleItem<'a> {
-    /// The rule's algorithm.
-    pub algorithm: Algorithm,
-    /// Its quota.
-    pub quota: &'a Quota,
-    /// Its key in the store.
-    pub key: &'a str,
-    /// The clock reading (ms).
-    pub now_ms: u64,
-    /// The cost under this rule.
-    pub cost: u64,
-    /// A shadow rule never denies the request.
-    pub shadow: bool,
-    /// For a blockable rule, the key of its blocks ([`LocalStore::block`]); None reads none.
-    pub block: Option<&'a str>,
-}
+use super::{StateStore, StoreError};
 
 /// Default bound on the number of keys kept in process.
 pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
@@ -56,43 +42,38 @@ impl LocalStore {
         LocalStore { states: Table::new(max_keys), blocks: Table::new(max_keys) }
     }
 
-    /// Decides one request.
+    /// Decides one request of `cost` on `key`'s state under `algorithm` and `quota` at
+    /// `now_ms`: the twin on a state kept in process, for the harness's models.
     pub fn apply(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, cost: u64) -> Outcome {
         self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost, None)
     }
 
-    /// Decides one request of a blockable limiter: as [`LocalStore::apply`], behind the block
-    /// kept under `block` (`algo::block`).
-    pub fn apply_blockable(
-        &self,
-        block: &str,
-        algorithm: Algorithm,
-        quota: &Quota,
-        key: &str,
-        now_ms: u64,
-        cost: u64,
-    ) -> Outcome {
-        let ends = self.block_at(block, now_ms);
-        self.apply_to(self.states.key(key), algorithm, quota, now_ms, cost, ends)
-    }
-
-    /// Blocks `key` until `ends_ms` (`algo::block::ends`), or lifts its block (None).
-    pub fn block(&self, key: &str, ends_ms: Option<u64>) {
-        let key = self.blocks.key(key);
-        let mut shard = self.blocks.lock(key);
-        match ends_ms {
-            Some(ends) => shard.insert(key, ends),
-            None => {
-                shard.remove(key);
-            }
+    /// Where `state`'s state is kept: by the user key alone for a limiter's own quota, else in
+    /// the namespace of its state name and the rest of its identity.
+    fn state_of<'k>(&self, state: &'k StateKey<'_>) -> Key<'k> {
+        match state.by_key_alone() {
+            true => self.states.key(&state.tag),
+            false => self.states.key_in((&*state.state, &*state.rest), &state.tag),
         }
     }
 
-    /// When the block kept under `key` ends, as read at `now_ms`. One past its end is forgotten,
-    /// as Redis drops the block's key once its TTL (the block's length) has passed, strictly;
-    /// at its very end it is kept and blocks nothing (`algo::block::guarded`).
-    fn block_at(&self, key: &str, now_ms: u64) -> Option<u64> {
-        let key = self.blocks.key(key);
+    /// Where the block on `state`'s key is kept: under its own quota's state name.
+    fn block_of<'k>(&self, state: &'k StateKey<'_>) -> Key<'k> {
+        match state.alone {
+            true => self.blocks.key(&state.tag),
+            false => self.blocks.key_in((&*state.home, &*state.rest), &state.tag),
+        }
+    }
+
+    /// When the block on `charge`'s key ends, as read at `now_ms`; None for a charge that reads
+    /// no block. One past its end is forgotten, as Redis drops the block's key once its TTL
+    /// (the block's length) has passed, strictly; at its very end it is kept and blocks nothing
+    /// (`algo::block::guarded`).
+    fn block_at(&self, charge: &Charge<'_>, now_ms: u64) -> Option<u64> {
+        if !charge.blockable {
+            return None;
+        }
+        let key = self.block_of(&charge.state);
         let mut shard = self.blocks.lock(key);
         let ends = *shard.get_mut(key)?;
         if now_ms > ends {
@@ -102,23 +83,11 @@ impl LocalStore {
         Some(ends)
     }
 
-    /// Decides one request against `key`'s state named `state`: state of its own, apart from
-    /// `key`'s under [`LocalStore::apply`] and under every other name, as a Redis key naming
-    /// `state` is.
-    /// With `block`, behind the block kept under it, as [`LocalStore::apply_blockable`].
-    #[allow(clippy::too_many_arguments)] // where the state and the block live, then what `apply` takes
-    pub(crate) fn apply_in(
-        &self,
-        state: &str,
-        block: Option<&str>,
-        algorithm: Algorithm,
-        quota: &Quota,
-        key: &str,
-        now_ms: u64,
-        cost: u64,
-    ) -> Outcome {
-        let ends = block.and_then(|b| self.block_at(b, now_ms));
-        self.apply_to(self.states.key_in(state, key), algorithm, quota, now_ms, cost, ends)
+    /// Decides one charge at `now_ms` (cost 0 peeks), behind its key's block if it reads one.
+    pub(crate) fn decide_charge(&self, charge: &Charge<'_>, now_ms: u64) -> Outcome {
+        let ends = self.block_at(charge, now_ms);
+        let key = self.state_of(&charge.state);
+        self.apply_to(key, charge.algorithm, &charge.quota, now_ms, charge.cost, ends)
     }
 
     fn apply_to(
@@ -146,32 +115,13 @@ impl LocalStore {
         outcome
     }
 
-    /// Gives `units` back to `key`'s state (under [`LocalStore::apply`], see `algo::refund`).
-    pub(crate) fn refund(&self, algorithm: Algorithm, quota: &Quota, key: &str, now_ms: u64, units: u64) -> bool {
-        let key = self.states.key(key);
-        let mut shard = self.states.lock(key);
-        let Some(state) = shard.get_mut(key) else { return false };
-        let given = algo::refund(algorithm, quota, state, now_ms, units);
-        if state.is_none() {
-            shard.remove(key);
-        }
-        given
-    }
-
-    /// Forgets `key`'s state (under [`LocalStore::apply`]).
-    pub(crate) fn forget(&self, key: &str) {
-        let key = self.states.key(key);
-        self.states.lock(key).remove(key);
-    }
-
-    /// Decides several rules of one request all-or-nothing (`algo::all_or_nothing`), under the
+    /// Decides several charges of one request all-or-nothing (`algo::all_or_nothing`), under the
     /// locks of every shard their keys live in (taken in shard order, so two requests never wait
-    /// for each other in a cycle). Each item is a rule's algorithm, quota, key, clock reading,
-    /// cost and shadow flag; the keys must differ (each rule keys its own state). With `commit`
-    /// false nothing is consumed.
-    pub fn apply_rules(&self, items: &[RuleItem<'_>], commit: bool) -> RulesOutcome {
-        let blocks: Vec<Option<u64>> = items.iter().map(|i| i.block.and_then(|b| self.block_at(b, i.now_ms))).collect();
-        let keys: Vec<_> = items.iter().map(|i| self.states.key(i.key)).collect();
+    /// for each other in a cycle). The charges' states must differ (each rule keys its own).
+    /// With `commit` false nothing is consumed.
+    pub(crate) fn decide_charges(&self, charges: &[Charge<'_>], now_ms: u64, commit: bool) -> RulesOutcome {
+        let blocks: Vec<Option<u64>> = charges.iter().map(|c| self.block_at(c, now_ms)).collect();
+        let keys: Vec<_> = charges.iter().map(|c| self.state_of(&c.state)).collect();
         let shard_of: Vec<usize> = keys.iter().map(|&k| self.states.shard_of(k)).collect();
         let mut order = shard_of.clone();
         order.sort_unstable();
@@ -182,17 +132,17 @@ impl LocalStore {
         let mut taken: Vec<Option<State>> =
             keys.iter().zip(&shard_of).map(|(&key, &shard)| shards[slot(shard)].remove(key).flatten()).collect();
         let outcome = {
-            let mut twins: Vec<all_or_nothing::Item<'_>> = items
+            let mut twins: Vec<all_or_nothing::RuleOnState<'_>> = charges
                 .iter()
                 .zip(&mut taken)
                 .zip(&blocks)
-                .map(|((i, state), &block)| all_or_nothing::Item {
-                    algorithm: i.algorithm,
-                    quota: i.quota,
+                .map(|((c, state), &block)| all_or_nothing::RuleOnState {
+                    algorithm: c.algorithm,
+                    quota: &c.quota,
                     state,
-                    now_ms: i.now_ms,
-                    cost: i.cost,
-                    shadow: i.shadow,
+                    now_ms,
+                    cost: c.cost,
+                    shadow: c.shadow,
                     block,
                 })
                 .collect();
@@ -206,6 +156,18 @@ impl LocalStore {
         outcome
     }
 
+    /// Gives `units` back to `charge`'s state (see `algo::refund`).
+    fn refund_charge(&self, charge: &Charge<'_>, now_ms: u64, units: u64) -> bool {
+        let key = self.state_of(&charge.state);
+        let mut shard = self.states.lock(key);
+        let Some(state) = shard.get_mut(key) else { return false };
+        let given = algo::refund(charge.algorithm, &charge.quota, state, now_ms, units);
+        if state.is_none() {
+            shard.remove(key);
+        }
+        given
+    }
+
     /// Number of keys held.
     pub fn len(&self) -> usize {
         self.states.len()
@@ -214,6 +176,42 @@ impl LocalStore {
     /// Whether no key is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl StateStore for LocalStore {
+    async fn decide(&self, charge: &Charge<'_>, _: &KeySpace, now_ms: u64) -> Result<(Outcome, u64), StoreError> {
+        Ok((self.decide_charge(charge, now_ms), now_ms))
+    }
+
+    async fn decide_all(&self, charges: &[Charge<'_>], _: &KeySpace, now_ms: u64) -> Result<RulesReply, StoreError> {
+        let outcome = self.decide_charges(charges, now_ms, true);
+        let items = outcome.items.into_iter().map(|item: ItemOutcome| ItemReply { item, now_ms }).collect();
+        Ok(RulesReply { allowed: outcome.allowed, items })
+    }
+
+    async fn reset(&self, charge: &Charge<'_>, _: &KeySpace, _: u64) -> Result<(), StoreError> {
+        let key = self.state_of(&charge.state);
+        self.states.lock(key).remove(key);
+        let block = self.block_of(&charge.state);
+        self.blocks.lock(block).remove(block);
+        Ok(())
+    }
+
+    async fn refund(&self, charge: &Charge<'_>, _: &KeySpace, now_ms: u64, units: u64) -> Result<bool, StoreError> {
+        Ok(self.refund_charge(charge, now_ms, units))
+    }
+
+    async fn block(&self, charge: &Charge<'_>, _: &KeySpace, now_ms: u64, duration_ms: u64) -> Result<(), StoreError> {
+        let key = self.block_of(&charge.state);
+        let mut shard = self.blocks.lock(key);
+        match algo::block::ends(now_ms, duration_ms) {
+            Some(ends) => shard.insert(key, ends),
+            None => {
+                shard.remove(key);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -251,22 +249,31 @@ mod tests {
     #[test]
     fn rules_in_many_shards_are_decided_together() {
         let store = LocalStore::new(200_000);
-        let q = Quota::new(1, 60_000);
+        let q = Quota::new(1, std::time::Duration::from_secs(60));
         let keys: Vec<String> = (0..40).map(|i| format!("rule-{i}")).collect();
-        let items: Vec<RuleItem<'_>> = keys
+        let items: Vec<Charge<'_>> = keys
             .iter()
-            .map(|key| RuleItem {
+            .map(|key| Charge {
+                name: "rule".into(),
                 algorithm: Algorithm::SlidingLog,
-                quota: &q,
-                key,
-                now_ms: 0,
+                quota: q,
+                state: StateKey {
+                    tag: key.into(),
+                    rest: "".into(),
+                    state: "rule".into(),
+                    home: "rule".into(),
+                    alone: false,
+                    own: true,
+                },
+                time_source: crate::clock::TimeSource::Client,
                 cost: 1,
+                blockable: false,
                 shadow: false,
-                block: None,
+                policy: crate::policy::FailurePolicy::FailOpen,
             })
             .collect();
-        assert!(store.apply_rules(&items, true).allowed);
+        assert!(store.decide_charges(&items, 0, true).allowed);
         assert_eq!(store.len(), 40);
-        assert!(!store.apply_rules(&items, true).allowed);
+        assert!(!store.decide_charges(&items, 0, true).allowed);
     }
 }

@@ -1,11 +1,13 @@
 //! The Redis store's calls for the round-trip modes (`crate::modes`): a lease call and a batch
 //! call, sent, timed out and classified exactly as [`RedisStore::evaluate`]'s own.
 
-use redis::Value;
+use std::sync::Arc;
+
+use redis::{ErrorKind, RedisError, Value};
 
 use super::eval::Sent;
 use super::loaded;
-use super::redis::{bad_reply, classify, integers, read_integers};
+use super::redis::{bad_reply, classify, integers, read_integers, script_error};
 use super::{RedisStore, StoreError};
 use crate::algo::lease::LeaseOutcome;
 use crate::algo::Outcome;
@@ -22,7 +24,12 @@ impl RedisStore {
         };
         let (Some(sent), Some(call)) = (sent, req.invocation()) else {
             let detail = format!("the {} algorithm has no lease script", req.algorithm);
-            return Err(StoreError::Fatal(Error::Server { algorithm: req.algorithm.name(), detail }));
+            let cause = RedisError::from((ErrorKind::Client, "no lease script", detail.clone()));
+            return Err(StoreError::Fatal(Error::Server {
+                algorithm: req.algorithm.name(),
+                detail,
+                cause: Arc::new(cause),
+            }));
         };
         self.run(req.algorithm.name(), sent, &call, |reply| read_integers(reply, |ints| req.read_reply(ints))).await
     }
@@ -56,11 +63,7 @@ impl RedisStore {
                 // to hear about, as a refused single call is.
                 Some(Err(detail)) => {
                     let algorithm = req.algorithm.name();
-                    Err(StoreError::Fatal(if detail.contains("WRONGTYPE") {
-                        Error::WrongType { algorithm, detail }
-                    } else {
-                        Error::Server { algorithm, detail }
-                    }))
+                    Err(StoreError::Fatal(script_error(algorithm, detail)))
                 }
                 None => Err(classify(req.algorithm.name(), &self.describe(), bad_reply(entry))),
             });

@@ -20,10 +20,10 @@ use super::eval::Sent;
 use super::redis::{bad_reply, classify, integers, read_integers, Link};
 use super::{RedisStore, StoreError};
 use crate::algo::Outcome;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::modes::wire::{lease_module_command, BatchRequest};
 use crate::quota::Algorithm;
-use crate::rules_script::{self, Item, RulesRequest};
+use crate::rules_script::{self, RuleCall, RulesRequest};
 use crate::scripts;
 
 /// Whether `e` is Redis saying it has no such command: the module is not loaded there.
@@ -69,7 +69,7 @@ impl Link {
     /// The same link, checking for the module where it can: every new connection to one
     /// server. A cluster's connections are the cluster client's own, so a node without the
     /// module shows on its first decision ([`RedisStore::classify`]).
-    fn requiring_module(self) -> Result<Self, Error> {
+    fn requiring_module(self) -> Result<Self, ConfigError> {
         match self {
             Link::Node(node) => Ok(Link::Node(Box::new(node.requiring_module()?))),
             cluster @ Link::Cluster(_) => Ok(cluster),
@@ -80,7 +80,7 @@ impl Link {
 /// A request behind its key's block, as the module decides it: `RATELIMIT.RULES` with it as
 /// its one rule (which the command runs behind its block, as the blockable script runs it).
 fn behind_block<'a>(request: scripts::Request<'a>, block: &'a str) -> RulesRequest<'a> {
-    RulesRequest { items: vec![Item { request, shadow: false, block: Some(block) }], commit: true }
+    RulesRequest { items: vec![RuleCall { request, shadow: false, block: Some(block) }], commit: true }
 }
 
 /// The one rule's answer in `ints`, the reply of [`behind_block`]'s `req`, and its clock reading.
@@ -109,7 +109,7 @@ impl RedisStore {
     /// decision), and a store that finds it missing answers [`Error::ModuleNotLoaded`], never
     /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule, and a
     /// leasing limiter's leases to `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`.
-    pub fn with_module(self) -> Result<Self, Error> {
+    pub fn with_module(self) -> Result<Self, ConfigError> {
         Ok(RedisStore { link: self.link.requiring_module()?, module: true, ..self })
     }
 

@@ -30,7 +30,7 @@ use super::dial::{self, Dial};
 use super::refusal::Backoff;
 use super::StoreError;
 use crate::decision::Degraded;
-use crate::error::Error;
+use crate::error::ConfigError;
 use crate::metrics;
 
 /// How long a dial may take at most, for a store whose calls time out after `timeout`: a few
@@ -47,12 +47,12 @@ type Dialling = Shared<BoxFuture<'static, Result<Current, StoreError>>>;
 
 /// See the module docs.
 pub(super) struct NodeLink {
-    state: Arc<State>,
+    state: Arc<DialState>,
     dialling: Mutex<Option<Dialling>>,
 }
 
 /// What the dial future shares with the link (it outlives any one call, so it owns its part).
-struct State {
+struct DialState {
     dial: Dial,
     current: Mutex<Option<Current>>,
     generation: AtomicU64,
@@ -69,7 +69,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl State {
+impl DialState {
     fn heard(&self) {
         let us = u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX);
         self.heard_us.fetch_max(us, Ordering::Relaxed);
@@ -107,7 +107,7 @@ impl NodeLink {
     }
 
     fn with_state(dial: Dial, module: bool) -> Self {
-        let state = State {
+        let state = DialState {
             dial,
             module,
             current: Mutex::new(None),
@@ -124,15 +124,15 @@ impl NodeLink {
     }
 
     /// The same link speaking TLS (before any call: nothing is connected yet to keep).
-    pub(super) fn with_tls(self, tls: &super::tls::Tls) -> Result<Self, Error> {
-        let state = Arc::try_unwrap(self.state).map_err(|_| Error::config("tls", "the store is in use".into()))?;
+    pub(super) fn with_tls(self, tls: &super::tls::Tls) -> Result<Self, ConfigError> {
+        let state = Arc::try_unwrap(self.state).map_err(|_| ConfigError::new("tls", "the store is in use".into()))?;
         Ok(NodeLink::with_state(state.dial.with_tls(tls)?, state.module))
     }
 
     /// The same link checking every new connection for the Redis module (before any call).
-    pub(super) fn requiring_module(self) -> Result<Self, Error> {
+    pub(super) fn requiring_module(self) -> Result<Self, ConfigError> {
         let state =
-            Arc::try_unwrap(self.state).map_err(|_| Error::config("with_module", "the store is in use".into()))?;
+            Arc::try_unwrap(self.state).map_err(|_| ConfigError::new("with_module", "the store is in use".into()))?;
         Ok(NodeLink::with_state(state.dial, true))
     }
 

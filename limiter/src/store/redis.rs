@@ -31,7 +31,7 @@ use super::tls::Tls;
 use super::StoreError;
 use crate::algo::Outcome;
 use crate::decision::Degraded;
-use crate::error::Error;
+use crate::error::{ConfigError, Error};
 use crate::metrics;
 use crate::rules_script::{RulesReply, RulesRequest};
 use crate::scripts::{self, Invocation};
@@ -40,9 +40,10 @@ use crate::scripts::{self, Invocation};
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_millis(1000);
 
 /// How errors of the all-or-nothing rules script are named.
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
 const RULES_NAME: &str = "rules";
 
-/// Why a [`RedisStore::call_raw`] call produced no reply.
+/// Why a [`crate::harness::call_raw`] call produced no reply.
 #[cfg(feature = "harness")]
 #[derive(Debug, Clone)]
 pub enum RawCallError {
@@ -58,6 +59,10 @@ pub struct RedisStore {
     pub(super) timeout: Duration,
     /// Decides with the Redis module's commands (`super::module`).
     pub(super) module: bool,
+    /// Decides the charges of each hash tag in their own calls even on one server, as it must
+    /// on a cluster (`super::state`): only the harness asks for it, to check what it costs.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(super) per_tag: bool,
 }
 
 /// One server (directly or through Sentinel) or a cluster.
@@ -81,13 +86,18 @@ impl RedisStore {
     }
 
     fn node(dial: Dial) -> Self {
-        RedisStore { link: Link::Node(Box::new(NodeLink::new(dial))), timeout: DEFAULT_TIMEOUT, module: false }
+        RedisStore {
+            link: Link::Node(Box::new(NodeLink::new(dial))),
+            timeout: DEFAULT_TIMEOUT,
+            module: false,
+            per_tag: false,
+        }
     }
 
     /// A store for `redis://[user:password@]host[:port][/db]` (TCP) or `rediss://...` (TLS,
     /// trusting the system's roots; see [`RedisStore::with_tls`] for a CA or client
     /// certificate). The user and password are an ACL user's, as managed services hand out.
-    pub fn from_url(url: &str) -> Result<Self, Error> {
+    pub fn from_url(url: &str) -> Result<Self, ConfigError> {
         let info = parse_url(url)?;
         // The library-name handshake (CLIENT SETINFO) costs two round trips per connection
         // and tells the limiter nothing.
@@ -101,7 +111,7 @@ impl RedisStore {
             redis::ConnectionAddr::TcpTls { .. } => {
                 Ok(Self::node(Dial::client(info.clone().set_redis_settings(settings), None)?))
             }
-            other => Err(Error::config(
+            other => Err(ConfigError::new(
                 "redis_url",
                 format!("{}: only redis:// (TCP) and rediss:// (TLS) are supported, got {other:?}", redacted(url)),
             )),
@@ -113,10 +123,10 @@ impl RedisStore {
     /// of one limit lives in one slot (the key layout's hash tag), so no script meets
     /// CROSSSLOT; MOVED and ASK are followed, and a primary that never saw a script gets it
     /// by EVAL (the `store::cluster` module explains how).
-    pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, Error> {
+    pub fn cluster<S: AsRef<str>>(urls: impl IntoIterator<Item = S>) -> Result<Self, ConfigError> {
         let infos = urls.into_iter().map(|u| parse_url(u.as_ref())).collect::<Result<Vec<_>, _>>()?;
         let link = Link::Cluster(Box::new(ClusterLink::new(infos, None)?));
-        Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false })
+        Ok(RedisStore { link, timeout: DEFAULT_TIMEOUT, module: false, per_tag: false })
     }
 
     /// A store for the primary that the Sentinels at `sentinel_urls` report for `service`,
@@ -127,13 +137,13 @@ impl RedisStore {
         sentinel_urls: impl IntoIterator<Item = S>,
         service: &str,
         node_url: Option<&str>,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ConfigError> {
         let sentinels = sentinel_urls
             .into_iter()
             .map(|u| parse_url(u.as_ref()).map(|i| i.addr().clone()))
             .collect::<Result<Vec<_>, _>>()?;
         if sentinels.is_empty() {
-            return Err(Error::config("sentinel", "needs at least one Sentinel URL, got none".into()));
+            return Err(ConfigError::new("sentinel", "needs at least one Sentinel URL, got none".into()));
         }
         let node = match node_url {
             Some(url) => parse_url(url)?.redis_settings().clone(),
@@ -145,7 +155,7 @@ impl RedisStore {
     /// Speaks TLS with `tls`'s trust and client certificate: for a `rediss://` URL, a cluster
     /// of `rediss://` nodes, or Sentinel-managed servers. Certificates are read now, so a bad
     /// one is an error here, not on the first call.
-    pub fn with_tls(self, tls: &Tls) -> Result<Self, Error> {
+    pub fn with_tls(self, tls: &Tls) -> Result<Self, ConfigError> {
         let link = match self.link {
             Link::Node(node) => Link::Node(Box::new(node.with_tls(tls)?)),
             Link::Cluster(cluster) => Link::Cluster(Box::new(cluster.with_tls(tls)?)),
@@ -159,13 +169,13 @@ impl RedisStore {
     pub fn with_node_addresses(
         self,
         map: impl IntoIterator<Item = ((String, u16), (String, u16))>,
-    ) -> Result<Self, Error> {
+    ) -> Result<Self, ConfigError> {
         match self.link {
             Link::Cluster(cluster) => Ok(RedisStore {
                 link: Link::Cluster(Box::new(cluster.with_address_map(map.into_iter().collect())?)),
                 ..self
             }),
-            Link::Node(node) => Err(Error::config(
+            Link::Node(node) => Err(ConfigError::new(
                 "node_addresses",
                 format!("{} is one server, not a cluster: there are no nodes to map", node.dial().describe()),
             )),
@@ -181,9 +191,9 @@ impl RedisStore {
     }
 
     /// Bounds every call (connecting included). Zero is refused.
-    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, Error> {
+    pub fn with_timeout(mut self, timeout: Duration) -> Result<Self, ConfigError> {
         if timeout.is_zero() {
-            return Err(Error::config("timeout", "must be above 0 ms, got 0".into()));
+            return Err(ConfigError::new("timeout", "must be above 0 ms, got 0".into()));
         }
         self.timeout = timeout;
         Ok(self)
@@ -196,6 +206,7 @@ impl RedisStore {
 
     /// Whether keys with different hash tags may live on different nodes, so one script call
     /// may only touch the keys of one tag.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self.link, Link::Cluster(_))
     }
@@ -222,7 +233,7 @@ impl RedisStore {
     }
 
     /// Deletes `keys` (one key's state, in one slot) with `lua/reset.lua`: how many existed.
-    pub(crate) async fn reset(&self, keys: Vec<String>) -> Result<u64, StoreError> {
+    pub(crate) async fn reset_keys(&self, keys: Vec<String>) -> Result<u64, StoreError> {
         let call = Invocation { keys, args: Vec::new() };
         self.run("reset", Sent::Script(loaded::reset()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
@@ -233,7 +244,7 @@ impl RedisStore {
 
     /// Gives `req.cost` units back to `req`'s state with `lua/refund.lua`: whether anything
     /// was given back.
-    pub(crate) async fn refund(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
+    pub(crate) async fn refund_units(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
         self.run("refund", Sent::Script(loaded::refund()), &req.refund_invocation(), |reply| match reply {
             Value::Int(n @ (0 | 1)) => Ok(n == 1),
             other => Err(bad_reply(&other)),
@@ -244,7 +255,12 @@ impl RedisStore {
     /// Blocks for `duration_ms` (0 lifts it) the key whose block is `block`, with
     /// `lua/block.lua` on the clock `now_ms` (None: Redis's): the instant the block ends, 0
     /// when lifted.
-    pub(crate) async fn block(&self, block: &str, now_ms: Option<u64>, duration_ms: u64) -> Result<u64, StoreError> {
+    pub(crate) async fn block_key(
+        &self,
+        block: &str,
+        now_ms: Option<u64>,
+        duration_ms: u64,
+    ) -> Result<u64, StoreError> {
         let call = scripts::block_invocation(block, now_ms, duration_ms);
         self.run("block", Sent::Script(loaded::block()), &call, |reply| match reply {
             Value::Int(n) if n >= 0 => Ok(n as u64),
@@ -347,6 +363,7 @@ impl RedisStore {
     /// Runs several rules in one call of the all-or-nothing script (or the module's rules
     /// command), bounded by the timeout;
     /// errors come back as from [`RedisStore::evaluate`].
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) async fn evaluate_rules(&self, req: &RulesRequest<'_>) -> Result<RulesReply, StoreError> {
         let (sent, call) = match self.module {
             true => (Sent::Command(crate::rules_script::MODULE_COMMAND), req.module_invocation()),
@@ -362,7 +379,7 @@ impl RedisStore {
     /// then dropped, as after the store's own calls), or as [`RawCallError::Refused`] with
     /// Redis's error when Redis answered with one (a script error, WRONGTYPE...).
     #[cfg(feature = "harness")]
-    pub async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
+    pub(crate) async fn call_raw<T, F, Fut>(&self, call: F) -> Result<T, RawCallError>
     where
         F: FnOnce(StoreConnection) -> Fut,
         Fut: std::future::Future<Output = redis::RedisResult<T>>,
@@ -433,10 +450,10 @@ impl ConnectionLike for StoreConnection {
 }
 
 /// Parses a Redis URL; the message never repeats the password.
-fn parse_url(url: &str) -> Result<redis::ConnectionInfo, Error> {
+fn parse_url(url: &str) -> Result<redis::ConnectionInfo, ConfigError> {
     use redis::IntoConnectionInfo;
     url.into_connection_info()
-        .map_err(|e| Error::config("redis_url", format!("{} is not a usable Redis URL: {e}", redacted(url))))
+        .map_err(|e| ConfigError::new("redis_url", format!("{} is not a usable Redis URL: {e}", redacted(url))))
 }
 
 /// `url` with any password replaced by `***`, for messages.
@@ -516,17 +533,30 @@ pub(super) fn classify(name: &'static str, redis: &str, e: RedisError) -> StoreE
         return StoreError::Unavailable(Degraded::Unavailable);
     }
     match e.kind() {
-        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => {
-            StoreError::Fatal(Error::UnexpectedReply { algorithm: name, detail: e.detail().unwrap_or("").to_owned() })
-        }
+        ErrorKind::UnexpectedReturnType | ErrorKind::Parse => StoreError::Fatal(Error::UnexpectedReply {
+            algorithm: name,
+            detail: e.detail().unwrap_or("").to_owned(),
+            cause: Arc::new(e),
+        }),
         _ => {
             let detail = e.to_string();
             if e.code() == Some("WRONGTYPE") || detail.contains("WRONGTYPE") {
-                StoreError::Fatal(Error::WrongType { algorithm: name, detail })
+                StoreError::Fatal(Error::WrongType { algorithm: name, detail, cause: Arc::new(e) })
             } else {
-                StoreError::Fatal(Error::Server { algorithm: name, detail })
+                StoreError::Fatal(Error::Server { algorithm: name, detail, cause: Arc::new(e) })
             }
         }
+    }
+}
+
+/// The error of a script call of `algorithm` that Redis refused with `detail` (an entry of a
+/// batch's reply, which carries the text of the error its own call would have met).
+pub(super) fn script_error(algorithm: &'static str, detail: String) -> Error {
+    let cause = Arc::new(RedisError::from((ErrorKind::Extension, "script error", detail.clone())));
+    if detail.contains("WRONGTYPE") {
+        Error::WrongType { algorithm, detail, cause }
+    } else {
+        Error::Server { algorithm, detail, cause }
     }
 }
 

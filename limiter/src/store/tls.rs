@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::error::Error;
+use crate::error::ConfigError;
 
 /// Whom a `rediss://` connection trusts and how it proves who it is.
 ///
@@ -14,6 +14,7 @@ use crate::error::Error;
 /// assert!(format!("{tls:?}").contains("ca"));
 /// ```
 #[derive(Clone, Default)]
+#[must_use = "TLS settings apply only once a store is given them (RedisStore::with_tls)"]
 pub struct Tls {
     pub(crate) ca_pem: Option<Vec<u8>>,
     pub(crate) client: Option<(Vec<u8>, Vec<u8>)>,
@@ -42,7 +43,7 @@ impl Tls {
     }
 
     /// Trusts the CA certificate(s) in the PEM file at `path`.
-    pub fn with_ca_file(self, path: impl AsRef<Path>) -> Result<Self, Error> {
+    pub fn with_ca_file(self, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let pem = read_pem("tls.ca_file", path.as_ref())?;
         Ok(self.with_ca_pem(pem))
     }
@@ -54,7 +55,7 @@ impl Tls {
     }
 
     /// Presents the client certificate and key in these PEM files (mutual TLS).
-    pub fn with_client_files(self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Result<Self, Error> {
+    pub fn with_client_files(self, cert: impl AsRef<Path>, key: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let cert = read_pem("tls.client_cert", cert.as_ref())?;
         let key = read_pem("tls.client_key", key.as_ref())?;
         Ok(self.with_client_pem(cert, key))
@@ -72,10 +73,11 @@ impl Tls {
     }
 }
 
-fn read_pem(field: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
-    let pem = std::fs::read(path).map_err(|e| Error::config(field, format!("cannot read {}: {e}", path.display())))?;
+fn read_pem(field: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| ConfigError::new(field, format!("cannot read {}", path.display())).caused_by(e))?;
     if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(Error::config(field, format!("{} holds no PEM block (-----BEGIN ...)", path.display())));
+        return Err(ConfigError::new(field, format!("{} holds no PEM block (-----BEGIN ...)", path.display())));
     }
     Ok(pem)
 }
@@ -87,7 +89,7 @@ fn read_pem(field: &'static str, path: &Path) -> Result<Vec<u8>, Error> {
 /// `io::Error` reports its inner error's source rather than the inner error itself, so the
 /// rustls error cannot be reached by type: it is recognised by the words rustls's `Display`
 /// gives each of its refusals.
-pub(crate) fn is_tls_refusal(e: &redis::RedisError) -> Option<String> {
+pub(crate) fn is_tls_refusal(e: &redis::RedisError) -> Option<redis::RedisError> {
     const RUSTLS_REFUSALS: [&str; 6] = [
         "invalid peer certificate",
         "received fatal alert",
@@ -100,7 +102,7 @@ pub(crate) fn is_tls_refusal(e: &redis::RedisError) -> Option<String> {
         return None;
     }
     let text = e.to_string();
-    RUSTLS_REFUSALS.iter().any(|r| text.contains(r)).then_some(text)
+    RUSTLS_REFUSALS.iter().any(|r| text.contains(r)).then(|| e.clone())
 }
 
 #[cfg(test)]

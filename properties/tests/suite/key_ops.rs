@@ -13,6 +13,7 @@
 //! the twin's Retry-After and reset, the state untouched by what was refused.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -107,7 +108,7 @@ proptest! {
         (limit, period, burst) in (1u64..=6, 100u64..=2_000, 1u64..=6),
         steps in steps(),
     ) {
-        let q = Quota::new(limit, period).with_burst(burst);
+        let q = Quota::new(limit, Duration::from_millis(period)).with_burst(burst);
         prop_assume!(q.validate(algorithm).is_ok());
         let clock = ManualServerClock::from_millis(BASE_MS);
         let model = ModelHandle::new(clock.clone());
@@ -148,7 +149,7 @@ proptest! {
         server_time in any::<bool>(),
         steps in refund_steps(),
     ) {
-        let q = Quota::new(limit, period).with_burst(burst);
+        let q = Quota::new(limit, Duration::from_millis(period)).with_burst(burst);
         prop_assume!(q.validate(algorithm).is_ok());
         // The model's TIME moves by a microsecond a command, as Redis's own clock moves while it
         // works, so on Redis's clock a script decides a few microseconds after the step's
@@ -162,7 +163,7 @@ proptest! {
         for (i, s) in steps.iter().enumerate() {
             // A window twin keeps the state of one window where Redis keeps a key per window, so
             // a clock stepping back into an earlier window is beyond what it models.
-            let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+            let windowed = algorithm.is_windowed();
             now = now.saturating_add_signed(if windowed { s.dt.max(0) } else { s.dt });
             clock.set_micros(now * 1000);
             let stem = format!("ratelimiter:{{k{}}}:{}:", s.key, scripts::quota_state(algorithm, &q));
@@ -198,7 +199,7 @@ proptest! {
         server_time in any::<bool>(),
         steps in block_steps(),
     ) {
-        let q = Quota::new(limit, period).with_burst(burst);
+        let q = Quota::new(limit, Duration::from_millis(period)).with_burst(burst);
         prop_assume!(q.validate(algorithm).is_ok());
         // The model's TIME moves by a microsecond a command, as Redis's own clock moves while it
         // works, so on Redis's clock a script decides a few microseconds after the step's
@@ -212,7 +213,7 @@ proptest! {
         let mut now = BASE_MS;
         for (i, s) in steps.iter().enumerate() {
             // As for refunds: a window twin cannot follow a clock back into an earlier window.
-            let windowed = matches!(algorithm, Algorithm::FixedWindow | Algorithm::SlidingWindow);
+            let windowed = algorithm.is_windowed();
             now = now.saturating_add_signed(if windowed { s.dt.max(0) } else { s.dt });
             clock.set_micros(now * 1000);
             let stem = format!("ratelimiter:{{k{}}}:{}:", s.key, scripts::quota_state(algorithm, &q));

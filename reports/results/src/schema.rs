@@ -1,4 +1,4 @@
-//! The results file of `cargo xtask simulate`: JSON, schema `rate-limit-sim/2`.
+//! The results file of `cargo xtask simulate`: JSON, schema `rate-limit-sim/3`.
 //!
 //! One file per run of the command. `results` holds one object per scenario, subject,
 //! policy, time source and seed; `race_sweep` and `skew_sweep` hold the GET+SET race and
@@ -32,18 +32,36 @@
 //!   lifetime's refill per idle start), `under_admitted` (units the exact limiter admitted beyond
 //!   the cluster, net, leaving out what a failure policy denied) and `lease_unspent` (units
 //!   leased and never spent nor given back). All added with defaults, so older files of the same
-//!   schema still read. Schema 2 renamed 1's `algorithm` to `subject` and its `subject` flag to
-//!   the inverse `library`.
+//!   schema still read;
+//! - `beyond_clock_trust`/`beyond_clock_trust_detail`: for a subject fed its instances' clocks
+//!   while they disagreed, whether some reading of the clocks explains what it admitted
+//!   (`held`) or none does (`broken`, a broken promise, not the clock trust's price); `none`
+//!   otherwise. `redis.expired_keys`: keys Redis expired in the run.
+//!
+//! Every change of shape is a new version, and the report reads the earlier ones
+//! (`RENAMED_IN` below; `reports::load_results` upgrades them):
+//! - 3 added `beyond_clock_trust`, `beyond_clock_trust_detail` and `redis.expired_keys`; a file
+//!   of 2 reads with them `none`, empty and 0.
+//! - 2 renamed 1's per-run `algorithm` to `subject` and its `subject` flag (the run drove an
+//!   external subject) to the inverse `library`, and the race and skew points' `algorithm` to
+//!   `subject`.
 //!
 //! Every struct reads missing fields as their defaults, so a partial file (one scenario, no
-//! sweeps) still renders; the `schema` string is what refuses an outdated file.
+//! sweeps) still renders; the `schema` string is what refuses a file of another kind or of a
+//! newer simulator.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
 /// The schema version written in every file.
-pub const SCHEMA: &str = "rate-limit-sim/2";
+pub const SCHEMA: &str = "rate-limit-sim/3";
+
+/// The schema's family and the versions a reader takes: every one since the first, upgraded
+/// to this one's shape on reading (see the module docs).
+pub const SCHEMA_FAMILY: &str = "rate-limit-sim";
+/// This version's number.
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// A whole results file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -204,6 +222,11 @@ pub struct RunResult {
     pub bound: Verdict,
     pub bound_detail: String,
     pub expected_finding: bool,
+    /// For a subject fed its instances' clocks while they disagree: whether some reading of
+    /// those clocks explains what it admitted (`held`), or none does (`broken`: a broken promise
+    /// whatever the design, never only the clock trust's price); `none` otherwise.
+    pub beyond_clock_trust: Verdict,
+    pub beyond_clock_trust_detail: String,
     pub policy_check: Verdict,
     pub policy_detail: String,
     pub liveness: Verdict,
@@ -311,6 +334,9 @@ pub struct RedisCost {
     pub round_trips: u64,
     /// Scripts Redis ran (EVAL and EVALSHA that found their script).
     pub scripts_run: u64,
+    /// Keys Redis removed because their TTL ran out (`INFO`'s `expired_keys`): each is a
+    /// state a later request finds gone and starts afresh.
+    pub expired_keys: u64,
     /// Keys left with no TTL at the end of the run: they never expire (a counter whose
     /// EXPIRE was lost stays limited forever).
     pub keys_without_ttl: u64,

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each benchmark uses its part
 #![allow(clippy::disallowed_methods)] // a benchmark measures wall time by definition
 
+use std::time::Duration;
 use std::time::Instant;
 
 use redis_model::{ManualServerClock, ModelHandle, Reply};
@@ -12,7 +13,7 @@ use redis_ratelimit::{Algorithm, Quota};
 
 /// The EVALSHA arguments (after the SHA) the limiter sends for one cost-1 request at `now_ms`.
 pub fn call_args(algorithm: Algorithm, now_ms: u64) -> Vec<String> {
-    let q = Quota::new(1_000_000, 1_000).with_burst(1_000_000);
+    let q = Quota::new(1_000_000, Duration::from_secs(1)).with_burst(1_000_000);
     let request =
         scripts::Request { algorithm, quota: &q, stem: "ratelimiter:{bench}:", now_ms: Some(now_ms), cost: 1 };
     let call = request.invocation();

@@ -42,6 +42,9 @@ pub struct Worst {
     /// The ids of the first and the last admission of the witness.
     pub first: usize,
     pub last: usize,
+    /// Units admitted over the promise that a verifier forgave as a tie its subject's float
+    /// arithmetic decided early (at most one unit of the subject's time early), if any.
+    pub forgiven: Option<f64>,
 }
 
 impl Worst {
@@ -75,16 +78,7 @@ pub fn worst(
     tolerance: Tolerance,
 ) -> Option<Worst> {
     let (l, w) = (q.limit(), q.period_ms().max(1));
-    let r_ms = tolerance.resolution_ms;
-    for a in admitted.iter_mut().filter(|_| r_ms > 0) {
-        if promise == (Promise::FixedWindow { first_hit: false }) {
-            // An aligned window is named by the coarse clock itself: whole steps of R.
-            a.lo -= a.lo % r_ms;
-            a.hi -= a.hi % r_ms;
-        } else {
-            a.lo = a.lo.saturating_sub(r_ms);
-        }
-    }
+    widen(promise, admitted, tolerance);
     admitted.sort_by_key(|a| (a.lo, a.hi, a.id));
     if admitted.is_empty() {
         return None;
@@ -99,8 +93,106 @@ pub fn worst(
     }
 }
 
+/// The bound beyond clock trust: what no design exact on its callers' clocks can admit,
+/// whichever reading of those clocks it counts each admission at.
+///
+/// A script fed its callers' clocks counts each admission at some reading: the one the
+/// request came with, the latest one its state has seen, or Redis's own where a key's TTL
+/// ends its state. Here each admission's `lo..=hi` is every reading a design may have counted
+/// it at (the caller's own reading, the latest reading sent before its decision, and the
+/// true time of the decision, whichever are least and greatest). Whatever the design, the
+/// admissions whose readings all lie in a span of readings `[x, y]` are at most what the
+/// promise allows over that span: B + L·(y − x)/T for a bucket; L for each aligned window
+/// the span touches; for a log, L for each window of length T it takes to cover the span (a
+/// first-hit window one more, since one may end inside the span's first instant and another
+/// open there; a sliding-window counter 2L each). More is a break beyond the clock trust: no
+/// reading of the clocks explains it, so no design is exact on them.
+///
+/// Every span from one admission's earliest reading to another's latest is tried (Hall's
+/// condition over the spans), so a lagging caller's admission counts wherever its readings
+/// fall, which no single frame of readings does. `allowance` extra units are granted once
+/// (a loss of Redis's data), and a declared resolution widens each admission as [`worst`]
+/// does. Readings are counted from a whole number of periods before the run (so none is
+/// negative and aligned windows fall where the callers put them), and the witness names them
+/// from `zero`, the reading of the run's start. None when nothing was admitted or the promise
+/// has no bound.
+pub fn beyond_clock_trust(
+    promise: Promise,
+    q: &Quota,
+    admitted: &mut [Admission],
+    allowance: u64,
+    tolerance: Tolerance,
+    zero: u64,
+) -> Option<Worst> {
+    if promise == Promise::None || admitted.is_empty() {
+        return None;
+    }
+    widen(promise, admitted, tolerance);
+    let (l, w) = (q.limit(), q.period_ms().max(1));
+    // What the promise allows over the span [x, y], scaled by T so a bucket's refill is whole.
+    let allowed_scaled = |x: u64, y: u64| -> u128 {
+        let (windows_touched, d) = (u128::from(y / w - x / w + 1), u128::from(y - x));
+        let (l, w, a) = (u128::from(l), u128::from(w), u128::from(allowance));
+        match promise {
+            Promise::TokenBucket | Promise::Gcra => (u128::from(q.burst()) + a) * w + l * d,
+            Promise::FixedWindow { first_hit: false } => (l * windows_touched + a) * w,
+            Promise::FixedWindow { first_hit: true } => (l * (d / w + 2) + a) * w,
+            Promise::SlidingLog => (l * (d / w + 1) + a) * w,
+            Promise::SlidingWindow => (2 * l * (d / w + 1) + a) * w,
+            Promise::None => u128::MAX,
+        }
+    };
+    let mut by_hi: Vec<&Admission> = admitted.iter().collect();
+    by_hi.sort_by_key(|a| (a.hi, a.lo, a.id));
+    let mut starts: Vec<(u64, usize)> = admitted.iter().map(|a| (a.lo, a.id)).collect();
+    starts.sort_unstable();
+    starts.dedup_by_key(|s| s.0);
+    // (excess scaled, units, allowed scaled, x, y, first id, last id)
+    let mut worst: Option<(i128, u64, u128, u64, u64, usize, usize)> = None;
+    for &(x, first) in &starts {
+        let mut units = 0u64;
+        for a in by_hi.iter().filter(|a| a.lo >= x) {
+            units += a.units;
+            let allowed = allowed_scaled(x, a.hi);
+            let excess = (u128::from(units) * u128::from(w)) as i128 - allowed as i128;
+            if worst.is_none_or(|(e, ..)| excess > e) {
+                worst = Some((excess, units, allowed, x, a.hi, first, a.id));
+            }
+        }
+    }
+    let (excess, units, allowed, x, y, first, last) = worst?;
+    Some(Worst {
+        admitted: units,
+        allowed: allowed as f64 / w as f64,
+        broken: excess > 0,
+        within: format!(
+            "with readings from {} ms to {} ms",
+            i128::from(x) - i128::from(zero),
+            i128::from(y) - i128::from(zero)
+        ),
+        first,
+        last,
+        forgiven: None,
+    })
+}
+
+/// A declared resolution R widens each admission to what the script's coarse clock read (see
+/// [`worst`]).
+fn widen(promise: Promise, admitted: &mut [Admission], tolerance: Tolerance) {
+    let r_ms = tolerance.resolution_ms;
+    for a in admitted.iter_mut().filter(|_| r_ms > 0) {
+        if promise == (Promise::FixedWindow { first_hit: false }) {
+            // An aligned window is named by the coarse clock itself: whole steps of R.
+            a.lo -= a.lo % r_ms;
+            a.hi -= a.hi % r_ms;
+        } else {
+            a.lo = a.lo.saturating_sub(r_ms);
+        }
+    }
+}
+
 fn window_worst(admitted: u64, bound: u64, within: String, first: usize, last: usize) -> Worst {
-    Worst { admitted, allowed: bound as f64, broken: admitted > bound, within, first, last }
+    Worst { admitted, allowed: bound as f64, broken: admitted > bound, within, first, last, forgiven: None }
 }
 
 /// Units surely in one aligned window `[kT, (k+1)T)`: those whose whole interval lies in it.
@@ -178,6 +270,7 @@ fn bucket(admitted: &[Admission], q: &Quota, allowance: u64) -> Worst {
         within: format!("within {d} ms (from {} ms to {span_end} ms)", admitted[i].lo),
         first: admitted[i].id,
         last: admitted[j].id,
+        forgiven: None,
     }
 }
 

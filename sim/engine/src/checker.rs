@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use redis_ratelimit::{FailurePolicy, Quota, Source};
 
-pub use crate::bound::{worst, Admission, Worst};
+pub use crate::bound::{beyond_clock_trust, worst, Admission, Worst};
 use crate::faults::Fault;
 use crate::promise::{Promise, Tolerance};
 use crate::trace::Record;
@@ -101,6 +101,96 @@ pub fn check_bound_with(
     }
 }
 
+/// The bound beyond the clock trust of a run whose instances sent their own clocks
+/// ([`beyond_clock_trust`]): each store-decided admission placed anywhere from the reading its
+/// instance sent (`reading_offset_ms` of it at the request's start: the instance's offset
+/// plus its drift so far) to the latest reading a design can have had when Redis decided it
+/// (any reading sent to the key so far, carried forward by Redis's clock to the call's
+/// return). Broken only where no reading of the clocks explains the admissions.
+pub fn check_beyond_clock_trust(
+    promise: Promise,
+    q: &Quota,
+    records: &[Record],
+    allowance: u64,
+    tolerance: Tolerance,
+    reading_offset_ms: impl Fn(&Record) -> i64,
+) -> Check {
+    if promise == Promise::None {
+        return Check { verdict: Verdict::None, detail: "no promise to check".into() };
+    }
+    let origin = crate::simclock::readings_origin_ms(q.period_ms());
+    let zero = crate::simclock::EPOCH_MS - origin;
+    let mut by_key: BTreeMap<u32, Vec<(usize, &Record)>> = BTreeMap::new();
+    for (id, r) in records.iter().enumerate() {
+        by_key.entry(r.key).or_default().push((id, r));
+    }
+    let mut broken: Option<String> = None;
+    let mut closest: Option<Worst> = None;
+    for (key, mut sent) in by_key {
+        // The readings sent to the key, by when they were sent: the largest offset so far.
+        sent.sort_by_key(|(_, r)| r.t_ms);
+        let mut ahead = i64::MIN;
+        let mut ahead_by: Vec<(u64, i64)> = Vec::with_capacity(sent.len());
+        for (_, r) in &sent {
+            ahead = ahead.max(reading_offset_ms(r));
+            ahead_by.push((r.t_ms, ahead));
+        }
+        let ahead_at = |t: u64| {
+            let i = ahead_by.partition_point(|&(at, _)| at <= t);
+            ahead_by[..i].last().map_or(0, |&(_, a)| a)
+        };
+        let mut admitted: Vec<Admission> = sent
+            .iter()
+            .filter(|(_, r)| r.allowed && matches!(r.source, Source::Store | Source::Lease))
+            .map(|&(id, r)| {
+                let own = reading_offset_ms(r);
+                let at = |t: u64, offset: i64| (zero + t).saturating_add_signed(offset);
+                let done = r.done_ms.max(r.hi_ms);
+                Admission { lo: at(r.t_ms, own), hi: at(done, ahead_at(done).max(own)), units: r.cost, id }
+            })
+            .collect();
+        let Some(w) = beyond_clock_trust(promise, q, &mut admitted, allowance, tolerance, zero) else { continue };
+        if w.broken && broken.is_none() {
+            broken = Some(format!(
+                "key-{key}: {} admitted {}, where no reading of the instances' clocks allows more than {:.1}",
+                w.admitted, w.within, w.allowed
+            ));
+        }
+        closest = Some(match closest {
+            Some(seen) if seen.ratio() >= w.ratio() => seen,
+            _ => w,
+        });
+    }
+    match (broken, closest) {
+        (Some(detail), _) => Check { verdict: Verdict::Broken, detail },
+        (None, None) => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
+        (None, Some(w)) => Check {
+            verdict: Verdict::Held,
+            detail: format!(
+                "every admission explained by some reading of the instances' clocks (closest: {} admitted {}, \
+                 {:.1} allowed)",
+                w.admitted, w.within, w.allowed
+            ),
+        },
+    }
+}
+
+/// What one expiry of a key may lend a design exact on its callers' clocks, whose clocks are
+/// `spread_ms` apart: a bucket's key runs out its TTL (the time to full, on the writer's
+/// reading) on Redis's clock, and the next request finds it full. Its readings may be up to
+/// `spread_ms` behind the writer's, so they re-traverse a stretch the expired state had already
+/// spent: the burst again, plus the refill of `spread_ms` that the readings say was still to
+/// come (a rotation over five clocks 2 s apart lends more than the burst alone). A window or a
+/// log lends nothing: its state is gone only once every reading carried forward by Redis's
+/// clock has left it behind.
+pub fn expiry_allowance(promise: Promise, q: &Quota, spread_ms: u64) -> u64 {
+    if promise.is_bucket() {
+        q.burst() + (q.limit() * spread_ms).div_ceil(q.period_ms().max(1))
+    } else {
+        0
+    }
+}
+
 /// Most cost admitted in any half-open interval `[t, t + span)`.
 pub fn max_in_span(admitted: &[(u64, u64)], span: u64) -> u64 {
     let (mut lo, mut sum, mut best) = (0, 0, 0);
@@ -176,7 +266,8 @@ pub fn check_policy(policy: FailurePolicy, records: &[Record], faults: &[Fault])
                     format!("fail-closed admitted nothing in {} requests while Redis was unreachable", during.len());
             }
         }
-        FailurePolicy::LocalBudget { limit, period_ms } => {
+        FailurePolicy::LocalBudget { limit, period } => {
+            let period_ms = period.as_millis() as u64;
             let mut per: BTreeMap<(u32, u32, u64), u64> = BTreeMap::new();
             for r in during.iter().filter(|r| r.allowed && r.source == Source::LocalBudget) {
                 // The budget's windows are the instance's own clock; the harness sees true
@@ -338,7 +429,7 @@ mod tests {
 
     #[test]
     fn sliding_log_bound_catches_one_too_many() {
-        let q = Quota::new(3, 1000);
+        let q = Quota::new(3, std::time::Duration::from_secs(1));
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Promise::SlidingLog, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 10, 20, 999].map(|t| rec(t, true)).to_vec();
@@ -349,7 +440,7 @@ mod tests {
 
     #[test]
     fn extra_admissions_is_the_least_allowance_that_holds() {
-        let q = Quota::new(3, 1000);
+        let q = Quota::new(3, std::time::Duration::from_secs(1));
         let ok: Vec<_> = [0, 10, 20, 1000].map(|t| rec(t, true)).to_vec();
         assert_eq!(extra_admissions(Promise::SlidingLog, &q, &ok, Tolerance::EXACT), 0);
         let two_more: Vec<_> = [0, 10, 20, 30, 40, 999].map(|t| rec(t, true)).to_vec();
@@ -360,7 +451,7 @@ mod tests {
 
     #[test]
     fn bucket_bound_allows_burst_plus_refill_and_no_more() {
-        let q = Quota::new(10, 1000).with_burst(5); // 1 per 100 ms
+        let q = Quota::new(10, std::time::Duration::from_secs(1)).with_burst(5); // 1 per 100 ms
         let ok: Vec<_> = [0, 0, 0, 0, 0, 100, 200, 300].map(|t| rec(t, true)).to_vec();
         assert_eq!(check_bound(Promise::TokenBucket, &q, &ok, 0, Tolerance::EXACT).verdict, Verdict::Held);
         let bad: Vec<_> = [0, 0, 0, 0, 0, 10, 20].map(|t| rec(t, true)).to_vec();
@@ -369,7 +460,7 @@ mod tests {
 
     #[test]
     fn fixed_window_allows_double_across_a_boundary_but_not_within() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let boundary: Vec<_> = [998, 999, 1000, 1001].map(|t| rec(t, true)).to_vec();
         assert_eq!(
             check_bound(Promise::FixedWindow { first_hit: false }, &q, &boundary, 0, Tolerance::EXACT).verdict,
@@ -385,7 +476,7 @@ mod tests {
 
     #[test]
     fn starvation_is_caught_and_faults_excuse_it() {
-        let q = Quota::new(10, 1000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         let records: Vec<_> = (0..40).map(|i| rec(i * 100, i < 3)).collect();
         let oracle = vec![true; 40];
         assert_eq!(check_liveness(&records, &oracle, &q, &[], 4_000).verdict, Verdict::Broken);
@@ -398,7 +489,7 @@ mod tests {
     /// Exact times, exact promise: no millisecond of slack hides an edge moved by one.
     #[test]
     fn exact_bounds_have_no_slack() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let (aligned, first_hit) =
             (Promise::FixedWindow { first_hit: false }, Promise::FixedWindow { first_hit: true });
         // Two in [0, 1000), then one at 999: three in one aligned window.
@@ -423,7 +514,7 @@ mod tests {
     /// Decisions known only to an interval break a bound only where every placement does.
     #[test]
     fn intervals_break_a_bound_only_when_no_placement_explains_it() {
-        let q = Quota::new(2, 1000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let first_hit = Promise::FixedWindow { first_hit: true };
         // The third may have been decided at 1001, opening a window of its own: not a break.
         let maybe_new: Vec<_> = vec![rec(0, true), rec(500, true), between(990, 1001)];
@@ -453,7 +544,7 @@ mod tests {
     /// nothing about the limiter's capacity.
     #[test]
     fn liveness_judges_only_windows_inside_the_run_that_redis_decided() {
-        let q = Quota::new(10, 1000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         let oracle = vec![true; 10];
         // Requests still in flight when a 5 s run ended fall in [4 s, 6 s): not judged.
         let starved_at_the_end: Vec<_> = (0..10).map(|i| rec(4_100 + i * 10, false)).collect();

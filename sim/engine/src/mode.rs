@@ -8,7 +8,7 @@
 //!   writes nothing); any yes breaks the mode. A Redis that lost its data forgives every key at
 //!   once, which the cache cannot know: decisions until one period after such a loss are not
 //!   held to it.
-//! - **leases**: the cluster still keeps the algorithm's bound (the bound check counts lease
+//! - **leases**: the instances together still keep the algorithm's bound (the bound check counts lease
 //!   decisions as store decisions), and the net under-admission against the exact oracle (what
 //!   a failure policy denied left out) is at most the units leased and never spent, plus one
 //!   lifetime's refill each time a key starts from rest.
@@ -16,6 +16,7 @@
 //!   against the requests' own calls by the conformance and property suites.
 
 use std::fmt;
+use std::time::Duration;
 
 use redis_ratelimit::modes::{Batching, DenialCache, Leases};
 use redis_ratelimit::{Algorithm, LimiterBuilder, Quota};
@@ -79,7 +80,7 @@ impl Mode {
         match self {
             Mode::Plain => builder,
             Mode::DenialCache => builder.denial_cache(DenialCache::default()),
-            Mode::Lease => builder.leases(Leases::default().with_lifetime_ms(LEASE_LIFETIME_MS)),
+            Mode::Lease => builder.leases(Leases::default().with_lifetime(Duration::from_millis(LEASE_LIFETIME_MS))),
             Mode::Batch => builder.batching(Batching::default()),
         }
     }
@@ -88,7 +89,8 @@ impl Mode {
     pub fn idle_start_cost(self, algorithm: Algorithm, q: &Quota) -> u64 {
         match self {
             Mode::Lease => {
-                q.capacity(algorithm) - Leases::default().with_lifetime_ms(LEASE_LIFETIME_MS).capacity(algorithm, q)
+                q.capacity(algorithm)
+                    - Leases::default().with_lifetime(Duration::from_millis(LEASE_LIFETIME_MS)).capacity(algorithm, q)
             }
             _ => 0,
         }

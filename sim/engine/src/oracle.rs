@@ -116,7 +116,7 @@ mod tests {
 
     #[test]
     fn a_first_hit_window_starts_at_its_first_request_and_lasts_one_period() {
-        let q = Quota::new(2, 1_000);
+        let q = Quota::new(2, std::time::Duration::from_secs(1));
         let records: Vec<Record> = [500, 600, 700, 1_400, 1_500, 1_501, 1_600].map(|t| rec(t, true)).to_vec();
         let (verdicts, acc) = judge(Promise::FixedWindow { first_hit: true }, &q, &records);
         // The window opened at 500 holds two and lasts through 1500, as Redis keeps a key
@@ -130,7 +130,7 @@ mod tests {
     #[test]
     fn without_a_promise_the_oracle_admits_everything() {
         let records: Vec<Record> = [0, 0, 0].map(|t| rec(t, false)).to_vec();
-        let (_, acc) = judge(Promise::None, &Quota::new(1, 1_000), &records);
+        let (_, acc) = judge(Promise::None, &Quota::new(1, std::time::Duration::from_secs(1)), &records);
         assert_eq!((acc.oracle_admitted, acc.wrong_limit), (3, 3));
     }
 }

@@ -1,4 +1,4 @@
-//! The Redis host of a simulated cluster: the model served on turmoil's network, its clock
+//! The Redis host of a simulated deployment (its instances and Redis): the model served on turmoil's network, its clock
 //! the simulation's (so `TIME` and expiry follow simulated time), its data outside the host
 //! closure (so a restart can keep it, as persistence would, or lose it).
 
@@ -70,6 +70,7 @@ impl RedisHost {
             memory_bytes: s.dataset_bytes as u64,
             round_trips: round_trips(&s),
             scripts_run: s.scripts_run,
+            expired_keys: s.expired_keys,
             ..self.keys_without_ttl()
         }
     }

@@ -1,9 +1,10 @@
-//! The scenario catalogue: each scenario is a cluster, a load, a fault schedule and clocks;
+//! The scenario catalogue: each scenario is a group of instances, a load, a fault schedule and clocks;
 //! it runs every selected subject (the library's algorithms among them) on the same seeds and
 //! the same load.
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use std::time::Duration;
 
 use redis_ratelimit::{FailurePolicy, Quota, TimeSource};
 
@@ -13,11 +14,11 @@ use crate::subject::Subject;
 use crate::workload::{Spread, Workload};
 
 /// The quota every scenario limits to unless it says otherwise: 20 per second per key.
-pub const QUOTA: Quota = Quota::new(20, 1_000);
+pub const QUOTA: Quota = Quota::new(20, Duration::from_secs(1));
 /// The quota of the busy-key scenario: one key busy enough for leases to pay.
-pub const BUSY_QUOTA: Quota = Quota::new(1_000, 1_000);
+pub const BUSY_QUOTA: Quota = Quota::new(1_000, Duration::from_secs(1));
 /// The local budget per instance used by the `local-budget` policy: a quarter of the limit.
-pub const LOCAL_BUDGET: FailurePolicy = FailurePolicy::LocalBudget { limit: 5, period_ms: 1_000 };
+pub const LOCAL_BUDGET: FailurePolicy = FailurePolicy::LocalBudget { limit: 5, period: Duration::from_secs(1) };
 
 /// A scenario: everything but the algorithm, the policy and the seed.
 #[derive(Debug, Clone)]

@@ -10,6 +10,14 @@ use redis_ratelimit::Clock;
 /// gives the same times, and realistic in magnitude, so Lua's doubles meet real values.
 pub const EPOCH_MS: u64 = 1_767_225_600_000;
 
+/// Where the checkers count callers' clock readings from: a whole number of periods an hour
+/// before [`EPOCH_MS`], so no reading of a skewed clock is negative and a window a caller names
+/// by its reading falls where the caller put it.
+pub fn readings_origin_ms(period_ms: u64) -> u64 {
+    let w = period_ms.max(1);
+    (EPOCH_MS - 3_600_000) / w * w
+}
+
 /// Simulated milliseconds since the start of the run. Inside a host it reads turmoil's
 /// clock; outside (the fault loop, the model's own bookkeeping) it reads the last value the
 /// step loop published.

@@ -290,7 +290,7 @@ async fn instance(
         connector: Box::new(TurmoilConnector { addr: REDIS_ADDR }),
         store: None,
         timeout: Duration::from_millis(spec.timeout_ms),
-        breaker: BreakerConfig::new(3, 250),
+        breaker: BreakerConfig::new(3, Duration::from_millis(250)),
         key_prefix: None,
         run: RunShared { data_epoch, instrument_commands: instruments.commands.clone() },
         instance: i,

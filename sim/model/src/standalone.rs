@@ -25,7 +25,7 @@ use crate::{ModelHandle, SystemServerClock};
 /// (another address, persistence) are refused.
 #[derive(Debug, PartialEq, Parser)]
 #[command(name = "redis-model")]
-struct Options {
+struct CommandLine {
     /// TCP port to listen on (0 picks a free one and prints it)
     #[arg(long, value_name = "N")]
     port: u16,
@@ -73,7 +73,7 @@ fn no_aof(v: &str) -> Result<String, String> {
 /// Runs the server with `args` (the program's name first) until the process is killed.
 pub fn main<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
     // Bad arguments: clap's message naming them, the usage, status 2. Help: status 0.
-    let port = match Options::try_parse_from(args) {
+    let port = match CommandLine::try_parse_from(args) {
         Ok(options) => options.port,
         Err(e) => e.exit(),
     };
@@ -112,8 +112,9 @@ pub fn main<I: IntoIterator<Item = OsString>>(args: I) -> ExitCode {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Options, String> {
-        Options::try_parse_from(std::iter::once("redis-model").chain(args.iter().copied())).map_err(|e| e.to_string())
+    fn parse(args: &[&str]) -> Result<CommandLine, String> {
+        CommandLine::try_parse_from(std::iter::once("redis-model").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
     }
 
     #[test]

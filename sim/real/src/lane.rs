@@ -42,7 +42,7 @@ pub const CRASH_LEAD_MS: u64 = 30;
 /// Time between setting a run up and its first arrival, at least.
 const SETUP_MARGIN_MS: u64 = 100;
 /// Breaker thresholds: the same as the model lane's.
-const BREAKER: BreakerConfig = BreakerConfig::new(3, 250);
+const BREAKER: BreakerConfig = BreakerConfig::new(3, Duration::from_millis(250));
 
 /// The Redis a run talks to.
 pub(crate) enum Redis {

@@ -83,7 +83,7 @@ enum Direction {
 
 /// Bytes forwarded (delivered, not dropped) each way.
 #[derive(Debug, Default)]
-struct Counters {
+struct ForwardCounters {
     to_redis: AtomicU64,
     from_redis: AtomicU64,
 }
@@ -93,7 +93,7 @@ struct Counters {
 pub struct Proxy {
     addr: SocketAddr,
     link: watch::Sender<LinkState>,
-    counters: Arc<Counters>,
+    counters: Arc<ForwardCounters>,
     task: JoinHandle<()>,
 }
 
@@ -106,7 +106,7 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (link, _) = watch::channel(LinkState::default());
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(ForwardCounters::default());
         let latency_us = (latency_ms.0 * 1000, latency_ms.1.max(latency_ms.0) * 1000);
         let task = tokio::spawn(accept_loop(listener, upstream, link.clone(), counters.clone(), latency_us, seed));
         Ok(Proxy { addr, link, counters, task })
@@ -147,7 +147,7 @@ async fn accept_loop(
     listener: TcpListener,
     upstream: SocketAddr,
     link: watch::Sender<LinkState>,
-    counters: Arc<Counters>,
+    counters: Arc<ForwardCounters>,
     latency_us: (u64, u64),
     seed: u64,
 ) {
@@ -182,7 +182,7 @@ async fn connection(
     client: TcpStream,
     upstream: SocketAddr,
     link: watch::Receiver<LinkState>,
-    counters: Arc<Counters>,
+    counters: Arc<ForwardCounters>,
     latency_us: (u64, u64),
     seed: u64,
 ) {
@@ -219,7 +219,7 @@ async fn pump(
     mut to: OwnedWriteHalf,
     dir: Direction,
     mut link: watch::Receiver<LinkState>,
-    counters: Arc<Counters>,
+    counters: Arc<ForwardCounters>,
     latency_us: (u64, u64),
     seed: u64,
 ) {

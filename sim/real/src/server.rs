@@ -17,32 +17,35 @@ use results::RedisCost;
 const HARNESS_COMMANDS: &[&str] =
     &["info", "dbsize", "save", "client|pause", "client|unpause", "script|flush", "scan", "unlink", "ping"];
 
-/// Counters Redis keeps per process lifetime.
+/// ServerCounters Redis keeps per process lifetime.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Counters {
+struct ServerCounters {
     commands: u64,
     round_trips: u64,
     scripts_run: u64,
+    expired_keys: u64,
     bytes_in: u64,
     bytes_out: u64,
 }
 
-impl AddAssign for Counters {
-    fn add_assign(&mut self, o: Counters) {
+impl AddAssign for ServerCounters {
+    fn add_assign(&mut self, o: ServerCounters) {
         self.commands += o.commands;
         self.round_trips += o.round_trips;
         self.scripts_run += o.scripts_run;
+        self.expired_keys += o.expired_keys;
         self.bytes_in += o.bytes_in;
         self.bytes_out += o.bytes_out;
     }
 }
 
-impl Counters {
-    fn since(self, base: Counters) -> Counters {
-        Counters {
+impl ServerCounters {
+    fn since(self, base: ServerCounters) -> ServerCounters {
+        ServerCounters {
             commands: self.commands.saturating_sub(base.commands),
             round_trips: self.round_trips.saturating_sub(base.round_trips),
             scripts_run: self.scripts_run.saturating_sub(base.scripts_run),
+            expired_keys: self.expired_keys.saturating_sub(base.expired_keys),
             bytes_in: self.bytes_in.saturating_sub(base.bytes_in),
             bytes_out: self.bytes_out.saturating_sub(base.bytes_out),
         }
@@ -95,12 +98,13 @@ fn scripts_run(info: &str) -> u64 {
 }
 
 /// The counters and `used_memory`, in one `INFO` (Redis 7 takes several sections).
-fn snapshot(conn: &mut redis::Connection) -> RedisResult<(Counters, u64)> {
+fn snapshot(conn: &mut redis::Connection) -> RedisResult<(ServerCounters, u64)> {
     let info: String = redis::cmd("INFO").arg("stats").arg("commandstats").arg("memory").query(conn)?;
-    let counters = Counters {
+    let counters = ServerCounters {
         commands: client_commands(&info),
         round_trips: round_trips(&info),
         scripts_run: scripts_run(&info),
+        expired_keys: info_field(&info, "expired_keys").unwrap_or(0),
         bytes_in: info_field(&info, "total_net_input_bytes").unwrap_or(0),
         bytes_out: info_field(&info, "total_net_output_bytes").unwrap_or(0),
     };
@@ -177,8 +181,8 @@ pub(crate) struct Controller {
     /// (a merely bound socket does not stop another SO_REUSEADDR bind) but never accepts;
     /// the proxies refuse connections meanwhile, so nothing dials it.
     placeholder: Option<std::net::TcpListener>,
-    /// Counters of the process lifetimes that ended in a crash.
-    spent: Counters,
+    /// ServerCounters of the process lifetimes that ended in a crash.
+    spent: ServerCounters,
     memory_at_start: u64,
 }
 
@@ -191,7 +195,7 @@ impl Controller {
             side: None,
             pause_depth: 0,
             placeholder: None,
-            spent: Counters::default(),
+            spent: ServerCounters::default(),
             memory_at_start: 0,
         };
         c.memory_at_start = c.side().and_then(snapshot).map(|(_, m)| m).unwrap_or(0);
@@ -331,6 +335,7 @@ impl Controller {
             commands: total.commands,
             round_trips: total.round_trips,
             scripts_run: total.scripts_run,
+            expired_keys: total.expired_keys,
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             keys,
@@ -346,7 +351,7 @@ pub(crate) struct External {
     addr: SocketAddr,
     conn: redis::Connection,
     prefix: String,
-    base: Counters,
+    base: ServerCounters,
     memory_at_start: u64,
 }
 
@@ -380,7 +385,7 @@ impl External {
             .get_connection_with_timeout(Duration::from_secs(2))
             .with_context(|| format!("cannot connect to --redis-url {url}"))?;
         conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut e = External { addr, conn, prefix, base: Counters::default(), memory_at_start: 0 };
+        let mut e = External { addr, conn, prefix, base: ServerCounters::default(), memory_at_start: 0 };
         let (base, memory) = snapshot(&mut e.conn).context("INFO on --redis-url")?;
         (e.base, e.memory_at_start) = (base, memory);
         Ok(e)
@@ -429,6 +434,7 @@ impl External {
             commands: spent.commands,
             round_trips: spent.round_trips,
             scripts_run: spent.scripts_run,
+            expired_keys: spent.expired_keys,
             bytes_in: spent.bytes_in,
             bytes_out: spent.bytes_out,
             keys: keys.len() as u64,

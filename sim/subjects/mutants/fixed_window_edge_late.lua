@@ -1,14 +1,22 @@
 -- MUTANT of lua/fixed_window.lua: every window boundary one millisecond late
 -- name: fixed_window
--- The HLD card's atomic INCR + EXPIRE counter (docs/ORIGINS.md), one key per aligned window.
--- KEYS[1]: the key stem "prefix:{user key}:fw"; the window's key is KEYS[1] .. ":" .. index
---          (same hash tag, so the same Redis Cluster slot as the declared key).
+-- The HLD card's atomic INCR + EXPIRE counter (docs/ORIGINS.md): one counter per key, of the
+-- aligned window it counts in.
+-- KEYS[1]: the counter, a string "index:count": the window's index in periods, and the units
+--          admitted in it
 -- ARGV[1]: now in ms (client time), or "" to read Redis's TIME (server time)
 -- ARGV[2]: limit per window   ARGV[3]: window in ms   ARGV[4]: cost (0 = peek)
 -- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
--- A denied request is not counted: the counter is read first and incremented only on
--- admission, so it always equals what was admitted in the window.
+-- A denied request is not counted: the counter is read first and written only on admission,
+-- so it always equals what was admitted in its window.
+-- The key counts in the latest window it has seen: a reading behind it (a caller whose clock
+-- is behind another's, or Redis's clock stepped back) counts in that window, not its own, so
+-- no window is opened twice. Fed the callers' clocks, the key outlives its window by one
+-- period on the opener's clock: a caller behind it still reads the window, and one that finds
+-- the key gone counts where nothing was counted (whatever was admitted in the next window
+-- would have replaced it). On Redis's own clock it goes at the window's end.
 local now = tonumber(ARGV[1])
+local client_time = now ~= nil
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -28,22 +36,32 @@ end
 
 local index = math.floor(now / window)
 if index * window > now then index = index - 1 end
-local to_end = window - (now - index * window)
-local key = KEYS[1] .. ':' .. string.format('%d', index)
+local seen, count
+local state = redis.call('GET', KEYS[1])
+if state then
+  local colon = string.find(state, ':', 1, true)
+  if colon then
+    seen = stored_int(string.sub(state, 1, colon - 1))
+    count = stored_int(string.sub(state, colon + 1))
+  end
+end
+if not seen or not count then seen, count = nil, 0 end
+if seen and seen > index then index = seen end
+if seen ~= index then count = 0 end
+local to_end = (index + 1) * window - now
 
-local count = stored_int(redis.call('GET', key)) or 0
 if count + cost <= limit then
+  local after = count + cost
   if cost > 0 then
-    if count == 0 then
-      -- The window's first units: one SET with its expiry instead of INCRBY then PEXPIRE
-      -- (each redis.call costs Redis about a microsecond of conversions), and a value someone
-      -- else left there, which reads as absent, is replaced rather than counted on.
-      redis.call('SET', key, cost, 'PX', to_end)
+    local value = string.format('%d:%d', index, after)
+    if count > 0 then
+      redis.call('SET', KEYS[1], value, 'KEEPTTL')
+    elseif client_time then
+      redis.call('SET', KEYS[1], value, 'PX', to_end + window)
     else
-      redis.call('INCRBY', key, cost)
+      redis.call('SET', KEYS[1], value, 'PX', to_end)
     end
   end
-  local after = count + cost
   local reset = 0
   if after > 0 then reset = to_end end
   return {1, limit - after, 0, reset, now}

@@ -7,9 +7,19 @@
 -- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
 -- Every read comes before every write, and no write's reply is used: the all-or-nothing
 -- script runs this body once per rule and writes only if every rule fits. Entries at or
--- before now - window are counted out by every read (ZCOUNT's exclusive lower bound) and
+-- before the log's time - window are counted out by every read (ZCOUNT's exclusive lower bound) and
 -- trimmed by the next admission; a denial writes nothing.
+-- The log decides by the latest reading it has seen: a reading behind its newest entry (a
+-- caller whose clock is behind another's, or Redis's clock stepped back) is taken as that
+-- entry's time. So no caller's clock puts entries out of reach that a later reading still
+-- counts, and whatever the callers' clocks, every window of the log's own time holds at most
+-- the limit. The waits it answers (Retry-After, the reset, the TTL) are counted from the
+-- caller's own reading, which is what its own clock and Redis's run on from. Fed the callers'
+-- clocks, the key outlives its newest entry's window by one period more on the writer's clock,
+-- as the fixed window's does: a caller up to a period behind still finds the entries its
+-- reading counts (one further behind finds them gone, and counts afresh).
 local now = tonumber(ARGV[1])
+local client_time = now ~= nil
 if not now then
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -18,24 +28,26 @@ local limit = tonumber(ARGV[2])
 local w = tonumber(ARGV[3])
 local cost = tonumber(ARGV[4])
 
--- BUG: an admission leaves the log one millisecond early
-local live = '(' .. string.format('%d', now - w + 1)
-local count = redis.call('ZCOUNT', KEYS[1], live, '+inf')
 local newest = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
 local newest_at = tonumber(newest[2])
-if newest_at and newest_at <= now - w then newest_at = nil end
+local at = now
+if newest_at and newest_at > now then at = newest_at end
+-- BUG: an admission leaves the log one millisecond early
+local live = '(' .. string.format('%d', at - w + 1)
+local count = redis.call('ZCOUNT', KEYS[1], live, '+inf')
+if newest_at and newest_at <= at - w then newest_at = nil end
 
 if count + cost <= limit then
   if cost > 0 then
     -- A member is "score:n". Names at one score must differ, and no sequence key is kept:
-    -- n counts on from the entries scored now or later. A trim takes whole scores from the
+    -- n counts on from the entries scored at its score or later. A trim takes whole scores from the
     -- lowest up, so while the entries already at this score remain, so do all the later
     -- ones counted with them, and the count only grows: each new name is past the old ones.
     local after = 0
-    if newest_at and newest_at >= now then after = redis.call('ZCOUNT', KEYS[1], now, '+inf') end
-    local score = string.format('%d', now)
-    if not newest_at or newest_at < now then newest_at = now end
-    if newest[2] and now >= w then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now - w)) end
+    if newest_at and newest_at >= at then after = redis.call('ZCOUNT', KEYS[1], at, '+inf') end
+    local score = string.format('%d', at)
+    newest_at = at
+    if newest[2] and at >= w then redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', at - w)) end
     -- One ZADD per 1,000 members: unpack must stay within Lua's stack.
     for first = 1, cost, 1000 do
       local add = {}
@@ -45,7 +57,9 @@ if count + cost <= limit then
       end
       redis.call('ZADD', KEYS[1], unpack(add))
     end
-    redis.call('PEXPIRE', KEYS[1], newest_at + w - now)
+    local ttl = newest_at + w - now
+    if client_time then ttl = ttl + w end
+    redis.call('PEXPIRE', KEYS[1], ttl)
   end
   local reset = 0
   if newest_at then reset = newest_at + w - now end
@@ -53,7 +67,8 @@ if count + cost <= limit then
 end
 
 -- The oldest (count + cost - limit) live units must leave first; the last of them leaves
--- when now - window reaches its score.
+-- when the caller's own clock reaches its score plus the window (counted from its own
+-- reading, a wait that takes it there whatever other callers do).
 local k = count + cost - limit
 local kth = redis.call('ZRANGEBYSCORE', KEYS[1], live, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
 local retry = tonumber(kth[2]) + w - now

@@ -5,11 +5,15 @@
 //! is a break.
 //!
 //! - **Ties.** A bucket drained at once and then asked exactly when each unit is due sits
-//!   exactly at a tie every time: an exact bucket holds exactly the unit asked for. A script
-//!   in integers admits there every time; one in floats admits there too, but may deny at
-//!   another tie (three units accrued over seven steps of 0.7) by rounding alone. Seen both
-//!   ways, a tie decided either way is the arithmetic's, not the design's. A script that never
-//!   admits at a tie has its edge one unit late: a finding.
+//!   exactly at a tie every time: an exact bucket comes to hold exactly the units asked for at
+//!   that very instant. Each request is judged where the script really decided it, to the
+//!   microsecond the model ran it (requests at one millisecond of a schedule run a few
+//!   microseconds apart), and a full bucket asked for all it holds is no tie. A script in
+//!   integers decides every tie one way; one in floats may decide one tie each way (three units
+//!   accrued over seven steps of 0.7) by rounding alone. Seen both ways, a tie decided either
+//!   way is the arithmetic's, not the design's, and forgiven either way (a late denial, an
+//!   early admission); a script that never admits at a tie has its edge one unit late, and one
+//!   that never denies at one admits a unit early where it errs: findings.
 //! - **Steps.** One key under a request every millisecond for three periods; whenever a
 //!   request is admitted, a burst at the same instant takes everything else available then.
 //!   A smooth bucket hands out what accrued in a millisecond at most; one that keeps time in
@@ -25,11 +29,36 @@ use super::checks::Unit;
 use super::direct::Direct;
 use super::schedule::KEY;
 
-/// Whether the subject admits a request that sits exactly at a tie, over `quotas`.
-pub fn admits_at_ties(file: &Arc<SubjectFile>, quotas: &[Quota]) -> bool {
-    if !file.promise.is_bucket() {
-        return false;
+/// How a script decides requests that sit exactly at a tie: whether it was seen to admit one,
+/// and to deny one. Seen both ways, a tie decided either way is its arithmetic's (a float
+/// computation's rounding), and forgiven either way; one way only, it is its design.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ties {
+    /// It admitted a request at a tie.
+    pub admits: bool,
+    /// It denied a request at a tie.
+    pub denies: bool,
+}
+
+impl Ties {
+    /// Both ways: the arithmetic decides.
+    pub fn both_ways(self) -> bool {
+        self.admits && self.denies
     }
+}
+
+/// How the subject decides requests that sit exactly at a tie, over `quotas`, judged in the
+/// unit of time it keeps (both, where that is not known: a tie then is one in each).
+pub fn ties(file: &Arc<SubjectFile>, quotas: &[Quota], unit: Option<Unit>) -> Ties {
+    let mut seen = Ties::default();
+    if !file.promise.is_bucket() {
+        return seen;
+    }
+    let frames: &[Unit] = match unit {
+        Some(Unit::Ms) => &[Unit::Ms],
+        Some(Unit::Us) => &[Unit::Us],
+        None => &[Unit::Ms, Unit::Us],
+    };
     // Arithmetic that rounds rounds differently at different magnitudes: the same probe from
     // several starting times, for requests of one unit and of several.
     const STARTS_MS: [u64; 5] = [0, 1_234, 56_789, 987_654, 10_000_003];
@@ -42,40 +71,102 @@ pub fn admits_at_ties(file: &Arc<SubjectFile>, quotas: &[Quota]) -> bool {
         let interval = w / l;
         for start in STARTS_MS {
             for cost in [1, q.burst().div_ceil(2).max(1)] {
-                if admits_at_a_tie(file, q, start, interval, cost) {
-                    return true;
+                let probe = probe_ties(file, q, frames, start, interval, cost);
+                seen.admits |= probe.admits;
+                seen.denies |= probe.denies;
+                if seen.both_ways() {
+                    return seen;
                 }
             }
         }
     }
-    false
+    seen
 }
 
-/// One probe: a drain at `start`, then requests of `cost` exactly when `cost` units are due.
-fn admits_at_a_tie(file: &Arc<SubjectFile>, q: Quota, start: u64, interval: u64, cost: u64) -> bool {
+/// An exact bucket in one unit of time, in integers: `level` is in units of 1/T of a token
+/// (T in this unit), so it refills L per unit of time and holds B·T.
+struct ExactBucket {
+    cap: i128,
+    rate: i128,
+    level: i128,
+    last: Option<u64>,
+}
+
+impl ExactBucket {
+    fn new(q: Quota, unit: Unit) -> ExactBucket {
+        let w = i128::from(q.period_ms() * unit.per_ms());
+        ExactBucket {
+            cap: i128::from(q.burst()) * w,
+            rate: i128::from(q.limit()),
+            level: i128::from(q.burst()) * w,
+            last: None,
+        }
+    }
+
+    fn at(&self, t: u64) -> i128 {
+        match self.last {
+            Some(last) if t > last => (self.level + self.rate * i128::from(t - last)).min(self.cap),
+            _ => self.level,
+        }
+    }
+
+    /// Whether a request for `need` (in units of 1/T) at `t` sits exactly on a tie: the bucket
+    /// holds exactly what it asks for, and came to hold it only now (not a full bucket that
+    /// held it all along).
+    fn tie(&self, t: u64, need: i128) -> bool {
+        self.last.is_some_and(|last| t > last) && self.at(t) == need && self.at(t - 1) < need
+    }
+
+    fn take(&mut self, t: u64, units: i128) {
+        self.level = self.at(t) - units;
+        self.last = Some(self.last.map_or(t, |last| last.max(t)));
+    }
+}
+
+/// One probe: a drain at `start`, then requests of `cost` exactly when `cost` units are due,
+/// each judged in every frame at the instant the script really decided it (the microsecond the
+/// model ran it): a tie only where it is one in every frame.
+fn probe_ties(file: &Arc<SubjectFile>, q: Quota, frames: &[Unit], start: u64, interval: u64, cost: u64) -> Ties {
+    let mut seen = Ties::default();
     let mut direct = Direct::new(file.clone(), q);
-    // Drain: a burst of twice the capacity. The exact bucket fed the same admissions holds
-    // what is left, in whole units (requests come on whole intervals).
-    let mut level = q.burst() as i64;
+    let mut exact: Vec<(Unit, ExactBucket)> = frames.iter().map(|&u| (u, ExactBucket::new(q, u))).collect();
+    let when = |unit: Unit, at_us: u64| if unit == Unit::Us { at_us } else { at_us / 1_000 };
+    let feed = |exact: &mut Vec<(Unit, ExactBucket)>, d: &super::direct::Decided| {
+        if d.allowed {
+            for (unit, bucket) in exact.iter_mut() {
+                let per_unit = i128::from(q.period_ms() * unit.per_ms());
+                bucket.take(when(*unit, d.at_us), i128::from(d.cost) * per_unit);
+            }
+        }
+    };
+    // Drain: a burst of twice the capacity.
     for _ in 0..2 * q.burst().max(1) {
         let d = direct.request(start, 0, KEY, 1);
         if d.error.is_some() {
-            return false;
+            return seen;
         }
-        level -= d.allowed as i64;
+        feed(&mut exact, &d);
     }
-    // Then one request each time `cost` more units have come due, three capacities' worth:
-    // where the exact bucket holds exactly the units asked for, the request sits on a tie.
-    let cost_i = cost as i64;
+    // Then one request each time `cost` more units have come due, three capacities' worth.
     for k in 1..=3 * q.burst().max(1) {
-        level = (level + cost_i).min(q.burst() as i64);
         let d = direct.request(start + k * cost * interval, 0, KEY, cost);
-        if level == cost_i && d.allowed {
-            return true;
+        if d.error.is_some() {
+            return seen;
         }
-        level -= if d.allowed { cost_i } else { 0 };
+        let at_a_tie = exact.iter().all(|(unit, bucket)| {
+            let per_unit = i128::from(q.period_ms() * unit.per_ms());
+            bucket.tie(when(*unit, d.at_us), i128::from(cost) * per_unit)
+        });
+        if at_a_tie {
+            if d.allowed {
+                seen.admits = true;
+            } else {
+                seen.denies = true;
+            }
+        }
+        feed(&mut exact, &d);
     }
-    false
+    seen
 }
 
 /// The unit a bucket keeps Redis's time in, where its decisions show it: a key drained half a

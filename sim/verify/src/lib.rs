@@ -29,13 +29,14 @@ pub mod search;
 pub mod verdicts;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use redis_ratelimit::Quota;
 
 use results::{RunResult, SubjectReport};
 
 use redis_model::{ManualServerClock, ModelHandle, Reply};
-use sim_engine::promise::{Counts, Promise};
+use sim_engine::promise::Promise;
 use sim_engine::run::Campaign;
 use sim_engine::scenario;
 use sim_engine::subject::reply::Scalar;
@@ -53,7 +54,11 @@ use schedule::{Ran, Schedule};
 pub fn search_quotas(file: &SubjectFile) -> Vec<Quota> {
     match file.quota {
         Some(q) => vec![q],
-        None => vec![scenario::QUOTA, Quota::new(10, 1_000).with_burst(30), Quota::new(4, 2_000).with_burst(2)],
+        None => vec![
+            scenario::QUOTA,
+            Quota::new(10, Duration::from_secs(1)).with_burst(30),
+            Quota::new(4, Duration::from_secs(2)).with_burst(2),
+        ],
     }
 }
 
@@ -63,16 +68,16 @@ pub fn catalogue_quota(file: &SubjectFile) -> Quota {
     file.quota.unwrap_or(scenario::QUOTA)
 }
 
-/// How the subject is held with `quota`: what its file declares, and whether it admits at
-/// exact ties over the search's quotas (the same for every check, so a replay holds it
-/// exactly as the search did).
+/// How the subject is held with `quota`: what its file declares, and how it decides exact ties
+/// over the search's quotas (the same for every check, so a replay holds it exactly as the
+/// search did).
 pub fn held(file: &Arc<SubjectFile>, quota: Quota) -> Held {
     let mut quotas = search_quotas(file);
     if !quotas.contains(&catalogue_quota(file)) {
         quotas.push(catalogue_quota(file));
     }
     let unit = calibrate::time_unit(file, catalogue_quota(file));
-    Held::of(file, quota, calibrate::admits_at_ties(file, &quotas), unit)
+    Held::of(file, quota, calibrate::ties(file, &quotas, unit), unit)
 }
 
 /// Every applicable check searched on every quota of [`search_quotas`]: exact clocks first;
@@ -118,10 +123,6 @@ pub fn searches(file: &Arc<SubjectFile>, cases: u32, seed: u64) -> Vec<verdicts:
 /// shows it.
 fn shortfall_evidence(file: &Arc<SubjectFile>, measured: &profile::Measured) -> Option<search::Found> {
     let (_, schedule) = measured.shortfall.as_ref()?;
-    if file.counts == Counts::Requests || file.promise == Promise::SlidingWindow {
-        // Its windows count what the exact limiter's do not: the design explains a shortfall.
-        return None;
-    }
     let quota = catalogue_quota(file);
     let held = held(file, quota);
     let ran = Ran::new(&mut direct::Direct::new(file.clone(), quota), schedule);
@@ -138,10 +139,13 @@ fn shortfall_evidence(file: &Arc<SubjectFile>, measured: &profile::Measured) -> 
             let back = origin - origin % quota.period_ms().max(1);
             Schedule(events.iter().filter(|e| e.t_ms() >= from).map(|e| e.moved(-(back as i64))).collect())
         })
-        .find(|s| search::judge(file, &held, CheckKind::LostCapacity, s).is_some())
-        .unwrap_or_else(|| Schedule(events.to_vec()));
-    let shrunk = search::shrink(file, &held, CheckKind::LostCapacity, stretch);
-    let (violation, ran) = search::judge(file, &held, CheckKind::LostCapacity, &shrunk)?;
+        .find(|s| search::judge(file, &held, CheckKind::LostCapacity, s).is_some());
+    // A shortfall only the whole trickle shows (each denial a tie forgave) is shown by it whole.
+    let shown = match stretch {
+        Some(stretch) => search::shrink(file, &held, CheckKind::LostCapacity, stretch),
+        None => schedule.clone(),
+    };
+    let (violation, ran) = search::judge(file, &held, CheckKind::LostCapacity, &shown)?;
     Some(search::Found { quota, violation, ran, skewed: false })
 }
 
@@ -167,7 +171,7 @@ pub fn report(file: &Arc<SubjectFile>, campaign: &Campaign, cases: u32, seed: u6
         swept: &swept,
         measured: &measured,
         shortfall: shortfall.as_ref(),
-        admits_at_ties: held(file, quota).admits_at_ties,
+        ties: held(file, quota).ties,
         design_step: design_step.as_deref(),
         verify_command: format!("{} {}", results::command::command("verify"), file.path.display()),
         backend,

@@ -62,6 +62,9 @@ pub struct Outcome {
     pub worst_ratio: Option<f64>,
     /// A command the script called that the model lacks.
     pub unknown_command: Option<String>,
+    /// The most any schedule admitted over a bound at a tie the script's rounding decided
+    /// early, forgiven (`checks::closeness`), with the schedule that showed it.
+    pub forgiven: Option<(f64, Schedule)>,
 }
 
 /// One piece of a generated schedule, placed after the previous one.
@@ -74,6 +77,14 @@ enum Piece {
     /// `n` requests `every_ms` apart from two instances in turn, their clocks `skews` off: how
     /// instances behind a load balancer share a key.
     Interleaved { every_ms: u64, n: u32, cost: u64, skews: (i64, i64) },
+    /// `n` requests `every_ms` apart from `groups` instances whose clocks are spread evenly
+    /// over `±spread_ms`, in rotation or in an order drawn from `order`: how many callers
+    /// behind a load balancer share a key, each clock group trimming and naming by its own.
+    Groups { every_ms: u64, n: u32, cost: u64, spread_ms: i64, groups: u8, rotate: bool, order: u64 },
+    /// `n` requests at one instant from an instance on Redis's clock, then, `wait_ms` later
+    /// (about when a key written then runs out its TTL), `m` requests `every_ms` apart from an
+    /// instance `skew_ms` off: a caller behind arriving just after the key expired.
+    AfterExpiry { n: u32, wait_ms: u64, m: u32, every_ms: u64, skew_ms: i64 },
     /// `n` requests alternating between cost `cost` and 1, `every_ms` apart.
     Costs { every_ms: u64, n: u32, cost: u64 },
     /// Nothing for a while.
@@ -99,7 +110,7 @@ fn skews(q: &Quota) -> Vec<i64> {
     out
 }
 
-fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<Value = Piece> {
+fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> BoxedStrategy<Piece> {
     let (l, w, b) = (q.limit().max(1), q.period_ms(), q.burst().max(1));
     let interval = (w / l).max(1);
     let cost = 1..=max_cost.max(1);
@@ -110,10 +121,10 @@ fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<V
     let all = skews(&q);
     let extremes = (*all.iter().min().unwrap_or(&0), *all.iter().max().unwrap_or(&0));
     let extremes = if skewed { extremes } else { (0, 0) };
-    let skew = proptest::sample::select(if skewed { all } else { vec![0] });
+    let skew = proptest::sample::select(if skewed { all.clone() } else { vec![0] });
     let interleaved = if skewed { 30 } else { 0 };
     let costs = if max_cost > 1 { 10 } else { 0 };
-    prop_oneof![
+    let base = prop_oneof![
         30 => (0..interval * 2, 1..=most, cost.clone(), skew.clone())
             .prop_map(|(gap_ms, n, cost, skew_ms)| Piece::Burst { gap_ms, n, cost, skew_ms }),
         30 => (prop_oneof![Just(interval), (interval / 2)..=(interval * 2), 1..interval.max(2)], 2..=longest_trickle, cost.clone(), skew.clone())
@@ -132,7 +143,41 @@ fn piece(q: Quota, max_cost: u64, faults: bool, skewed: bool) -> impl Strategy<V
         10 => (1..=most, 0u64..=2, cost.clone()).prop_map(|(n, off_ms, cost)| Piece::AroundBoundary { n, off_ms, cost }),
         weights.0 => Just(Piece::LoseData),
         weights.1 => Just(Piece::FlushScripts),
-    ]
+    ];
+    if !skewed {
+        return base.boxed();
+    }
+    // Several seconds at two to three times the rate, from five to seven clocks spread over a
+    // skew from a few ms to more than two periods; and callers behind arriving just after a
+    // key written by one on Redis's clock runs out its TTL (one or two periods, or a bucket's
+    // fill time, and a millisecond more).
+    let grouped_n = (3 * l * 4) as u32;
+    let spreads = vec![60, w as i64 / 4, w as i64 / 2, w as i64, (3 * w as i64) / 2, (5 * w as i64) / 2];
+    let behind: Vec<i64> = all.iter().copied().filter(|&s| s < 0).collect();
+    let waits = vec![w, w + 1, 2 * w, 2 * w + 1, b * w / l, b * w / l + 1];
+    let clocks = prop_oneof![
+        2 => (
+            (interval / 3).max(1)..=(interval / 2).max(1),
+            (grouped_n / 2)..=grouped_n,
+            cost.clone(),
+            proptest::sample::select(spreads),
+            5u8..=7,
+            any::<bool>(),
+            any::<u64>(),
+        )
+            .prop_map(|(every_ms, n, cost, spread_ms, groups, rotate, order)| Piece::Groups {
+                every_ms,
+                n,
+                cost,
+                spread_ms,
+                groups,
+                rotate,
+                order
+            }),
+        1 => (1..=most, proptest::sample::select(waits), 1..=most, 1..interval.max(2), proptest::sample::select(behind))
+            .prop_map(|(n, wait_ms, m, every_ms, skew_ms)| Piece::AfterExpiry { n, wait_ms, m, every_ms, skew_ms }),
+    ];
+    prop_oneof![4 => base, 1 => clocks].boxed()
 }
 
 /// Lays the pieces out in time.
@@ -157,6 +202,26 @@ fn lay_out(pieces: &[Piece], q: &Quota) -> Schedule {
                 for k in 0..n {
                     t += every_ms;
                     events.push(Event::Request { t_ms: t, cost, skew_ms: if k % 2 == 0 { a } else { b } });
+                }
+            }
+            Piece::Groups { every_ms, n, cost, spread_ms, groups, rotate, order } => {
+                let k = i64::from(groups.max(2));
+                let mut draw = order | 1;
+                for j in 0..n {
+                    t += every_ms;
+                    // A small linear congruential generator: the order is part of the piece.
+                    draw = draw.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let g = if rotate { i64::from(j) % k } else { ((draw >> 33) % k as u64) as i64 };
+                    let skew_ms = -spread_ms + 2 * spread_ms * g / (k - 1);
+                    events.push(Event::Request { t_ms: t, cost, skew_ms });
+                }
+            }
+            Piece::AfterExpiry { n, wait_ms, m, every_ms, skew_ms } => {
+                events.extend((0..n).map(|_| Event::Request { t_ms: t, cost: 1, skew_ms: 0 }));
+                t += wait_ms;
+                for _ in 0..m {
+                    events.push(Event::Request { t_ms: t, cost: 1, skew_ms });
+                    t += every_ms;
                 }
             }
             Piece::Costs { every_ms, n, cost } => {
@@ -184,6 +249,20 @@ fn lay_out(pieces: &[Piece], q: &Quota) -> Schedule {
     Schedule(events)
 }
 
+/// `schedule` with every caller's clock `shift_ms` further off.
+fn shifted(schedule: Schedule, shift_ms: i64) -> Schedule {
+    Schedule(
+        schedule
+            .0
+            .into_iter()
+            .map(|e| match e {
+                Event::Request { t_ms, cost, skew_ms } => Event::Request { t_ms, cost, skew_ms: skew_ms + shift_ms },
+                other => other,
+            })
+            .collect(),
+    )
+}
+
 /// Runs `schedule` on a fresh model and applies `check`.
 pub fn judge(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, schedule: &Schedule) -> Option<(Violation, Ran)> {
     let ran = run(file, held, schedule);
@@ -207,7 +286,14 @@ fn violation_of(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, ran: &Ra
 
 /// How close `ran` came to breaking a bound: what it admitted over what the bound allows.
 fn closeness(held: &Held, check: CheckKind, ran: &Ran) -> Option<f64> {
-    checks::bound(held, ran, check).map(|(worst, _)| worst.ratio())
+    checks::closeness(held, ran, check).0
+}
+
+/// Keeps the larger of two forgiven excesses.
+fn keep_forgiven(kept: &mut Option<(f64, Schedule)>, over: Option<f64>, schedule: &Schedule) {
+    if let Some(over) = over.filter(|&o| kept.as_ref().is_none_or(|(seen, _)| o > *seen)) {
+        *kept = Some((over, schedule.clone()));
+    }
 }
 
 /// Searches `cases` generated schedules (seeded by `seed`) for one that breaks `check`, then,
@@ -217,7 +303,13 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
     let max_cost = if file.takes_cost() { held.promise.capacity(&held.quota).min(4) } else { 1 };
     // Losses of Redis's data are searched with exact clocks; where the clocks disagree a loss
     // has no one time to sit at.
-    let strategy = prop::collection::vec(piece(held.quota, max_cost, !skewed, skewed), 1..12);
+    // Where the clocks disagree, sometimes every caller's is off from Redis's by the same
+    // amount too: callers that agree with each other, and a key Redis expires on its own clock.
+    let shifts = if skewed { skews(&held.quota) } else { vec![0] };
+    let strategy = (
+        prop::collection::vec(piece(held.quota, max_cost, !skewed, skewed), 1..12),
+        prop_oneof![3 => Just(0i64), 1 => proptest::sample::select(shifts)],
+    );
     let config = Config {
         cases,
         failure_persistence: None,
@@ -230,17 +322,20 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
     let last: RefCell<Option<Found>> = RefCell::new(None);
     let closest: RefCell<Vec<(f64, Schedule)>> = RefCell::new(Vec::new());
     let unknown: RefCell<Option<String>> = RefCell::new(None);
-    let result = runner.run(&strategy, |pieces| {
-        let schedule = lay_out(&pieces, &held.quota);
+    let forgiven: RefCell<Option<(f64, Schedule)>> = RefCell::new(None);
+    let result = runner.run(&strategy, |(pieces, shift)| {
+        let schedule = shifted(lay_out(&pieces, &held.quota), shift);
         let ran = run(file, held, &schedule);
         if let Some(command) = ran.unknown_command() {
             unknown.borrow_mut().get_or_insert_with(|| command.to_owned());
             return Ok(());
         }
         if check.is_bound() {
-            if let Some(ratio) = closeness(held, check, &ran) {
+            let (ratio, over) = checks::closeness(held, &ran, check);
+            if let Some(ratio) = ratio {
                 keep_closest(&mut closest.borrow_mut(), ratio, schedule.clone());
             }
+            keep_forgiven(&mut forgiven.borrow_mut(), over, &schedule);
         }
         match violation_of(file, held, check, &ran) {
             Some(violation) => {
@@ -251,7 +346,8 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
             None => Ok(()),
         }
     });
-    let mut outcome = Outcome { unknown_command: unknown.into_inner(), ..Outcome::default() };
+    let mut outcome =
+        Outcome { unknown_command: unknown.into_inner(), forgiven: forgiven.into_inner(), ..Outcome::default() };
     let closest = closest.into_inner();
     outcome.worst_ratio = closest.first().map(|(r, _)| *r);
     outcome.found = match result {
@@ -261,7 +357,7 @@ pub fn search(file: &Arc<SubjectFile>, held: &Held, check: CheckKind, cases: u32
     };
     if outcome.found.is_none() && outcome.unknown_command.is_none() && check.is_bound() {
         let climbing = Climb { file, held, check, skewed, max_cost, steps: STEPS_PER_CASE * cases as usize / KEPT };
-        let climbed = climbing.from(closest, seed);
+        let climbed = climbing.from(closest, seed, &mut outcome.forgiven);
         outcome.worst_ratio = climbed.0.or(outcome.worst_ratio);
         outcome.found = climbed.1;
     }
@@ -314,8 +410,14 @@ struct Climb<'a> {
 
 impl Climb<'_> {
     /// Hill-climbs from each kept schedule towards a larger share of the bound; a schedule
-    /// that breaks it is shrunk and returned. Also returns the largest share reached.
-    fn from(&self, kept: Vec<(f64, Schedule)>, seed: u64) -> (Option<f64>, Option<Found>) {
+    /// that breaks it is shrunk and returned. Also returns the largest share reached, and keeps
+    /// in `forgiven` the largest excess forgiven as a tie on the way.
+    fn from(
+        &self,
+        kept: Vec<(f64, Schedule)>,
+        seed: u64,
+        forgiven: &mut Option<(f64, Schedule)>,
+    ) -> (Option<f64>, Option<Found>) {
         let (file, held, check) = (self.file, self.held, self.check);
         let mut rng = SmallRng::seed_from_u64(seed ^ 0xc11b_5eed);
         let skew_set = if self.skewed { skews(&held.quota) } else { vec![0] };
@@ -331,7 +433,9 @@ impl Climb<'_> {
                 if ran.unknown_command().is_some() {
                     continue;
                 }
-                let Some(r) = closeness(held, check, &ran) else { continue };
+                let (r, over) = checks::closeness(held, &ran, check);
+                keep_forgiven(forgiven, over, &candidate);
+                let Some(r) = r else { continue };
                 if violation_of(file, held, check, &ran).is_some() {
                     let shrunk = shrink(file, held, check, candidate);
                     let ran = run(file, held, &shrunk);
@@ -368,9 +472,14 @@ fn mutate(s: &Schedule, q: &Quota, skew_set: &[i64], max_cost: u64, rng: &mut Sm
         }
         // The same request twice.
         1 => events.insert(pick, events[pick]),
-        // From an instance whose clock is at another extreme.
+        // From an instance whose clock is at another extreme, or in another request's clock
+        // group.
         2 => {
-            let skew = skew_set[rng.random_range(0..skew_set.len())];
+            let other = requests[rng.random_range(0..requests.len())];
+            let skew = match events[other] {
+                Event::Request { skew_ms, .. } if rng.random_bool(0.5) => skew_ms,
+                _ => skew_set[rng.random_range(0..skew_set.len())],
+            };
             events[pick] = Event::Request { t_ms, cost, skew_ms: skew };
         }
         // A burst where this request is.
@@ -436,7 +545,7 @@ mod tests {
 
     #[test]
     fn pieces_lay_out_in_time_order_with_boundaries_hit() {
-        let q = Quota::new(20, 1_000);
+        let q = Quota::new(20, std::time::Duration::from_secs(1));
         let s = lay_out(
             &[
                 Piece::Burst { gap_ms: 5, n: 2, cost: 1, skew_ms: 0 },
@@ -460,7 +569,7 @@ mod tests {
 
     #[test]
     fn skews_reach_past_two_periods_either_way() {
-        let s = skews(&Quota::new(4, 2_000));
+        let s = skews(&Quota::new(4, std::time::Duration::from_secs(2)));
         assert!(s.contains(&-5_000) && s.contains(&5_000) && s.contains(&0) && s.contains(&1), "{s:?}");
     }
 }

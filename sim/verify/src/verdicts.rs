@@ -35,6 +35,15 @@ impl Searched {
         self.found.iter().find_map(|(_, o)| o.unknown_command.as_deref())
     }
 
+    /// The largest excess over the bound forgiven as a tie the script's rounding decided, with
+    /// its quota and schedule.
+    pub fn forgiven(&self) -> Option<(f64, Quota, &crate::schedule::Schedule)> {
+        self.found
+            .iter()
+            .filter_map(|(q, o)| o.forgiven.as_ref().map(|(over, s)| (*over, *q, s)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    }
+
     /// The largest share of the bound any schedule reached.
     pub fn worst_ratio(&self) -> Option<f64> {
         self.found.iter().filter_map(|(_, o)| o.worst_ratio).reduce(f64::max)
@@ -57,8 +66,8 @@ pub struct Evidence<'a> {
     pub measured: &'a Measured,
     /// The profile's shortfall as a lost-capacity counterexample, when the search found none.
     pub shortfall: Option<&'a Found>,
-    /// Whether the script admits at exact ties (so a denial at another tie was forgiven).
-    pub admits_at_ties: bool,
+    /// How the script decides exact ties (what a tie was forgiven for).
+    pub ties: crate::calibrate::Ties,
     /// Why a broken bound may be the script's design, with the line that would declare it.
     pub design_step: Option<&'a str>,
     /// `ratelimit-lab verify FILE` (`results::command`), for the search's replay commands.
@@ -164,7 +173,9 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     }
     // What the scenarios say about the same check.
     let broke = |r: &RunResult, skew: Option<i64>| match check {
-        CheckKind::Bound => r.bound == Verdict::Broken && !skewed_client_run(r, skew),
+        CheckKind::Bound => {
+            (r.bound == Verdict::Broken && !skewed_client_run(r, skew)) || r.beyond_clock_trust == Verdict::Broken
+        }
         CheckKind::ClockTrust => r.bound == Verdict::Broken && skewed_client_run(r, skew),
         CheckKind::LostCapacity => r.liveness == Verdict::Broken,
         CheckKind::Errors => r.errors > 0,
@@ -178,6 +189,9 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     let scenario_runs = e.runs.len() + e.swept.len();
     if let Some(r) = broken.first().filter(|_| unknown.is_none() || e.backend != "model") {
         let detail = match check {
+            CheckKind::Bound if r.beyond_clock_trust == Verdict::Broken => {
+                format!("beyond the clock trust, whatever the design: {}", r.beyond_clock_trust_detail)
+            }
             CheckKind::Bound | CheckKind::ClockTrust => r.bound_detail.clone(),
             CheckKind::LostCapacity => r.liveness_detail.clone(),
             _ => format!("{} calls returned an error", r.errors),
@@ -219,6 +233,17 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
     } else {
         String::new()
     };
+    let forgiven = match searched.and_then(Searched::forgiven) {
+        Some((over, q, schedule)) => format!(
+            "; an admission at most one unit of the script's time before a tie was forgiven, {} over the bound at \
+             worst (the script also denies at exact ties: it decides them both ways, as arithmetic that rounds \
+             does; replay: {} --quota {} --replay \"{schedule}\")",
+            excess(over),
+            e.verify_command,
+            quota_arg(&q)
+        ),
+        None => String::new(),
+    };
     let detail = match check {
         CheckKind::Estimate => {
             format!("every decision in {cases} schedules x {quotas} quotas is one the weighted estimate allows")
@@ -233,17 +258,25 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
             "the bound held in true time across instances whose clocks disagree, in {cases} schedules x {quotas} \
              quotas{worst} and {scenario_runs} scenario runs"
         ),
-        CheckKind::LostCapacity if e.admits_at_ties => format!(
+        CheckKind::LostCapacity if e.ties.admits => format!(
             "held in {cases} schedules x {quotas} quotas at exact times and {scenario_runs} scenario runs; a denial \
              exactly at a tie is forgiven, as the script also admits at exact ties (it decides them both ways, as \
              arithmetic that rounds does)"
         ),
         _ => format!(
             "held in {cases} schedules x {quotas} quotas at exact times{worst}{declared} and {scenario_runs} scenario \
-             runs"
+             runs{forgiven}"
         ),
     };
     VerdictLine { check: check.name().to_owned(), verdict: Verdict::Held, detail, ..VerdictLine::default() }
+}
+
+/// An excess of a fraction of a unit, with the digits that show it (0.00001, not 0.0).
+pub fn excess(over: f64) -> String {
+    (1..=9)
+        .map(|decimals| format!("{over:.decimals$}"))
+        .find(|shown| shown.parse::<f64>().is_ok_and(|v| v > 0.0))
+        .unwrap_or_else(|| format!("{over:e}"))
 }
 
 /// What the caller does when Redis cannot be asked, from the scenarios that cut it off.

@@ -17,7 +17,7 @@
 use super::profile::{Callgrind, Profile};
 use super::support::*;
 use super::*;
-use redis_ratelimit::harness::rules_script::{self, Item, RulesRequest};
+use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::Invocation;
 
 const FLOOR: &str = "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
@@ -51,7 +51,7 @@ fn algorithm_call(algorithm: Algorithm, server_time: bool) -> Call {
     Call { name: format!("{algorithm}, {clock}"), source: script.source.to_owned(), keys: call.keys, args: call.args }
 }
 
-const MIXED: [Algorithm; 5] =
+const MIXED: [Algorithm; Algorithm::ALL.len()] =
     [Algorithm::Gcra, Algorithm::FixedWindow, Algorithm::TokenBucket, Algorithm::SlidingWindow, Algorithm::SlidingLog];
 
 /// `n` rules of the mixed algorithms on one random key: the script's call and the module
@@ -61,7 +61,7 @@ fn rules_calls(n: usize) -> (Invocation, Vec<String>) {
     let items = MIXED[..n]
         .iter()
         .zip(&stems)
-        .map(|(&algorithm, stem)| Item {
+        .map(|(&algorithm, stem)| RuleCall {
             request: scripts::Request { algorithm, quota: &OPEN, stem, now_ms: Some(NOW_MS), cost: 1 },
             shadow: false,
             block: None,
@@ -191,9 +191,10 @@ pub(crate) fn script_cost(server: &RedisServer) -> Vec<Goal> {
         calls.extend(MIXED.iter().map(|&a| algorithm_call(a, server_time)));
     }
     calls.extend((2..=MIXED.len()).map(rules_call));
-    const BATCHED: [Algorithm; 2] = [Algorithm::Gcra, Algorithm::FixedWindow];
+    // A sample of the algorithms: a bucket and a window.
+    const BATCHED: &[Algorithm] = &[Algorithm::Gcra, Algorithm::FixedWindow];
     calls.push(batch_floor_call());
-    calls.extend(BATCHED.map(batch_call));
+    calls.extend(BATCHED.iter().map(|&a| batch_call(a)));
     let us = measure(server, &calls);
     let profiles = profiles(&calls);
     if let Err(why) = &profiles {

@@ -7,6 +7,7 @@
 //! the rounds' ratios: a disturbance skews the rounds it lands in, not the median.
 
 use super::*;
+use std::time::Duration;
 
 use super::support::*;
 
@@ -77,7 +78,7 @@ impl Sides {
         let quota = governor::Quota::per_second(NonZeroU32::new(1_000_000).expect("non-zero"));
         let governor = governor::RateLimiter::keyed(quota);
         for k in keys.iter() {
-            ours.check(k, 1).now_or_never().expect("ready").expect("decides");
+            let _warm = ours.check(k).now_or_never().expect("ready").expect("decides");
             let _ = governor.check_key(k);
         }
         Sides { keys, ours, governor }
@@ -88,7 +89,8 @@ impl Sides {
     }
 
     fn ours(&self, i: usize) {
-        std::hint::black_box(self.ours.check(self.key(i), 1).now_or_never().expect("ready").expect("decides"));
+        let _decided =
+            std::hint::black_box(self.ours.check(self.key(i)).now_or_never().expect("ready").expect("decides"));
     }
 
     fn governor(&self, i: usize) {
@@ -200,7 +202,7 @@ fn decide(l: &Limiter, key: &mut String, i: usize) {
     use std::fmt::Write;
     key.clear();
     let _ = write!(key, "k{i:012}");
-    std::hint::black_box(l.check(key, 1).now_or_never().expect("ready").expect("decides"));
+    let _decided = std::hint::black_box(l.check(key).now_or_never().expect("ready").expect("decides"));
 }
 
 /// The median ratio of a decision among `live` live keys (each decided once first, then visited
@@ -276,19 +278,19 @@ pub(crate) fn key_flood(rt: &tokio::runtime::Runtime) -> Vec<Goal> {
     let live = ((1_000_000.0 * scale()) as usize).max(10_000);
     let per_round = 3 * live / ROUNDS;
     // A day's quota: every key decided in the run is still live (not at rest) at its end.
-    let daily = Quota::new(1_000_000_000, 86_400_000).with_burst(1_000_000_000);
+    let daily = Quota::new(1_000_000_000, Duration::from_secs(86_400)).with_burst(1_000_000_000);
     let in_process = || Limiter::builder(Algorithm::Gcra, daily).max_local_keys(live).build().expect("valid");
     // Redis on a port nothing listens on: the first check fails, the breaker opens for a day,
     // and every later check is the local budget's, decided without a round trip.
     let fallback = || {
         let l = Limiter::builder(Algorithm::Gcra, daily)
             .redis(RedisStore::from_url("redis://127.0.0.1:1/").expect("url"))
-            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000_000_000, period_ms: 86_400_000 })
-            .breaker(BreakerConfig::new(1, 86_400_000))
+            .failure_policy(FailurePolicy::LocalBudget { limit: 1_000_000_000, period: Duration::from_secs(86_400) })
+            .breaker(BreakerConfig::new(1, Duration::from_secs(86_400)))
             .max_local_keys(live)
             .build()
             .expect("valid");
-        let first = rt.block_on(l.check("open-the-breaker", 1)).expect("decides");
+        let first = rt.block_on(l.check("open-the-breaker")).expect("decides");
         assert_eq!(first.source, Source::LocalBudget, "{first:?}");
         l
     };

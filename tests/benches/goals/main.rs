@@ -59,7 +59,7 @@ use redis_ratelimit::{Algorithm, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 /// The quota of the throughput goals: every check admitted, as redis-benchmark's calls are.
-const OPEN: Quota = Quota::new(1_000_000, 1_000).with_burst(1_000_000);
+const OPEN: Quota = Quota::new(1_000_000, Duration::from_secs(1)).with_burst(1_000_000);
 const KEYS: usize = 100_000;
 
 fn scale() -> f64 {

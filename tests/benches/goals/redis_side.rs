@@ -2,6 +2,7 @@
 //! decisions per call with leases, and memory per key.
 
 use super::*;
+use std::time::Duration;
 
 use super::support::*;
 
@@ -140,7 +141,7 @@ pub(crate) fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<
     let n = scaled(KEYS);
     let mut conn = server.client().expect("connect");
     // 100 per hour: each key's state lives for minutes, so none expires while it is measured.
-    let quota = Quota::new(100, 3_600_000);
+    let quota = Quota::new(100, Duration::from_secs(3600));
     let adr = &sim_engine::subject::ADR002.source;
     let adr_sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(adr.as_str()).query(&mut conn).expect("load");
     let mut goals = Vec::new();
@@ -152,7 +153,7 @@ pub(crate) fn memory(server: &RedisServer, rt: &tokio::runtime::Runtime) -> Vec<
         let l = limiter(server, algorithm, quota, false);
         rt.block_on(async {
             for k in keys.iter() {
-                l.check(k, 1).await.expect("decides");
+                let _decided = l.check(k).await.expect("decides");
             }
         });
         let ours = (used_memory(&mut conn) - before) / n as f64;

@@ -59,7 +59,7 @@ pub(crate) fn limiter(server: &RedisServer, algorithm: Algorithm, quota: Quota, 
 
 /// `n` checks from `tasks` tasks over `keys`; checks per second.
 pub(crate) async fn drive(l: &Limiter, keys: &Arc<Vec<String>>, tasks: usize, n: usize) -> f64 {
-    l.check("warm", 1).await.expect("decides");
+    let _decided = l.check("warm").await.expect("decides");
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
     let handles: Vec<_> = (0..tasks)
@@ -71,7 +71,7 @@ pub(crate) async fn drive(l: &Limiter, keys: &Arc<Vec<String>>, tasks: usize, n:
                     if i >= n {
                         break;
                     }
-                    l.check(&keys[i.wrapping_mul(7_919) % keys.len()], 1).await.expect("decides");
+                    let _decided = l.check(&keys[i.wrapping_mul(7_919) % keys.len()]).await.expect("decides");
                 }
             })
         })

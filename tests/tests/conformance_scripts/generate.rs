@@ -5,6 +5,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 use redis_ratelimit::harness::scripts;
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 pub const EXACT_MAX: u64 = 1 << 50;
 
@@ -39,7 +40,7 @@ fn everyday_quota(rng: &mut SmallRng) -> Quota {
         _ => rng.random_range(1..=600_000),
     };
     let burst = mostly_small(rng, 1000);
-    Quota::new(limit, period).with_burst(burst)
+    Quota::new(limit, Duration::from_millis(period)).with_burst(burst)
 }
 
 /// Quotas near the bounds `Quota::validate` accepts for `algorithm`.
@@ -50,37 +51,37 @@ fn huge_quota(rng: &mut SmallRng, algorithm: Algorithm) -> Quota {
         Algorithm::FixedWindow => {
             let limit = *pick(rng, &[EXACT_MAX, EXACT_MAX - 1, pow(40), 1]);
             let period = *pick(rng, &[EXACT_MAX, 1_000_000_000_000_000, pow(45), 1]);
-            Quota::new(limit, period)
+            Quota::new(limit, Duration::from_millis(period))
         }
         Algorithm::SlidingWindow => {
             let a = rng.random_range(0..=48);
             let limit = near(rng, pow(a));
-            Quota::new(limit.max(1), pow(48) / limit.max(1))
+            Quota::new(limit.max(1), Duration::from_millis(pow(48) / limit.max(1)))
         }
         Algorithm::SlidingLog => {
             let limit = *pick(rng, &[1_000_000, 999_999, 100_000]);
             let period = *pick(rng, &[EXACT_MAX, 1, pow(40)]);
-            Quota::new(limit, period)
+            Quota::new(limit, Duration::from_millis(period))
         }
         Algorithm::TokenBucket => {
             let a = rng.random_range(0..=50);
             let burst = pow(a);
             let period = EXACT_MAX / burst;
             let limit = *pick(rng, &[1, EXACT_MAX, pow(30), 1_000]);
-            Quota::new(limit, period).with_burst(near(rng, burst).max(1))
+            Quota::new(limit, Duration::from_millis(period)).with_burst(near(rng, burst).max(1))
         }
         Algorithm::Gcra => {
             let period = *pick(rng, &[EXACT_MAX / 1000, 1, 1_000, pow(30)]);
             let limit = *pick(rng, &[1, period * 1000, (period * 1000).div_ceil(3), 7]);
             let interval = (period * 1000).div_ceil(limit);
             let burst = (EXACT_MAX / interval).max(1);
-            Quota::new(limit, period).with_burst(near(rng, burst).max(1))
+            Quota::new(limit, Duration::from_millis(period)).with_burst(near(rng, burst).max(1))
         }
         _ => {
             let limit = *pick(rng, &[EXACT_MAX, 1, 3, pow(30)]);
             let period = *pick(rng, &[1, 3, 1_000, EXACT_MAX]);
             let burst = *pick(rng, &[EXACT_MAX, EXACT_MAX - 1, 1, pow(20)]);
-            Quota::new(limit, period).with_burst(burst)
+            Quota::new(limit, Duration::from_millis(period)).with_burst(burst)
         }
     }
 }
@@ -239,7 +240,6 @@ impl Call {
     fn read_keys(&self) -> Vec<String> {
         let key = self.key();
         match self.algorithm {
-            Algorithm::FixedWindow => vec![format!("{key}:{}", self.window_index())],
             Algorithm::SlidingWindow => {
                 let i = self.window_index();
                 vec![format!("{key}:{i}"), format!("{key}:{}", i - 1)]
@@ -291,7 +291,23 @@ impl Call {
         let period = self.quota.period_ms() as i64;
         let roll = rng.random_range(0..10);
         match self.algorithm {
-            Algorithm::FixedWindow | Algorithm::SlidingWindow => match roll {
+            Algorithm::FixedWindow => match roll {
+                0 => wrong_type(rng, key, "string"),
+                // "WINDOW:COUNT" as the script writes it: its own window, the one before or
+                // after (a caller whose clock was ahead), a count past the limit, or text.
+                1..=5 => {
+                    let window = (self.window_index() + rng.random_range(-1..=1)).max(0);
+                    let count = match rng.random_range(0..3) {
+                        0 => hostile_text(rng),
+                        _ => s(rng.random_range(0..=self.quota.limit() + 1)),
+                    };
+                    let mut value = s(format!("{window}:"));
+                    value.extend(count);
+                    vec![s("SET"), key, value]
+                }
+                _ => vec![s("SET"), key, hostile_text(rng)],
+            },
+            Algorithm::SlidingWindow => match roll {
                 0 => wrong_type(rng, key, "string"),
                 1..=2 => vec![s("SET"), key, s(rng.random_range(0..=self.quota.limit() + 1))],
                 _ => vec![s("SET"), key, hostile_text(rng)],

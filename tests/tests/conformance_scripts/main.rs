@@ -44,6 +44,7 @@ mod runner;
 mod snapshot;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
@@ -136,7 +137,7 @@ fn server_time_calls_agree_on_shape_and_decision() {
         let sha = sha1_of(&mut servers, script.source);
         let algorithm = script.algorithm;
         // Two per ten minutes: the third call is denied whatever the two clocks read.
-        let q = Quota::new(2, 600_000).with_burst(2);
+        let q = Quota::new(2, Duration::from_secs(600)).with_burst(2);
         for i in 0..3 {
             let c = Call {
                 algorithm,

@@ -10,6 +10,7 @@ use redis::Value;
 use redis_ratelimit::harness::scripts;
 use redis_ratelimit::{Algorithm, Quota};
 use redis_tests::RedisServer;
+use std::time::Duration;
 
 pub const BASE_MS: u64 = 1_700_000_000_000;
 
@@ -81,7 +82,7 @@ pub fn send(conn: &mut redis::Connection, command: &str, call: &scripts::Invocat
 
 /// A quota for `algorithm` small enough that generated requests meet its limit often.
 pub fn quota(rng: &mut SmallRng, algorithm: Algorithm) -> Quota {
-    let q = Quota::new(rng.random_range(1..=6), rng.random_range(100..=2_000));
+    let q = Quota::new(rng.random_range(1..=6), Duration::from_millis(rng.random_range(100..=2_000)));
     if algorithm.is_bucket() {
         q.with_burst(rng.random_range(1..=6))
     } else {

@@ -4,6 +4,7 @@
 use redis_ratelimit::harness::algo::gcra::{self, GcraState};
 use redis_ratelimit::harness::algo::token_bucket::{self, BucketState};
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::args::{checked, int, now_us};
 use crate::number::stored_int;
@@ -22,7 +23,8 @@ pub(super) fn gcra(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Ref
     }
     // The quota whose emission interval is `interval_us` (ceil(period * 1000 / limit) with a
     // limit of 1,000 is the period in ms, here `interval_us`).
-    let quota = checked(NAME, Algorithm::Gcra, Quota::new(1_000, interval_us).with_burst(burst), cost)?;
+    let quota =
+        checked(NAME, Algorithm::Gcra, Quota::new(1_000, Duration::from_millis(interval_us)).with_burst(burst), cost)?;
     let now_us = now_us(keys, now, NAME)?;
 
     // A value someone else left (text, a fraction, a negative) reads as no state, as the
@@ -45,8 +47,8 @@ pub(super) fn token_bucket(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64;
     let &[key, now, limit, period, burst, cost] = args else {
         return Err(Refusal::Arity);
     };
-    let quota =
-        Quota::new(int(limit, NAME, "limit")?, int(period, NAME, "period_ms")?).with_burst(int(burst, NAME, "burst")?);
+    let quota = Quota::new(int(limit, NAME, "limit")?, Duration::from_millis(int(period, NAME, "period_ms")?))
+        .with_burst(int(burst, NAME, "burst")?);
     let cost = int(cost, NAME, "cost")?;
     let quota = checked(NAME, Algorithm::TokenBucket, quota, cost)?;
     let now_ms = now_us(keys, now, NAME)? / 1_000;

@@ -11,6 +11,7 @@
 use redis_ratelimit::harness::algo::gcra::GcraState;
 use redis_ratelimit::harness::algo::lease::{self, LeaseArgs, LeaseOutcome};
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::args::{checked, int, now_us};
 use crate::buckets::read_bucket;
@@ -49,7 +50,8 @@ pub(crate) fn lease_gcra(keys: &mut impl Keys, args: &[&[u8]]) -> Result<LeaseRe
     if interval_us == 0 {
         return Err(Refusal::Error(format!("ERR {NAME} interval_us must be at least 1")));
     }
-    let quota = checked(NAME, Algorithm::Gcra, Quota::new(1_000, interval_us).with_burst(burst), 0)?;
+    let quota =
+        checked(NAME, Algorithm::Gcra, Quota::new(1_000, Duration::from_millis(interval_us)).with_burst(burst), 0)?;
     let (lifetime_us, horizon_us) = (field(lifetime, "lifetime_us")?, field(horizon, "horizon_us")?);
     // The twin takes whole milliseconds, as the library sends them; a lease must fit the burst.
     if lifetime_us % 1_000 != 0 || horizon_us % 1_000 != 0 || lifetime_us >= burst * interval_us {
@@ -90,7 +92,8 @@ pub(crate) fn lease_token_bucket(keys: &mut impl Keys, args: &[&[u8]]) -> Result
         return Err(Refusal::Arity);
     };
     let field = |arg: &[u8], name: &str| int(arg, NAME, name);
-    let quota = Quota::new(field(limit, "limit")?, field(period, "period_ms")?).with_burst(field(burst, "burst")?);
+    let quota = Quota::new(field(limit, "limit")?, Duration::from_millis(field(period, "period_ms")?))
+        .with_burst(field(burst, "burst")?);
     let quota = checked(NAME, Algorithm::TokenBucket, quota, 0)?;
     let (lifetime_ms, horizon_ms) = (field(lifetime, "lifetime_ms")?, field(horizon, "horizon_ms")?);
     if lease::capacity(Algorithm::TokenBucket, &quota, lifetime_ms) == 0 {

@@ -26,7 +26,7 @@ mod number;
 mod rules;
 mod windows;
 
-use redis_ratelimit::harness::{mode_scripts, rules_script, scripts};
+use redis_ratelimit::harness::{algo, mode_scripts, rules_script, scripts};
 pub use redis_ratelimit::Algorithm;
 
 pub use number::{argument, stored_int};
@@ -122,17 +122,12 @@ impl Reply {
 }
 
 impl Command {
-    /// Every command.
-    pub const ALL: [Command; 8] = [
-        Command::Decide(Algorithm::FixedWindow),
-        Command::Decide(Algorithm::SlidingWindow),
-        Command::Decide(Algorithm::SlidingLog),
-        Command::Decide(Algorithm::TokenBucket),
-        Command::Decide(Algorithm::Gcra),
-        Command::Rules,
-        Command::Lease(Algorithm::Gcra),
-        Command::Lease(Algorithm::TokenBucket),
-    ];
+    /// Every command: one deciding each algorithm of `Algorithm::ALL`, the rules command, and
+    /// a lease command for each algorithm that leases.
+    pub fn all() -> impl Iterator<Item = Command> {
+        let leasing = Algorithm::ALL.into_iter().filter(|&a| algo::lease::can_lease(a));
+        Algorithm::ALL.into_iter().map(Command::Decide).chain([Command::Rules]).chain(leasing.map(Command::Lease))
+    }
 
     /// Its name, as clients send it (`RATELIMIT.GCRA`): the one the library sends.
     pub const fn name(self) -> &'static str {
@@ -148,7 +143,7 @@ impl Command {
 
     /// The command named `name`, in any case.
     pub fn named(name: &[u8]) -> Option<Command> {
-        Command::ALL.into_iter().find(|c| c.name().as_bytes().eq_ignore_ascii_case(name))
+        Command::all().find(|c| c.name().as_bytes().eq_ignore_ascii_case(name))
     }
 
     /// Runs the command on `keys` with `args` (its arguments, after its name).

@@ -2,6 +2,7 @@
 //! per admitted unit scored by its admission time (`lua/sliding_log.lua`).
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use redis_ratelimit::harness::algo::sliding_log::{self, LogState};
 use redis_ratelimit::{Algorithm, Quota};
@@ -16,9 +17,10 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
     let &[key, now, limit, window, cost] = args else {
         return Err(Refusal::Arity);
     };
-    let quota = Quota::new(int(limit, NAME, "limit")?, int(window, NAME, "window_ms")?);
+    let quota = Quota::new(int(limit, NAME, "limit")?, Duration::from_millis(int(window, NAME, "window_ms")?));
     let cost = int(cost, NAME, "cost")?;
     let quota = checked(NAME, Algorithm::SlidingLog, quota, cost)?;
+    let client_time = !now.is_empty();
     let now_ms = now_us(keys, now, NAME)? / 1_000;
     let w = quota.period_ms();
 
@@ -27,20 +29,24 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
         Err(Kind::ZSet) => true,
         _ => return Err(Refusal::WrongType),
     };
-    // Only the live entries, scored after now - window: those that have left count for
-    // nothing in any reading, and the admission below trims them.
+    // The entries scored after now - window: those that have left count for nothing in any
+    // reading (the log's own time is never behind the reading), and the admission below trims
+    // them. The newest of them is the log's time when the reading is behind it.
     let mut state = if existed { live(keys, key, now_ms, w)? } else { None };
-    // The members an admission names at `now` count on from those already scored now or later.
-    let after: u64 = state.as_ref().map_or(0, |log| log.entries.range(now_ms..).map(|(_, n)| n).sum());
+    let at = state.as_ref().map_or(now_ms, |log| log.time(now_ms));
+    // The members an admission names at `at` count on from those already scored there or later.
+    let after: u64 = state.as_ref().map_or(0, |log| log.entries.range(at..).map(|(_, n)| n).sum());
     let outcome = sliding_log::step(&quota, &mut state, now_ms, cost);
     if outcome.allowed && cost > 0 {
-        if existed && now_ms >= w {
-            keys.trim(key, now_ms - w)?;
+        if existed && at >= w {
+            keys.trim(key, at - w)?;
         }
-        let members: Vec<String> = (1..=cost).map(|i| format!("{now_ms}:{}", after + i)).collect();
-        keys.add(key, now_ms, &members)?;
-        // The script's PEXPIRE to when the newest entry leaves: the reset.
-        keys.expire(key, outcome.reset_after_ms)?;
+        let members: Vec<String> = (1..=cost).map(|i| format!("{at}:{}", after + i)).collect();
+        keys.add(key, at, &members)?;
+        // The script's PEXPIRE to when the newest entry leaves (the reset), a period later fed
+        // the caller's clock.
+        let slack = if client_time { w } else { 0 };
+        keys.expire(key, outcome.reset_after_ms + slack)?;
     }
     Ok(reply(&outcome, now_ms))
 }

@@ -1,9 +1,11 @@
-//! The window algorithms, one counter per aligned window under the stem the caller names:
-//! `RATELIMIT.FW` (`lua/fixed_window.lua`) and `RATELIMIT.SW` (`lua/sliding_window.lua`).
+//! The window algorithms: `RATELIMIT.FW` (`lua/fixed_window.lua`: one counter per key, of the
+//! window it counts in) and `RATELIMIT.SW` (`lua/sliding_window.lua`: one counter per aligned
+//! window under the stem the caller names).
 
 use redis_ratelimit::harness::algo::fixed_window::{self, WindowState};
 use redis_ratelimit::harness::algo::sliding_window::{self, SlidingState};
 use redis_ratelimit::{Algorithm, Quota};
+use std::time::Duration;
 
 use crate::args::{checked, int, now_us};
 use crate::number::stored_int;
@@ -69,22 +71,38 @@ fn window_args<'a>(
     let &[stem, now, limit, window, cost] = args else {
         return Err(Refusal::Arity);
     };
-    let quota = Quota::new(int(limit, name, "limit")?, int(window, name, "window_ms")?);
+    let quota = Quota::new(int(limit, name, "limit")?, Duration::from_millis(int(window, name, "window_ms")?));
     let cost = int(cost, name, "cost")?;
     Ok((stem, checked(name, algorithm, quota, cost)?, cost, now_us(keys, now, name)? / 1_000))
 }
 
-/// `RATELIMIT.FW stem now_ms limit window_ms cost`.
+/// `RATELIMIT.FW key now_ms limit window_ms cost`: one counter per key, the string
+/// `index:count` of the window it counts in (`lua/fixed_window.lua`).
 pub(super) fn fixed_window(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
-    let (stem, quota, cost, now_ms) = window_args(keys, "RATELIMIT.FW", Algorithm::FixedWindow, args)?;
-    let index = now_ms / quota.period_ms();
-    let key = window_key(stem, index.into());
-    let counter = Counter::at(keys, &key, false)?;
-    let mut state = (counter.count > 0).then_some(WindowState { window: index, count: counter.count });
+    let (key, quota, cost, now_ms) = window_args(keys, "RATELIMIT.FW", Algorithm::FixedWindow, args)?;
+    let client_time = !args[1].is_empty();
+    // A value someone else left (no colon, a part that is no stored number) reads as no
+    // counter, as the script's `stored_int` reads it; another type is the script's WRONGTYPE.
+    let read = keys.string(key, |text| {
+        let colon = text.iter().position(|&b| b == b':')?;
+        Some(WindowState { window: stored_int(&text[..colon])?, count: stored_int(&text[colon + 1..])? })
+    });
+    let mut state = match read {
+        Ok(state) => state.flatten(),
+        Err(_) => return Err(Refusal::WrongType),
+    };
+    let counted = state.filter(|s| s.window >= now_ms / quota.period_ms()).map_or(0, |s| s.count);
     let outcome = fixed_window::step(&quota, &mut state, now_ms, cost);
-    if outcome.allowed && cost > 0 {
-        // The window's expiry is its end, the reset.
-        counter.admit(keys, &key, cost, outcome.reset_after_ms)?;
+    if let (true, Some(WindowState { window, count })) = (outcome.allowed && cost > 0, state) {
+        let value = format!("{window}:{count}");
+        // Counted on in its window, the key keeps its expiry; a window's first units set it to
+        // the window's end (the reset), and a period later fed the caller's clock.
+        let ttl = match (counted, client_time) {
+            (0, true) => Some(outcome.reset_after_ms + quota.period_ms()),
+            (0, false) => Some(outcome.reset_after_ms),
+            _ => None,
+        };
+        keys.set(key, value.as_bytes(), ttl)?;
     }
     Ok(reply(&outcome, now_ms))
 }

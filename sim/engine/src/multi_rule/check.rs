@@ -120,14 +120,14 @@ mod tests {
             SimRule {
                 name: "u",
                 algorithm: Algorithm::SlidingLog,
-                quota: Quota::new(2, 1_000),
+                quota: Quota::new(2, std::time::Duration::from_secs(1)),
                 by: By::User,
                 pro: None,
             },
             SimRule {
                 name: "g",
                 algorithm: Algorithm::SlidingLog,
-                quota: Quota::new(3, 1_000),
+                quota: Quota::new(3, std::time::Duration::from_secs(1)),
                 by: By::Global,
                 pro: None,
             },
@@ -153,9 +153,9 @@ mod tests {
         let tiered = [SimRule {
             name: "u",
             algorithm: Algorithm::SlidingLog,
-            quota: Quota::new(2, 1_000),
+            quota: Quota::new(2, std::time::Duration::from_secs(1)),
             by: By::User,
-            pro: Some(Quota::new(3, 1_000)),
+            pro: Some(Quota::new(3, std::time::Duration::from_secs(1))),
         }];
         // User 1 is on pro (3 a second), user 0 is not (2): three each within one period.
         let recs: Vec<Record> = (0..6).map(|i| rec(i, (i % 2) as u32, true, &[(true, true)])).collect();

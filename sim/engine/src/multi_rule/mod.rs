@@ -18,6 +18,7 @@ pub mod oracle;
 
 use redis_ratelimit::rules::{KeyPart, Match, Rule, RuleSet};
 use redis_ratelimit::{Algorithm, FailurePolicy, Quota};
+use std::time::Duration;
 
 use crate::promise::Promise;
 
@@ -138,20 +139,20 @@ impl RulesSubject {
     /// global GCRA of three times it, so each binds at the scenario's load.
     pub fn rules(q: Quota) -> Vec<SimRule> {
         let (l, w) = (q.limit(), q.period_ms());
-        let pro = Some(Quota::new(2 * l, w).with_burst(2 * q.burst()));
+        let pro = Some(Quota::new(2 * l, Duration::from_millis(w)).with_burst(2 * q.burst()));
         vec![
             SimRule { name: "per-user", algorithm: Algorithm::TokenBucket, quota: q, by: By::User, pro },
             SimRule {
                 name: "per-route",
                 algorithm: Algorithm::SlidingLog,
-                quota: Quota::new(2 * l, w),
+                quota: Quota::new(2 * l, Duration::from_millis(w)),
                 by: By::Route,
                 pro: None,
             },
             SimRule {
                 name: "global",
                 algorithm: Algorithm::Gcra,
-                quota: Quota::new(3 * l, w).with_burst(l),
+                quota: Quota::new(3 * l, Duration::from_millis(w)).with_burst(l),
                 by: By::Global,
                 pro: None,
             },

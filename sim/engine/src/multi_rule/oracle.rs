@@ -63,14 +63,14 @@ mod tests {
             SimRule {
                 name: "u",
                 algorithm: Algorithm::SlidingLog,
-                quota: Quota::new(1, 1_000),
+                quota: Quota::new(1, std::time::Duration::from_secs(1)),
                 by: By::User,
                 pro: None,
             },
             SimRule {
                 name: "g",
                 algorithm: Algorithm::SlidingLog,
-                quota: Quota::new(2, 1_000),
+                quota: Quota::new(2, std::time::Duration::from_secs(1)),
                 by: By::Global,
                 pro: None,
             },

@@ -122,10 +122,10 @@ impl Connector for ToRedis {
 }
 
 /// The quota of the hot key (GCRA): 50 per second, burst 50.
-const HOT: Quota = Quota::new(50, 1_000);
+const HOT: Quota = Quota::new(50, Duration::from_secs(1));
 /// A user's limit and the route's in the all-or-nothing scenario.
-const PER_USER: Quota = Quota::new(5, 1_000);
-const ROUTE: Quota = Quota::new(40, 1_000);
+const PER_USER: Quota = Quota::new(5, Duration::from_secs(1));
+const ROUTE: Quota = Quota::new(40, Duration::from_secs(1));
 /// Grants live 200 ms, less a 25 ms allowance for the proxies' clocks.
 const LIFETIME_MS: u64 = 200;
 const ALLOWANCE_MS: u64 = 25;

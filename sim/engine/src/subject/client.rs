@@ -94,7 +94,9 @@ impl ClientCaller {
         let window = now / q.period_ms();
         let redis_key = format!("{}naive:{{{key}}}:{window}", self.key_prefix);
         let get = redis::cmd("GET").arg(&redis_key).clone();
-        let reply: Value = self.store.call_raw(|mut conn| async move { get.query_async(&mut conn).await }).await?;
+        let reply: Value =
+            redis_ratelimit::harness::call_raw(&self.store, |mut conn| async move { get.query_async(&mut conn).await })
+                .await?;
         let count = match &reply {
             Value::Nil => 0,
             Value::BulkString(bytes) => {
@@ -107,7 +109,10 @@ impl ClientCaller {
         if outcome.allowed && cost > 0 {
             let to_end = q.period_ms() - now % q.period_ms();
             let set = redis::cmd("SET").arg(&redis_key).arg(count + cost).arg("PX").arg(to_end).clone();
-            self.store.call_raw(|mut conn| async move { set.query_async::<Value>(&mut conn).await }).await?;
+            redis_ratelimit::harness::call_raw(&self.store, |mut conn| async move {
+                set.query_async::<Value>(&mut conn).await
+            })
+            .await?;
         }
         Ok(Answer {
             allowed: outcome.allowed,
@@ -123,13 +128,21 @@ impl ClientCaller {
     async fn incr_expire(&self, key: &str, cost: u64) -> Result<Answer, RawCallError> {
         let redis_key = format!("{}rl:{{{key}}}", self.key_prefix);
         let incr = redis::cmd("INCRBY").arg(&redis_key).arg(cost).clone();
-        let count: i64 = self.store.call_raw(|mut conn| async move { incr.query_async(&mut conn).await }).await?;
+        let count: i64 =
+            redis_ratelimit::harness::call_raw(
+                &self.store,
+                |mut conn| async move { incr.query_async(&mut conn).await },
+            )
+            .await?;
         if count == cost as i64 {
             // The first hit of a window starts its clock. Whole seconds, rounded up, as the
             // HLD card's `EXPIRE key ttl` takes them.
             let ttl_s = self.quota.period_ms().div_ceil(1000);
             let expire = redis::cmd("EXPIRE").arg(&redis_key).arg(ttl_s).clone();
-            self.store.call_raw(|mut conn| async move { expire.query_async::<Value>(&mut conn).await }).await?;
+            redis_ratelimit::harness::call_raw(&self.store, |mut conn| async move {
+                expire.query_async::<Value>(&mut conn).await
+            })
+            .await?;
         }
         Ok(Answer {
             allowed: count <= self.quota.limit() as i64,

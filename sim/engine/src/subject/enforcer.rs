@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use redis_ratelimit::enforce::{Enforcer, Verdict};
+use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{Plan, User};
 use redis_ratelimit::{BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, Source};
 
@@ -29,12 +29,13 @@ impl RulesCaller {
         breaker: BreakerConfig,
         key_prefix: Option<&str>,
     ) -> anyhow::Result<RulesCaller> {
-        let store = if subject == RulesSubject::OneCallModule { store.with_module()? } else { store };
-        let mut builder = Enforcer::builder(RulesSubject::rule_set(quota, policy)?)
-            .redis(store)
-            .clock(clock)
-            .breaker(breaker)
-            .per_tag_calls(subject == RulesSubject::PerSlot);
+        let store = match subject {
+            RulesSubject::OneCallModule => store.with_module()?,
+            RulesSubject::PerSlot => redis_ratelimit::harness::split_by_tag(store),
+            _ => store,
+        };
+        let mut builder =
+            Enforcer::builder(RulesSubject::rule_set(quota, policy)?).redis(store).clock(clock).breaker(breaker);
         if let Some(prefix) = key_prefix {
             builder = builder.key_prefix(prefix);
         }
@@ -63,7 +64,7 @@ impl RulesCaller {
             rules: Vec::new(),
         };
         let d = match self.enforcer.check(&request).await {
-            Ok(Verdict::Decided(d)) => d,
+            Ok(Ruling::Decided(d)) => d,
             Ok(other) => return failed(format!("the rules did not decide: {other:?}")),
             Err(e) => return failed(e.to_string()),
         };
@@ -81,7 +82,7 @@ impl RulesCaller {
             allowed: d.allowed,
             cost,
             source,
-            retry_after_ms: d.retry_after_ms(),
+            retry_after_ms: d.retry_after().as_millis() as u64,
             decided_by,
             error: None,
             rules: d.rules.iter().map(|r| RuleMark { allowed: r.decision.allowed, consumed: r.consumed }).collect(),

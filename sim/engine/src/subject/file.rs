@@ -34,6 +34,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -421,14 +422,12 @@ impl RawPromise {
 
 impl RawQuota {
     fn validate(self, promise: Promise, err: &At<'_>) -> Result<Quota, FileError> {
-        let q = Quota::new(self.limit, self.period_ms).with_burst(self.burst.unwrap_or(self.limit));
+        let q =
+            Quota::new(self.limit, Duration::from_millis(self.period_ms)).with_burst(self.burst.unwrap_or(self.limit));
         // Checked as the library checks the algorithm of the same promise, so the oracle
         // computes exactly.
         let algorithm = promise.twin().unwrap_or(Algorithm::FixedWindow);
-        q.validate(algorithm).map_err(|e| match e {
-            redis_ratelimit::Error::Config { field, message } => err(&format!("quota.{field}"), message),
-            other => err("quota", other.to_string()),
-        })?;
+        q.validate(algorithm).map_err(|e| err(&format!("quota.{}", e.field()), e.message().to_owned()))?;
         Ok(q)
     }
 }

@@ -276,7 +276,7 @@ impl Answer {
                 allowed: d.allowed,
                 cost,
                 source: d.source,
-                retry_after_ms: d.retry_after_ms,
+                retry_after_ms: d.retry_after.as_millis() as u64,
                 decided_by: match (time_source, algorithm) {
                     // GCRA keeps Redis's time in µs and reports the millisecond it fell in.
                     (TimeSource::Server, Algorithm::Gcra) => {
@@ -402,7 +402,7 @@ impl Caller {
                     builder = builder.key_prefix(prefix);
                 }
                 if let Some(ledger) = spec.lease_ledger {
-                    builder = builder.lease_ledger(ledger);
+                    builder = redis_ratelimit::harness::lease_ledger(builder, ledger);
                 }
                 Caller::Limiter(spec.mode.configure(builder).build()?)
             }
@@ -437,7 +437,7 @@ impl Caller {
     /// Asks about one request of `cost` on `key`; `seq` numbers the instance's requests.
     pub async fn check(&self, key: &str, cost: u64, seq: u64) -> Answer {
         match self {
-            Caller::Limiter(l) => Answer::of_limiter(&l.check(key, cost).await, cost, l.algorithm(), l.time_source()),
+            Caller::Limiter(l) => Answer::of_limiter(&l.check_n(key, cost).await, cost, l.algorithm(), l.time_source()),
             Caller::Script(s) => s.check(key, cost, seq).await,
             Caller::Client(c) => c.check(key, cost).await,
             Caller::Rules(r) => r.check(key, cost).await,

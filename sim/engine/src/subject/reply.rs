@@ -267,7 +267,7 @@ mod tests {
 
     #[test]
     fn allowed_rules_compare_with_numbers_texts_and_placeholders() {
-        let q = Quota::new(10, 1_000);
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
         let reply = Value::Array(vec![Value::Int(7), Value::Nil]);
         let rule = |at, test| AllowedRule { at: Some(at), test };
         let limit = Operand::Template(Template::parse("{limit}").unwrap());

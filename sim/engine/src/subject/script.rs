@@ -83,7 +83,8 @@ impl ScriptCaller {
             return answer;
         }
         let (keys, argv) = self.file.render(&values);
-        let result = self.store.call_raw(|conn| self.run_between_times(conn, keys, argv)).await;
+        let result =
+            redis_ratelimit::harness::call_raw(&self.store, |conn| self.run_between_times(conn, keys, argv)).await;
         match result {
             Ok((reply, between)) => self.read(&reply, &values, now_ms, between),
             Err(failure) => self.failed(failure, cost),
@@ -140,20 +141,18 @@ impl ScriptCaller {
             }
         }
         let commands = self.file.render_setup(values);
-        let sent = self
-            .store
-            .call_raw(|mut conn| async move {
-                let mut pipe = redis::pipe();
-                for command in &commands {
-                    let mut cmd = redis::cmd(&command[0]);
-                    for arg in &command[1..] {
-                        cmd.arg(arg);
-                    }
-                    pipe.add_command(cmd).ignore();
+        let sent = redis_ratelimit::harness::call_raw(&self.store, |mut conn| async move {
+            let mut pipe = redis::pipe();
+            for command in &commands {
+                let mut cmd = redis::cmd(&command[0]);
+                for arg in &command[1..] {
+                    cmd.arg(arg);
                 }
-                pipe.query_async::<()>(&mut conn).await
-            })
-            .await;
+                pipe.add_command(cmd).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await
+        })
+        .await;
         match sent {
             Ok(()) => {
                 let mut done = self.set_up.lock().unwrap_or_else(|p| p.into_inner());

@@ -318,7 +318,7 @@ mod tests {
 
     #[test]
     fn placeholders_render_from_the_quota_and_the_clock() {
-        let q = Quota::new(20, 1_000).with_burst(5);
+        let q = Quota::new(20, std::time::Duration::from_secs(1)).with_burst(5);
         let v = values(&q);
         let r = |s: &str| Template::parse(s).expect(s).render(&v);
         assert_eq!(r("rl:{key}:tokens"), "rl:user-7:tokens");
@@ -333,19 +333,19 @@ mod tests {
 
     #[test]
     fn rounding_and_shortest_decimals() {
-        let q = Quota::new(3, 1_000);
+        let q = Quota::new(3, std::time::Duration::from_secs(1));
         let v = values(&q);
         let r = |s: &str| Template::parse(s).expect(s).render(&v);
         assert_eq!(r("{interval_us}"), "333333.3333333333");
         assert_eq!(r("{interval_us:ceil} {interval_us:floor}"), "333334 333333");
         assert_eq!(r("{period_s:floor} {rate_per_ms}"), "1 0.003");
-        let slow = Quota::new(1, 1_500);
+        let slow = Quota::new(1, std::time::Duration::from_millis(1_500));
         assert_eq!(Template::parse("{period_s}").unwrap().render(&values(&slow)), "1.5");
     }
 
     #[test]
     fn doubled_braces_are_literal_so_a_hash_tag_can_wrap_the_key() {
-        let q = Quota::new(1, 1_000);
+        let q = Quota::new(1, std::time::Duration::from_secs(1));
         let t = Template::parse("rl.{{{key}}}.tokens").expect("valid");
         assert_eq!(t.render(&values(&q)), "rl.{user-7}.tokens");
         assert_eq!(t.placeholders().collect::<Vec<_>>(), [Placeholder::Key]);

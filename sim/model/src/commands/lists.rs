@@ -40,13 +40,13 @@ fn write<'c>(ctx: &'c mut Ctx<'_>, key: &[u8]) -> Result<Option<&'c mut List>, R
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum End {
+enum ListEnd {
     Head,
     Tail,
 }
 
 /// `pushGenericCommand`: LPUSH, RPUSH and the X variants that push only onto an existing list.
-fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End, only_existing: bool) -> Reply {
+fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd, only_existing: bool) -> Reply {
     let key = args[1];
     match write(ctx, key) {
         Err(e) => return e,
@@ -58,32 +58,32 @@ fn push(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End, only_existing: bool) -> Rep
     for element in &args[2..] {
         let element = Bytes::copy_from_slice(element);
         match end {
-            End::Head => list.push_front(element),
-            End::Tail => list.push_back(element),
+            ListEnd::Head => list.push_front(element),
+            ListEnd::Tail => list.push_back(element),
         }
     }
     Reply::Integer(list.len() as i64)
 }
 
 pub(super) fn lpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    push(ctx, args, End::Head, false)
+    push(ctx, args, ListEnd::Head, false)
 }
 
 pub(super) fn rpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    push(ctx, args, End::Tail, false)
+    push(ctx, args, ListEnd::Tail, false)
 }
 
 pub(super) fn lpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    push(ctx, args, End::Head, true)
+    push(ctx, args, ListEnd::Head, true)
 }
 
 pub(super) fn rpushx(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    push(ctx, args, End::Tail, true)
+    push(ctx, args, ListEnd::Tail, true)
 }
 
 /// `popGenericCommand`: one element as a bulk string, or with a count an array of up to that
 /// many (a missing key is then a null array, and a count of 0 an empty one).
-fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End, name: &str) -> Reply {
+fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: ListEnd, name: &str) -> Reply {
     if args.len() > 3 {
         return Reply::error(format!("ERR wrong number of arguments for '{name}' command"));
     }
@@ -101,8 +101,8 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End, name: &str) -> Reply {
         Ok(Some(list)) => list,
     };
     let take = |list: &mut List| match end {
-        End::Head => list.pop_front(),
-        End::Tail => list.pop_back(),
+        ListEnd::Head => list.pop_front(),
+        ListEnd::Tail => list.pop_back(),
     };
     let reply = match count {
         Some(0) => return Reply::Array(Vec::new()),
@@ -119,11 +119,11 @@ fn pop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End, name: &str) -> Reply {
 }
 
 pub(super) fn lpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    pop(ctx, args, End::Head, "lpop")
+    pop(ctx, args, ListEnd::Head, "lpop")
 }
 
 pub(super) fn rpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    pop(ctx, args, End::Tail, "rpop")
+    pop(ctx, args, ListEnd::Tail, "rpop")
 }
 
 pub(super) fn llen(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
@@ -349,11 +349,11 @@ pub(super) fn lpos(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 /// `getListPositionFromObjectOrReply`: LEFT is the head, RIGHT the tail.
-fn end_arg(arg: &[u8]) -> Result<End, Reply> {
+fn end_arg(arg: &[u8]) -> Result<ListEnd, Reply> {
     if is(arg, "right") {
-        Ok(End::Tail)
+        Ok(ListEnd::Tail)
     } else if is(arg, "left") {
-        Ok(End::Head)
+        Ok(ListEnd::Head)
     } else {
         Err(syntax_error())
     }
@@ -362,7 +362,7 @@ fn end_arg(arg: &[u8]) -> Result<End, Reply> {
 /// `lmoveGenericCommand`: pops from one end of `from` and pushes onto an end of `to` (the same
 /// list rotates). A missing source is nil; the destination's type is checked before anything
 /// moves; the destination keeps its deadline and a source left empty is deleted.
-fn lmove_generic(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], from_end: End, to_end: End) -> Reply {
+fn lmove_generic(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], from_end: ListEnd, to_end: ListEnd) -> Reply {
     match read(ctx, from) {
         Err(e) => return e,
         Ok(None) => return Reply::Nil,
@@ -374,8 +374,8 @@ fn lmove_generic(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], from_end: End, to_en
     };
     let Ok(Some(src)) = write(ctx, from) else { return wrong_type() };
     let Some(value) = (match from_end {
-        End::Head => src.pop_front(),
-        End::Tail => src.pop_back(),
+        ListEnd::Head => src.pop_front(),
+        ListEnd::Tail => src.pop_back(),
     }) else {
         return Reply::Nil;
     };
@@ -384,8 +384,8 @@ fn lmove_generic(ctx: &mut Ctx<'_>, from: &[u8], to: &[u8], from_end: End, to_en
     }
     let Ok(Some(dst)) = write(ctx, to) else { return wrong_type() };
     match to_end {
-        End::Head => dst.push_front(value.clone()),
-        End::Tail => dst.push_back(value.clone()),
+        ListEnd::Head => dst.push_front(value.clone()),
+        ListEnd::Tail => dst.push_back(value.clone()),
     }
     if read(ctx, from).is_ok_and(|l| l.is_some_and(|l| l.is_empty())) {
         ctx.db.keys.remove(from);
@@ -403,7 +403,7 @@ pub(super) fn lmove(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 
 /// RPOPLPUSH source destination: LMOVE source destination RIGHT LEFT.
 pub(super) fn rpoplpush(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    lmove_generic(ctx, args[1], args[2], End::Tail, End::Head)
+    lmove_generic(ctx, args[1], args[2], ListEnd::Tail, ListEnd::Head)
 }
 
 /// LMPOP numkeys key [key ...] LEFT|RIGHT [COUNT count]: pops up to `count` elements from the
@@ -446,7 +446,7 @@ pub(super) fn blmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 
 /// Pops up to `count` elements from the first of `keys` holding a list (WRONGTYPE at a key of
 /// another type before it): `[key, [elements...]]`, or a null array.
-fn pop_first(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Reply {
+fn pop_first(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: ListEnd, count: usize) -> Reply {
     for key in keys {
         let list = match write(ctx, key) {
             Err(e) => return e,
@@ -456,8 +456,8 @@ fn pop_first(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Reply
         let n = count.min(list.len());
         let popped: Vec<Reply> = (0..n)
             .filter_map(|_| match end {
-                End::Head => list.pop_front(),
-                End::Tail => list.pop_back(),
+                ListEnd::Head => list.pop_front(),
+                ListEnd::Tail => list.pop_back(),
             })
             .map(Reply::Bulk)
             .collect();

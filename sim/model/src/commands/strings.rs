@@ -101,15 +101,15 @@ impl SetFlags {
 
 /// Which command `parseExtendedStringArgumentsOrReply` reads options for.
 #[derive(Clone, Copy, PartialEq)]
-enum Options {
+enum SetOptions {
     Set,
     GetEx,
 }
 
 /// `parseExtendedStringArgumentsOrReply`: which options may follow which is Redis's. SET takes
 /// NX XX GET KEEPTTL and the four deadlines; GETEX the deadlines and PERSIST.
-fn parse_flags<'a>(args: &[&'a [u8]], command: Options) -> Result<(SetFlags, Option<&'a [u8]>), Reply> {
-    let set = command == Options::Set;
+fn parse_flags<'a>(args: &[&'a [u8]], command: SetOptions) -> Result<(SetFlags, Option<&'a [u8]>), Reply> {
+    let set = command == SetOptions::Set;
     let mut f = SetFlags::default();
     let mut expire = None;
     let mut j = if set { 3 } else { 2 };
@@ -211,7 +211,7 @@ fn set_generic(
 }
 
 pub(super) fn set(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    match parse_flags(args, Options::Set) {
+    match parse_flags(args, SetOptions::Set) {
         Ok((flags, expire)) => set_generic(ctx, &flags, args[1], args[2], expire, "set"),
         Err(e) => e,
     }
@@ -253,7 +253,7 @@ pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 /// GETEX key [EX s | PX ms | EXAT t | PXAT t | PERSIST]: the options are parsed first, the key
 /// read next, the deadline checked last (a missing key answers nil whatever the deadline).
 pub(super) fn getex(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    let (flags, expire) = match parse_flags(args, Options::GetEx) {
+    let (flags, expire) = match parse_flags(args, SetOptions::GetEx) {
         Ok(parsed) => parsed,
         Err(e) => return e,
     };

@@ -306,7 +306,7 @@ pub(super) fn zmscore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum End {
+enum PopEnd {
     Min,
     Max,
 }
@@ -317,13 +317,13 @@ type Popped = (Bytes, Vec<(Bytes, f64)>);
 /// `genericZpopCommand`: pops up to `count` members from the low or high end of the first of
 /// `keys` that exists (WRONGTYPE if that key is another type), deleting it if emptied. `None`
 /// if no key exists.
-fn pop(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Result<Option<Popped>, Reply> {
+fn pop(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: PopEnd, count: usize) -> Result<Option<Popped>, Reply> {
     for key in keys {
         let Some(entry) = ctx.db.keys.get_mut(key, ctx.now_ms) else { continue };
         let Value::ZSet(z) = &mut entry.value else { return Err(wrong_type()) };
         let picked: Vec<(Bytes, f64)> = match end {
-            End::Min => z.iter().take(count).map(|(m, s)| (m.clone(), s)).collect(),
-            End::Max => z.iter().rev().take(count).map(|(m, s)| (m.clone(), s)).collect(),
+            PopEnd::Min => z.iter().take(count).map(|(m, s)| (m.clone(), s)).collect(),
+            PopEnd::Max => z.iter().rev().take(count).map(|(m, s)| (m.clone(), s)).collect(),
         };
         for (m, _) in &picked {
             z.remove(m);
@@ -338,7 +338,7 @@ fn pop(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Result<Opti
 
 /// ZPOPMIN/ZPOPMAX key [count]: a flat array of member, score, ... (for a RESP3 script with a
 /// count, pairs). The count is checked first; a missing key or a count of 0 is an empty array.
-fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> Reply {
+fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: PopEnd) -> Reply {
     if args.len() > 3 {
         return syntax_error();
     }
@@ -366,11 +366,11 @@ fn zpop(ctx: &mut Ctx<'_>, args: &[&[u8]], end: End) -> Reply {
 }
 
 pub(super) fn zpopmin(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zpop(ctx, args, End::Min)
+    zpop(ctx, args, PopEnd::Min)
 }
 
 pub(super) fn zpopmax(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    zpop(ctx, args, End::Max)
+    zpop(ctx, args, PopEnd::Max)
 }
 
 /// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: `[key, [[member, score], ...]]` (nested
@@ -395,18 +395,18 @@ pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     }
 }
 
-fn end_arg(arg: &[u8]) -> Result<End, Reply> {
+fn end_arg(arg: &[u8]) -> Result<PopEnd, Reply> {
     if is(arg, "min") {
-        Ok(End::Min)
+        Ok(PopEnd::Min)
     } else if is(arg, "max") {
-        Ok(End::Max)
+        Ok(PopEnd::Max)
     } else {
         Err(syntax_error())
     }
 }
 
 /// ZMPOP's reply: `[key, [[member, score], ...]]` from the first sorted set, or a null array.
-fn mpop_reply(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: End, count: usize) -> Reply {
+fn mpop_reply(ctx: &mut Ctx<'_>, keys: &[&[u8]], end: PopEnd, count: usize) -> Reply {
     match pop(ctx, keys, end, count) {
         Err(e) => e,
         Ok(None) => Reply::NilArray,

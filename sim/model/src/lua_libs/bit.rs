@@ -24,7 +24,7 @@ fn ret(b: u32) -> f64 {
     f64::from(b as i32)
 }
 
-type Op = fn(u32, u32) -> u32;
+type BitOp = fn(u32, u32) -> u32;
 
 fn unary(lua: &Lua, f: fn(u32) -> u32) -> mlua::Result<mlua::Function> {
     lua.create_function(move |lua, args: MultiValue| {
@@ -35,7 +35,7 @@ fn unary(lua: &Lua, f: fn(u32) -> u32) -> mlua::Result<mlua::Function> {
 
 /// band/bor/bxor: the first argument, then the others from the last one down (C's loop order,
 /// which decides which bad argument is reported).
-fn fold(lua: &Lua, op: Op) -> mlua::Result<mlua::Function> {
+fn fold(lua: &Lua, op: BitOp) -> mlua::Result<mlua::Function> {
     lua.create_function(move |lua, args: MultiValue| {
         let args = Args::new(args);
         let mut b = barg(lua, &args, 1)?;
@@ -47,7 +47,7 @@ fn fold(lua: &Lua, op: Op) -> mlua::Result<mlua::Function> {
 }
 
 /// The shifts and rotations: the count is the second argument's low 5 bits.
-fn shift(lua: &Lua, op: Op) -> mlua::Result<mlua::Function> {
+fn shift(lua: &Lua, op: BitOp) -> mlua::Result<mlua::Function> {
     lua.create_function(move |lua, args: MultiValue| {
         let args = Args::new(args);
         let b = barg(lua, &args, 1)?;

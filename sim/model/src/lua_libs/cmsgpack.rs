@@ -162,7 +162,7 @@ enum Stop {
 }
 
 /// A container being filled while decoding.
-enum Open {
+enum OpenContainer {
     Array { table: Table, next: usize, left: usize },
     Map { table: Table, key: Option<Value>, left: usize },
 }
@@ -323,15 +323,15 @@ fn settable(t: &Table, k: Value, v: Value) -> mlua::Result<()> {
 
 /// Decodes one top-level value; `base` is how many stack slots are in use below it.
 fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result<Value, Stop>> {
-    let mut open: Vec<Open> = Vec::new();
+    let mut open: Vec<OpenContainer> = Vec::new();
     // Stack slots C would be using below the next item: each open container holds its table,
     // and an array the index being filled, a map the key once it has been read.
-    let used = |open: &[Open]| {
+    let used = |open: &[OpenContainer]| {
         base + open
             .iter()
             .map(|o| match o {
-                Open::Array { .. } | Open::Map { key: Some(_), .. } => 2,
-                Open::Map { key: None, .. } => 1,
+                OpenContainer::Array { .. } | OpenContainer::Map { key: Some(_), .. } => 2,
+                OpenContainer::Map { key: None, .. } => 1,
             })
             .sum::<usize>()
     };
@@ -349,7 +349,7 @@ fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result
                 // `mp_decode_to_lua_array` checks for a slot above its new table.
                 check_stack(lua, used(&open) + 1, "in function mp_decode_to_lua_array")?;
                 if n > 0 {
-                    open.push(Open::Array { table, next: 1, left: n });
+                    open.push(OpenContainer::Array { table, next: 1, left: n });
                     continue;
                 }
                 Value::Table(table)
@@ -357,7 +357,7 @@ fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result
             Head::Map(n) => {
                 let table = lua.create_table().map_err(out_of_memory)?;
                 if n > 0 {
-                    open.push(Open::Map { table, key: None, left: n });
+                    open.push(OpenContainer::Map { table, key: None, left: n });
                     continue;
                 }
                 Value::Table(table)
@@ -367,7 +367,7 @@ fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result
         loop {
             match open.last_mut() {
                 None => return Ok(Ok(value)),
-                Some(Open::Array { table, next, left }) => {
+                Some(OpenContainer::Array { table, next, left }) => {
                     settable(table, Value::Number(*next as f64), value)?;
                     *next += 1;
                     *left -= 1;
@@ -375,7 +375,7 @@ fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result
                         break;
                     }
                 }
-                Some(Open::Map { table, key, left }) => match key.take() {
+                Some(OpenContainer::Map { table, key, left }) => match key.take() {
                     None => {
                         *key = Some(value);
                         break;
@@ -390,7 +390,7 @@ fn decode_one(lua: &Lua, c: &mut Cursor<'_>, base: usize) -> mlua::Result<Result
                 },
             }
             value = match open.pop() {
-                Some(Open::Array { table, .. } | Open::Map { table, .. }) => Value::Table(table),
+                Some(OpenContainer::Array { table, .. } | OpenContainer::Map { table, .. }) => Value::Table(table),
                 None => return Ok(Ok(Value::Nil)),
             };
         }

@@ -1,7 +1,7 @@
 //! The bound, in true time and on the readings a script fed its callers' clocks was given.
 
-use sim_engine::checker::{self, Worst};
-use sim_engine::promise::Promise;
+use sim_engine::checker::{self, Admission, Worst};
+use sim_engine::promise::{Promise, Tolerance};
 
 use super::{admissions, segments, CheckKind, Held, Unit, Violation};
 use crate::schedule::{Event, Ran};
@@ -16,6 +16,35 @@ pub fn bound(held: &Held, ran: &Ran, kind: CheckKind) -> Option<(Worst, Frame)> 
     }
 }
 
+/// How close `ran` came to breaking a bound check, as a share of what it allows: the frame the
+/// check judges by, and for a schedule whose clocks disagree, the bound beyond the clock trust
+/// too (the larger). What the search climbs by. With it, what a tie decided by rounding put
+/// over the bound and was forgiven ([`Worst::forgiven`]), if anything.
+pub fn closeness(held: &Held, ran: &Ran, kind: CheckKind) -> (Option<f64>, Option<f64>) {
+    let judged = bound(held, ran, kind).map(|(w, _)| w);
+    let forgiven = judged.as_ref().and_then(|w| w.forgiven);
+    let beyond = (kind == CheckKind::Bound && ran.skewed())
+        .then(|| beyond_clock_trust(held, ran, &|i| readings(held, ran, i)).map(|w| w.ratio()))
+        .flatten();
+    let ratio = match (judged.map(|w| w.ratio()), beyond) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    (ratio, forgiven)
+}
+
+/// The clock reading event `i` of `ran` came with (the epoch plus the true time plus the
+/// offset), counted from `sim_engine::simclock::readings_origin_ms`; None for a fault.
+fn readings(held: &Held, ran: &Ran, i: usize) -> Option<u64> {
+    let origin = sim_engine::simclock::readings_origin_ms(held.quota.period_ms());
+    match ran.schedule.0[i] {
+        Event::Request { t_ms, skew_ms, .. } => {
+            Some((sim_engine::simclock::EPOCH_MS + t_ms).saturating_add_signed(skew_ms) - origin)
+        }
+        _ => None,
+    }
+}
+
 /// How admissions were placed in time for a bound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Frame {
@@ -25,6 +54,9 @@ pub enum Frame {
     Readings,
     /// At the latest clock reading the script's state had seen.
     LatestReading,
+    /// Anywhere between the least and the greatest reading a design may have counted it at:
+    /// a break here is beyond the clock trust, whatever the design.
+    AnyReading,
 }
 
 /// The bound in true time, in the script's unit (in milliseconds and in microseconds where
@@ -44,18 +76,32 @@ fn true_time(held: &Held, ran: &Ran) -> Option<Worst> {
 /// The bound in true time, in `unit`: each stretch between losses of Redis's data on its own,
 /// and any run of consecutive stretches with one extra capacity for each loss in between (a
 /// key forgotten by Redis starts afresh).
+///
+/// A script that decides exact ties both ways (seen to deny at one) is forgiven an admission at
+/// most one unit of its own time early, as a float computation's rounding may place its edge:
+/// the excess is kept on the witness ([`Worst::forgiven`]) and said in the verdict. A unit
+/// early or more is never forgiven, nor is anything for a script that never denies at a tie.
 fn true_time_in(held: &Held, ran: &Ran, unit: Unit) -> Option<Worst> {
     let held = &unit.held(held);
     let segments = segments(ran);
     let capacity = held.promise.capacity(&held.quota);
+    let forgives = held.promise.is_bucket() && held.ties.denies;
     let mut worst: Option<Worst> = None;
     for i in 0..segments.len() {
         for j in i..segments.len() {
-            let mut admitted = admissions(ran, segments[i].start..segments[j].end, |i, t| unit.time(ran, i, t));
+            let admitted = admissions(ran, segments[i].start..segments[j].end, |i, t| unit.time(ran, i, t));
             let allowance = (j - i) as u64 * capacity;
-            if let Some(w) = checker::worst(held.promise, &held.quota, &mut admitted, allowance, held.tolerance) {
-                worst = Some(worse(worst, w));
+            let judge =
+                |tolerance| checker::worst(held.promise, &held.quota, &mut admitted.clone(), allowance, tolerance);
+            let Some(mut w) = judge(held.tolerance) else { continue };
+            if w.broken && forgives {
+                let a_unit_later = Tolerance { resolution_ms: held.tolerance.resolution_ms + 1 };
+                if judge(a_unit_later).is_some_and(|late| !late.broken) {
+                    w.forgiven = Some(w.admitted as f64 - w.allowed);
+                    w.broken = false;
+                }
             }
+            worst = Some(worse(worst, w));
         }
     }
     worst
@@ -87,17 +133,11 @@ fn worse(seen: Option<Worst>, other: Worst) -> Worst {
 /// promise's state most often keeps is reported.
 fn on_readings(held: &Held, ran: &Ran) -> Option<(Worst, Frame)> {
     let lives = lives(ran);
-    // Readings as the script got them (the epoch plus the true time plus the offset), counted
-    // from a whole number of periods an hour before the epoch: never negative, and a window
-    // named by a reading falls where the script put it.
-    let w = held.quota.period_ms().max(1);
-    let origin = (sim_engine::simclock::EPOCH_MS - 3_600_000) / w * w;
-    let reading = |i: usize| match ran.schedule.0[i] {
-        Event::Request { t_ms, skew_ms, .. } => {
-            Some((sim_engine::simclock::EPOCH_MS + t_ms).saturating_add_signed(skew_ms) - origin)
-        }
-        _ => None,
-    };
+    let reading = |i: usize| readings(held, ran, i);
+    // Whatever the design: a break no reading of the clocks explains is a break.
+    if let Some(w) = beyond_clock_trust(held, ran, &reading).filter(|w| w.broken) {
+        return Some((w, Frame::AnyReading));
+    }
     let mut tried: Vec<(Worst, Frame)> = Vec::new();
     if let Some(w) = true_time(held, ran) {
         tried.push((w, Frame::TrueTime));
@@ -129,6 +169,53 @@ fn on_readings(held: &Held, ran: &Ran) -> Option<(Worst, Frame)> {
         return Some(held_one.clone());
     }
     tried.iter().find(|(_, f)| *f == natural).or(tried.first()).cloned()
+}
+
+/// The bound beyond the clock trust ([`checker::beyond_clock_trust`]), over each stretch
+/// between losses of Redis's data and any run of them with one extra capacity per loss. Each
+/// admission is placed anywhere from its caller's own reading to the latest reading a design
+/// can have had by then: any reading sent so far, carried forward by Redis's clock to the
+/// moment of the decision (a stored time plus what Redis's clock has run since, or a TTL set
+/// on one clock and run out on the other), that is the true time plus the largest offset
+/// seen. No life of the state ends at an expiry: a window or a log exact on its readings
+/// needs none (its TTL runs out where the reading carried forward has left it behind), and a
+/// bucket's expiry lends at most the refill of the clocks' spread, granted per expiry.
+fn beyond_clock_trust(held: &Held, ran: &Ran, reading: &dyn Fn(usize) -> Option<u64>) -> Option<Worst> {
+    let mut ahead = i64::MIN;
+    let mut span = std::collections::BTreeMap::new();
+    for (i, e) in ran.schedule.0.iter().enumerate() {
+        let Event::Request { skew_ms, .. } = *e else { continue };
+        let Some(r) = reading(i) else { continue };
+        ahead = ahead.max(skew_ms);
+        span.insert(i, (r, r.saturating_add_signed(ahead - skew_ms)));
+    }
+    let segments = segments(ran);
+    let capacity = held.promise.capacity(&held.quota);
+    let q = &held.quota;
+    let (lo, hi) = ran.clock_offsets().unwrap_or((0, 0));
+    let per_expiry = checker::expiry_allowance(held.promise, q, (hi - lo).unsigned_abs());
+    let mut worst: Option<Worst> = None;
+    for i in 0..segments.len() {
+        for j in i..segments.len() {
+            let range = segments[i].start..segments[j].end;
+            let expiries = range.clone().filter(|&k| ran.decided[k].as_ref().is_some_and(|d| d.restarted)).count();
+            let mut admitted: Vec<Admission> = ran
+                .admitted()
+                .into_iter()
+                .filter(|(k, ..)| range.contains(k))
+                .map(|(k, _, units)| Admission { lo: span[&k].0, hi: span[&k].1, units, id: k })
+                .collect();
+            let allowance = (j - i) as u64 * capacity + expiries as u64 * per_expiry;
+            let zero =
+                sim_engine::simclock::EPOCH_MS - sim_engine::simclock::readings_origin_ms(held.quota.period_ms());
+            let found =
+                checker::beyond_clock_trust(held.promise, &held.quota, &mut admitted, allowance, held.tolerance, zero);
+            if let Some(found) = found {
+                worst = Some(self::worse(worst, found));
+            }
+        }
+    }
+    worst
 }
 
 /// A bucket's bound over one life, each admission at its reading or at the latest reading
@@ -222,7 +309,8 @@ fn window_on_readings(
                 }
                 _ => format!("within {w} ms of readings"),
             };
-            let here = Worst { admitted: n, allowed: bound as f64, broken: n > bound, within, first, last: i };
+            let here =
+                Worst { admitted: n, allowed: bound as f64, broken: n > bound, within, first, last: i, forgiven: None };
             worst = Some(self::worse(worst, here));
             admitted.push((i, r, latest, ran.units(i)));
         }
@@ -249,7 +337,7 @@ fn lives(ran: &Ran) -> Vec<std::ops::Range<usize>> {
     out
 }
 
-pub(super) fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst) -> Violation {
+pub(super) fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst, frame: Frame) -> Violation {
     let q = &held.quota;
     let mut worst = worst.clone();
     if held.unit == Some(Unit::Us) && held.promise.is_bucket() {
@@ -277,18 +365,39 @@ pub(super) fn violation(held: &Held, ran: &Ran, kind: CheckKind, worst: &Worst) 
         0 => String::new(),
         n => format!(", with {n} loss(es) of Redis's data in between (one extra capacity each)"),
     };
+    let clocks = |lo: i64, hi: i64| if lo == hi { format!("all {lo:+} ms") } else { format!("{lo:+} to {hi:+} ms") };
     let message = match (kind, ran.clock_offsets()) {
-        (CheckKind::Bound, Some((lo, hi))) => format!(
-            "{} admitted {} as the clocks the script was given read them, by instances whose clocks were {} off: \
-             more than any reading of those clocks explains ({what} allows at most {:.1})",
+        (CheckKind::Bound, Some((lo, hi))) if frame == Frame::AnyReading => format!(
+            "{} admitted {} by instances whose clocks were {} off: beyond the clock trust, whatever the design, since \
+             {what} allows at most {} over that span of readings, at whichever reading of it each was counted",
             worst.admitted,
             worst.within,
-            if lo == hi { format!("all {lo:+} ms") } else { format!("{lo:+} to {hi:+} ms") },
-            worst.allowed
+            clocks(lo, hi),
+            figure(worst.allowed, worst.admitted)
         ),
-        _ => {
-            format!("{} admitted {}; {what} allows at most {:.1}{losses}", worst.admitted, worst.within, worst.allowed)
-        }
+        (CheckKind::Bound, Some((lo, hi))) => format!(
+            "{} admitted {} as the clocks the script was given read them, by instances whose clocks were {} off: \
+             more than any reading of those clocks explains ({what} allows at most {})",
+            worst.admitted,
+            worst.within,
+            clocks(lo, hi),
+            figure(worst.allowed, worst.admitted)
+        ),
+        _ => format!(
+            "{} admitted {}; {what} allows at most {}{losses}",
+            worst.admitted,
+            worst.within,
+            figure(worst.allowed, worst.admitted)
+        ),
     };
     Violation { check: kind, at: worst.last, message }
+}
+
+/// A bound as a verdict prints it: with as many decimals as it takes to show that it is below
+/// what was admitted (163.99999, not 164.0), and one where that shows anyway.
+pub(crate) fn figure(allowed: f64, admitted: u64) -> String {
+    (1..=9)
+        .map(|decimals| format!("{allowed:.decimals$}"))
+        .find(|shown| shown.parse::<f64>().is_ok_and(|v| v < admitted as f64))
+        .unwrap_or_else(|| format!("{allowed:.1}"))
 }

@@ -39,14 +39,16 @@ mod capacity;
 mod estimate;
 
 use std::fmt;
+use std::time::Duration;
 
 use redis_ratelimit::Quota;
 use sim_engine::bound::Admission;
 use sim_engine::promise::{Counts, Promise, Tolerance};
 use sim_engine::subject::SubjectFile;
 
-pub use bound::{bound, Frame};
+pub use bound::{bound, closeness, Frame};
 
+use super::calibrate::Ties;
 use super::direct::Direct;
 use super::schedule::{Event, Ran, Schedule};
 
@@ -152,9 +154,10 @@ pub struct Held {
     pub tolerance: Tolerance,
     /// What its windows count, as declared.
     pub counts: Counts,
-    /// Whether the script admits at exact ties (`calibrate`): then a denial exactly at a tie
-    /// means it decides ties both ways (a float computation's rounding) and is forgiven.
-    pub admits_at_ties: bool,
+    /// How the script decides exact ties (`calibrate`): one that admits at some is forgiven a
+    /// denial exactly at another, and one that denies at some an admission at most one unit of
+    /// its time before one (deciding ties both ways is a float computation's rounding).
+    pub ties: Ties,
     /// The unit it keeps Redis's time in, where its decisions show it (`calibrate`); where
     /// they do not, both readings are taken and a break must show in both.
     pub unit: Option<Unit>,
@@ -163,8 +166,8 @@ pub struct Held {
 impl Held {
     /// How the subject of `file` is held with `quota`, given whether it admits at exact ties
     /// and the unit it keeps time in, if known.
-    pub fn of(file: &SubjectFile, quota: Quota, admits_at_ties: bool, unit: Option<Unit>) -> Held {
-        Held { promise: file.promise, quota, tolerance: file.tolerance, counts: file.counts, admits_at_ties, unit }
+    pub fn of(file: &SubjectFile, quota: Quota, ties: Ties, unit: Option<Unit>) -> Held {
+        Held { promise: file.promise, quota, tolerance: file.tolerance, counts: file.counts, ties, unit }
     }
 
     /// The units to judge it in: its own, or both.
@@ -196,8 +199,8 @@ pub fn only(held: &Held, ran: &Ran, kind: CheckKind) -> Option<Violation> {
     match kind {
         CheckKind::Errors => errors(ran),
         CheckKind::Bound | CheckKind::ClockTrust => {
-            let (worst, _) = bound(held, ran, kind)?;
-            worst.broken.then(|| bound::violation(held, ran, kind, &worst))
+            let (worst, frame) = bound(held, ran, kind)?;
+            worst.broken.then(|| bound::violation(held, ran, kind, &worst, frame))
         }
         CheckKind::LostCapacity => capacity::lost_capacity(held, ran),
         CheckKind::Estimate => estimate::estimate(held, ran),
@@ -244,7 +247,7 @@ impl Unit {
         let k = self.per_ms();
         let q = held.quota;
         Held {
-            quota: Quota::new(q.limit(), q.period_ms() * k).with_burst(q.burst()),
+            quota: Quota::new(q.limit(), Duration::from_millis(q.period_ms() * k)).with_burst(q.burst()),
             tolerance: Tolerance { resolution_ms: held.tolerance.resolution_ms * k },
             ..*held
         }

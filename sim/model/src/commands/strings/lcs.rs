@@ -10,12 +10,12 @@ use super::super::{int_arg, is, syntax_error, Ctx};
 use super::Value;
 
 /// One matched range: positions in the first and in the second string, both inclusive.
-struct Range {
+struct Match {
     a: (usize, usize),
     b: (usize, usize),
 }
 
-impl Range {
+impl Match {
     fn len(&self) -> usize {
         self.a.1 - self.a.0 + 1
     }
@@ -124,17 +124,17 @@ impl Table {
 
     /// Redis's walk from the ends back: the subsequence, and the contiguous ranges in the order
     /// Redis emits them (a range ends at a mismatch or at the first byte of either string).
-    fn walk(&self, a: &[u8], b: &[u8]) -> (Vec<u8>, Vec<Range>) {
+    fn walk(&self, a: &[u8], b: &[u8]) -> (Vec<u8>, Vec<Match>) {
         let mut result = vec![0u8; self.total()];
         let mut ranges = Vec::new();
-        let mut current: Option<Range> = None;
+        let mut current: Option<Match> = None;
         let (mut i, mut j, mut idx) = (self.a_len, self.b_len, self.total());
         while i > 0 && j > 0 {
             let mut emit = false;
             if a[i - 1] == b[j - 1] {
                 result[idx - 1] = a[i - 1];
                 match &mut current {
-                    None => current = Some(Range { a: (i - 1, i - 1), b: (j - 1, j - 1) }),
+                    None => current = Some(Match { a: (i - 1, i - 1), b: (j - 1, j - 1) }),
                     Some(r) if r.a.0 == i && r.b.0 == j => {
                         r.a.0 -= 1;
                         r.b.0 -= 1;

@@ -17,7 +17,7 @@ use super::super::{is, not_an_integer, syntax_error, wrong_type, Ctx};
 use super::emit;
 
 #[derive(Clone, Copy, PartialEq)]
-enum Op {
+enum SetOp {
     Union,
     Inter,
     Diff,
@@ -107,7 +107,14 @@ struct Plan {
 /// numkeys (at `args[at]`), the keys (each read now: WRONGTYPE before any option is looked at),
 /// then WEIGHTS and AGGREGATE (not for ZDIFF nor ZINTERCARD), WITHSCORES (not for the STORE
 /// variants nor ZINTERCARD), LIMIT (ZINTERCARD only).
-fn parse(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: Op, output: Output<'_>, name: &str) -> Result<Plan, Reply> {
+fn parse(
+    ctx: &mut Ctx<'_>,
+    args: &[&[u8]],
+    at: usize,
+    op: SetOp,
+    output: Output<'_>,
+    name: &str,
+) -> Result<Plan, Reply> {
     let setnum = parse_i64(args[at]).ok_or_else(not_an_integer)?;
     if setnum < 1 {
         return Err(Reply::error(format!("ERR at least 1 input key is needed for '{name}' command")));
@@ -127,7 +134,7 @@ fn parse(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: Op, output: Output<'_
         sources.push((source, 1.0));
     }
     let cardinality = matches!(output, Output::Cardinality);
-    let combines = op != Op::Diff && !cardinality;
+    let combines = op != SetOp::Diff && !cardinality;
     let mut plan = Plan { sources, aggregate: Aggregate::Sum, with_scores: false, limit: 0 };
     let mut j = at + 1 + setnum;
     while j < args.len() {
@@ -163,17 +170,17 @@ fn parse(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: Op, output: Output<'_
             return Err(syntax_error());
         }
     }
-    if op != Op::Diff {
+    if op != SetOp::Diff {
         plan.sources.sort_by_key(|(s, _)| s.len());
     }
     Ok(plan)
 }
 
 /// The members of the result with their scores (in no particular order).
-fn combine(plan: &Plan, op: Op, stop_at: usize) -> Vec<(Bytes, f64)> {
+fn combine(plan: &Plan, op: SetOp, stop_at: usize) -> Vec<(Bytes, f64)> {
     let agg = plan.aggregate;
     match op {
-        Op::Inter => {
+        SetOp::Inter => {
             let Some(((first, w0), rest)) = plan.sources.split_first() else { return Vec::new() };
             let mut out = Vec::new();
             for (member, score) in first.items() {
@@ -197,7 +204,7 @@ fn combine(plan: &Plan, op: Op, stop_at: usize) -> Vec<(Bytes, f64)> {
             }
             out
         }
-        Op::Union => {
+        SetOp::Union => {
             let mut acc: IndexMap<Bytes, f64> = IndexMap::new();
             for (source, weight) in &plan.sources {
                 for (member, score) in source.items() {
@@ -215,14 +222,14 @@ fn combine(plan: &Plan, op: Op, stop_at: usize) -> Vec<(Bytes, f64)> {
             }
             acc.into_iter().collect()
         }
-        Op::Diff => {
+        SetOp::Diff => {
             let Some(((first, _), rest)) = plan.sources.split_first() else { return Vec::new() };
             first.items().into_iter().filter(|(m, _)| rest.iter().all(|(s, _)| s.score(m).is_none())).collect()
         }
     }
 }
 
-fn generic(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: Op, output: Output<'_>, name: &str) -> Reply {
+fn generic(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: SetOp, output: Output<'_>, name: &str) -> Reply {
     let plan = match parse(ctx, args, at, op, output, name) {
         Ok(plan) => plan,
         Err(e) => return e,
@@ -254,35 +261,35 @@ fn generic(ctx: &mut Ctx<'_>, args: &[&[u8]], at: usize, op: Op, output: Output<
 
 /// ZUNIONSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]
 pub(in super::super) fn zunionstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 2, Op::Union, Output::Store(args[1]), "zunionstore")
+    generic(ctx, args, 2, SetOp::Union, Output::Store(args[1]), "zunionstore")
 }
 
 /// ZINTERSTORE destination numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX]
 pub(in super::super) fn zinterstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 2, Op::Inter, Output::Store(args[1]), "zinterstore")
+    generic(ctx, args, 2, SetOp::Inter, Output::Store(args[1]), "zinterstore")
 }
 
 /// ZDIFFSTORE destination numkeys key [key ...]
 pub(in super::super) fn zdiffstore(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 2, Op::Diff, Output::Store(args[1]), "zdiffstore")
+    generic(ctx, args, 2, SetOp::Diff, Output::Store(args[1]), "zdiffstore")
 }
 
 /// ZUNION numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
 pub(in super::super) fn zunion(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 1, Op::Union, Output::Reply, "zunion")
+    generic(ctx, args, 1, SetOp::Union, Output::Reply, "zunion")
 }
 
 /// ZINTER numkeys key [key ...] [WEIGHTS w ...] [AGGREGATE SUM|MIN|MAX] [WITHSCORES]
 pub(in super::super) fn zinter(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 1, Op::Inter, Output::Reply, "zinter")
+    generic(ctx, args, 1, SetOp::Inter, Output::Reply, "zinter")
 }
 
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]
 pub(in super::super) fn zintercard(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 1, Op::Inter, Output::Cardinality, "zintercard")
+    generic(ctx, args, 1, SetOp::Inter, Output::Cardinality, "zintercard")
 }
 
 /// ZDIFF numkeys key [key ...] [WITHSCORES]
 pub(in super::super) fn zdiff(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
-    generic(ctx, args, 1, Op::Diff, Output::Reply, "zdiff")
+    generic(ctx, args, 1, SetOp::Diff, Output::Reply, "zdiff")
 }

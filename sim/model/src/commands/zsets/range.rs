@@ -213,7 +213,7 @@ pub(super) fn lex_range(
 }
 
 /// A parsed range.
-enum Range {
+enum ParsedRange {
     Rank(i64, i64),
     Score(ScoreRange),
     Lex(LexBound, LexBound),
@@ -278,19 +278,19 @@ fn zrange_generic(
     }
     let range = match range_type {
         RangeType::Score => match ScoreRange::parse(args[min_idx], args[max_idx]) {
-            Some(r) => Range::Score(r),
+            Some(r) => ParsedRange::Score(r),
             None => return Reply::err("ERR min or max is not a float"),
         },
         RangeType::Lex => match parse_lex_range(args[min_idx], args[max_idx]) {
-            Ok((a, b)) => Range::Lex(a, b),
+            Ok((a, b)) => ParsedRange::Lex(a, b),
             Err(e) => return e,
         },
         _ => match (parse_i64(args[min_idx]), parse_i64(args[max_idx])) {
-            (Some(a), Some(b)) => Range::Rank(a, b),
+            (Some(a), Some(b)) => ParsedRange::Rank(a, b),
             _ => return not_an_integer(),
         },
     };
-    let by_rank = matches!(range, Range::Rank(..));
+    let by_rank = matches!(range, ParsedRange::Rank(..));
     let items = match read(ctx, key) {
         Ok(Some(z)) => range_items(z, range, reverse, offset, count),
         Ok(None) => Vec::new(),
@@ -317,9 +317,9 @@ fn zrange_generic(
 }
 
 /// The members (with scores) a range selects, in the order it lists them.
-fn range_items(z: &ZSet, range: Range, reverse: bool, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
+fn range_items(z: &ZSet, range: ParsedRange, reverse: bool, offset: i64, count: i64) -> Vec<(Bytes, f64)> {
     match range {
-        Range::Rank(start, end) => {
+        ParsedRange::Rank(start, end) => {
             let len = z.len() as i64;
             let start = if start < 0 { len + start } else { start }.max(0);
             let end = if end < 0 { len + end } else { end };
@@ -347,8 +347,8 @@ fn range_items(z: &ZSet, range: Range, reverse: bool, offset: i64, count: i64) -
                 }
             }
         }
-        Range::Score(range) if range.is_empty() => Vec::new(),
-        Range::Score(range) => {
+        ParsedRange::Score(range) if range.is_empty() => Vec::new(),
+        ParsedRange::Score(range) => {
             let all = range.members(z).map(|(m, s)| (m.clone(), s));
             if reverse {
                 let ascending: Vec<_> = all.collect();
@@ -357,7 +357,7 @@ fn range_items(z: &ZSet, range: Range, reverse: bool, offset: i64, count: i64) -
                 limit(all, offset, count)
             }
         }
-        Range::Lex(min, max) => lex_range(z, &min, &max, reverse, offset, count),
+        ParsedRange::Lex(min, max) => lex_range(z, &min, &max, reverse, offset, count),
     }
 }
 

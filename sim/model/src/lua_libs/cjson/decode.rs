@@ -244,7 +244,7 @@ impl Parser<'_> {
 }
 
 /// An array or object being filled.
-enum Open {
+enum OpenValue {
     Array { table: Table, next: i64 },
     Object { table: Table, key: Option<Vec<u8>> },
 }
@@ -257,7 +257,7 @@ fn parse_error(lua: &Lua, expected: &str, token: &Token) -> mlua::Error {
 /// `json_decode` after its argument checks, with an explicit stack of open containers.
 pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value> {
     let mut p = Parser { data, ptr: 0, invalid_numbers: s.decode_invalid_numbers != 0 };
-    let mut open: Vec<Open> = Vec::new();
+    let mut open: Vec<OpenValue> = Vec::new();
     let mut token = p.next();
     loop {
         // json_process_value: a complete value, or a new container to descend into.
@@ -273,7 +273,7 @@ pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value
                 let used = 1 + open
                     .iter()
                     .map(|o| match o {
-                        Open::Object { key: Some(_), .. } => 2,
+                        OpenValue::Object { key: Some(_), .. } => 2,
                         _ => 1,
                     })
                     .sum::<usize>();
@@ -290,7 +290,7 @@ pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value
                 if token.kind == empty {
                     Value::Table(table)
                 } else if is_array {
-                    open.push(Open::Array { table, next: 1 });
+                    open.push(OpenValue::Array { table, next: 1 });
                     continue;
                 } else {
                     token = object_key(lua, &mut p, token, &mut open, table)?;
@@ -309,7 +309,7 @@ pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value
                     }
                     return Ok(value);
                 }
-                Some(Open::Array { table, next }) => {
+                Some(OpenValue::Array { table, next }) => {
                     table.raw_set(*next, value).map_err(out_of_memory)?;
                     *next += 1;
                     token = p.next();
@@ -324,7 +324,7 @@ pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value
                     token = p.next();
                     break;
                 }
-                Some(Open::Object { table, key }) => {
+                Some(OpenValue::Object { table, key }) => {
                     let k = lua.create_string(key.take().unwrap_or_default()).map_err(out_of_memory)?;
                     table.raw_set(k, value).map_err(out_of_memory)?;
                     token = p.next();
@@ -349,11 +349,17 @@ pub(super) fn decode(lua: &Lua, data: &[u8], s: &Settings) -> mlua::Result<Value
 
 /// Reads `"key" :` in an object (`token` is the key) and opens it for its value; returns the
 /// value's first token.
-fn object_key(lua: &Lua, p: &mut Parser<'_>, token: Token, open: &mut Vec<Open>, table: Table) -> mlua::Result<Token> {
+fn object_key(
+    lua: &Lua,
+    p: &mut Parser<'_>,
+    token: Token,
+    open: &mut Vec<OpenValue>,
+    table: Table,
+) -> mlua::Result<Token> {
     if token.kind != Kind::String {
         return Err(parse_error(lua, "object key string", &token));
     }
-    open.push(Open::Object { table, key: Some(token.string) });
+    open.push(OpenValue::Object { table, key: Some(token.string) });
     let colon = p.next();
     if colon.kind != Kind::Colon {
         return Err(parse_error(lua, "colon", &colon));

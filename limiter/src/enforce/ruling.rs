@@ -1,5 +1,7 @@
 //! What the enforcement point answers about one request.
 
+use std::time::Duration;
+
 use crate::decision::{Decision, Source};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
@@ -9,7 +11,8 @@ use crate::rules::Identity;
 /// limiter refuses or a Redis reply the caller must hear about).
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Verdict {
+#[must_use = "a ruling says whether the request may proceed: dropped unread, every request is admitted"]
+pub enum Ruling {
     /// No rule matches the request (and no list names it): nothing to enforce.
     Unmatched,
     /// The allow list names the request: no rule applies, Redis is not asked.
@@ -39,6 +42,7 @@ pub enum Verdict {
 /// The rules a request matched and what each decided.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
+#[must_use = "a decision says whether the request may proceed: dropped unread, every request is admitted"]
 pub struct RulesDecision {
     /// Whether the request may proceed: every enforced rule admits it. Shadow rules never
     /// deny.
@@ -55,17 +59,19 @@ impl RulesDecision {
 
     /// When denied: how long until every violated rule admits the request, the longest of
     /// their waits. Honest: each rule's own Retry-After is, and a rule that admits keeps
-    /// admitting as time passes with no other traffic. 0 when allowed.
-    pub fn retry_after_ms(&self) -> u64 {
+    /// admitting as time passes with no other traffic. Zero when allowed; at least a
+    /// millisecond when denied.
+    pub fn retry_after(&self) -> Duration {
         if self.allowed {
-            return 0;
+            return Duration::ZERO;
         }
-        self.violated().map(|r| r.decision.retry_after_ms.max(1)).max().unwrap_or(1)
+        let one = Duration::from_millis(1);
+        self.violated().map(|r| r.decision.retry_after.max(one)).max().unwrap_or(one)
     }
 
-    /// [`RulesDecision::retry_after_ms`] in whole seconds, rounded up, for `Retry-After`.
+    /// [`RulesDecision::retry_after`] in whole seconds, rounded up, for `Retry-After`.
     pub fn retry_after_secs(&self) -> u64 {
-        self.retry_after_ms().div_ceil(1000)
+        crate::duration::whole_ms(self.retry_after()).div_ceil(1000)
     }
 
     /// Whether the request is refused because Redis could not be asked and a fail-closed rule
