@@ -6,7 +6,6 @@
 -- returns: 1 if anything was given back, 0 if the state had nothing to take (its full quota)
 local algorithm = ARGV[#ARGV]
 local now = tonumber(ARGV[1])
-local client_time = now ~= nil
 if not now then
   local t = redis.call('TIME')
   if algorithm == 'gcra' then
@@ -108,10 +107,7 @@ function refund.sl()
       add = {}
     end
   end
-  -- As the log's own script: a period more fed the caller's clock.
-  local ttl = tonumber(live[2 * keep]) + w - now
-  if client_time then ttl = ttl + w end
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], tonumber(live[2 * keep]) + w - now)
   return 1
 end
 

@@ -2,7 +2,7 @@
 //! against a Redis shared by every gateway process.
 //!
 //! ```text
-//! cargo run --release -p redis-ratelimit --example gateway -- --config limiter/examples/gateway.toml \
+//! cargo run --release -p redis-ratelimit --features config --example gateway -- --config limiter/examples/gateway.toml \
 //!     --redis-url redis://127.0.0.1:6379/ --listen 127.0.0.1:8080
 //! ```
 //!

@@ -31,7 +31,7 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
     let text = serde_json::to_string(&run).unwrap();
     let fields = "scenario,description,subject,library,policy,time_source,seed,instances,limit,period_ms,burst,\
                   requests,admitted,oracle_admitted,wrong_allow,wrong_limit,wrong_allow_pct,wrong_limit_pct,bound,\
-                  bound_detail,expected_finding,policy_check,policy_detail,liveness,liveness_detail,peak_per_period,\
+                  bound_detail,expected_finding,beyond_clock_trust,beyond_clock_trust_detail,policy_check,policy_detail,liveness,liveness_detail,peak_per_period,\
                   recover_ms,sources,errors,replay,trace_hash,series,redis,faults,mode,round_trips,mode_check,\
                   mode_detail,under_admitted,lease_unspent";
     // In this order in the text (serde writes fields in declaration order), and no others.
@@ -55,7 +55,7 @@ fn a_run_serialises_with_the_field_names_and_order_of_the_schema() {
 #[test]
 fn a_partial_file_reads_with_defaults_and_round_trips() {
     let r: Results = serde_json::from_str(
-        r#"{"schema": "rate-limit-sim/2", "results": [{"scenario": "x", "recover_ms": null}],
+        r#"{"schema": "rate-limit-sim/3", "results": [{"scenario": "x", "recover_ms": null}],
             "race_sweep": [{"subject": "naive", "instances": 4}],
             "skew_sweep": [{"subject": "gcra", "skew_ms": -250}]}"#,
     )

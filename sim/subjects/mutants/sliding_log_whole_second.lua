@@ -14,12 +14,11 @@
 -- entry's time. So no caller's clock puts entries out of reach that a later reading still
 -- counts, and whatever the callers' clocks, every window of the log's own time holds at most
 -- the limit. The waits it answers (Retry-After, the reset, the TTL) are counted from the
--- caller's own reading, which is what its own clock and Redis's run on from. Fed the callers'
--- clocks, the key outlives its newest entry's window by one period more on the writer's clock,
--- as the fixed window's does: a caller up to a period behind still finds the entries its
--- reading counts (one further behind finds them gone, and counts afresh).
+-- caller's own reading, which is what its own clock and Redis's run on from.
+-- Its key expires on Redis's clock when the newest entry leaves the writer's window: fed the
+-- callers' clocks, a caller behind the writer may find it gone while its own reading would
+-- still count the entries (the verifier names that a break beyond the clock trust).
 local now = tonumber(ARGV[1])
-local client_time = now ~= nil
 if not now then
   local t = redis.call('TIME')
   -- BUG: Redis's time in whole seconds
@@ -57,9 +56,7 @@ if count + cost <= limit then
       end
       redis.call('ZADD', KEYS[1], unpack(add))
     end
-    local ttl = newest_at + w - now
-    if client_time then ttl = ttl + w end
-    redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[1], newest_at + w - now)
   end
   local reset = 0
   if newest_at then reset = newest_at + w - now end

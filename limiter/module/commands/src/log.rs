@@ -20,7 +20,6 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
     let quota = Quota::new(int(limit, NAME, "limit")?, Duration::from_millis(int(window, NAME, "window_ms")?));
     let cost = int(cost, NAME, "cost")?;
     let quota = checked(NAME, Algorithm::SlidingLog, quota, cost)?;
-    let client_time = !now.is_empty();
     let now_ms = now_us(keys, now, NAME)? / 1_000;
     let w = quota.period_ms();
 
@@ -43,10 +42,8 @@ pub(super) fn sliding_log(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
         }
         let members: Vec<String> = (1..=cost).map(|i| format!("{at}:{}", after + i)).collect();
         keys.add(key, at, &members)?;
-        // The script's PEXPIRE to when the newest entry leaves (the reset), a period later fed
-        // the caller's clock.
-        let slack = if client_time { w } else { 0 };
-        keys.expire(key, outcome.reset_after_ms + slack)?;
+        // The script's PEXPIRE to when the newest entry leaves: the reset.
+        keys.expire(key, outcome.reset_after_ms)?;
     }
     Ok(reply(&outcome, now_ms))
 }
