@@ -309,7 +309,9 @@ fn rule_of(name: &str, limit: &Limit) -> Rule {
     let policy = match limit.policy {
         Policy::FailOpen => FailurePolicy::FailOpen,
         Policy::FailClosed => FailurePolicy::FailClosed,
-        Policy::LocalBudget { requests, unit } => FailurePolicy::LocalBudget { limit: requests, period: Duration::from_millis(unit.ms()) },
+        Policy::LocalBudget { requests, unit } => {
+            FailurePolicy::LocalBudget { limit: requests, period: Duration::from_millis(unit.ms()) }
+        }
     };
     Rule::new(name, algorithm, quota).failure_policy(policy).shadow(limit.shadow).blockable(limit.blockable)
 }
@@ -557,6 +559,11 @@ pub struct Grant {
     pub valid_until_ms: u64,
 }
 
+/// A duration in whole milliseconds, as the wire speaks them.
+fn whole_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -571,9 +578,4 @@ mod tests {
         let long = rule_name(&"x".repeat(200));
         assert!(long.len() <= 64, "{long}");
     }
-}
-
-/// A duration in whole milliseconds, as the wire speaks them.
-fn whole_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }

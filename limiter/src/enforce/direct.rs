@@ -144,7 +144,13 @@ impl Shared {
     }
 
     /// One lease call for `charge` (which can lease: see [`Enforcer::lease`]).
-    async fn lease(&self, charge: Charge<'static>, identity: Identity, spare: u64, lifetime_ms: u64) -> Result<Leased, Error> {
+    async fn lease(
+        &self,
+        charge: Charge<'static>,
+        identity: Identity,
+        spare: u64,
+        lifetime_ms: u64,
+    ) -> Result<Leased, Error> {
         let Some(redis) = self.gate.redis() else {
             unreachable!("only a Redis store leases (checked by Enforcer::lease)")
         };
@@ -182,7 +188,8 @@ impl Shared {
                 (decision, held && charge.cost > 0, spare, until)
             }
             Guarded::Unavailable { at_ms, why, retry_after_ms } => {
-                let answer = self.gate.fallback(std::slice::from_ref(&charge), at_ms, why, retry_after_ms).items.remove(0);
+                let answer =
+                    self.gate.fallback(std::slice::from_ref(&charge), at_ms, why, retry_after_ms).items.remove(0);
                 (answer.decision, answer.consumed, 0, at_ms)
             }
         };

@@ -340,7 +340,13 @@ impl Shared {
     }
 
     /// What one rule of a request was answered, as the request's decision reports it.
-    fn rule_decision(&self, charge: Charge<'static>, identity: Identity, decision: Decision, consumed: bool) -> RuleDecision {
+    fn rule_decision(
+        &self,
+        charge: Charge<'static>,
+        identity: Identity,
+        decision: Decision,
+        consumed: bool,
+    ) -> RuleDecision {
         RuleDecision {
             decision,
             consumed,
