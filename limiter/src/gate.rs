@@ -254,7 +254,7 @@ impl Gate {
 
     /// The failure policies' answer at `now` ([`policies_answer`]); `retry_after_ms` is when
     /// Redis may be asked again.
-    fn fallback(&self, charges: &[Charge<'_>], now: u64, why: Degraded, retry_after_ms: u64) -> Answers {
+    pub(crate) fn fallback(&self, charges: &[Charge<'_>], now: u64, why: Degraded, retry_after_ms: u64) -> Answers {
         let answered = policies_answer(&self.budget, charges, now, retry_after_ms);
         let items = charges
             .iter()

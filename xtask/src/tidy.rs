@@ -293,7 +293,8 @@ fn crate_roots_forbid_unsafe(root: &Path, packages: &[serde_json::Value]) -> Vec
 
 /// Where reading the wall clock is the point: the clock modules, benches (they measure real
 /// time) and the tests against real `redis-server` (whose clock is real): the `tests` crate's,
-/// the simulator's real-lane tests (`sim/real/tests/`, `sim/tests/real_*.rs`), and xtask,
+/// the simulator's real-lane tests (`sim/real/tests/`, `sim/tests/real_*.rs`), the rate limit
+/// service's (`limiter/server/tests/`, a real Redis and a real gRPC listener), and xtask,
 /// which says how long each step of `cargo xtask test` took.
 fn may_read_the_wall_clock(path: &str) -> bool {
     path.ends_with("clock.rs")
@@ -301,6 +302,7 @@ fn may_read_the_wall_clock(path: &str) -> bool {
         || path.starts_with("tests/tests/")
         || path.starts_with("sim/real/tests/")
         || path.starts_with("sim/tests/real_")
+        || path.starts_with("limiter/server/tests/")
         || path.starts_with("xtask/")
 }
 

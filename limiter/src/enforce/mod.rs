@@ -60,6 +60,7 @@
 //! ```
 
 mod counts;
+mod direct;
 mod key_ops;
 mod partition;
 #[cfg(feature = "config")]
@@ -73,6 +74,7 @@ use std::sync::{Arc, RwLock};
 use http::Request;
 
 pub use counts::{Counts, RuleCounts};
+pub use direct::{DirectLimit, Leased};
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
@@ -83,6 +85,7 @@ use std::borrow::Cow;
 use crate::breaker::{BreakerConfig, BreakerState};
 use crate::charge::{self, Charge, StateKey};
 use crate::clock::{Clock, SystemClock};
+use crate::decision::Decision;
 use crate::error::{ConfigError, Error};
 use crate::gate::Gate;
 use crate::health::{Health, OnStoreEvent, StoreEvent};
@@ -331,20 +334,31 @@ impl Shared {
             .into_iter()
             .zip(identities)
             .zip(answers.items)
-            .map(|((charge, identity), answer)| RuleDecision {
-                decision: answer.decision,
-                consumed: answer.consumed,
-                rule: charge.name.into_owned(),
-                algorithm: charge.algorithm,
-                quota: charge.quota,
-                policy: charge.policy,
-                shadow: charge.shadow,
-                cost: charge.cost,
-                partition_key: self.pk_secret.as_ref().and_then(|s| s.partition_key(&identity)),
-                identity,
-            })
+            .map(|((charge, identity), answer)| self.rule_decision(charge, identity, answer.decision, answer.consumed))
             .collect();
         Ok(RulesDecision { allowed: answers.allowed, rules })
+    }
+
+    /// What one rule of a request was answered, as the request's decision reports it.
+    fn rule_decision(
+        &self,
+        charge: Charge<'static>,
+        identity: Identity,
+        decision: Decision,
+        consumed: bool,
+    ) -> RuleDecision {
+        RuleDecision {
+            decision,
+            consumed,
+            rule: charge.name.into_owned(),
+            algorithm: charge.algorithm,
+            quota: charge.quota,
+            policy: charge.policy,
+            shadow: charge.shadow,
+            cost: charge.cost,
+            partition_key: self.pk_secret.as_ref().and_then(|s| s.partition_key(&identity)),
+            identity,
+        }
     }
 }
 
@@ -352,6 +366,11 @@ impl Shared {
 /// its tier's for the request's plan). Its state is named by the rule, so a rule kept across a
 /// reload keeps its state (see `docs/ARCHITECTURE.md` on which quota changes keep it).
 fn charge_of(rule: &Rule, identity: &Identity, quota: Quota) -> Charge<'static> {
+    charge_with(rule, identity, quota, rule.request_cost())
+}
+
+/// [`charge_of`] with the cost given (a [`DirectLimit`]'s) rather than the rule's.
+fn charge_with(rule: &Rule, identity: &Identity, quota: Quota, cost: u64) -> Charge<'static> {
     let (algorithm, home_period) = (rule.algorithm(), rule.quota().period_ms());
     let state = charge::state_name(algorithm, Some(rule.name()), home_period, &quota);
     let home = charge::state_name(algorithm, Some(rule.name()), home_period, &rule.quota());
@@ -368,7 +387,7 @@ fn charge_of(rule: &Rule, identity: &Identity, quota: Quota) -> Charge<'static> 
             alone: false,
         },
         time_source: rule.clock(),
-        cost: rule.request_cost(),
+        cost,
         blockable: rule.is_blockable(),
         shadow: rule.is_shadow(),
         policy: rule.policy(),

@@ -173,6 +173,35 @@ impl Identity {
         Ok(Identity { tag, rest, constant: parts.iter().all(|p| matches!(p, KeyPart::Const(_))) })
     }
 
+    /// The identity of a key given as labelled values rather than read from an HTTP request
+    /// (the entries of a gRPC rate limit service's descriptor, say): `(label, value)` pairs in
+    /// order, the first of them the hash tag, each written `label=value` and escaped as a
+    /// request's key parts are, so two different lists never make the same identity. None for
+    /// an empty list.
+    ///
+    /// ```
+    /// use redis_ratelimit::rules::Identity;
+    /// let id = Identity::from_values([("to_number", "2061111111"), ("message_type", "a&b")]).unwrap();
+    /// assert_eq!((id.tag(), id.rest()), ("to_number=2061111111", "message_type=a%26b"));
+    /// assert!(Identity::from_values([]).is_none());
+    /// ```
+    pub fn from_values<'a>(values: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Identity> {
+        let mut tag = String::new();
+        let mut rest = String::new();
+        let mut any = false;
+        for (i, (label, value)) in values.into_iter().enumerate() {
+            any = true;
+            let out = if i == 0 { &mut tag } else { &mut rest };
+            if !out.is_empty() {
+                out.push('&');
+            }
+            escape_into(out, label);
+            out.push('=');
+            escape_into(out, value);
+        }
+        any.then_some(Identity { tag, rest, constant: false })
+    }
+
     /// The identity a request falls back to by client IP.
     pub(crate) fn of_ip(ip: IpAddr) -> Identity {
         Identity { tag: format!("ip={ip}"), rest: String::new(), constant: false }

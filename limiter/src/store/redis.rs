@@ -338,14 +338,14 @@ impl RedisStore {
         }
     }
 
-    pub(super) async fn connection(&self) -> Result<Leased, StoreError> {
+    pub(super) async fn connection(&self) -> Result<Connected, StoreError> {
         match &self.link {
             Link::Node(node) => {
                 let (generation, conn) = node.connection(node::dial_bound(self.timeout)).await?;
-                Ok(Leased { conn: StoreConnection::Node(conn), generation })
+                Ok(Connected { conn: StoreConnection::Node(conn), generation })
             }
             Link::Cluster(cluster) => {
-                Ok(Leased { conn: StoreConnection::Cluster(cluster.connection().await?), generation: 0 })
+                Ok(Connected { conn: StoreConnection::Cluster(cluster.connection().await?), generation: 0 })
             }
         }
     }
@@ -353,7 +353,7 @@ impl RedisStore {
     /// After a failure on `conn`: a one-server store drops it if it is still the current one
     /// (so a failure seen on an old connection never throws away a fresh one); a cluster
     /// connection reconnects its nodes by itself and is only told.
-    pub(super) fn drop_connection(&self, conn: &Leased) {
+    pub(super) fn drop_connection(&self, conn: &Connected) {
         match &self.link {
             Link::Node(node) => node.invalidate(Some(conn.generation)),
             Link::Cluster(cluster) => cluster.note_unavailable(),
@@ -405,7 +405,7 @@ impl RedisStore {
 }
 
 /// A connection and the generation it belongs to (one server; 0 for a cluster).
-pub(super) struct Leased {
+pub(super) struct Connected {
     pub(super) conn: StoreConnection,
     generation: u64,
 }

@@ -10,7 +10,7 @@
 //!   [`redis_host`]), [`trace`], [`oracle`] and [`checker`] (judging a trace, with the promises'
 //!   bounds in [`bound`]), [`multi_rule`] (several
 //!   rules per request: their oracle and checks), [`mode`] (the round-trip modes as runs choose
-//!   them), [`run`] (many runs across cores), [`results`] (the JSON schema, its own crate so the
+//!   them), [`rls`] (the rate limit service's scenarios: service instances and proxies), [`run`] (many runs across cores), [`results`] (the JSON schema, its own crate so the
 //!   report builds without the simulator), [`table`].
 //!
 //! The real-Redis lanes (`sim-real`) produce the same traces from real processes; the verifier
@@ -25,6 +25,7 @@ pub mod mode;
 pub mod oracle;
 pub mod promise;
 pub mod redis_host;
+pub mod rls;
 pub mod turmoil_run;
 pub use ::results;
 pub mod multi_rule;

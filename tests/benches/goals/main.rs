@@ -30,6 +30,8 @@
 //! 9. The example gateway under `wrk`, every request with a key of its own: throughput and p99
 //!    on a route of one rule and on one of four, against its own route without a rule
 //!    (`gateway.rs`).
+//! 10. The rate limit service over gRPC (`rls.rs`): distinct keys and a hot key against its own
+//!     floor RPC (gRPC without a decision), and Redis calls per decision with quota grants.
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
@@ -41,6 +43,7 @@ mod gateway;
 mod in_process;
 mod profile;
 mod redis_side;
+mod rls;
 mod simulation;
 mod support;
 
@@ -115,6 +118,7 @@ fn main() {
     step("key-flood", &mut || key_flood(&rt));
     step("script-cost", &mut || cost::script_cost(&server));
     step("gateway", &mut || gateway::gateway(&server));
+    step("rls", &mut || rls::rls(&server));
     drop(server);
     std::thread::sleep(Duration::from_millis(10));
 

@@ -1,0 +1,556 @@
+//! `ShouldRateLimit`: a request's descriptors matched to the configuration, decided by the
+//! engine, answered with every field of the response.
+//!
+//! For each descriptor, in order:
+//!
+//! 1. Its entries are matched level by level as the reference matches them: at each level the
+//!    entry with the same key and value, else a wildcard value that matches (in file order), else
+//!    the entry with the key alone; the limit applies only if the descriptor's last entry lands
+//!    on an entry with a `rate_limit` (a descriptor with more entries than the configuration has
+//!    levels matches nothing). Then `replaces` drops every limit another matched limit names.
+//! 2. Its cost is its own `hits_addend` when set (0 peeks), else the request's, else 1; its own
+//!    `limit` replaces the entry's quota where the entry says `allow_request_limit` (or anywhere,
+//!    with `--request-limits anywhere`, as the reference does).
+//! 3. All limited descriptors are decided together: all-or-nothing by default (one atomic call:
+//!    nothing is charged when any enforced descriptor is over its limit), or each on its own
+//!    with `--charge everything` (the reference's way: a request refused by one descriptor is
+//!    still charged by the others). Two descriptors counting the same state are one limit of
+//!    their summed cost.
+//! 4. With quota grants asked for (the `ratelimit-quota-grants` metadata) and allowed by every
+//!    limited descriptor's entry, each admitted descriptor's status carries a quota: requests the
+//!    proxy may admit itself until the quota's `valid_until` (see [`crate`]'s guide for the bound).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
+use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
+use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
+
+use crate::adapter::{Answer, AnsweredBy, Ask, DecideError, Decided, Engine, LimitRule, Rules};
+use crate::config::{Children, Config, Node, Pattern, Rate, Unit};
+use crate::metrics;
+
+mod response;
+mod validate;
+use response::{clip, no_limit_status};
+
+/// How a request's descriptors are charged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Charge {
+    /// All-or-nothing: one atomic decision; a refused request is charged nothing.
+    #[default]
+    AllOrNothing,
+    /// Each descriptor on its own (the reference's way): a refused request is still charged by
+    /// every descriptor that admitted it.
+    Everything,
+}
+
+/// What to answer for a domain no configuration file names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UnknownDomain {
+    /// `NOT_FOUND`, naming the domain: a misspelt domain is a limit nobody enforces.
+    #[default]
+    Refuse,
+    /// OK with no limit, as the reference answers.
+    Allow,
+}
+
+/// Where a descriptor's own `limit` is honoured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RequestLimits {
+    /// Under entries that say `allow_request_limit: true`.
+    #[default]
+    Configured,
+    /// Everywhere, as the reference does (a descriptor no entry matches is then limited by its
+    /// own `limit`, counted by its entries).
+    Anywhere,
+}
+
+/// Which response headers the service adds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Headers {
+    /// The draft-11 `RateLimit-Policy` and `RateLimit` fields and `Retry-After` on a denial.
+    #[default]
+    Draft11,
+    /// The `X-RateLimit-Limit`, `-Remaining` and `-Reset` fields instead.
+    Legacy,
+    /// None.
+    Off,
+}
+
+/// The service's options (the command line's).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How descriptors are charged.
+    pub charge: Charge,
+    /// What an unknown domain gets.
+    pub unknown_domain: UnknownDomain,
+    /// Where per-request limits apply.
+    pub request_limits: RequestLimits,
+    /// Which response headers to add.
+    pub headers: Headers,
+    /// Every limit in shadow mode: decided, counted, never refusing (the reference's global
+    /// shadow mode).
+    pub shadow: bool,
+    /// Most descriptors in one request.
+    pub max_descriptors: usize,
+    /// Most entries in one descriptor.
+    pub max_entries: usize,
+    /// Longest key or value of an entry, in bytes.
+    pub max_entry_bytes: usize,
+    /// Largest cost of one descriptor.
+    pub max_hits: u64,
+    /// How much earlier than the lease ends a quota grant's `valid_until` says: room for the
+    /// proxy's clock to run behind Redis's.
+    pub grant_clock_allowance: Duration,
+    /// Share of a limit at which an admitted request counts as near it.
+    pub near_limit_ratio: f64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            charge: Charge::default(),
+            unknown_domain: UnknownDomain::default(),
+            request_limits: RequestLimits::default(),
+            headers: Headers::default(),
+            shadow: false,
+            max_descriptors: 64,
+            max_entries: 32,
+            max_entry_bytes: 4_096,
+            max_hits: u64::from(u32::MAX),
+            grant_clock_allowance: Duration::from_millis(25),
+            near_limit_ratio: 0.8,
+        }
+    }
+}
+
+/// A request refused before any decision: which gRPC code and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The code.
+    pub code: tonic::Code,
+    /// What is wrong, naming the field and the value.
+    pub message: String,
+}
+
+impl Refusal {
+    fn invalid(message: impl Into<String>) -> Refusal {
+        Refusal { code: tonic::Code::InvalidArgument, message: message.into() }
+    }
+}
+
+impl From<Refusal> for tonic::Status {
+    fn from(r: Refusal) -> tonic::Status {
+        tonic::Status::new(r.code, r.message)
+    }
+}
+
+/// A configuration and its compiled rules, swapped whole on reload.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The configuration.
+    pub config: Config,
+    /// Its rules.
+    pub rules: Rules,
+}
+
+/// The rate limit service: the configuration in force, the engine and the options.
+#[derive(Debug)]
+pub struct Service {
+    loaded: RwLock<Arc<Loaded>>,
+    engine: Engine,
+    options: Options,
+    /// The detailed metric names seen, bounded (beyond it an entry's own name is used).
+    labels: Mutex<HashSet<String>>,
+}
+
+/// Most distinct detailed metric names kept.
+const MAX_DETAILED_LABELS: usize = 10_000;
+
+/// What one descriptor came to before deciding.
+enum Slot<'a> {
+    /// No limit applies (nothing matched, or another limit replaced it).
+    NoLimit,
+    /// `unlimited: true`.
+    Unlimited,
+    /// A limit of 0: refused without asking Redis.
+    Blocked { rule: &'a LimitRule, shadow: bool, request_limit: Option<(u32, Unit)> },
+    /// Decided by the engine, as the limit `item` of the call.
+    Limited {
+        rule: &'a LimitRule,
+        shadow: bool,
+        request_limit: Option<(u32, Unit)>,
+        cost: u64,
+        too_costly: bool,
+        item: usize,
+    },
+}
+
+impl Slot<'_> {
+    fn enforced_refusal(&self) -> bool {
+        match self {
+            Slot::Blocked { shadow, .. } => !shadow,
+            Slot::Limited { shadow, too_costly, .. } => *too_costly && !shadow,
+            _ => false,
+        }
+    }
+}
+
+/// The quota granted for one limit.
+#[derive(Debug, Clone, Copy)]
+struct Granted {
+    requests: u64,
+    valid_until_ms: u64,
+}
+
+impl Service {
+    /// A service deciding with `engine` under `loaded`.
+    pub fn new(loaded: Loaded, engine: Engine, options: Options) -> Service {
+        metrics::config_loaded(&loaded.config);
+        Service { loaded: RwLock::new(Arc::new(loaded)), engine, options, labels: Mutex::new(HashSet::new()) }
+    }
+
+    /// The configuration in force.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts `loaded` in force for every request from now on; requests already deciding finish
+    /// under the configuration they started with.
+    pub fn replace(&self, loaded: Loaded) {
+        metrics::config_loaded(&loaded.config);
+        *self.loaded.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(loaded);
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// Answers `req`; `grants` says whether the caller asked for quota grants.
+    pub async fn should_rate_limit(&self, req: &RateLimitRequest, grants: bool) -> Result<RateLimitResponse, Refusal> {
+        let answer = self.answer(req, grants).await;
+        if let Err(r) = &answer {
+            metrics::refused(&req.domain, r.code);
+        }
+        answer
+    }
+
+    async fn answer(&self, req: &RateLimitRequest, wants_grants: bool) -> Result<RateLimitResponse, Refusal> {
+        self.validate(req)?;
+        let loaded = self.loaded();
+        let Some(domain) = loaded.config.domains.get(&req.domain) else {
+            if self.options.unknown_domain == UnknownDomain::Allow {
+                return Ok(RateLimitResponse {
+                    overall_code: Code::Ok as i32,
+                    statuses: req.descriptors.iter().map(|_| no_limit_status()).collect(),
+                    ..Default::default()
+                });
+            }
+            let known: Vec<&str> = loaded.config.domains.keys().map(String::as_str).take(10).collect();
+            return Err(Refusal {
+                code: tonic::Code::NotFound,
+                message: format!(
+                    "unknown domain {:?}; the configuration names {}",
+                    clip(&req.domain),
+                    known.join(", ")
+                ),
+            });
+        };
+
+        // 1. Match, and find each descriptor's limit.
+        let mut matched: Vec<Matched<'_>> = Vec::with_capacity(req.descriptors.len());
+        for (i, d) in req.descriptors.iter().enumerate() {
+            matched.push(self.matched(&loaded.rules, &req.domain, &domain.root, i, d, req.hits_addend)?);
+        }
+        let replaced: HashSet<&str> = matched.iter().flat_map(|m| m.replaces.iter().copied()).collect();
+
+        // 2. The limits to decide, one per distinct state.
+        let mut asks: Vec<Ask<'_>> = Vec::new();
+        let mut slots: Vec<Slot<'_>> = Vec::with_capacity(matched.len());
+        for (d, m) in req.descriptors.iter().zip(&matched) {
+            let slot = match m.kind {
+                MatchKind::NoLimit => Slot::NoLimit,
+                MatchKind::Unlimited => Slot::Unlimited,
+                MatchKind::Limited { rule, request_limit } => {
+                    let shadow = self.options.shadow || rule.limit.shadow;
+                    if rule.limit.name.as_deref().is_some_and(|n| replaced.contains(n)) {
+                        Slot::NoLimit
+                    } else if request_limit.map_or(rule.refuses_all(), |(r, _)| r == 0) {
+                        Slot::Blocked { rule, shadow, request_limit }
+                    } else {
+                        let capacity = match request_limit {
+                            Some((r, u)) => rule.capacity_under(r, u),
+                            None => rule.capacity(),
+                        };
+                        let too_costly = m.cost > capacity;
+                        let entries: Vec<(&str, &str)> =
+                            d.entries.iter().zip(&m.values).map(|(e, v)| (e.key.as_str(), *v)).collect();
+                        let same = asks.iter().position(|a| {
+                            std::ptr::eq(a.rule, rule) && a.entries == entries && a.request_limit == request_limit
+                        });
+                        let item = match same {
+                            Some(i) => {
+                                asks[i].cost = asks[i].cost.saturating_add(if too_costly { 0 } else { m.cost });
+                                i
+                            }
+                            None => {
+                                let cost = if too_costly { 0 } else { m.cost };
+                                asks.push(Ask { rule, entries, request_limit, cost });
+                                asks.len() - 1
+                            }
+                        };
+                        Slot::Limited { rule, shadow, request_limit, cost: m.cost, too_costly, item }
+                    }
+                }
+            };
+            slots.push(slot);
+        }
+        // A merged limit whose summed cost no longer fits is refused like one too costly.
+        for (i, a) in asks.iter_mut().enumerate() {
+            let capacity = match a.request_limit {
+                Some((r, u)) => a.rule.capacity_under(r, u),
+                None => a.rule.capacity(),
+            };
+            if a.cost > capacity {
+                a.cost = 0;
+                for s in slots.iter_mut() {
+                    if let Slot::Limited { item, too_costly, .. } = s {
+                        if *item == i {
+                            *too_costly = true;
+                        }
+                    }
+                }
+            }
+        }
+        let doomed = slots.iter().any(Slot::enforced_refusal);
+
+        // 3. Decide.
+        let grantable = wants_grants && !doomed && self.grantable(&slots, &asks);
+        let (answers, decisions, granted) = self.decide(&mut asks, doomed, grantable).await.map_err(|e| match e {
+            DecideError::InvalidKey(m) => Refusal::invalid(format!("a descriptor cannot be counted: {m}")),
+            DecideError::Store(m) => Refusal { code: tonic::Code::Unavailable, message: m },
+        })?;
+
+        // 4. Answer.
+        Ok(self.response(req, &matched, &slots, &answers, &decisions, &granted))
+    }
+
+    /// Matches descriptor `i`: its limit, the values it is counted by, its cost, and the names
+    /// its limit replaces.
+    fn matched<'a>(
+        &self,
+        rules: &'a Rules,
+        domain: &str,
+        root: &'a Children,
+        i: usize,
+        d: &'a RateLimitDescriptor,
+        request_hits: u32,
+    ) -> Result<Matched<'a>, Refusal> {
+        let cost = match &d.hits_addend {
+            Some(h) => h.value,
+            None => u64::from(request_hits.max(1)),
+        };
+        let n = d.entries.len();
+        let mut values: Vec<&'a str> = d.entries.iter().map(|e| e.value.as_str()).collect();
+        let mut level = root;
+        let mut found: Option<&'a Node> = None;
+        let mut path: Vec<(&'a Node, Option<&'a Pattern>)> = Vec::with_capacity(n);
+        for (j, e) in d.entries.iter().enumerate() {
+            let Some((node, via)) = level.find(&e.key, &e.value) else { break };
+            path.push((node, via));
+            if let (true, Some(p)) = (node.share_threshold, via) {
+                values[j] = p.text();
+            }
+            if j == n - 1 && node.rate.is_some() {
+                found = Some(node);
+            }
+            if node.children.is_empty() {
+                break;
+            }
+            level = &node.children;
+        }
+        let metric = found.map(|node| self.metric_name(domain, node, d, &path));
+        let request_limit =
+            d.limit.as_ref().map(|l| (l.requests_per_unit, Unit::from_proto(l.unit).unwrap_or(Unit::Second)));
+        let _ = i;
+        let (kind, replaces) = match found.and_then(|n| n.rate.as_ref()) {
+            Some(Rate::Unlimited { replaces, .. }) => {
+                (MatchKind::Unlimited, replaces.iter().map(String::as_str).collect())
+            }
+            Some(Rate::Limited(limit)) => {
+                let rule = rules.of(found.expect("a rate is found on a node")).map(Arc::as_ref);
+                let honoured = limit.allow_request_limit || self.options.request_limits == RequestLimits::Anywhere;
+                if request_limit.is_some() && !honoured {
+                    metrics::request_limit_ignored(domain);
+                }
+                match rule {
+                    Some(rule) => (
+                        MatchKind::Limited { rule, request_limit: request_limit.filter(|_| honoured) },
+                        limit.replaces.iter().map(String::as_str).collect(),
+                    ),
+                    None => (MatchKind::NoLimit, Vec::new()),
+                }
+            }
+            None => match (request_limit, self.options.request_limits, rules.request_limit(domain)) {
+                (Some(l), RequestLimits::Anywhere, Some(rule)) => {
+                    (MatchKind::Limited { rule, request_limit: Some(l) }, Vec::new())
+                }
+                _ => (MatchKind::NoLimit, Vec::new()),
+            },
+        };
+        let metric = metric.unwrap_or_else(|| format!("{domain}.request_limit"));
+        Ok(Matched { kind, values, cost, replaces, metric })
+    }
+
+    /// The descriptor's name in the metrics: its entry's, or with `detailed_metric` (or
+    /// `value_to_metric` on the way) the request's values too, within a bounded set of names.
+    fn metric_name(
+        &self,
+        domain: &str,
+        node: &Node,
+        d: &RateLimitDescriptor,
+        path: &[(&Node, Option<&Pattern>)],
+    ) -> String {
+        let detailed = node.detailed_metric;
+        if !detailed && !path.iter().any(|(n, _)| n.value_to_metric) {
+            return node.stat.clone();
+        }
+        let mut name = domain.to_owned();
+        for (e, (n, via)) in d.entries.iter().zip(path) {
+            name.push('.');
+            name.push_str(&e.key);
+            let value = match (n.share_threshold, via) {
+                (true, Some(p)) => p.text(),
+                _ if detailed || n.value_to_metric || n.value.is_some() => e.value.as_str(),
+                _ => "",
+            };
+            if !value.is_empty() {
+                name.push('_');
+                name.push_str(value);
+            }
+        }
+        let mut labels = self.labels.lock().unwrap_or_else(|p| p.into_inner());
+        if labels.contains(&name) || labels.len() < MAX_DETAILED_LABELS {
+            labels.insert(name.clone());
+            name
+        } else {
+            node.stat.clone()
+        }
+    }
+
+    /// Whether every limited descriptor may be granted quota: its entry allows grants, it
+    /// enforces (a shadow limit must see every request to count them), costs 1 (a grant counts
+    /// requests, not units), and has no per-request limit.
+    fn grantable(&self, slots: &[Slot<'_>], asks: &[Ask<'_>]) -> bool {
+        let mut any = false;
+        for s in slots {
+            match s {
+                Slot::Limited { rule, shadow, request_limit, cost, too_costly, item } => {
+                    if rule.limit.grants.is_none()
+                        || *shadow
+                        || *cost != 1
+                        || *too_costly
+                        || request_limit.is_some()
+                        || asks[*item].cost != 1
+                    {
+                        return false;
+                    }
+                    any = true;
+                }
+                Slot::Blocked { .. } => return false,
+                Slot::NoLimit | Slot::Unlimited => {}
+            }
+        }
+        any
+    }
+
+    /// Decides `asks`: one answer per ask, the decisions that made them (for the headers), and
+    /// the quota granted per ask when `grantable`.
+    async fn decide(
+        &self,
+        asks: &mut [Ask<'_>],
+        doomed: bool,
+        grantable: bool,
+    ) -> Result<(Vec<Answer>, Vec<Decided>, Vec<Option<Granted>>), DecideError> {
+        if asks.is_empty() {
+            return Ok((Vec::new(), Vec::new(), Vec::new()));
+        }
+        let allowance_ms = u64::try_from(self.options.grant_clock_allowance.as_millis()).unwrap_or(u64::MAX);
+        if grantable {
+            let grants = |a: &Ask<'_>| a.rule.grants().expect("grantable limits have grants");
+            if let [one] = &*asks {
+                let g = grants(one);
+                let grant = self.engine.lease(one, g.max_requests, g.lifetime).await?;
+                let valid_until_ms = grant.valid_until_ms.saturating_sub(allowance_ms);
+                let granted = (grant.spare > 0 && valid_until_ms > grant.decided.answers[0].decided_at_ms)
+                    .then_some(Granted { requests: grant.spare, valid_until_ms });
+                return Ok((grant.decided.answers.clone(), vec![grant.decided], vec![granted]));
+            }
+            let decided = self.engine.decide(asks).await?;
+            let mut granted = vec![None; asks.len()];
+            if decided.allowed && decided.answers.iter().all(|a| a.by == AnsweredBy::Redis) {
+                let leases = futures::future::join_all(asks.iter().map(|a| {
+                    let g = grants(a);
+                    let pure = Ask { cost: 0, ..a.clone() };
+                    async move { self.engine.lease(&pure, g.max_requests, g.lifetime).await }
+                }))
+                .await;
+                for (slot, lease) in granted.iter_mut().zip(leases) {
+                    if let Ok(grant) = lease {
+                        let valid_until_ms = grant.valid_until_ms.saturating_sub(allowance_ms);
+                        let at = grant.decided.answers.first().map_or(0, |a| a.decided_at_ms);
+                        if grant.spare > 0 && valid_until_ms > at {
+                            *slot = Some(Granted { requests: grant.spare, valid_until_ms });
+                        }
+                    }
+                }
+            }
+            return Ok((decided.answers.clone(), vec![decided], granted));
+        }
+        if doomed {
+            // Refused whatever Redis says: the others are only looked at, never charged.
+            for a in asks.iter_mut() {
+                a.cost = 0;
+            }
+        }
+        match self.options.charge {
+            Charge::AllOrNothing => {
+                let decided = self.engine.decide(asks).await?;
+                Ok((decided.answers.clone(), vec![decided], vec![None; asks.len()]))
+            }
+            Charge::Everything => {
+                let each =
+                    futures::future::join_all(asks.iter().map(|a| self.engine.decide(std::slice::from_ref(a)))).await;
+                let mut answers = Vec::with_capacity(asks.len());
+                let mut decisions = Vec::with_capacity(asks.len());
+                for d in each {
+                    let d = d?;
+                    answers.push(d.answers[0].clone());
+                    decisions.push(d);
+                }
+                Ok((answers, decisions, vec![None; asks.len()]))
+            }
+        }
+    }
+}
+
+/// A descriptor's match.
+struct Matched<'a> {
+    kind: MatchKind<'a>,
+    /// The values it is counted by (a shared wildcard's pattern instead of the value).
+    values: Vec<&'a str>,
+    cost: u64,
+    replaces: Vec<&'a str>,
+    metric: String,
+}
+
+#[derive(Clone, Copy)]
+enum MatchKind<'a> {
+    NoLimit,
+    Unlimited,
+    Limited { rule: &'a LimitRule, request_limit: Option<(u32, Unit)> },
+}
