@@ -163,7 +163,7 @@ fn on_readings(held: &Held, ran: &Ran) -> Option<(Worst, Frame)> {
         Promise::TokenBucket | Promise::Gcra | Promise::FixedWindow { first_hit: true } | Promise::SlidingLog => {
             Frame::LatestReading
         }
-        _ => Frame::Readings,
+        Promise::FixedWindow { first_hit: false } | Promise::SlidingWindow | Promise::None => Frame::Readings,
     };
     if let Some(held_one) = tried.iter().filter(|(w, _)| !w.broken).min_by(|a, b| a.0.ratio().total_cmp(&b.0.ratio())) {
         return Some(held_one.clone());
@@ -295,7 +295,8 @@ fn window_on_readings(
                 let at = if frame == Frame::Readings { r } else { latest };
                 admitted.iter().filter(|a| a.1 + w + r_ms > at && a.1 <= at + r_ms).collect()
             }
-            _ => return None,
+            // Buckets are judged by their own bound over the readings, and no promise by none.
+            (Promise::TokenBucket | Promise::Gcra | Promise::None, _) => return None,
         };
         let units: u64 = counted.iter().map(|a| a.3).sum();
         let first = counted.first().map_or(i, |a| a.0);
@@ -307,7 +308,9 @@ fn window_on_readings(
                 Promise::FixedWindow { first_hit: false } => {
                     format!("in the window of readings [{}, {}) ms", r / w * w, r / w * w + w)
                 }
-                _ => format!("within {w} ms of readings"),
+                Promise::SlidingLog | Promise::SlidingWindow | Promise::TokenBucket | Promise::Gcra | Promise::None => {
+                    format!("within {w} ms of readings")
+                }
             };
             let here =
                 Worst { admitted: n, allowed: bound as f64, broken: n > bound, within, first, last: i, forgiven: None };
