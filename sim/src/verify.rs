@@ -15,6 +15,7 @@ use crate::campaign;
 use crate::cli::{Backend, Format, RunArgs};
 use results::{ReplayReport, Results, Verdict, VerdictLine, SCHEMA};
 use sim_engine::subject::{Subject, SubjectFile};
+use sim_service as service;
 use sim_verify as verify;
 use sim_verify::checks::CheckKind;
 use sim_verify::schedule::{Ran, Schedule};
@@ -47,8 +48,18 @@ struct VerifyArgs {
     /// Replay one schedule at exact times instead of verifying, e.g. "0:1 0:1 250:2@+500 lose-data@400"
     #[arg(long, value_name = "SCHEDULE", value_parser = Schedule::parse)]
     replay: Option<Schedule>,
+    /// Service files only: drive this one scenario (the command a broken verdict prints)
+    #[arg(long, value_name = "NAME", value_parser = service_scenario)]
+    service_scenario: Option<service::scenario::Scenario>,
     #[command(flatten)]
     run: RunArgs,
+}
+
+fn service_scenario(name: &str) -> Result<service::scenario::Scenario, String> {
+    service::scenario::named(name).ok_or_else(|| {
+        let names: Vec<&str> = service::scenario::ALL.iter().map(|s| s.name).collect();
+        format!("{name:?}: expected one of {}", names.join(", "))
+    })
 }
 
 fn quota(text: &str) -> Result<Quota, String> {
@@ -143,6 +154,16 @@ fn command_line(given: &[OsString]) -> String {
 }
 
 fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
+    let services = args.files.iter().filter(|f| service::is_service_file(f)).count();
+    if services > 0 {
+        if services < args.files.len() {
+            bail!("service files and script subject files are verified by separate commands: give one kind at a time");
+        }
+        return verify_services(args, given);
+    }
+    if args.service_scenario.is_some() {
+        bail!("--service-scenario drives a service file's scenario; these are script subject files");
+    }
     let files = load(&args.files)?;
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
@@ -179,13 +200,7 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     for r in &reports {
         say_text!("{}", results::subject::render(r));
     }
-    let outcome = if reports.iter().any(|r| results::subject::broken(r) > 0) {
-        Outcome::Broken
-    } else if reports.iter().any(|r| results::subject::not_judged(r) > 0) {
-        Outcome::NotJudged
-    } else {
-        Outcome::Held
-    };
+    let outcome = outcome(&reports);
     let out = Results {
         schema: SCHEMA.to_owned(),
         command: command_line(given),
@@ -199,6 +214,72 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
         shard: o.shard_name(),
     };
     campaign::write(o, &out)?;
+    Ok(outcome)
+}
+
+/// What the reports come to.
+fn outcome(reports: &[results::SubjectReport]) -> Outcome {
+    if reports.iter().any(|r| results::subject::broken(r) > 0) {
+        Outcome::Broken
+    } else if reports.iter().any(|r| results::subject::not_judged(r) > 0) {
+        Outcome::NotJudged
+    } else {
+        Outcome::Held
+    }
+}
+
+/// Verifies service files (`sim_service`): each service started, driven in real time and
+/// stopped, one after the other.
+fn verify_services(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
+    if args.replay.is_some() || args.quota.is_some() {
+        bail!("--replay and --quota apply to script subject files; a service is driven with its file's quota (re-drive a scenario with --service-scenario)");
+    }
+    if !matches!(args.run.backend, Backend::Model | Backend::Redis)
+        || args.run.redis_url.is_some()
+        || args.run.module.is_some()
+    {
+        bail!(
+            "a service is verified against a private redis-server the verifier starts: --backend {}, --redis-url and \
+             --module do not apply",
+            args.run.backend.name()
+        );
+    }
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    for path in &args.files {
+        match service::ServiceFile::load(path) {
+            Ok(f) => files.push(Arc::new(f)),
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{}", problems.join("\nerror: "));
+    }
+    let scenarios = match args.service_scenario {
+        Some(s) => vec![s],
+        None => service::scenario::ALL.to_vec(),
+    };
+    let mut reports = Vec::new();
+    for file in files {
+        say!("verify: {} ({}), {} scenario(s) in real time", file.name, file.path.display(), scenarios.len());
+        let options = service::Options {
+            scenarios: scenarios.clone(),
+            progress: Box::new(|m: &str| say!("  {m}")),
+            ..service::Options::default()
+        };
+        let verified = service::verify_blocking(file, &options)?;
+        say_text!("{}", results::subject::render(&verified.report));
+        reports.push(verified.report);
+    }
+    let outcome = outcome(&reports);
+    let out = Results {
+        schema: SCHEMA.to_owned(),
+        command: command_line(given),
+        backend: "redis".to_owned(),
+        verify: reports,
+        ..Results::default()
+    };
+    campaign::write(&args.run, &out)?;
     Ok(outcome)
 }
 

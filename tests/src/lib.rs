@@ -202,6 +202,49 @@ pub fn build_module(profile: &str) -> io::Result<std::path::PathBuf> {
         .ok_or_else(|| io::Error::other("cargo named no shared library for the Redis module"))
 }
 
+/// A program of the workspace for a test to start: the path in the environment variable `env`
+/// when it is set (a test build that made it already can hand it over), otherwise built with
+/// `cargo` and `args` (`build --workspace ...`: with the whole workspace selected, features
+/// resolve as in `cargo test --workspace`, so what that build made is found, not built again)
+/// and found in cargo's messages as the target `name`.
+pub fn program(env: &str, args: &[&str], name: &str) -> io::Result<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os(env).filter(|p| !p.is_empty()) {
+        return Ok(path.into());
+    }
+    let out = cargo().args(args).arg("--message-format=json").stderr(std::process::Stdio::inherit()).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!("cargo {} failed: {}", args.join(" "), out.status)));
+    }
+    let target = format!("\"name\":\"{name}\"");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains("\"reason\":\"compiler-artifact\"") && l.contains(&target))
+        .find_map(|l| {
+            l.split_once("\"executable\":\"").and_then(|(_, rest)| rest.split_once('"')).map(|(p, _)| p.into())
+        })
+        .ok_or_else(|| io::Error::other(format!("cargo {} named no executable {name}", args.join(" "))))
+}
+
+/// The example gateway (`limiter/examples/gateway.rs`), built once per test binary, or
+/// `RATELIMIT_GATEWAY`.
+pub fn gateway_binary() -> &'static std::path::Path {
+    static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let args = ["build", "--workspace", "--example", "gateway", "--features", "redis-ratelimit/metrics"];
+        program("RATELIMIT_GATEWAY", &args, "gateway").expect("the example gateway builds")
+    })
+}
+
+/// The rate limit service (`limiter/server`), built once per test binary, or
+/// `RATELIMIT_SERVER`.
+pub fn server_binary() -> &'static std::path::Path {
+    static BINARY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BINARY.get_or_init(|| {
+        let args = ["build", "--workspace", "--bin", "redis-ratelimit-server"];
+        program("RATELIMIT_SERVER", &args, "redis-ratelimit-server").expect("the rate limit service builds")
+    })
+}
+
 /// The project README's examples compile and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]

@@ -55,12 +55,21 @@ pub fn run_all() -> Result<()> {
     // later steps need use the cores the tests leave idle (see `beside`): all of them run
     // beside the steps below.
     let real = testbins::take(&mut built, &REAL_LANES)?;
+    // The service verifier's subjects: the programs this build made, so the lane runs no cargo.
+    let subjects: Vec<(&str, PathBuf)> = [
+        ("RATELIMIT_GATEWAY", "example", "gateway"),
+        ("RATELIMIT_SERVER", "bin", "redis-ratelimit-server"),
+    ]
+    .into_iter()
+    .filter_map(|(env, kind, name)| testbins::program(&built, kind, name).ok().map(|p| (env, p.exe.clone())))
+    .collect();
     let lanes = Beside::start(
         real.iter()
             .map(|b| {
                 let mut cmd = b.command();
                 // One test at a time inside each, as they assume.
                 cmd.args(["--show-output", "--test-threads", "1"]);
+                cmd.envs(subjects.iter().map(|(env, path)| (env, path)));
                 Job::new(&b.label(), vec![cmd])
             })
             .collect(),
@@ -122,8 +131,11 @@ fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 /// The slow tests (feature `slow-tests`): every known positive of the model lane over the
 /// whole catalogue, on one real `redis-server` and on a real Redis Cluster with replicas
 /// (`sim/tests/real_catalogue.rs`), and correct scripts verified with `--backend redis`
-/// (`sim/tests/verify_real.rs`): about seven minutes of real time, a quarter of it on a CPU.
-const REAL_LANES: [(&str, &str, &str); 2] = [("sim", "test", "real_catalogue"), ("sim", "test", "verify_real")];
+/// (`sim/tests/verify_real.rs`): about seven minutes of real time, a quarter of it on a CPU;
+/// and services verified in real time (`sim/tests/real_services.rs`, about two minutes, nearly
+/// all of it waiting).
+const REAL_LANES: [(&str, &str, &str); 3] =
+    [("sim", "test", "real_catalogue"), ("sim", "test", "verify_real"), ("sim", "test", "real_services")];
 
 /// The crates published for users, packaged as the registry would take them and built from the
 /// packages alone (`cargo publish --dry-run` packs, unpacks and builds each, the library against

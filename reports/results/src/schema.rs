@@ -183,6 +183,32 @@ pub struct Profile {
     /// The smallest clock skew between instances (ms) at which it admitted more than the
     /// bound in true time, if any did.
     pub breaks_at_skew_ms: Option<i64>,
+    /// A service subject's runs, one per scenario (empty for a script subject, whose profile
+    /// is measured on the model).
+    pub service_runs: Vec<ServiceRun>,
+}
+
+/// One scenario of a service subject, as it ran in real time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ServiceRun {
+    /// The scenario (`race`, `trickle`, `redis-down`...).
+    pub scenario: String,
+    /// What it did, in words.
+    pub description: String,
+    /// Requests sent, and how they were answered.
+    pub requests: u64,
+    pub admitted: u64,
+    pub denied: u64,
+    /// Answers a failure policy gave (marked degraded).
+    pub degraded: u64,
+    /// Requests with no answer the subject file explains.
+    pub unanswered: u64,
+    /// The most admitted in one window or interval, and what the promise allows there.
+    pub worst_admitted: u64,
+    pub worst_allowed: f64,
+    /// The slowest answer (ms).
+    pub slowest_ms: f64,
 }
 
 /// One point of a rate curve.

@@ -10,6 +10,9 @@ use crate::schema::Verdict;
 /// stands under the race and clock skew, what it leaves in Redis.
 pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
     let p = &r.profile;
+    if !p.service_runs.is_empty() {
+        return service_rows(p);
+    }
     let mut rows = Vec::new();
     let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
     rows.push(("delivered / offered", curve.join(", ")));
@@ -37,6 +40,43 @@ pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
     };
     rows.push(("keys without a TTL", ttl));
     rows.push(("memory per key", format!("{:.0} bytes on the model", p.memory_per_key_bytes)));
+    rows
+}
+
+/// A service's profile: measured in real time on its own instances, not on the model.
+fn service_rows(p: &crate::schema::Profile) -> Vec<(&'static str, String)> {
+    let mut rows = Vec::new();
+    let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
+    rows.push(("delivered / offered", curve.join(", ")));
+    rows.push(("largest burst at once", format!("{} (the promise allows {})", p.largest_burst, p.burst_bound)));
+    rows.push(("longest starvation", format!("{} ms at 1.5x the rate", p.longest_starvation_ms)));
+    if let Some(x) = p.race_ratio {
+        rows.push(("under the race", format!("{x:.2}x what the promise allows, every instance on one key")));
+    }
+    let ttl = if p.keys_without_ttl == 0 {
+        "none".to_owned()
+    } else {
+        format!("{} (e.g. {})", p.keys_without_ttl, p.keys_without_ttl_sample.join(", "))
+    };
+    rows.push(("keys without a TTL", ttl));
+    for run in &p.service_runs {
+        rows.push((
+            "scenario",
+            format!(
+                "{:<13} {} requests: {} admitted, {} denied, {} degraded, {} unanswered; worst {} where {:.1} allowed; \
+                 slowest {:.0} ms",
+                run.scenario,
+                run.requests,
+                run.admitted,
+                run.denied,
+                run.degraded,
+                run.unanswered,
+                run.worst_admitted,
+                run.worst_allowed,
+                run.slowest_ms
+            ),
+        ));
+    }
     rows
 }
 

@@ -347,5 +347,6 @@ fn profile(e: &Evidence<'_>) -> Profile {
         memory_per_key_bytes: m.memory_per_key_bytes,
         race_ratio,
         breaks_at_skew_ms,
+        service_runs: Vec::new(),
     }
 }

@@ -27,27 +27,7 @@ fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ sits in the workspace").to_owned()
 }
 
-/// Builds the example gateway (once per test binary) and returns its executable.
-pub fn gateway_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let output = redis_tests::cargo()
-            // With the whole workspace selected, features resolve as in `cargo test
-            // --workspace`, so the gateway that build made is the one found, not built again.
-            .args(["build", "--workspace", "--example", "gateway", "--features", "redis-ratelimit/metrics"])
-            .arg("--message-format=json-render-diagnostics")
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("cargo runs");
-        assert!(output.status.success(), "building the example gateway failed");
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-            .filter(|m| m["target"]["name"] == "gateway" && m["target"]["kind"][0] == "example")
-            .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-            .expect("cargo reports the gateway's executable")
-    })
-}
+pub use redis_tests::gateway_binary;
 
 /// A running gateway process, killed when dropped.
 pub struct Gateway {

@@ -148,10 +148,7 @@ impl SubjectFile {
             setup.push(templates(&format!("setup[{i}]"), command)?);
         }
         let reply = raw.reply.validate(&at)?;
-        let raw_resolution = raw.promise.resolution_ms;
-        if raw_resolution == Some(0) {
-            return Err(at("promise.resolution_ms", "must be at least 1 ms, got 0".into()));
-        }
+        let tolerance = raw.promise.tolerance(&at)?;
         let counts = match raw.promise.counts.as_deref() {
             None => Counts::Either,
             Some("admitted") => Counts::Admitted,
@@ -184,7 +181,7 @@ impl SubjectFile {
             reply,
             promise,
             quota,
-            tolerance: Tolerance { resolution_ms: raw_resolution.unwrap_or(0) },
+            tolerance,
             counts,
         })
     }
@@ -238,8 +235,8 @@ struct RawFile {
     #[serde(default)]
     setup: Vec<Vec<String>>,
     reply: RawReply,
-    promise: RawPromise,
-    quota: Option<RawQuota>,
+    promise: PromiseTable,
+    quota: Option<QuotaTable>,
 }
 
 #[derive(Deserialize)]
@@ -279,27 +276,35 @@ struct RawTime {
     absolute: bool,
 }
 
-#[derive(Deserialize)]
+/// A file's `[promise]` table, as written (service subject files share it).
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPromise {
-    kind: String,
-    windows: Option<String>,
+pub struct PromiseTable {
+    /// `token-bucket`, `gcra`, `fixed-window`, `sliding-window`, `sliding-log` or `none`.
+    pub kind: String,
+    /// Fixed windows only: `aligned` or `first-hit`.
+    pub windows: Option<String>,
     /// The coarsest step of the time the script decides by (whole seconds, a refill once a
     /// period): declared, or the promise is held to the millisecond.
-    resolution_ms: Option<u64>,
+    pub resolution_ms: Option<u64>,
     /// What a window counts: admitted or requests (default: judged by both).
-    counts: Option<String>,
+    pub counts: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// A file's `[quota]` table, as written.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawQuota {
-    limit: u64,
-    period_ms: u64,
-    burst: Option<u64>,
+pub struct QuotaTable {
+    /// L, per period.
+    pub limit: u64,
+    /// T, in ms.
+    pub period_ms: u64,
+    /// B (default L).
+    pub burst: Option<u64>,
 }
 
-type At<'a> = dyn Fn(&str, String) -> FileError + 'a;
+/// Makes the error for one field of the file being read: the field's path and the message.
+pub type At<'a> = dyn Fn(&str, String) -> FileError + 'a;
 
 fn position(field: &str, at: Option<i64>, err: &At<'_>) -> Result<Option<usize>, FileError> {
     match at {
@@ -387,8 +392,17 @@ impl RawReply {
     }
 }
 
-impl RawPromise {
-    fn validate(self, err: &At<'_>) -> Result<Promise, FileError> {
+impl PromiseTable {
+    /// The time resolution the file declares (exact when it declares none).
+    pub fn tolerance(&self, err: &At<'_>) -> Result<Tolerance, FileError> {
+        match self.resolution_ms {
+            Some(0) => Err(err("promise.resolution_ms", "must be at least 1 ms, got 0".into())),
+            r => Ok(Tolerance { resolution_ms: r.unwrap_or(0) }),
+        }
+    }
+
+    /// The promise the table names.
+    pub fn validate(self, err: &At<'_>) -> Result<Promise, FileError> {
         let promise = match self.kind.as_str() {
             "token-bucket" => Promise::TokenBucket,
             "gcra" => Promise::Gcra,
@@ -420,8 +434,9 @@ impl RawPromise {
     }
 }
 
-impl RawQuota {
-    fn validate(self, promise: Promise, err: &At<'_>) -> Result<Quota, FileError> {
+impl QuotaTable {
+    /// The quota, checked as the library checks the promise's algorithm.
+    pub fn validate(self, promise: Promise, err: &At<'_>) -> Result<Quota, FileError> {
         let q =
             Quota::new(self.limit, Duration::from_millis(self.period_ms)).with_burst(self.burst.unwrap_or(self.limit));
         // Checked as the library checks the algorithm of the same promise, so the oracle

@@ -1,0 +1,309 @@
+//! The checks of a service's runs, on intervals: each decision happened somewhere between the
+//! instant its request left and the instant its answer arrived, and a promise is broken only
+//! where no placement inside those intervals explains what was admitted
+//! ([`sim_engine::bound::worst`], the script verifier's own bound check).
+//!
+//! - **bound**: the promise over every run's admissions by Redis (answers a failure policy gave,
+//!   or that crossed a fault of their instance, are the failure policy's to judge). A restart
+//!   of Redis without its data is granted one capacity more, as the script verifier grants it.
+//! - **every request answered**: without faults, each answer is one the file's `[answer]`
+//!   explains, within the patience.
+//! - **no lost capacity**: under a trickle at 0.9x the rate, at most 5% of the requests (and at
+//!   least one) denied.
+//! - **failure policy**: while Redis cannot be asked, from one timeout after the fault began to
+//!   its end, the affected instances answer as the file declares, within the timeout and a
+//!   second, marked degraded where the file says how they mark it.
+//! - **retry-after honest**: an obedient client that waits the Retry-After of the race's last
+//!   denial is admitted.
+
+use std::fmt::Write;
+
+use results::Verdict;
+use sim_engine::bound::{self, Admission, Worst};
+
+use crate::ask::{Answer, Said};
+use crate::file::{Policy, ServiceFile};
+use crate::scenario::{self, Load, Run};
+
+/// A check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    Bound,
+    Answered,
+    Capacity,
+    FailurePolicy,
+    RetryAfter,
+}
+
+impl Check {
+    /// Every check, in the order verdicts print.
+    pub const ALL: [Check; 5] =
+        [Check::Bound, Check::Answered, Check::Capacity, Check::FailurePolicy, Check::RetryAfter];
+
+    /// Its name in verdicts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::Bound => "bound",
+            Check::Answered => "every request answered",
+            Check::Capacity => "no lost capacity",
+            Check::FailurePolicy => "failure policy",
+            Check::RetryAfter => "retry-after honest",
+        }
+    }
+}
+
+/// One check's finding over one run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Finding {
+    /// Held, broken or n/a.
+    pub verdict: Verdict,
+    /// What it rests on.
+    pub detail: String,
+    /// For a break: the answers that show it, as a table.
+    pub evidence: String,
+}
+
+impl Finding {
+    fn held(detail: String) -> Finding {
+        Finding { verdict: Verdict::Held, detail, evidence: String::new() }
+    }
+
+    fn broken(detail: String, evidence: String) -> Finding {
+        Finding { verdict: Verdict::Broken, detail, evidence }
+    }
+}
+
+/// `check` over `run`; None where it does not apply to the run.
+pub fn judge(file: &ServiceFile, run: &Run, check: Check) -> Option<Finding> {
+    match check {
+        Check::Bound => bound_check(file, run),
+        Check::Answered => answered(run),
+        Check::Capacity => capacity(run),
+        Check::FailurePolicy => failure_policy(file, run),
+        Check::RetryAfter => retry_after(file, run),
+    }
+}
+
+/// Whether `a` crossed its instance's fault: the failure policy's to judge, not the bound's.
+fn crossed_fault(run: &Run, a: &Answer) -> bool {
+    run.fault.is_some_and(|f| f.fault.affects(a.instance) && a.sent_us <= f.to_us && a.answered_us >= f.from_us)
+}
+
+/// The admissions the bound judges, as intervals in ms from the run's start (a whole number of
+/// periods since the epoch, so aligned windows stay aligned).
+fn admissions(run: &Run) -> Vec<Admission> {
+    let ms = |us: u64| us.saturating_sub(run.start_us);
+    run.answers
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.admitted() && !a.degraded && !crossed_fault(run, a))
+        .map(|(id, a)| Admission { lo: ms(a.sent_us) / 1000, hi: ms(a.answered_us).div_ceil(1000), units: 1, id })
+        .collect()
+}
+
+/// The worst interval of `run` against the promise.
+pub fn worst(file: &ServiceFile, run: &Run) -> Option<Worst> {
+    // Redis lost its data once: one capacity more, as for a script.
+    let allowance = match run.fault {
+        Some(f) if f.fault == scenario::Fault::RedisDown => scenario::capacity(file),
+        _ => 0,
+    };
+    bound::worst(file.promise, &file.quota, &mut admissions(run), allowance, file.tolerance)
+}
+
+fn bound_check(file: &ServiceFile, run: &Run) -> Option<Finding> {
+    let w = worst(file, run)?;
+    let detail = format!("{} admitted where {:.1} are allowed, {}", w.admitted, w.allowed, w.within);
+    Some(if w.broken {
+        // The witness: every admission surely inside the span from its first to its last.
+        let all = admissions(run);
+        let find = |id: usize| all.iter().find(|a| a.id == id);
+        let (lo, hi) = (find(w.first).map_or(0, |a| a.lo), find(w.last).map_or(u64::MAX, |a| a.hi));
+        let ids: Vec<usize> = all.iter().filter(|a| a.lo >= lo && a.hi <= hi).map(|a| a.id).collect();
+        Finding::broken(detail, table(run, &ids))
+    } else {
+        Finding::held(detail)
+    })
+}
+
+fn answered(run: &Run) -> Option<Finding> {
+    if run.fault.is_some() {
+        return None;
+    }
+    let failed: Vec<usize> =
+        run.answers.iter().enumerate().filter(|(_, a)| matches!(a.said, Said::Error(_))).map(|(i, _)| i).collect();
+    let n = run.answers.len();
+    Some(if failed.is_empty() {
+        Finding::held(format!("{n} of {n} answered"))
+    } else {
+        let Said::Error(first) = &run.answers[failed[0]].said else { unreachable!("filtered on errors") };
+        Finding::broken(
+            format!("{} of {n} requests got no answer the file explains; the first: {first}", failed.len()),
+            table(run, &failed),
+        )
+    })
+}
+
+fn capacity(run: &Run) -> Option<Finding> {
+    let Load::Steady { times_rate } = run.scenario.load else { return None };
+    if times_rate >= 1.0 || run.fault.is_some() {
+        return None;
+    }
+    let n = run.answers.len();
+    let refused: Vec<usize> = run.answers.iter().enumerate().filter(|(_, a)| !a.admitted()).map(|(i, _)| i).collect();
+    let allowed = (n / 20).max(1);
+    let detail = format!("{} of {n} refused at {times_rate}x the rate (at most {allowed} may be)", refused.len());
+    Some(if refused.len() > allowed { Finding::broken(detail, table(run, &refused)) } else { Finding::held(detail) })
+}
+
+fn failure_policy(file: &ServiceFile, run: &Run) -> Option<Finding> {
+    let window = run.fault?;
+    let timeout_us = file.failure.map_or(1_000_000, |f| f.timeout.as_micros() as u64);
+    // From one timeout (and a margin) after the fault began: by then every instance knows.
+    let from = window.from_us + timeout_us + 250_000;
+    let slow_us = timeout_us + 1_000_000;
+    // Sent once the fault was known, and answered while it lasted (an answer after its end may
+    // be Redis's own), or not within the timeout and a second (a wait the policy should end).
+    let judged: Vec<usize> = run
+        .answers
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| {
+            window.fault.affects(a.instance)
+                && (from..window.to_us).contains(&a.sent_us)
+                && (a.answered_us < window.to_us || a.answered_us - a.sent_us > slow_us)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let count = |f: &dyn Fn(&Answer) -> bool| judged.iter().filter(|&&i| f(&run.answers[i])).count();
+    let (admitted, errors, marked) =
+        (count(&|a| a.admitted()), count(&|a| matches!(a.said, Said::Error(_))), count(&|a| a.degraded));
+    let seen = format!(
+        "{}: {} requests, {admitted} admitted, {} denied, {errors} unanswered, {marked} marked degraded",
+        window.fault.describe(),
+        judged.len(),
+        judged.len() - admitted - errors
+    );
+    let Some(failure) = file.failure else {
+        return Some(Finding {
+            verdict: Verdict::NotApplicable,
+            detail: format!("no [failure] declared; {seen}"),
+            evidence: String::new(),
+        });
+    };
+    if judged.is_empty() {
+        return None;
+    }
+    let marks = file.answer.degraded_header.is_some() || !file.answer.degraded.is_empty();
+    let mut wrong = Vec::new();
+    let mut why = String::new();
+    for &i in &judged {
+        let a = &run.answers[i];
+        let bad = if matches!(a.said, Said::Error(_)) {
+            Some("got no answer")
+        } else if a.answered_us - a.sent_us > slow_us {
+            Some("waited longer than the declared timeout and a second")
+        } else if marks && !a.degraded {
+            Some("was not marked degraded")
+        } else {
+            match (failure.policy, a.admitted()) {
+                (Policy::FailOpen, false) => Some("was denied under fail-open"),
+                (Policy::FailClosed, true) => Some("was admitted under fail-closed"),
+                _ => None,
+            }
+        };
+        if let Some(b) = bad {
+            if wrong.is_empty() {
+                why = b.to_owned();
+            }
+            wrong.push(i);
+        }
+    }
+    if let Policy::LocalBudget { limit, period_ms } = failure.policy {
+        let span_ms = (window.to_us - from) / 1000;
+        let most = limit * (span_ms.div_ceil(period_ms) + 1);
+        let instances = run.answers.iter().map(|a| a.instance).max().unwrap_or(0) + 1;
+        for instance in (0..instances).filter(|&i| window.fault.affects(i)) {
+            let theirs: Vec<usize> = judged
+                .iter()
+                .copied()
+                .filter(|&i| run.answers[i].instance == instance && run.answers[i].admitted())
+                .collect();
+            if theirs.len() as u64 > most && wrong.is_empty() {
+                why = format!("instance {instance} admitted {} where its local budget allows {most}", theirs.len());
+                wrong = theirs;
+            }
+        }
+    }
+    Some(if wrong.is_empty() {
+        Finding::held(format!("declared {}; {seen}", failure.policy.name()))
+    } else {
+        Finding::broken(
+            format!(
+                "declared {}; {} of {} answers: the first {why}; {seen}",
+                failure.policy.name(),
+                wrong.len(),
+                judged.len()
+            ),
+            table(run, &wrong),
+        )
+    })
+}
+
+fn retry_after(file: &ServiceFile, run: &Run) -> Option<Finding> {
+    file.answer.retry_after_header.as_ref()?;
+    if run.scenario.load != Load::Race {
+        return None;
+    }
+    let Some(p) = &run.probe else {
+        return Some(Finding {
+            verdict: Verdict::NotApplicable,
+            detail: "no denial of the race carried a Retry-After".to_owned(),
+            evidence: String::new(),
+        });
+    };
+    let detail = format!("waited the last denial's Retry-After of {} s, then asked once more", p.waited_s);
+    Some(if p.answer.admitted() {
+        Finding::held(format!("{detail}: admitted"))
+    } else {
+        Finding::broken(format!("{detail}: {}", said(&p.answer)), String::new())
+    })
+}
+
+fn said(a: &Answer) -> String {
+    let word = match &a.said {
+        Said::Admitted => "admitted".to_owned(),
+        Said::Denied => "denied".to_owned(),
+        Said::Error(e) => format!("no answer ({e})"),
+    };
+    if a.degraded {
+        format!("{word}, degraded")
+    } else {
+        word
+    }
+}
+
+/// The answers `ids` of `run` as a table, times in ms from the run's start.
+pub fn table(run: &Run, ids: &[usize]) -> String {
+    let mut out = String::from("request  instance  sent ms  answered ms  said\n");
+    let ms = |us: u64| (us as i64 - run.start_us as i64) as f64 / 1000.0;
+    const SHOWN: usize = 12;
+    for &i in ids.iter().take(SHOWN) {
+        let a = &run.answers[i];
+        let _ = writeln!(
+            out,
+            "{i:>7}  {:>8}  {:>7.1}  {:>11.1}  {}",
+            a.instance,
+            ms(a.sent_us),
+            ms(a.answered_us),
+            said(a)
+        );
+    }
+    if ids.len() > SHOWN {
+        let _ = writeln!(out, "... and {} more", ids.len() - SHOWN);
+    }
+    if let Some(f) = run.fault {
+        let _ = writeln!(out, "fault: {} from {:.1} to {:.1} ms", f.fault.describe(), ms(f.from_us), ms(f.to_us));
+    }
+    out.trim_end().to_owned()
+}

@@ -1,0 +1,212 @@
+//! The service verifier on real services, in real time (a slow lane of `cargo xtask test`,
+//! beside the other steps): the project's example gateway (HTTP) and its rate limit service
+//! (Envoy's RLS over gRPC) hold every promise; a GET-then-SET service breaks its bound in the
+//! race, reproduced, with the command that re-drives it; a gateway whose rules fail open where
+//! its file declares fail-closed is caught; and nothing a verification started outlives it,
+//! not even when it is interrupted.
+
+// Real services answer in real time.
+#![allow(clippy::disallowed_methods)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use results::{Results, SubjectReport, Verdict};
+use sim_service::scenario::{self, Scenario};
+use sim_service::{fleet, Options, ServiceFile, Verified};
+
+fn services() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/services")
+}
+
+/// The programs the subject files name through `{env:...}`.
+fn env(name: &str) -> Option<String> {
+    let path = match name {
+        "RATELIMIT_GATEWAY" => redis_tests::gateway_binary(),
+        "RATELIMIT_SERVER" => redis_tests::server_binary(),
+        _ => return std::env::var(name).ok(),
+    };
+    Some(path.display().to_string())
+}
+
+fn verify(file: &Path, scenarios: &[Scenario]) -> Verified {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let file = ServiceFile::load_with(file, &env).expect("the subject file is valid");
+    let options = Options {
+        scenarios: scenarios.to_vec(),
+        progress: Box::new(|m: &str| println!("  {m}")),
+        ..Options::default()
+    };
+    let verified = sim_service::verify_blocking(Arc::new(file), &options).expect("the verification runs");
+    println!("{}", results::subject::render(&verified.report));
+    nothing_left(&verified);
+    verified
+}
+
+/// Every process the verification started has exited, and every port it used is closed.
+fn nothing_left(v: &Verified) {
+    assert!(!v.pids.is_empty() && !v.ports.is_empty(), "it reports what it started");
+    for pid in &v.pids {
+        assert!(!fleet::alive(*pid), "instance process {pid} outlived its verification");
+    }
+    for port in &v.ports {
+        assert!(!fleet::listening(*port).unwrap_or(true), "port {port} still listens after the verification");
+    }
+}
+
+fn verdict<'a>(r: &'a SubjectReport, check: &str) -> &'a results::VerdictLine {
+    r.verdicts.iter().find(|v| v.check == check).unwrap_or_else(|| panic!("no {check:?} verdict in {:?}", r.verdicts))
+}
+
+fn every_check_held(r: &SubjectReport, checks: &[&str]) {
+    let said: Vec<&str> = r.verdicts.iter().map(|v| v.check.as_str()).collect();
+    assert_eq!(said, checks, "the checks that apply");
+    for v in &r.verdicts {
+        assert_eq!(v.verdict, Verdict::Held, "{}: {}\n{}", v.check, v.detail, v.evidence);
+    }
+    assert_eq!(r.profile.service_runs.len(), scenario::ALL.len(), "one run per scenario");
+    assert!(r.profile.service_runs.iter().all(|run| run.unanswered == 0 || run.scenario.starts_with("redis")));
+}
+
+#[test]
+fn the_example_gateway_holds_every_promise() {
+    let v = verify(&services().join("gateway/service.toml"), &scenario::ALL);
+    let r = &v.report;
+    every_check_held(
+        r,
+        &["bound", "every request answered", "no lost capacity", "failure policy", "retry-after honest"],
+    );
+    // The race admitted exactly the burst: the bound is tight, not merely held.
+    assert_eq!(r.profile.largest_burst, 10, "{:?}", r.profile);
+    // Fail-closed answers are 503s, marked degraded; none admitted while Redis was away.
+    let down = r.profile.service_runs.iter().find(|s| s.scenario == "redis-down").expect("a redis-down run");
+    assert!(down.degraded > 0, "{down:?}");
+    assert!(verdict(r, "failure policy").detail.contains("0 admitted"), "{}", verdict(r, "failure policy").detail);
+}
+
+#[test]
+fn the_rate_limit_service_holds_every_promise() {
+    let v = verify(&services().join("rls/service.toml"), &scenario::ALL);
+    // No Retry-After is declared for RLS answers, so that check does not apply.
+    every_check_held(&v.report, &["bound", "every request answered", "no lost capacity", "failure policy"]);
+    assert_eq!(v.report.profile.largest_burst, 10, "{:?}", v.report.profile);
+}
+
+#[test]
+fn a_gateway_failing_open_where_its_file_declares_fail_closed_is_caught() {
+    // One bug: the rules fail open; the subject file still promises fail-closed.
+    let dir = tempfile::tempdir().unwrap();
+    let rules = std::fs::read_to_string(services().join("gateway/rules.toml")).unwrap();
+    assert!(rules.contains("failure_policy = \"fail-closed\""));
+    std::fs::write(dir.path().join("rules.toml"), rules.replace("\"fail-closed\"", "\"fail-open\"")).unwrap();
+    std::fs::copy(services().join("gateway/service.toml"), dir.path().join("service.toml")).unwrap();
+    let cut_off = scenario::named("cut-off").expect("a cut-off scenario");
+    let v = verify(&dir.path().join("service.toml"), &[cut_off]);
+    let policy = verdict(&v.report, "failure policy");
+    assert_eq!(policy.verdict, Verdict::Broken, "{}", policy.detail);
+    assert!(policy.detail.contains("admitted under fail-closed") || policy.detail.contains("not marked degraded"));
+    assert!(policy.replay.ends_with("--service-scenario cut-off"), "{}", policy.replay);
+    assert!(policy.detail.contains("re-drive"), "{}", policy.detail);
+    // Its breaker stays open a moment after the link heals, and those fail-open admissions say
+    // nothing of being degraded: they count against the bound, which breaks too.
+    let bound = verdict(&v.report, "bound");
+    assert_eq!(bound.verdict, Verdict::Broken, "{}", bound.detail);
+}
+
+/// `ratelimit-lab verify` with `args`, the subject programs in its environment.
+fn lab(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit-lab"));
+    cmd.args(["verify"]).args(args);
+    for name in ["RATELIMIT_GATEWAY", "RATELIMIT_SERVER"] {
+        cmd.env(name, env(name).expect("built"));
+    }
+    cmd
+}
+
+#[test]
+fn a_get_then_set_service_breaks_its_bound_in_the_race_and_the_command_re_drives_it() {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let out = tempfile::tempdir().unwrap();
+    let file = services().join("getset/service.toml");
+    let run = lab(&[file.to_str().unwrap(), "--service-scenario", "race", "--out", out.path().to_str().unwrap()])
+        .output()
+        .expect("ratelimit-lab runs");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    println!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(run.status.code(), Some(1), "a broken promise exits 1");
+    let results: Results =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("results.json")).unwrap()).unwrap();
+    let report = &results.verify[0];
+    let bound = verdict(report, "bound");
+    assert_eq!(bound.verdict, Verdict::Broken, "{}", bound.detail);
+    assert!(bound.detail.starts_with("race: "), "{}", bound.detail);
+    // Two instances reading the same count admit more than the window's 10.
+    assert!(report.profile.largest_burst > 10, "{:?}", report.profile);
+    let reproduced: usize = bound
+        .detail
+        .split("reproduced by ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .expect("the verdict says how many re-drives reproduced it");
+    assert!(reproduced >= 1, "the race is no accident: {}", bound.detail);
+    assert!(bound.replay.contains("getset/service.toml --service-scenario race"), "{}", bound.replay);
+    assert!(!bound.evidence.is_empty() && stdout.contains("BROKEN"));
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let parent = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        if parent == Some(pid) {
+            found.push(child);
+        }
+    }
+    found
+}
+
+#[test]
+fn an_interrupted_verification_stops_everything_it_started() {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let out = tempfile::tempdir().unwrap();
+    let file = services().join("gateway/service.toml");
+    let mut child = lab(&[file.to_str().unwrap(), "--out", out.path().to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("ratelimit-lab starts");
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut started = Vec::new();
+    for line in lines {
+        let line = line.unwrap();
+        // By the first scenario, Redis and both instances run.
+        if line.contains("scenario race") {
+            started = children(child.id());
+            break;
+        }
+    }
+    assert!(started.len() >= 3, "redis-server and two gateways are its children: {started:?}");
+    let signalled = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(signalled.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "ratelimit-lab did not stop within 30 s of SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(2), "an interrupted verification is an error: {stderr}");
+    assert!(stderr.contains("interrupted by SIGINT"), "{stderr}");
+    for pid in started {
+        assert!(!fleet::alive(pid), "process {pid} outlived the interrupted verification");
+    }
+}
