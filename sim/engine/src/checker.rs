@@ -331,7 +331,7 @@ pub fn check_denial_cache(probed: u64, wrong_denials: &[(u64, u32)], faults: &[F
 /// One key's account of what leases cost it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LeaseAccount {
-    /// Units the exact limiter admitted beyond the cluster, net, leaving out what a failure
+    /// Units the exact limiter admitted beyond the instances together, net, leaving out what a failure
     /// policy denied.
     pub under_admitted: u64,
     /// Units leased and neither spent nor given back.
@@ -340,7 +340,7 @@ pub struct LeaseAccount {
     pub idle_starts: u64,
 }
 
-/// The leases' promise: per key, the cluster under-admits (net, against the exact oracle) at
+/// The leases' promise: per key, the instances together under-admit (net, against the exact oracle) at
 /// most the units leased and never spent, plus `idle_start_cost` (one lifetime's refill) each
 /// time the key starts from rest. Returns the check and the totals over keys.
 pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, idle_start_cost: u64) -> (Check, LeaseAccount) {
