@@ -1,7 +1,8 @@
 //! The service verifier on real services, in real time (a slow lane of `cargo xtask test`,
 //! beside the other steps): the project's example gateway (HTTP) and its rate limit service
-//! (Envoy's RLS over gRPC) hold every promise; a GET-then-SET service breaks its bound in the
-//! race, reproduced, with the command that re-drives it; a gateway whose rules fail open where
+//! (Envoy's RLS over gRPC) hold every promise, their clocks skewed too; an atomic counter on
+//! its instances' clocks pays the clock trust and nothing more; a GET-then-SET service breaks
+//! its bound in the race, reproduced, with the command that re-drives it; a gateway whose rules fail open where
 //! its file declares fail-closed is caught; and nothing a verification started outlives it,
 //! not even when it is interrupted.
 
@@ -93,6 +94,23 @@ fn the_rate_limit_service_holds_every_promise() {
     // No Retry-After is declared for RLS answers, so that check does not apply.
     every_check_held(&v.report, &["bound", "every request answered", "no lost capacity", "failure policy"]);
     assert_eq!(v.report.profile.largest_burst, 10, "{:?}", v.report.profile);
+}
+
+#[test]
+fn an_atomic_counter_on_its_instances_clocks_pays_only_the_clock_trust() {
+    // INCR per window numbered by each instance's clock: exact on true clocks; with the clocks
+    // 500 ms apart it may admit over its bound in true time, but never more than some reading
+    // of those clocks explains.
+    let v = verify(&services().join("incr/service.toml"), &scenario::ALL);
+    let r = &v.report;
+    for v in &r.verdicts {
+        let allowed: &[Verdict] =
+            if v.check == "beyond the clock trust" { &[Verdict::Held, Verdict::Expected] } else { &[Verdict::Held] };
+        assert!(allowed.contains(&v.verdict), "{}: {:?} {}\n{}", v.check, v.verdict, v.detail, v.evidence);
+    }
+    assert!(r.verdicts.iter().any(|v| v.check == "beyond the clock trust"), "the skewed run is judged");
+    let skew = r.profile.service_runs.iter().find(|s| s.scenario == "skew").expect("a skewed run");
+    assert!(skew.admitted > 0 && skew.unanswered == 0, "{skew:?}");
 }
 
 #[test]

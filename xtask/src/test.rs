@@ -23,6 +23,8 @@ pub fn run_all() -> Result<()> {
         ("redis-sentinel", "redis-sentinel"),
         ("chromium", "chromium"),
         ("valgrind", "valgrind"),
+        // Skewed clocks for the instances of a verified service (LD_PRELOAD).
+        ("faketime", "faketime"),
     ])?;
 
     for manifest in ["Cargo.toml", ADOPTER] {

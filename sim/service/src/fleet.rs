@@ -105,7 +105,12 @@ pub struct Fleet {
 impl Fleet {
     /// Starts Redis, the proxies, runs the file's set-up commands, then starts every instance
     /// and waits until each is ready. Must be called inside a tokio runtime.
-    pub async fn start(file: &ServiceFile) -> Result<Fleet> {
+    ///
+    /// With `skew_ms` (one per instance, ms), each instance runs under libfaketime with its
+    /// wall clock that far off the true one (its monotonic clock untouched, so its timers keep
+    /// true time): honoured by runtimes that read the time through the C library (Python,
+    /// Node, Rust, the JVM), not by statically linked ones.
+    pub async fn start(file: &ServiceFile, skew_ms: &[i64]) -> Result<Fleet> {
         let redis_dir = tempfile::Builder::new().prefix("ratelimit-verify-").tempdir()?;
         let redis = RedisProcess::start(redis_dir.path(), None).context("starting the private redis-server")?;
         let mut proxies = Vec::new();
@@ -114,8 +119,17 @@ impl Fleet {
         }
         run_setup(file)?;
         let mut fleet = Fleet { instances: Vec::new(), proxies, redis, _redis_dir: redis_dir };
+        let faketime = if skew_ms.iter().any(|&s| s != 0) {
+            Some(libfaketime().context(
+                "the skew scenario runs instances under libfaketime, which is not installed (Debian's `libfaketime`; \
+                 or set RATELIMIT_LIBFAKETIME to its libfaketimeMT.so.1)",
+            )?)
+        } else {
+            None
+        };
         for i in 0..file.start.instances {
-            let instance = start_instance(file, i, fleet.proxies[i].addr()).await?;
+            let skew = faketime.as_deref().map(|lib| (lib, skew_ms.get(i).copied().unwrap_or(0)));
+            let instance = start_instance(file, i, fleet.proxies[i].addr(), skew).await?;
             fleet.instances.push(instance);
         }
         Ok(fleet)
@@ -153,7 +167,12 @@ fn run_setup(file: &ServiceFile) -> Result<()> {
 
 /// Starts instance `i` on a free port, retried on another port if it exits at once (a port
 /// picked free can be taken before the instance binds it).
-async fn start_instance(file: &ServiceFile, i: usize, proxy: SocketAddr) -> Result<Instance> {
+async fn start_instance(
+    file: &ServiceFile,
+    i: usize,
+    proxy: SocketAddr,
+    skew: Option<(&Path, i64)>,
+) -> Result<Instance> {
     let mut last = None;
     for _ in 0..3 {
         let scratch = tempfile::Builder::new().prefix("ratelimit-verify-instance-").tempdir()?;
@@ -171,6 +190,11 @@ async fn start_instance(file: &ServiceFile, i: usize, proxy: SocketAddr) -> Resu
             .stdout(out.try_clone()?)
             .stderr(out)
             .envs(file.start.env.iter().map(|(k, t)| (k, t.render(&v))));
+        if let Some((lib, ms)) = skew {
+            cmd.env("LD_PRELOAD", lib)
+                .env("FAKETIME", format!("{:+.3}", ms as f64 / 1000.0))
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+        }
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let child = cmd.spawn().with_context(|| format!("instance {i}: cannot start {:?}", argv[0]))?;
@@ -226,6 +250,23 @@ async fn wait_ready(file: &ServiceFile, instance: &mut Instance, v: &Values<'_>)
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// libfaketime's library for multi-threaded programs: `RATELIMIT_LIBFAKETIME`, or where
+/// Debian's `libfaketime` puts it.
+pub fn libfaketime() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("RATELIMIT_LIBFAKETIME").filter(|p| !p.is_empty()) {
+        return Some(path.into());
+    }
+    let arch = std::env::consts::ARCH;
+    [
+        format!("/usr/lib/{arch}-linux-gnu/faketime"),
+        "/usr/lib/faketime".to_owned(),
+        "/usr/local/lib/faketime".to_owned(),
+    ]
+    .into_iter()
+    .map(|dir| Path::new(&dir).join("libfaketimeMT.so.1"))
+    .find(|p| p.is_file())
 }
 
 /// Whether a process with this id still exists (for the tests that check nothing is left).

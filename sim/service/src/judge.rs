@@ -15,6 +15,10 @@
 //!   second, marked degraded where the file says how they mark it.
 //! - **retry-after honest**: an obedient client that waits the Retry-After of the race's last
 //!   denial is admitted.
+//! - **beyond the clock trust**: for a service on its instances' own clocks, the skewed run:
+//!   over its bound in true time is the price of those clocks (expected) while some reading of
+//!   them explains what it admitted, and broken where none does. A service on Redis's clock is
+//!   held to its bound on skewed clocks too.
 
 use std::fmt::Write;
 
@@ -22,7 +26,7 @@ use results::Verdict;
 use sim_engine::bound::{self, Admission, Worst};
 
 use crate::ask::{Answer, Said};
-use crate::file::{Policy, ServiceFile};
+use crate::file::{Clock, Policy, ServiceFile};
 use crate::scenario::{self, Load, Run};
 
 /// A check.
@@ -33,12 +37,13 @@ pub enum Check {
     Capacity,
     FailurePolicy,
     RetryAfter,
+    ClockTrust,
 }
 
 impl Check {
     /// Every check, in the order verdicts print.
-    pub const ALL: [Check; 5] =
-        [Check::Bound, Check::Answered, Check::Capacity, Check::FailurePolicy, Check::RetryAfter];
+    pub const ALL: [Check; 6] =
+        [Check::Bound, Check::ClockTrust, Check::Answered, Check::Capacity, Check::FailurePolicy, Check::RetryAfter];
 
     /// Its name in verdicts.
     pub fn name(self) -> &'static str {
@@ -48,6 +53,7 @@ impl Check {
             Check::Capacity => "no lost capacity",
             Check::FailurePolicy => "failure policy",
             Check::RetryAfter => "retry-after honest",
+            Check::ClockTrust => "beyond the clock trust",
         }
     }
 }
@@ -81,6 +87,7 @@ pub fn judge(file: &ServiceFile, run: &Run, check: Check) -> Option<Finding> {
         Check::Capacity => capacity(run),
         Check::FailurePolicy => failure_policy(file, run),
         Check::RetryAfter => retry_after(file, run),
+        Check::ClockTrust => clock_trust(file, run),
     }
 }
 
@@ -112,17 +119,67 @@ pub fn worst(file: &ServiceFile, run: &Run) -> Option<Worst> {
 }
 
 fn bound_check(file: &ServiceFile, run: &Run) -> Option<Finding> {
+    // Skewed clocks of a service that keeps its own time are the clock trust's to judge.
+    if !run.skew_ms.is_empty() && file.start.clock == Clock::Service {
+        return None;
+    }
     let w = worst(file, run)?;
     let detail = format!("{} admitted where {:.1} are allowed, {}", w.admitted, w.allowed, w.within);
     Some(if w.broken {
-        // The witness: every admission surely inside the span from its first to its last.
-        let all = admissions(run);
-        let find = |id: usize| all.iter().find(|a| a.id == id);
-        let (lo, hi) = (find(w.first).map_or(0, |a| a.lo), find(w.last).map_or(u64::MAX, |a| a.hi));
-        let ids: Vec<usize> = all.iter().filter(|a| a.lo >= lo && a.hi <= hi).map(|a| a.id).collect();
-        Finding::broken(detail, table(run, &ids))
+        Finding::broken(detail, table(run, &witness(&admissions(run), &w)))
     } else {
         Finding::held(detail)
+    })
+}
+
+/// A service on its instances' clocks, skewed: what it admitted beyond its bound in true time
+/// is the price of trusting those clocks (expected) as long as some reading of them explains
+/// it, and broken where none does, as the script verifier judges callers' clocks. Each
+/// admission may have been counted at any reading from its own instance's clock (or the true
+/// time) when it was sent to the furthest-ahead clock (or the true time) when it was answered.
+fn clock_trust(file: &ServiceFile, run: &Run) -> Option<Finding> {
+    if run.skew_ms.is_empty() || file.start.clock != Clock::Service {
+        return None;
+    }
+    let true_time = worst(file, run)?;
+    let period = file.quota.period_ms().max(1) as i64;
+    let (behind, ahead) = (run.skew_ms.iter().copied().min()?.min(0), run.skew_ms.iter().copied().max()?.max(0));
+    // Whole periods before the run, so no reading is negative and windows stay aligned.
+    let zero = ((-behind).div_euclid(period) + 1) * period;
+    let at = |us: u64, off: i64| (zero + (us.saturating_sub(run.start_us) / 1000) as i64 + off) as u64;
+    let mut readings: Vec<Admission> = run
+        .answers
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.admitted() && !a.degraded && !crossed_fault(run, a))
+        .map(|(id, a)| Admission {
+            lo: at(a.sent_us, run.skew_ms[a.instance].min(0)),
+            hi: at(a.answered_us, ahead) + 1,
+            units: 1,
+            id,
+        })
+        .collect();
+    let beyond = bound::beyond_clock_trust(file.promise, &file.quota, &mut readings, 0, file.tolerance, zero as u64)?;
+    let clocks = format!("clocks off by {:?} ms", run.skew_ms);
+    let in_true_time =
+        format!("{} admitted where {:.1} are allowed in true time", true_time.admitted, true_time.allowed);
+    Some(if beyond.broken {
+        let ids = witness(&readings, &beyond);
+        Finding::broken(
+            format!(
+                "{clocks}: {} admitted where {:.1} are allowed {}: no reading of the clocks explains it",
+                beyond.admitted, beyond.allowed, beyond.within
+            ),
+            table(run, &ids),
+        )
+    } else if true_time.broken {
+        Finding {
+            verdict: Verdict::Expected,
+            detail: format!("{clocks}: {in_true_time}, the price of deciding by the instances' clocks"),
+            evidence: String::new(),
+        }
+    } else {
+        Finding::held(format!("{clocks}: {in_true_time}"))
     })
 }
 
@@ -283,6 +340,13 @@ fn said(a: &Answer) -> String {
     }
 }
 
+/// The witness of `w`: every admission surely inside the span from its first to its last.
+fn witness(all: &[Admission], w: &Worst) -> Vec<usize> {
+    let find = |id: usize| all.iter().find(|a| a.id == id);
+    let (lo, hi) = (find(w.first).map_or(0, |a| a.lo), find(w.last).map_or(u64::MAX, |a| a.hi));
+    all.iter().filter(|a| a.lo >= lo && a.hi <= hi).map(|a| a.id).collect()
+}
+
 /// The answers `ids` of `run` as a table, times in ms from the run's start.
 pub fn table(run: &Run, ids: &[usize]) -> String {
     let mut out = String::from("request  instance  sent ms  answered ms  said\n");
@@ -307,3 +371,6 @@ pub fn table(run: &Run, ids: &[usize]) -> String {
     }
     out.trim_end().to_owned()
 }
+
+#[cfg(test)]
+mod tests;

@@ -17,6 +17,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answer;
 pub mod ask;
 pub mod file;
 pub mod fleet;
@@ -64,22 +65,53 @@ pub struct Verified {
     pub ports: Vec<u16>,
 }
 
+/// The fleets of one verification: one for the scenarios on true clocks, one for the skewed
+/// clocks (started when a skewed scenario first runs), and everything they started.
+struct Fleets {
+    plain: Option<Fleet>,
+    skewed: Option<Fleet>,
+    pids: Vec<u32>,
+    ports: Vec<u16>,
+}
+
+impl Fleets {
+    /// The fleet `s` runs on, started if it is not yet.
+    async fn of(&mut self, file: &ServiceFile, s: &Scenario, say: &(dyn Fn(&str) + Send + Sync)) -> Result<&mut Fleet> {
+        let offsets = scenario::offsets(s, file.start.instances);
+        let slot = if offsets.is_empty() { &mut self.plain } else { &mut self.skewed };
+        if slot.is_none() {
+            let clocks = if offsets.is_empty() { String::new() } else { format!(", clocks off by {offsets:?} ms") };
+            say(&format!(
+                "starting {} instance(s) of {:?} beside a private redis-server{clocks}",
+                file.start.instances, file.name
+            ));
+            let fleet = Fleet::start(file, &offsets).await?;
+            self.pids.extend(fleet.pids());
+            self.ports.extend(fleet.instances.iter().map(|i| i.port));
+            self.ports.extend(fleet.proxies.iter().map(|p| p.addr().port()));
+            self.ports.push(fleet.redis.port());
+            *slot = Some(fleet);
+        }
+        Ok(slot.as_mut().expect("started above"))
+    }
+}
+
 /// Verifies `file`'s service. Must be called inside a multi-threaded tokio runtime.
 pub async fn verify(file: Arc<ServiceFile>, options: &Options) -> Result<Verified> {
-    let say = &options.progress;
-    say(&format!("starting {} instance(s) of {:?} beside a private redis-server", file.start.instances, file.name));
-    let mut fleet = Fleet::start(&file).await?;
-    let pids = fleet.pids();
-    let mut ports: Vec<u16> = fleet.instances.iter().map(|i| i.port).collect();
-    ports.extend(fleet.proxies.iter().map(|p| p.addr().port()));
-    ports.push(fleet.redis.port());
+    let say = &*options.progress;
+    let mut fleets = Fleets { plain: None, skewed: None, pids: Vec::new(), ports: Vec::new() };
     // Keys of their own per verification, scenario and re-drive.
     let tag = format!("v{}", wall_us() % 1_000_000_000);
 
     let mut runs = Vec::new();
     for s in &options.scenarios {
+        if s.skew_ms > 0 && file.start.instances < 2 {
+            say(&format!("scenario {}: skipped, one instance has no other clock to disagree with", s.name));
+            continue;
+        }
+        let fleet = fleets.of(&file, s, say).await?;
         say(&format!("scenario {}: {}", s.name, s.description));
-        let run = scenario::drive(s, &file, &mut fleet, &format!("{tag}-{}", s.name)).await?;
+        let run = scenario::drive(s, &file, fleet, &format!("{tag}-{}", s.name)).await?;
         settle(&run).await;
         runs.push(run);
     }
@@ -90,18 +122,25 @@ pub async fn verify(file: Arc<ServiceFile>, options: &Options) -> Result<Verifie
             runs.iter().filter_map(|r| judge::judge(&file, r, check).map(|f| (r, f))).collect();
         let Some(line) = verdict(&file, check, &findings, &runs) else { continue };
         let line = match findings.iter().find(|(_, f)| f.verdict == Verdict::Broken) {
-            Some((run, _)) => redrive(&file, check, run.scenario, line, &mut fleet, &tag, options).await?,
+            Some((run, _)) => {
+                let fleet = fleets.of(&file, &run.scenario, say).await?;
+                redrive(&file, check, run.scenario, line, fleet, &tag, options).await?
+            }
             None => line,
         };
         verdicts.push(line);
     }
-    let (keys_without_ttl, keys_without_ttl_sample) = keys_without_ttl(&fleet);
-    drop(fleet);
+    let (keys_without_ttl, keys_without_ttl_sample) = fleets.plain.as_ref().map(keys_without_ttl).unwrap_or_default();
+    let Fleets { pids, ports, .. } = fleets;
     let report = SubjectReport {
         name: file.name.clone(),
         file: file.path.display().to_string(),
         promise: file.promise.to_string(),
-        time: "service".to_owned(),
+        time: match file.start.clock {
+            file::Clock::Redis => "redis",
+            file::Clock::Service => "service",
+        }
+        .to_owned(),
         tolerance: file.tolerance.describe(),
         quota: format!("{} per {} ms, burst {}", file.quota.limit(), file.quota.period_ms(), file.quota.burst()),
         verdicts,
@@ -203,10 +242,12 @@ fn profile(file: &ServiceFile, runs: &[Run]) -> Profile {
         let worst = judge::worst(file, run);
         match run.scenario.load {
             Load::Race => {
-                p.largest_burst = admitted;
+                // The most admitted in one window or interval: a request the subject queued
+                // past a boundary was not part of the burst.
+                p.largest_burst = worst.as_ref().map_or(admitted, |w| w.admitted);
                 p.race_ratio = worst.as_ref().map(|w| w.ratio());
             }
-            Load::Steady { .. } if run.fault.is_none() && run.answers.len() > 1 => {
+            Load::Steady { .. } if run.fault.is_none() && run.skew_ms.is_empty() && run.answers.len() > 1 => {
                 let span_ms = (run.answers.last().map_or(0, |a| a.sent_us) - run.answers[0].sent_us) as f64 / 1000.0;
                 let offered = run.answers.len() as f64 / (span_ms.max(1.0) * rate_per_ms);
                 let delivered = admitted as f64 / (span_ms.max(1.0) * rate_per_ms);

@@ -78,46 +78,69 @@ pub struct Scenario {
     pub load: Load,
     /// What it breaks, if anything: from `FAULT_FROM` to `FAULT_TO` units into the run.
     pub fault: Option<Fault>,
+    /// How far apart the instances' clocks are (ms), spread evenly around the true time; 0
+    /// for none. A skewed scenario runs on instances of its own, started under libfaketime.
+    pub skew_ms: u64,
 }
 
-/// The scenarios, in the order they run (Redis's death last: it costs the most to recover).
-pub const ALL: [Scenario; 7] = [
-    Scenario { name: "race", description: "every instance at once, twice the capacity", load: Load::Race, fault: None },
+/// The scenarios, in the order they run (Redis's death last of one fleet: it costs the most to
+/// recover; the skewed clocks on a fleet of their own).
+pub const ALL: [Scenario; 8] = [
+    Scenario {
+        name: "race",
+        description: "every instance at once, twice the capacity",
+        load: Load::Race,
+        fault: None,
+        skew_ms: 0,
+    },
     Scenario {
         name: "boundary",
         description: "the capacity just before a period boundary and again just after",
         load: Load::Boundary,
         fault: None,
+        skew_ms: 0,
     },
     Scenario {
         name: "trickle",
         description: "a steady 0.9x the rate, round-robin over the instances",
         load: Load::Steady { times_rate: 0.9 },
         fault: None,
+        skew_ms: 0,
     },
     Scenario {
         name: "over",
         description: "a steady 1.5x the rate, round-robin over the instances",
         load: Load::Steady { times_rate: 1.5 },
         fault: None,
+        skew_ms: 0,
     },
     Scenario {
         name: "cut-off",
         description: "2x the rate while instance 0 is cut off from Redis",
         load: Load::Steady { times_rate: 2.0 },
         fault: Some(Fault::CutOff { instance: 0 }),
+        skew_ms: 0,
     },
     Scenario {
         name: "redis-paused",
         description: "2x the rate while Redis is paused",
         load: Load::Steady { times_rate: 2.0 },
         fault: Some(Fault::RedisPaused),
+        skew_ms: 0,
     },
     Scenario {
         name: "redis-down",
         description: "2x the rate while Redis is down, then restarted without its data",
         load: Load::Steady { times_rate: 2.0 },
         fault: Some(Fault::RedisDown),
+        skew_ms: 0,
+    },
+    Scenario {
+        name: "skew",
+        description: "2x the rate, the instances' clocks 500 ms apart",
+        load: Load::Steady { times_rate: 2.0 },
+        fault: None,
+        skew_ms: 500,
     },
 ];
 
@@ -157,6 +180,8 @@ pub struct Run {
     pub answers: Vec<Answer>,
     /// Its fault, if any.
     pub fault: Option<Injected>,
+    /// Each instance's clock offset (ms; empty when none was skewed).
+    pub skew_ms: Vec<i64>,
     /// After a race: an obedient client's request at the Retry-After of the last denial.
     pub probe: Option<Probe>,
 }
@@ -195,6 +220,16 @@ pub fn schedule(s: &Scenario, file: &ServiceFile) -> Vec<(u64, usize)> {
             (0..count).map(|i| ((i as f64 * gap_us) as u64, i % n)).collect()
         }
     }
+}
+
+/// Each instance's clock offset in `s` (ms), spread evenly over `s.skew_ms` around the true
+/// time; empty when `s` skews nothing.
+pub fn offsets(s: &Scenario, instances: usize) -> Vec<i64> {
+    if s.skew_ms == 0 || instances < 2 {
+        return Vec::new();
+    }
+    let span = s.skew_ms as f64;
+    (0..instances).map(|i| (span * i as f64 / (instances - 1) as f64 - span / 2.0).round() as i64).collect()
 }
 
 /// What a request of one unit may take at once: the burst or the limit.
@@ -237,7 +272,7 @@ pub async fn drive(s: &Scenario, file: &Arc<ServiceFile>, fleet: &mut Fleet, key
         Load::Race => probe(&answers, &asker, file, &ports, key).await,
         _ => None,
     };
-    Ok(Run { scenario: *s, start_us, answers, fault, probe })
+    Ok(Run { scenario: *s, start_us, answers, fault, probe, skew_ms: offsets(s, file.start.instances) })
 }
 
 /// Breaks the link or Redis at `FAULT_FROM_MS`, repairs it at `FAULT_TO_MS`.
