@@ -28,9 +28,27 @@ fn env(name: &str) -> Option<String> {
     let path = match name {
         "RATELIMIT_GATEWAY" => redis_tests::gateway_binary(),
         "RATELIMIT_SERVER" => redis_tests::server_binary(),
+        "RATELIMIT_PYTHON" | "RATELIMIT_NODE_MODULES" => return Some(installed(name)),
         _ => return std::env::var(name).ok(),
     };
     Some(path.display().to_string())
+}
+
+/// What `cargo xtask test` installs for the services on third-party libraries (under
+/// `target/services`, see `xtask/src/tools.rs`), as it passes it, or where it leaves it.
+fn installed(name: &str) -> String {
+    if let Ok(path) = std::env::var(name) {
+        return path;
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let path = match name {
+        "RATELIMIT_PYTHON" => target.join("services/pyenv/bin/python"),
+        _ => target.join("services/flexible/node_modules"),
+    };
+    assert!(path.exists(), "{name} is not set and {} is missing: `cargo xtask test` installs it", path.display());
+    path.display().to_string()
 }
 
 fn verify(file: &Path, scenarios: &[Scenario]) -> Verified {
@@ -227,4 +245,41 @@ fn an_interrupted_verification_stops_everything_it_started() {
     for pid in started {
         assert!(!fleet::alive(pid), "process {pid} outlived the interrupted verification");
     }
+}
+
+#[test]
+fn a_service_on_pythons_limits_library_holds_every_promise() {
+    // limits' FixedWindowRateLimiter on its Redis storage: INCRBY, and EXPIRE where the count is
+    // new, in one Lua script: first-hit windows on Redis's clock, atomic, so no race splits it
+    // and skewed instance clocks do not enter. Its socket timeout is 250 ms with redis-py's
+    // retries off, and every RedisError fails open, marked.
+    let v = verify(&services().join("pylimits/service.toml"), &scenario::ALL);
+    let r = &v.report;
+    every_check_held(
+        r,
+        &["bound", "every request answered", "no lost capacity", "failure policy", "retry-after honest"],
+    );
+    assert_eq!(r.profile.largest_burst, 10, "{:?}", r.profile);
+    // Redis away: admitted and marked, never refused.
+    let policy = verdict(r, "failure policy");
+    assert!(policy.detail.contains("0 denied") && !policy.detail.contains(" 0 marked"), "{}", policy.detail);
+}
+
+#[test]
+fn a_service_on_nodes_rate_limiter_flexible_holds_every_promise() {
+    // rate-limiter-flexible's RateLimiterRedis: SET NX EX, INCRBY, PTTL in one Lua script:
+    // first-hit windows on Redis's clock, atomic. ioredis without its offline queue and with a
+    // 250 ms command timeout fails at once without a connection and in 250 ms without an
+    // answer; every such error is a 503, fail-closed.
+    let v = verify(&services().join("flexible/service.toml"), &scenario::ALL);
+    let r = &v.report;
+    every_check_held(
+        r,
+        &["bound", "every request answered", "no lost capacity", "failure policy", "retry-after honest"],
+    );
+    assert_eq!(r.profile.largest_burst, 10, "{:?}", r.profile);
+    // Redis away: refused with 503s, none admitted.
+    let paused = r.profile.service_runs.iter().find(|s| s.scenario == "redis-paused").expect("a redis-paused run");
+    assert!(paused.degraded > 0, "{paused:?}");
+    assert!(verdict(r, "failure policy").detail.contains("0 admitted"), "{}", verdict(r, "failure policy").detail);
 }

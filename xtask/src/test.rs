@@ -58,11 +58,13 @@ pub fn run_all() -> Result<()> {
     // beside the steps below.
     let real = testbins::take(&mut built, &REAL_LANES)?;
     // The service verifier's subjects: the programs this build made, so the lane runs no cargo.
-    let subjects: Vec<(&str, PathBuf)> =
+    let mut subjects: Vec<(&str, PathBuf)> =
         [("RATELIMIT_GATEWAY", "example", "gateway"), ("RATELIMIT_SERVER", "bin", "redis-ratelimit-server")]
             .into_iter()
             .filter_map(|(env, kind, name)| testbins::program(&built, kind, name).ok().map(|p| (env, p.exe.clone())))
             .collect();
+    // And the services on third-party libraries: a venv's python, the Node modules.
+    subjects.extend(step("installing the verified services' libraries", tools::install_services)?);
     let lanes = Beside::start(
         real.iter()
             .map(|b| {

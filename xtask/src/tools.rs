@@ -257,3 +257,64 @@ fn tail(path: &std::path::Path, lines: usize) -> String {
 pub fn ensure_installed(tools: &[(&str, &str)]) -> Result<()> {
     start_installing(tools)?.wait()
 }
+
+/// The third-party limiter services the service verifier's tests drive
+/// (`sim/examples/services/pylimits` on PyPI's `limits`, `flexible` on npm's
+/// `rate-limiter-flexible`), installed from their own registries under `target/services`: a
+/// Python venv with the pinned requirements, and the Node modules of the lock (`npm ci` in a
+/// copy of the service's manifests, so no `node_modules` lands in the source tree). Each is
+/// installed again only when its pins change. Returns the variables their subject files read:
+/// `RATELIMIT_PYTHON` (the venv's python) and `RATELIMIT_NODE_MODULES` (for `NODE_PATH`).
+pub fn install_services() -> Result<Vec<(&'static str, PathBuf)>> {
+    let services = root().join("sim/examples/services");
+    let into = target_dir().join("services");
+    ensure_installed(&[("python3", "python3"), ("node", "nodejs"), ("npm", "npm")])?;
+
+    // Debian's python3 makes venvs only with python3-venv (its ensurepip).
+    let venv_works =
+        || Command::new("python3").args(["-c", "import ensurepip, venv"]).output().is_ok_and(|o| o.status.success());
+    if !venv_works() {
+        if !(is_root() && on_path("apt-get")) {
+            bail!("`python3 -m venv` does not work here: install Debian's python3-venv (apt-get install python3-venv) and run again");
+        }
+        for args in [&["update", "-qq"][..], &["install", "-y", "-qq", "--no-install-recommends", "python3-venv"]] {
+            let mut apt_get = Command::new("apt-get");
+            apt_get.args(["-o", "DPkg::Lock::Timeout=300"]).args(args).env("DEBIAN_FRONTEND", "noninteractive");
+            run(apt_get)?;
+        }
+        if !venv_works() {
+            bail!("installed python3-venv but `python3 -m venv` still does not work");
+        }
+    }
+    let venv = into.join("pyenv");
+    let python = venv.join("bin/python");
+    let requirements = services.join("pylimits/requirements.txt");
+    let pins =
+        std::fs::read_to_string(&requirements).with_context(|| format!("cannot read {}", requirements.display()))?;
+    let stamp = venv.join("installed-requirements.txt");
+    if !python.exists() || std::fs::read_to_string(&stamp).ok().as_deref() != Some(pins.as_str()) {
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv", "--clear"]).arg(&venv);
+        run(make)?;
+        let mut pip = Command::new(&python);
+        pip.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"]).arg(&requirements);
+        run(pip)?;
+        std::fs::write(&stamp, &pins).with_context(|| format!("cannot write {}", stamp.display()))?;
+    }
+
+    let node = into.join("flexible");
+    let lock = services.join("flexible/package-lock.json");
+    let locked = std::fs::read_to_string(&lock).with_context(|| format!("cannot read {}", lock.display()))?;
+    let modules = node.join("node_modules");
+    if !modules.exists() || std::fs::read_to_string(node.join("package-lock.json")).ok() != Some(locked) {
+        std::fs::create_dir_all(&node).with_context(|| format!("cannot create {}", node.display()))?;
+        for file in ["package.json", "package-lock.json"] {
+            std::fs::copy(services.join("flexible").join(file), node.join(file))
+                .with_context(|| format!("cannot copy {file} into {}", node.display()))?;
+        }
+        let mut npm = Command::new("npm");
+        npm.args(["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel", "error"]).current_dir(&node);
+        run(npm)?;
+    }
+    Ok(vec![("RATELIMIT_PYTHON", python), ("RATELIMIT_NODE_MODULES", modules)])
+}
