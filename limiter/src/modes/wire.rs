@@ -33,7 +33,9 @@ pub const fn lease_script(algorithm: Algorithm) -> Option<LuaScript> {
     }
 }
 
-/// Every lease script: one for each algorithm that can lease, in the order of `Algorithm::ALL`.
+/// Every lease script: one for each algorithm that can lease, in the order of `Algorithm::ALL`
+/// (for the conformance suites and the bench, through the harness).
+#[cfg(feature = "harness")]
 pub fn leases() -> impl Iterator<Item = LuaScript> {
     Algorithm::ALL.into_iter().filter_map(lease_script)
 }
