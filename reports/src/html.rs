@@ -356,11 +356,13 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
             ChartKind::Skew => "Clock skew".into(),
             ChartKind::Outage => "Redis outage".into(),
             ChartKind::Cost => "Cost".into(),
+            // Drawn inside the verified subjects' section, beside their verdicts.
+            ChartKind::Witness(..) => continue,
         };
         let _ = writeln!(out, "<li><a href=\"#{}\">{label}</a></li>", escape(&section_id(c)));
     }
     out.push_str("</ol></nav>\n</header>\n<main>\n");
-    verified::section(&mut out, &r.verify, chart(&ChartKind::Rate));
+    verified::section(&mut out, &r.verify, chart(&ChartKind::Rate), charts);
 
     if let Some(c) = chart(&ChartKind::Race) {
         let _ = writeln!(out, "<section id=\"{}\">\n<h2>GET+SET race</h2>", escape(&section_id(c)));

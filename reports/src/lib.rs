@@ -36,7 +36,7 @@ use anyhow::{anyhow, Context};
 
 pub use schema::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, Verdict, VerdictLine, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
+    SubjectReport, Verdict, VerdictLine, Witness, WitnessFault, WitnessRequest, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
 };
 pub use text_box::{overlapping, TextBox};
 

@@ -5,5 +5,5 @@
 
 pub use results::{
     is_failure, FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, Verdict, VerdictLine, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
+    SubjectReport, Verdict, VerdictLine, Witness, WitnessFault, WitnessRequest, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
 };

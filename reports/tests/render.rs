@@ -214,8 +214,11 @@ fn a_verification_opens_with_its_subjects_verdicts_evidence_replay_and_rate_char
     let names: Vec<String> =
         paths.charts.iter().map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names[0], "rate.png", "{names:?}");
-    assert_eq!(names[1], "race.png", "{names:?}");
+    // The broken bound's witness on a timeline, drawn for the broken subject only.
+    assert_eq!(names[1], "witness-01-mine-bound.png", "{names:?}");
+    assert_eq!(names[2], "race.png", "{names:?}");
     assert_png(&paths.charts[0].path);
+    assert_png(&paths.charts[1].path);
     let html = std::fs::read_to_string(&paths.index_html).unwrap();
     assert!(html.contains("<h1>Rate limiter verification report</h1>"));
     let section = &html[html.find("<h2>Verified subjects</h2>").expect("a verified subjects section")..];
@@ -225,8 +228,10 @@ fn a_verification_opens_with_its_subjects_verdicts_evidence_replay_and_rate_char
     assert!(section.contains("&lt;b&gt;theirs&lt;/b&gt; <span class=\"tag held\">every promise held</span>"));
     assert!(section.contains("<pre>t (ms)  instance  asked  admitted\n     0         0     10        10"));
     assert!(section.contains(
-        "replay: <code>cargo xtask verify mine.toml --quota 10/1000/10 --replay &quot;0:0:10,999:1:1&quot;</code>"
+        "replay: <code>cargo xtask verify mine.toml --quota 10/1000/10 --replay &quot;0:0:10,999:1:1&quot;</code>\
+         <figure><img src=\"witness-01-mine-bound.png\""
     ));
+    assert!(!html[..html.find("<main>").unwrap()].contains("witness-"), "a witness is no section of its own");
     assert_eq!(section.matches("<tr class=\"broken\">").count(), 1, "only the broken check is marked");
     assert!(section.contains("<tr><th>largest burst at once</th><td>11 (the promise allows 10)</td></tr>"));
     assert!(!html.contains("<b>theirs"), "subject names are escaped");

@@ -306,7 +306,7 @@ fn replay(file: &SubjectFile, quota: Option<Quota>, schedule: &Schedule, command
         verdict,
         replay: if verdict == Verdict::Held { String::new() } else { report.command.clone() },
         detail,
-        evidence: String::new(),
+        ..VerdictLine::default()
     };
     let mut outcome = Outcome::Held;
     let mut mark = (usize::MAX, String::new());

@@ -186,6 +186,7 @@ mod tests {
             } else {
                 String::new()
             },
+            witness: None,
         }
     }
 

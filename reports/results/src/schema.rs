@@ -153,6 +153,53 @@ pub struct VerdictLine {
     pub evidence: String,
     /// For a broken check: the command that replays it.
     pub replay: String,
+    /// For a broken check: its witness as the report draws it (absent when the evidence is
+    /// not a stretch of requests on one key).
+    pub witness: Option<Witness>,
+}
+
+/// A break's witness on a timeline: the requests of the stretch that shows it, in true time,
+/// each where it may have been decided, against what the promise allows from the stretch's
+/// first admission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Witness {
+    /// The requests shown, in the order they were sent.
+    pub requests: Vec<WitnessRequest>,
+    /// What the promise allows from the first admission on: `[ms, units]` points (empty when
+    /// the break is not a bound's).
+    pub envelope: Vec<[f64; 2]>,
+    /// Faults in the stretch.
+    pub faults: Vec<WitnessFault>,
+    /// Each instance's clock offset (ms); empty when every clock was true.
+    pub offsets_ms: Vec<i64>,
+}
+
+/// One request of a witness.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct WitnessRequest {
+    /// The instance that asked (0 when there is one).
+    pub instance: u32,
+    /// The earliest and latest moment it may have been decided (ms of true time from the
+    /// run's start); equal when known exactly.
+    pub lo_ms: f64,
+    pub hi_ms: f64,
+    /// Units it asked for.
+    pub units: u64,
+    /// Whether it was admitted.
+    pub admitted: bool,
+}
+
+/// A fault in a witness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct WitnessFault {
+    /// From and to (ms from the run's start; equal for an instant).
+    pub from_ms: f64,
+    pub to_ms: f64,
+    /// What it was.
+    pub what: String,
 }
 
 /// A subject's profile.

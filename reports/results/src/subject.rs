@@ -148,6 +148,7 @@ mod tests {
                 detail: "admitted 11".into(),
                 evidence: "t  admitted\n0  11".into(),
                 replay: "cargo xtask verify mine.toml --replay \"0:11\"".into(),
+                witness: None,
             }],
             profile: Profile {
                 keys_without_ttl: 1,

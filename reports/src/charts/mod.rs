@@ -13,6 +13,7 @@ mod record;
 mod scenario;
 mod series;
 mod skew;
+mod witness;
 
 pub(crate) use draw::ensure_fonts;
 
@@ -30,6 +31,8 @@ use self::race::race;
 use self::rate::rate;
 use self::scenario::scenario;
 use self::skew::skew;
+use self::witness::witness;
+pub(crate) use self::witness::witnessed;
 
 /// The scenario whose results feed the outage chart.
 pub(crate) const OUTAGE_SCENARIO: &str = "redis-outage";
@@ -44,6 +47,8 @@ pub(crate) enum ChartKind {
     Skew,
     Outage,
     Cost,
+    /// A verified subject's break on a timeline: the subject's name and the check.
+    Witness(String, String),
 }
 
 /// A chart written to the report directory.
@@ -92,7 +97,7 @@ pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> 
         charts.push(Chart { kind, file, alt, placeholder, size: (width, height), text });
         anyhow::Ok(())
     };
-    // A verification's own chart first; a plain simulation has none.
+    // A verification's own charts first; a plain simulation has none.
     if !r.verify.is_empty() {
         add(
             ChartKind::Rate,
@@ -100,6 +105,16 @@ pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> 
             "Delivered against offered rate, one curve per verified subject".into(),
             &|p| rate(r, p),
         )?;
+    }
+    for (i, s) in r.verify.iter().enumerate() {
+        for (v, w) in witnessed(s) {
+            add(
+                ChartKind::Witness(s.name.clone(), v.check.clone()),
+                format!("witness-{:02}-{}-{}.png", i + 1, slug(&s.name), slug(&v.check)),
+                format!("The witness of {}'s {} on a timeline, against what its promise allows", s.name, v.check),
+                &|p| witness(s, v, w, p),
+            )?;
+        }
     }
     add(
         ChartKind::Race,

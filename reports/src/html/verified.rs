@@ -7,10 +7,11 @@ use results::subject::{conclusion, headline, profile_rows};
 use results::{SubjectReport, Verdict};
 
 use super::{escape, figure, how, section_id};
-use crate::charts::Chart;
+use crate::charts::{Chart, ChartKind};
 
-/// Writes the section; `rate` is the delivered-against-offered chart.
-pub(super) fn section(out: &mut String, subjects: &[SubjectReport], rate: Option<&Chart>) {
+/// Writes the section; `rate` is the delivered-against-offered chart, and `charts` hold the
+/// witnesses' timelines drawn beside their verdicts.
+pub(super) fn section(out: &mut String, subjects: &[SubjectReport], rate: Option<&Chart>, charts: &[Chart]) {
     if subjects.is_empty() {
         return;
     }
@@ -20,19 +21,21 @@ pub(super) fn section(out: &mut String, subjects: &[SubjectReport], rate: Option
         out,
         "One block per subject file. Each check is one promise the subject's algorithm makes: \"held\" says what \
          it rests on, \"broken\" shows the shortest schedule that breaks it and the command that replays it on \
-         one key. The profile measures the subject whatever it promises. The chart draws what each subject \
-         delivered against what was offered: an exact limiter follows the dashed line.",
+         one key, with its witness on a timeline (each admission counted up where it may first have been decided, \
+         against what the promise allows: the dashed line). The profile measures the subject whatever it promises. \
+         The first chart draws what each subject delivered against what was offered: an exact limiter follows the \
+         dashed line.",
     );
     if let Some(c) = rate {
         figure(out, c);
     }
     for r in subjects {
-        subject(out, r);
+        subject(out, r, charts);
     }
     out.push_str("</section>\n");
 }
 
-fn subject(out: &mut String, r: &SubjectReport) {
+fn subject(out: &mut String, r: &SubjectReport, charts: &[Chart]) {
     let broken = results::subject::broken(r) > 0;
     let _ = writeln!(
         out,
@@ -65,6 +68,10 @@ fn subject(out: &mut String, r: &SubjectReport) {
         }
         if !v.replay.is_empty() {
             let _ = write!(out, "replay: <code>{}</code>", escape(&v.replay));
+        }
+        let timeline = ChartKind::Witness(r.name.clone(), v.check.clone());
+        if let Some(c) = charts.iter().find(|c| c.kind == timeline) {
+            figure(out, c);
         }
         out.push_str("</td></tr>\n");
     }

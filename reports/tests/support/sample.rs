@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use reports::{
     FaultWindow, Profile, RacePoint, RatePoint, RedisCost, Results, RunResult, Series, SkewPoint, Sources,
-    SubjectReport, Verdict, VerdictLine, SCHEMA,
+    SubjectReport, Verdict, VerdictLine, Witness, WitnessFault, WitnessRequest, SCHEMA,
 };
 
 /// splitmix64: a tiny deterministic generator, so the sample needs no `rand`.
@@ -472,6 +472,15 @@ pub fn sample_subject(name: &str, broken: bool) -> SubjectReport {
             evidence: "t (ms)  instance  asked  admitted\n     0         0     10        10\n   999         1      1         1"
                 .into(),
             replay: format!("cargo xtask verify {name}.toml --quota 10/1000/10 --replay \"0:0:10,999:1:1\""),
+            witness: Some(Witness {
+                requests: vec![
+                    WitnessRequest { instance: 0, lo_ms: 0.0, hi_ms: 0.0, units: 10, admitted: true },
+                    WitnessRequest { instance: 1, lo_ms: 990.0, hi_ms: 999.0, units: 1, admitted: true },
+                ],
+                envelope: vec![[0.0, 10.0], [999.0, 10.0]],
+                faults: vec![WitnessFault { from_ms: 500.0, to_ms: 600.0, what: "Redis paused".into() }],
+                offsets_ms: vec![0, 250],
+            }),
         }
     } else {
         VerdictLine {

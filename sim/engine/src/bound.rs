@@ -93,6 +93,49 @@ pub fn worst(
     }
 }
 
+/// What `promise` allows over the span of readings `[x, y]` (ms since a whole number of
+/// periods) with `allowance` units more, scaled by T so a bucket's refill is whole: B + L·d/T
+/// for a bucket, L per aligned window the span touches, L per window of length T it takes to
+/// cover the span for a log (one more for first-hit windows, 2L each for a sliding-window
+/// counter).
+fn allowed_over_scaled(promise: Promise, q: &Quota, x: u64, y: u64, allowance: u64) -> u128 {
+    let w = q.period_ms().max(1);
+    let (windows_touched, d) = (u128::from(y / w - x / w + 1), u128::from(y - x));
+    let (l, w, a) = (u128::from(q.limit()), u128::from(w), u128::from(allowance));
+    match promise {
+        Promise::TokenBucket | Promise::Gcra => (u128::from(q.burst()) + a) * w + l * d,
+        Promise::FixedWindow { first_hit: false } => (l * windows_touched + a) * w,
+        Promise::FixedWindow { first_hit: true } => (l * (d / w + 2) + a) * w,
+        Promise::SlidingLog => (l * (d / w + 1) + a) * w,
+        Promise::SlidingWindow => (2 * l * (d / w + 1) + a) * w,
+        Promise::None => u128::MAX,
+    }
+}
+
+/// What `promise` allows from `from` to every later moment up to `to` (ms since a whole
+/// number of periods), as `[ms, units]` points a chart draws as a line: the envelope a witness
+/// is drawn against. Empty for a promise without a bound.
+pub fn envelope(promise: Promise, q: &Quota, from: u64, to: u64) -> Vec<[f64; 2]> {
+    if promise == Promise::None || to < from {
+        return Vec::new();
+    }
+    let w = q.period_ms().max(1);
+    let at = |y: u64| allowed_over_scaled(promise, q, from, y, 0) as f64 / w as f64;
+    // Every step's both sides, and enough points between for a bucket's slope.
+    let mut xs: Vec<u64> = (0..=64).map(|i| from + (to - from) * i / 64).collect();
+    // Aligned windows step at multiples of T; the others T after `from`.
+    for first in [from - from % w + w, from + w] {
+        let mut edge = first;
+        while edge <= to && xs.len() < 10_000 {
+            xs.extend([edge - 1, edge]);
+            edge += w;
+        }
+    }
+    xs.sort_unstable();
+    xs.dedup();
+    xs.into_iter().map(|x| [x as f64, at(x)]).collect()
+}
+
 /// The bound beyond clock trust: what no design exact on its callers' clocks can admit,
 /// whichever reading of those clocks it counts each admission at.
 ///
@@ -128,20 +171,8 @@ pub fn beyond_clock_trust(
         return None;
     }
     widen(promise, admitted, tolerance);
-    let (l, w) = (q.limit(), q.period_ms().max(1));
-    // What the promise allows over the span [x, y], scaled by T so a bucket's refill is whole.
-    let allowed_scaled = |x: u64, y: u64| -> u128 {
-        let (windows_touched, d) = (u128::from(y / w - x / w + 1), u128::from(y - x));
-        let (l, w, a) = (u128::from(l), u128::from(w), u128::from(allowance));
-        match promise {
-            Promise::TokenBucket | Promise::Gcra => (u128::from(q.burst()) + a) * w + l * d,
-            Promise::FixedWindow { first_hit: false } => (l * windows_touched + a) * w,
-            Promise::FixedWindow { first_hit: true } => (l * (d / w + 2) + a) * w,
-            Promise::SlidingLog => (l * (d / w + 1) + a) * w,
-            Promise::SlidingWindow => (2 * l * (d / w + 1) + a) * w,
-            Promise::None => u128::MAX,
-        }
-    };
+    let w = q.period_ms().max(1);
+    let allowed_scaled = |x: u64, y: u64| allowed_over_scaled(promise, q, x, y, allowance);
     let mut by_hi: Vec<&Admission> = admitted.iter().collect();
     by_hi.sort_by_key(|a| (a.hi, a.lo, a.id));
     let mut starts: Vec<(u64, usize)> = admitted.iter().map(|a| (a.lo, a.id)).collect();

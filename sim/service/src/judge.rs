@@ -22,7 +22,7 @@
 
 use std::fmt::Write;
 
-use results::Verdict;
+use results::{Verdict, Witness, WitnessFault, WitnessRequest};
 use sim_engine::bound::{self, Admission, Worst};
 
 use crate::ask::{Answer, Said};
@@ -67,15 +67,21 @@ pub struct Finding {
     pub detail: String,
     /// For a break: the answers that show it, as a table.
     pub evidence: String,
+    /// For a break: the same answers on a timeline, for the report's chart.
+    pub witness: Option<Witness>,
 }
 
 impl Finding {
     fn held(detail: String) -> Finding {
-        Finding { verdict: Verdict::Held, detail, evidence: String::new() }
+        Finding::said(Verdict::Held, detail)
     }
 
-    fn broken(detail: String, evidence: String) -> Finding {
-        Finding { verdict: Verdict::Broken, detail, evidence }
+    fn said(verdict: Verdict, detail: String) -> Finding {
+        Finding { verdict, detail, evidence: String::new(), witness: None }
+    }
+
+    fn broken(detail: String, (evidence, witness): (String, Option<Witness>)) -> Finding {
+        Finding { verdict: Verdict::Broken, detail, evidence, witness }
     }
 }
 
@@ -126,7 +132,8 @@ fn bound_check(file: &ServiceFile, run: &Run) -> Option<Finding> {
     let w = worst(file, run)?;
     let detail = format!("{} admitted where {:.1} are allowed, {}", w.admitted, w.allowed, w.within);
     Some(if w.broken {
-        Finding::broken(detail, table(run, &witness(&admissions(run), &w)))
+        let ids = witness(&admissions(run), &w);
+        Finding::broken(detail, shown(run, &ids, Some(file)))
     } else {
         Finding::held(detail)
     })
@@ -170,14 +177,13 @@ fn clock_trust(file: &ServiceFile, run: &Run) -> Option<Finding> {
                 "{clocks}: {} admitted where {:.1} are allowed {}: no reading of the clocks explains it",
                 beyond.admitted, beyond.allowed, beyond.within
             ),
-            table(run, &ids),
+            shown(run, &ids, Some(file)),
         )
     } else if true_time.broken {
-        Finding {
-            verdict: Verdict::Expected,
-            detail: format!("{clocks}: {in_true_time}, the price of deciding by the instances' clocks"),
-            evidence: String::new(),
-        }
+        Finding::said(
+            Verdict::Expected,
+            format!("{clocks}: {in_true_time}, the price of deciding by the instances' clocks"),
+        )
     } else {
         Finding::held(format!("{clocks}: {in_true_time}"))
     })
@@ -196,7 +202,7 @@ fn answered(run: &Run) -> Option<Finding> {
         let Said::Error(first) = &run.answers[failed[0]].said else { unreachable!("filtered on errors") };
         Finding::broken(
             format!("{} of {n} requests got no answer the file explains; the first: {first}", failed.len()),
-            table(run, &failed),
+            shown(run, &failed, None),
         )
     })
 }
@@ -210,7 +216,11 @@ fn capacity(run: &Run) -> Option<Finding> {
     let refused: Vec<usize> = run.answers.iter().enumerate().filter(|(_, a)| !a.admitted()).map(|(i, _)| i).collect();
     let allowed = (n / 20).max(1);
     let detail = format!("{} of {n} refused at {times_rate}x the rate (at most {allowed} may be)", refused.len());
-    Some(if refused.len() > allowed { Finding::broken(detail, table(run, &refused)) } else { Finding::held(detail) })
+    Some(if refused.len() > allowed {
+        Finding::broken(detail, shown(run, &refused, None))
+    } else {
+        Finding::held(detail)
+    })
 }
 
 fn failure_policy(file: &ServiceFile, run: &Run) -> Option<Finding> {
@@ -242,11 +252,7 @@ fn failure_policy(file: &ServiceFile, run: &Run) -> Option<Finding> {
         judged.len() - admitted - errors
     );
     let Some(failure) = file.failure else {
-        return Some(Finding {
-            verdict: Verdict::NotApplicable,
-            detail: format!("no [failure] declared; {seen}"),
-            evidence: String::new(),
-        });
+        return Some(Finding::said(Verdict::NotApplicable, format!("no [failure] declared; {seen}")));
     };
     if judged.is_empty() {
         return None;
@@ -302,7 +308,7 @@ fn failure_policy(file: &ServiceFile, run: &Run) -> Option<Finding> {
                 wrong.len(),
                 judged.len()
             ),
-            table(run, &wrong),
+            shown(run, &wrong, None),
         )
     })
 }
@@ -313,17 +319,13 @@ fn retry_after(file: &ServiceFile, run: &Run) -> Option<Finding> {
         return None;
     }
     let Some(p) = &run.probe else {
-        return Some(Finding {
-            verdict: Verdict::NotApplicable,
-            detail: "no denial of the race carried a Retry-After".to_owned(),
-            evidence: String::new(),
-        });
+        return Some(Finding::said(Verdict::NotApplicable, "no denial of the race carried a Retry-After".to_owned()));
     };
     let detail = format!("waited the last denial's Retry-After of {} s, then asked once more", p.waited_s);
     Some(if p.answer.admitted() {
         Finding::held(format!("{detail}: admitted"))
     } else {
-        Finding::broken(format!("{detail}: {}", said(&p.answer)), String::new())
+        Finding::broken(format!("{detail}: {}", said(&p.answer)), (String::new(), None))
     })
 }
 
@@ -345,6 +347,39 @@ fn witness(all: &[Admission], w: &Worst) -> Vec<usize> {
     let find = |id: usize| all.iter().find(|a| a.id == id);
     let (lo, hi) = (find(w.first).map_or(0, |a| a.lo), find(w.last).map_or(u64::MAX, |a| a.hi));
     all.iter().filter(|a| a.lo >= lo && a.hi <= hi).map(|a| a.id).collect()
+}
+
+/// The answers `ids` of `run` as the evidence shows them: a table, and a witness for the
+/// report's timeline, drawn against the promise of `bound` when the break is the bound's.
+fn shown(run: &Run, ids: &[usize], bound: Option<&ServiceFile>) -> (String, Option<Witness>) {
+    let ms = |us: u64| us.saturating_sub(run.start_us) as f64 / 1000.0;
+    let requests: Vec<WitnessRequest> = ids
+        .iter()
+        .map(|&i| {
+            let a = &run.answers[i];
+            WitnessRequest {
+                instance: a.instance as u32,
+                lo_ms: ms(a.sent_us),
+                hi_ms: ms(a.answered_us),
+                units: 1,
+                admitted: a.admitted(),
+            }
+        })
+        .collect();
+    let admitted = requests.iter().filter(|r| r.admitted);
+    let (from, to) =
+        (admitted.clone().map(|r| r.lo_ms).fold(f64::MAX, f64::min), admitted.map(|r| r.hi_ms).fold(0.0, f64::max));
+    let envelope = match bound {
+        Some(f) if from <= to => bound::envelope(f.promise, &f.quota, from as u64, to.ceil() as u64),
+        _ => Vec::new(),
+    };
+    let faults = run
+        .fault
+        .map(|f| WitnessFault { from_ms: ms(f.from_us), to_ms: ms(f.to_us), what: f.fault.describe() })
+        .into_iter()
+        .collect();
+    let witness = Witness { requests, envelope, faults, offsets_ms: run.skew_ms.clone() };
+    (table(run, ids), Some(witness))
 }
 
 /// The answers `ids` of `run` as a table, times in ms from the run's start.

@@ -167,6 +167,7 @@ fn verdict(file: &ServiceFile, check: Check, findings: &[(&Run, Finding)], runs:
             verdict: Verdict::Broken,
             detail: format!("{}: {}", run.scenario.name, f.detail),
             evidence: f.evidence.clone(),
+            witness: f.witness.clone(),
             replay: format!(
                 "{} {} --service-scenario {}",
                 results::command::command("verify"),
@@ -199,6 +200,7 @@ fn verdict(file: &ServiceFile, check: Check, findings: &[(&Run, Finding)], runs:
         detail: format!("{detail} ({rests_on})"),
         evidence: String::new(),
         replay: String::new(),
+        witness: None,
     })
 }
 

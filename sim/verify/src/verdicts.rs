@@ -5,10 +5,13 @@
 //! that could not be judged on the model says why.
 
 use redis_ratelimit::Quota;
-use results::{Profile, RatePoint, RunResult, SubjectReport, Verdict, VerdictLine};
+use results::{
+    Profile, RatePoint, RunResult, SubjectReport, Verdict, VerdictLine, Witness, WitnessFault, WitnessRequest,
+};
 
 use super::checks::CheckKind;
 use super::profile::Measured;
+use super::schedule::Event;
 use super::search::{Found, Outcome};
 use sim_engine::promise::Promise;
 use sim_engine::subject::SubjectFile;
@@ -161,7 +164,52 @@ fn found_line(e: &Evidence<'_>, check: CheckKind, f: &Found) -> VerdictLine {
             f.table()
         ),
         replay: format!("{} --quota {} --replay \"{}\"", e.verify_command, quota_arg(&f.quota), f.ran.schedule),
+        witness: Some(witness(e.file.promise, check, f)),
     }
+}
+
+/// A found schedule on a timeline: each request at its exact time, the calling instances told
+/// apart by their clocks' offsets, drawn against the promise where the break is a bound's.
+fn witness(promise: Promise, check: CheckKind, f: &Found) -> Witness {
+    let mut offsets: Vec<i64> = Vec::new();
+    let mut requests = Vec::new();
+    let mut faults = Vec::new();
+    for (event, decided) in f.ran.schedule.0.iter().zip(&f.ran.decided) {
+        match (*event, decided) {
+            (Event::Request { t_ms, cost, skew_ms }, Some(d)) => {
+                let instance = offsets.iter().position(|&o| o == skew_ms).unwrap_or_else(|| {
+                    offsets.push(skew_ms);
+                    offsets.len() - 1
+                });
+                let t = t_ms as f64;
+                requests.push(WitnessRequest {
+                    instance: instance as u32,
+                    lo_ms: t,
+                    hi_ms: t,
+                    units: cost,
+                    admitted: d.allowed,
+                });
+            }
+            (Event::LoseData { t_ms }, _) => faults.push(WitnessFault {
+                from_ms: t_ms as f64,
+                to_ms: t_ms as f64,
+                what: "Redis lost its data".into(),
+            }),
+            (Event::FlushScripts { t_ms }, _) => {
+                faults.push(WitnessFault { from_ms: t_ms as f64, to_ms: t_ms as f64, what: "SCRIPT FLUSH".into() })
+            }
+            (Event::Request { .. }, None) => {}
+        }
+    }
+    let admitted: Vec<f64> = requests.iter().filter(|r| r.admitted).map(|r| r.lo_ms).collect();
+    let envelope = match (check.is_bound(), admitted.first(), admitted.last()) {
+        (true, Some(&from), Some(&to)) => sim_engine::bound::envelope(promise, &f.quota, from as u64, to as u64),
+        _ => Vec::new(),
+    };
+    if offsets.iter().all(|&o| o == 0) {
+        offsets.clear();
+    }
+    Witness { requests, envelope, faults, offsets_ms: offsets }
 }
 
 fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
@@ -211,6 +259,7 @@ fn verdict(e: &Evidence<'_>, check: CheckKind) -> VerdictLine {
                 r.instances
             ),
             replay: r.replay.clone(),
+            witness: None,
         };
     }
     if let Some(command) = unknown {
@@ -290,6 +339,7 @@ fn policy_verdict(e: &Evidence<'_>) -> VerdictLine {
             detail: format!("{}: {}", r.scenario, r.policy_detail),
             evidence: String::new(),
             replay: r.replay.clone(),
+            witness: None,
         },
         None if cut_off.is_empty() => VerdictLine {
             check: "failure policy".to_owned(),
