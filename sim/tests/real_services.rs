@@ -166,10 +166,20 @@ fn lab(args: &[&str]) -> Command {
 fn a_get_then_set_service_breaks_its_bound_in_the_race_and_the_command_re_drives_it() {
     sim_real::process::require_for_tests("redis-server", "redis-server");
     let out = tempfile::tempdir().unwrap();
-    let file = services().join("getset/service.toml");
-    let run = lab(&[file.to_str().unwrap(), "--service-scenario", "race", "--out", out.path().to_str().unwrap()])
-        .output()
-        .expect("ratelimit-lab runs");
+    let junit = out.path().join("junit.xml");
+    // From another directory, with the file named relative to it, as a user runs it.
+    let run = lab(&[
+        "getset/service.toml",
+        "--service-scenario",
+        "race",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+    ])
+    .current_dir(services())
+    .output()
+    .expect("ratelimit-lab runs");
     let stdout = String::from_utf8_lossy(&run.stdout);
     println!("{stdout}{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(run.status.code(), Some(1), "a broken promise exits 1");
@@ -191,6 +201,16 @@ fn a_get_then_set_service_breaks_its_bound_in_the_race_and_the_command_re_drives
     assert!(reproduced >= 1, "the race is no accident: {}", bound.detail);
     assert!(bound.replay.contains("getset/service.toml --service-scenario race"), "{}", bound.replay);
     assert!(!bound.evidence.is_empty() && stdout.contains("BROKEN"));
+    // The witness on a timeline: the report drew it, the JSON keeps its requests.
+    let witness = bound.witness.as_ref().expect("a broken bound has a witness");
+    assert!(witness.requests.iter().filter(|r| r.admitted).count() > 10 && !witness.envelope.is_empty());
+    assert!(std::fs::read_dir(out.path())
+        .unwrap()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with("witness-")));
+    // CI systems read the same verdicts as JUnit: the broken check is a failing test case.
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit file");
+    assert!(xml.contains("<failure") && xml.contains("bound"), "{xml}");
 }
 
 /// The processes whose parent is `pid`.

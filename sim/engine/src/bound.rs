@@ -244,19 +244,33 @@ fn aligned_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> 
 
 /// At most `bound` in any half-open window `[a, a + w)`: admissions `i..=j` (in order of
 /// their earliest moment) surely fit in one when the latest moment of any of them is less
-/// than `w` after the earliest of the first. Two pointers over a running maximum of the
-/// latest moments: with exact times, exactly the promise.
+/// than `w` after the earliest of the first. Two pointers over a sliding maximum of the latest
+/// moments (a deque of indices whose `hi` decreases), so an admission that may have been
+/// decided over a whole period or more (a slow answer) counts in no window rather than
+/// stretching every window after it: with exact times, exactly the promise.
 fn sliding(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst> {
-    let (mut i, mut sum, mut hi_max) = (0usize, 0u64, 0u64);
+    let mut latest: std::collections::VecDeque<usize> = std::collections::VecDeque::new();
+    let (mut i, mut sum) = (0usize, 0u64);
     let mut worst: Option<Worst> = None;
     for j in 0..admitted.len() {
         sum += admitted[j].units;
-        hi_max = hi_max.max(admitted[j].hi);
-        while hi_max >= admitted[i].lo + w {
+        while latest.back().is_some_and(|&k| admitted[k].hi <= admitted[j].hi) {
+            latest.pop_back();
+        }
+        latest.push_back(j);
+        while let Some(&k) = latest.front() {
+            if admitted[k].hi < admitted[i].lo + w {
+                break;
+            }
             sum -= admitted[i].units;
             i += 1;
+            if latest.front() == Some(&(i - 1)) {
+                latest.pop_front();
+            }
         }
-        let within = format!("within {} ms (from {} ms to {} ms)", hi_max - admitted[i].lo, admitted[i].lo, hi_max);
+        let Some(&k) = latest.front() else { continue };
+        let hi = admitted[k].hi;
+        let within = format!("within {} ms (from {} ms to {} ms)", hi - admitted[i].lo, admitted[i].lo, hi);
         let here = window_worst(sum, bound, within, admitted[i].id, admitted[j].id);
         worst = Some(match worst {
             Some(w) => w.max(here),
@@ -384,4 +398,47 @@ fn first_hit_windows(admitted: &[Admission], w: u64, bound: u64) -> Option<Worst
                 a
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn at(id: usize, lo: u64, hi: u64) -> Admission {
+        Admission { lo, hi, units: 1, id }
+    }
+
+    #[test]
+    fn a_log_is_judged_on_admissions_that_surely_share_a_window_and_a_slow_one_counts_in_none() {
+        let q = Quota::new(10, Duration::from_millis(1000));
+        // One answer took two periods: it could have been decided anywhere, and used to run the
+        // window's start past its end (an overflow).
+        let mut slow = vec![at(0, 0, 2_000)];
+        let w = worst(Promise::SlidingLog, &q, &mut slow, 0, Tolerance::EXACT);
+        assert!(w.as_ref().is_none_or(|w| !w.broken), "{w:?}");
+        // Eleven quick ones inside 20 ms are a break, whatever slow answers lie around them.
+        let mut around: Vec<Admission> = (0..11).map(|i| at(i + 1, 100 + i as u64, 105 + i as u64)).collect();
+        around.extend([at(20, 50, 3_000), at(21, 90, 2_500), at(22, 400, 5_000)]);
+        let w = worst(Promise::SlidingLog, &q, &mut around, 0, Tolerance::EXACT).expect("admissions");
+        assert!(w.broken && w.admitted == 11, "{w:?}");
+        // Ten are not, nor is the sliding-window counter's 2L.
+        let mut ten: Vec<Admission> = (0..10).map(|i| at(i, 100 + i as u64, 105 + i as u64)).collect();
+        ten.push(at(10, 0, 1_500));
+        assert!(!worst(Promise::SlidingLog, &q, &mut ten.clone(), 0, Tolerance::EXACT).unwrap().broken);
+        assert!(!worst(Promise::SlidingWindow, &q, &mut ten, 0, Tolerance::EXACT).unwrap().broken);
+    }
+
+    #[test]
+    fn the_envelope_is_what_the_bound_allows_from_its_start() {
+        let q = Quota::new(10, Duration::from_millis(1000)).with_burst(5);
+        let bucket = envelope(Promise::TokenBucket, &q, 0, 1_000);
+        assert_eq!(bucket.first(), Some(&[0.0, 5.0]));
+        assert_eq!(bucket.last(), Some(&[1_000.0, 15.0]));
+        // Aligned windows step by L at each multiple of T.
+        let windows = envelope(Promise::FixedWindow { first_hit: false }, &q, 500, 2_100);
+        let at = |x: f64| windows.iter().find(|p| p[0] == x).map(|p| p[1]);
+        assert_eq!((at(999.0), at(1_000.0), at(2_000.0)), (Some(10.0), Some(20.0), Some(30.0)));
+        assert!(envelope(Promise::None, &q, 0, 10).is_empty());
+    }
 }
