@@ -107,8 +107,8 @@ impl Fleet {
     /// and waits until each is ready. Must be called inside a tokio runtime.
     ///
     /// With `skew_ms` (one per instance, ms), each instance runs under libfaketime with its
-    /// wall clock that far off the true one (its monotonic clock untouched, so its timers keep
-    /// true time): honoured by runtimes that read the time through the C library (Python,
+    /// wall clock that far off the true one (its monotonic clock shifted alike, so its timers
+    /// keep true durations): honoured by runtimes that read the time through the C library (Python,
     /// Node, Rust, the JVM), not by statically linked ones.
     pub async fn start(file: &ServiceFile, skew_ms: &[i64]) -> Result<Fleet> {
         let redis_dir = tempfile::Builder::new().prefix("ratelimit-verify-").tempdir()?;
@@ -191,9 +191,10 @@ async fn start_instance(
             .stderr(out)
             .envs(file.start.env.iter().map(|(k, t)| (k, t.render(&v))));
         if let Some((lib, ms)) = skew {
-            cmd.env("LD_PRELOAD", lib)
-                .env("FAKETIME", format!("{:+.3}", ms as f64 / 1000.0))
-                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1");
+            // Its monotonic clock moves by the same offset (libfaketime 0.9.10 with the
+            // monotonic clock left alone fails Python's time.sleep with EINVAL): durations
+            // and timers stay true.
+            cmd.env("LD_PRELOAD", lib).env("FAKETIME", format!("{:+.3}", ms as f64 / 1000.0));
         }
         #[cfg(unix)]
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
