@@ -89,6 +89,9 @@ fn a_script_error_s_words_differ() {
     };
     assert_eq!(r, format!("-ERR Unknown Redis command called from script script: {sha}, on @user_script:1.\\r\\n"));
     assert_eq!(v, "-ERR Unknown command called from script script: on @user_script:1.\\r\\n");
+    let (r, v) = both.eval("redis.call()");
+    assert!(r.starts_with("-ERR Please specify at least one argument for this redis lib call script: "), "{r}");
+    assert!(v.starts_with("-ERR Please specify at least one argument for this call script: on @user_script:1."), "{v}");
     let (r, v) = both.eval("error('boom')");
     assert_eq!(
         r,

@@ -199,6 +199,9 @@ fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
         for subject in subjects {
             let mut cmd = b.command();
             cmd.env("REDIS_TESTS_REAL", "valkey").arg("--show-output");
+            // It roams the whole Lua sandbox, where Valkey's texts differ in corners no limiter
+            // goes (tests/tests/conformance_support/valkey.rs says which).
+            cmd.args(["--skip", "model_runs_generated_lua_like_redis"]);
             if let Some(subject) = subject {
                 cmd.env("CONFORMANCE_SUBJECT", subject);
             }
