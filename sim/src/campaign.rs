@@ -28,7 +28,7 @@ fn progress(total: usize, what: &str) -> ProgressBar {
     bar
 }
 
-/// How a run is executed for `--backend` (model, redis or redis-cluster; the mini-redis
+/// How a run is executed for `--backend` (model, redis, valkey or redis-cluster; the mini-redis
 /// backend is the simulator's own case).
 pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
     if o.check_determinism && o.backend != Backend::Model {
@@ -45,6 +45,10 @@ pub fn executor(o: &RunArgs) -> Result<Box<Executor>> {
             let module = o.module.clone();
             Box::new(move |spec: &RunSpec| sim_real::execute_loading(module.as_deref(), spec))
         }
+        (Backend::Valkey, _) => {
+            let module = o.module.clone();
+            Box::new(move |spec: &RunSpec| sim_real::execute_on(sim_real::RealServer::Valkey, module.as_deref(), spec))
+        }
         (Backend::RedisCluster, _) => Box::new(sim_real::execute_cluster),
         (Backend::MiniRedis, _) => Box::new(sim_real::execute_mini),
     })
@@ -55,7 +59,8 @@ pub fn specs(o: &RunArgs, subjects: &[Subject]) -> Result<Vec<RunSpec>> {
     let duration_ms = o.duration_ms();
     // On a real backend without --duration, each scenario runs as long as it needs to show
     // its finding (`Scenario::real_duration_ms`).
-    let shaped = o.duration_ms.is_none() && matches!(o.backend, Backend::Redis | Backend::RedisCluster);
+    let shaped =
+        o.duration_ms.is_none() && matches!(o.backend, Backend::Redis | Backend::Valkey | Backend::RedisCluster);
     let seeds = o.seed_list();
     let specs: Vec<RunSpec> = scenario::catalogue()
         .iter()

@@ -36,6 +36,9 @@ pub enum Backend {
     Model,
     /// Real redis-server processes over real TCP (started by the harness unless --redis-url).
     Redis,
+    /// A private valkey-server per run over real TCP, as `redis` (the Valkey release `cargo xtask
+    /// test` installs into the target directory, or VALKEY_SERVER, or valkey-server on PATH)
+    Valkey,
     /// A private Redis Cluster (3 primaries, 1 replica each) over real TCP; failovers promote a
     /// real replica
     RedisCluster,
@@ -49,6 +52,7 @@ impl Backend {
         match self {
             Backend::Model => "model",
             Backend::Redis => "redis",
+            Backend::Valkey => "valkey",
             Backend::RedisCluster => "redis-cluster",
             Backend::MiniRedis => "mini-redis",
         }
@@ -111,7 +115,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
-    /// With --backend redis: every server the run starts loads this Redis module (the shared
+    /// With --backend redis or valkey: every server the run starts loads this Redis module (the shared
     /// library `cargo build --release -p redis-ratelimit-module` makes), which `--store module`
     /// decides with
     #[arg(long, value_name = "PATH")]
@@ -239,6 +243,7 @@ impl SimulateArgs {
         let module_missing = match r.backend {
             Backend::Model => false,
             Backend::Redis => r.module.is_none() && r.redis_url.is_none(),
+            Backend::Valkey => r.module.is_none(),
             Backend::RedisCluster | Backend::MiniRedis => true,
         };
         let wants_module = parsed.store == "module" || parsed.subjects.iter().any(|s| matches!(s, Subject::Module(_)));
@@ -247,10 +252,14 @@ impl SimulateArgs {
                 clap::error::ErrorKind::ArgumentConflict,
                 format!(
                     "--store module runs on the model (--backend model), which runs the module's commands, or \
-                     on --backend redis with --module PATH (the shared library `cargo build --release -p \
+                     on --backend redis or valkey with --module PATH (the shared library `cargo build --release -p \
                      redis-ratelimit-module` makes) or --redis-url of a server that loaded it; --backend {} {}",
                     r.backend.name(),
-                    if r.backend == Backend::Redis { "was given neither" } else { "starts servers without it" }
+                    match r.backend {
+                        Backend::Redis => "was given neither",
+                        Backend::Valkey => "was given no --module",
+                        _ => "starts servers without it",
+                    }
                 ),
             ));
         }
@@ -291,9 +300,11 @@ impl RunArgs {
                 "--redis-url {url} only makes sense with --backend redis (got --backend {})",
                 self.backend.name()
             ))
-        } else if let (Some(path), true) = (&self.module, self.backend != Backend::Redis || self.redis_url.is_some()) {
+        } else if let (Some(path), true) =
+            (&self.module, !matches!(self.backend, Backend::Redis | Backend::Valkey) || self.redis_url.is_some())
+        {
             Some(format!(
-                "--module {} is loaded by the servers --backend redis starts (got --backend {}{})",
+                "--module {} is loaded by the servers --backend redis (or valkey) starts (got --backend {}{})",
                 path.display(),
                 self.backend.name(),
                 if self.redis_url.is_some() { " with --redis-url, which starts none" } else { "" }
@@ -313,7 +324,9 @@ impl RunArgs {
         match (self.duration_ms, self.backend) {
             (Some(ms), _) => ms,
             (None, Backend::Model) => DEFAULT_DURATION_MS,
-            (None, Backend::Redis | Backend::RedisCluster | Backend::MiniRedis) => sim_real::DEFAULT_DURATION_MS,
+            (None, Backend::Redis | Backend::Valkey | Backend::RedisCluster | Backend::MiniRedis) => {
+                sim_real::DEFAULT_DURATION_MS
+            }
         }
     }
 

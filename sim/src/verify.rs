@@ -90,7 +90,7 @@ fn parse(args: &[OsString]) -> Result<VerifyArgs, clap::Error> {
     if args.run.backend == Backend::MiniRedis {
         return Err(command().error(
             ErrorKind::InvalidValue,
-            "--backend mini-redis cannot run scripts (mini-redis has no EVAL): use model or redis",
+            "--backend mini-redis cannot run scripts (mini-redis has no EVAL): use model, redis or valkey",
         ));
     }
     Ok(args)

@@ -1,6 +1,6 @@
 //! Slow (feature `slow-tests`; `cargo xtask test` runs it beside its other steps): every known
 //! positive of the model lane over the whole catalogue shows on the real lanes too, on one
-//! `redis-server` and on a Redis Cluster with replicas.
+//! `redis-server`, on one `valkey-server` and on a Redis Cluster with replicas.
 //!
 //! The catalogue is expanded exactly as `cargo xtask simulate --backend redis` (or
 //! `redis-cluster`) expands it, with the real lanes' own run lengths (each scenario past its
@@ -26,13 +26,17 @@ fn broke(r: &RunResult) -> [bool; 3] {
 }
 
 fn positives_hold_on(backend: &str, threads: usize, execute: &run::Executor) {
-    sim_real::process::require_for_tests("redis-server", "redis-server");
+    if backend == "valkey" {
+        sim_real::RealServer::Valkey.require_for_tests();
+    } else {
+        sim_real::process::require_for_tests("redis-server", "redis-server");
+    }
     let specs = shaped_specs(backend);
     let model = run::run_many(&specs, 2, &|| {}).expect("model runs");
     // On one redis-server the `failover` fault is a crash that keeps every write (there is no
     // replica to lag behind), so what the model's lagging replica loses cannot be asked of it:
     // that scenario's positives are held on the cluster, where a replica really takes over.
-    let comparable = |spec: &RunSpec| !(backend == "redis" && spec.scenario == "failover");
+    let comparable = |spec: &RunSpec| !(matches!(backend, "redis" | "valkey") && spec.scenario == "failover");
     let positives: Vec<(RunSpec, RunResult)> =
         specs.into_iter().zip(model).filter(|(spec, r)| comparable(spec) && broke(r).iter().any(|&b| b)).collect();
     assert!(positives.len() >= 10, "the model lane shows {} positives", positives.len());
@@ -99,6 +103,13 @@ fn shown(backend: &str, spec: &RunSpec, on_model: &RunResult, on_real: &RunResul
 #[test]
 fn every_model_positive_of_the_catalogue_shows_on_one_real_redis() {
     positives_hold_on("redis", 6, &sim_real::execute);
+}
+
+/// The same on one Valkey server (`--backend valkey`): `cargo xtask test` runs it in its
+/// Valkey lane, and the Redis lane skips it.
+#[test]
+fn every_model_positive_of_the_catalogue_shows_on_one_real_valkey() {
+    positives_hold_on("valkey", 6, &sim_real::execute_valkey);
 }
 
 #[test]

@@ -100,6 +100,54 @@ fn a_script_calling_the_module_is_verified_on_servers_that_load_it() {
     println!("verify --backend redis --module: a script calling RATELIMIT.GCRA held its promise");
 }
 
+/// `--backend valkey`: the library's GCRA script, and a script deciding with the Redis module
+/// loaded into Valkey (`--module`), hold their promises on `valkey-server` processes the
+/// harness starts, and every run's replay names the backend. `cargo xtask test` runs this in
+/// its Valkey lane (the Redis lane skips it).
+#[test]
+fn the_library_s_scripts_and_the_module_hold_their_promises_on_valkey() {
+    sim_real::RealServer::Valkey.require_for_tests();
+    let module = redis_tests::build_module("dev").expect("the Redis module builds");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = "return redis.call('RATELIMIT.GCRA', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4])\n";
+    std::fs::write(dir.path().join("module_gcra.lua"), script).expect("write the script");
+    let subject = dir.path().join("module_gcra.toml");
+    let profile = std::fs::read_to_string(root.join("subjects/library/gcra.toml"))
+        .expect("the library's GCRA subject")
+        .replace("library gcra", "module gcra")
+        .replace("../../../lua/gcra.lua", "module_gcra.lua");
+    std::fs::write(&subject, profile).expect("write the subject");
+    // Two subjects, to keep the Valkey lane short: the other scripts are held on Valkey by the
+    // conformance suites and the catalogue.
+    let files = vec![root.join("subjects/library/gcra.toml"), subject];
+    let out = lab("verify")
+        .args(&files)
+        .args(["--backend", "valkey", "--module"])
+        .arg(&module)
+        .args(["--scenario", "get-set-race", "--scenario", "redis-restart"])
+        .args(["--no-sweeps", "--duration", "3s", "--cases", "24", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .expect("verify runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let broken: Vec<&str> = stdout.lines().filter(|l| l.contains(" BROKEN ") || l.contains("not judged")).collect();
+    assert!(broken.is_empty(), "flagged on Valkey:\n{}\n\n{stdout}", broken.join("\n"));
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let json: results::Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("out/results.json")).expect("results.json"))
+            .expect("the results JSON reads back");
+    assert_eq!(json.backend, "valkey");
+    assert_eq!(json.verify.len(), files.len());
+    let replays_on_valkey = json.results.iter().filter(|r| r.replay.contains(" --backend valkey --module ")).count();
+    assert!(
+        replays_on_valkey >= 2 * files.len(),
+        "{replays_on_valkey} runs replay on Valkey of {}",
+        json.results.len()
+    );
+    println!("verify --backend valkey --module: {} scripts held every promise on Valkey", files.len());
+}
+
 /// The installed command line, `ratelimit-lab SUB`, as a user runs it (not through xtask).
 fn lab(sub: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ratelimit-lab"));

@@ -23,22 +23,53 @@
 //! The conformance suites compare the model *with* Redis, so they always get a real
 //! `redis-server` whatever the variable says (see [`server_program`]); any other suite that
 //! needs the real thing can ask for it with [`RedisServer::start_real`].
+//!
+//! # Valkey instead of Redis
+//!
+//! When [`REAL_ENV`] (`REDIS_TESTS_REAL`) says `valkey`, "the real server" is `valkey-server`
+//! (found as [`RealServer::Valkey`] says) wherever it would be `redis-server`: the store
+//! suites, the conformance suites' reference, the module's server and the cluster's nodes.
+//! `cargo xtask test` runs its Valkey lane so:
+//!
+//! ```text
+//! REDIS_TESTS_REAL=valkey cargo test -p redis-tests --test redis_store
+//! REDIS_TESTS_REAL=valkey CONFORMANCE_SUBJECT=redis cargo test -p redis-tests --test conformance_lua
+//! ```
+//!
+//! The second compares Redis (the subject, in place of the model) with Valkey.
 
 #![forbid(unsafe_code)]
 
 use std::io;
 use std::ops::{Deref, DerefMut};
 
-pub use sim_real::process::free_port;
 use sim_real::process::ServerProcess;
+pub use sim_real::process::{free_port, RealServer};
 
 /// The environment variable naming a binary to start instead of `redis-server`.
 pub const SERVER_ENV: &str = "REDIS_TESTS_SERVER";
 
-/// A `redis-server` process (or the binary [`SERVER_ENV`] names) owned by a test. Dropping it
+/// The environment variable naming the real server the tests start: `redis` (the default) or
+/// `valkey`.
+pub const REAL_ENV: &str = "REDIS_TESTS_REAL";
+
+/// The real server [`REAL_ENV`] names: Redis when it is unset or empty, an error naming the
+/// variable when it names neither.
+pub fn real_server() -> io::Result<RealServer> {
+    match std::env::var(REAL_ENV) {
+        Ok(name) if !name.trim().is_empty() => {
+            RealServer::parse(&name).map_err(|e| io::Error::new(e.kind(), format!("{REAL_ENV}: {e}")))
+        }
+        _ => Ok(RealServer::Redis),
+    }
+}
+
+/// A `redis-server` or `valkey-server` process (or the binary [`SERVER_ENV`] names) owned by a test. Dropping it
 /// kills the process. Port, address, kill, pause and resume are the [`ServerProcess`]'s.
 pub struct RedisServer {
     server: ServerProcess,
+    /// The real server it runs, or None for the binary [`SERVER_ENV`] names.
+    kind: Option<RealServer>,
 }
 
 impl Deref for RedisServer {
@@ -54,8 +85,8 @@ impl DerefMut for RedisServer {
     }
 }
 
-/// The binary [`RedisServer::start`] runs: [`SERVER_ENV`] if set and not empty, else
-/// `redis-server` from PATH.
+/// The binary [`RedisServer::start`] runs: [`SERVER_ENV`] if set and not empty, else the real
+/// server's ([`real_server`]: `redis-server` from PATH, or `valkey-server`).
 ///
 /// The conformance suites (test binaries named `conformance_*`) always get a real
 /// `redis-server`: they compare the model *with* Redis, so swapping Redis for the model
@@ -63,19 +94,19 @@ impl DerefMut for RedisServer {
 ///
 /// A relative path (`target/debug/redis-model`) is taken from the workspace root, since cargo
 /// runs each test binary from its own package's directory; a bare name is looked up on PATH.
-pub fn server_program() -> String {
+pub fn server_program() -> io::Result<String> {
     match std::env::var(SERVER_ENV) {
         Ok(program) if !program.trim().is_empty() && !is_conformance_suite() => {
             let path = std::path::Path::new(&program);
             if path.is_relative() && path.components().count() > 1 {
                 let root =
                     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap_or(std::path::Path::new("."));
-                root.join(path).to_string_lossy().into_owned()
+                Ok(root.join(path).to_string_lossy().into_owned())
             } else {
-                program
+                Ok(program)
             }
         }
-        _ => "redis-server".to_string(),
+        _ => real_server()?.program(),
     }
 }
 
@@ -114,57 +145,72 @@ pub fn cargo() -> std::process::Command {
     cmd
 }
 
-/// True when [`RedisServer::start`] runs something other than `redis-server` (see
+/// True when [`RedisServer::start`] runs something other than the real server (see
 /// [`SERVER_ENV`]).
 pub fn server_overridden() -> bool {
-    server_program() != "redis-server"
+    std::env::var(SERVER_ENV).is_ok_and(|p| !p.trim().is_empty()) && !is_conformance_suite()
 }
 
 impl RedisServer {
-    /// Starts `redis-server` (or the [`SERVER_ENV`] binary) on a free loopback port and waits
-    /// until it accepts connections.
+    /// Starts the real server ([`REAL_ENV`]: `redis-server` unless it says `valkey`), or the
+    /// [`SERVER_ENV`] binary, on a free loopback port and waits until it accepts connections.
+    /// A port picked free can be taken by another process before the server binds it: the
+    /// server then exits, and the start is tried again on another port (five tries).
     pub fn start() -> io::Result<Self> {
-        Self::start_on(free_port()?)
+        retry_on_fresh_ports(Self::start_on)
     }
 
-    /// Starts `redis-server` (or the [`SERVER_ENV`] binary) on `port` (used to restart a
-    /// killed server on the same port).
+    /// As [`RedisServer::start`], on `port` (used to restart a killed server on the same port).
     pub fn start_on(port: u16) -> io::Result<Self> {
-        Self::spawn(server_program(), port)
-    }
-
-    /// Starts a real `redis-server` on a free loopback port whatever [`SERVER_ENV`] says: for
-    /// suites that compare something else with Redis itself.
-    pub fn start_real() -> io::Result<Self> {
-        Self::spawn("redis-server".to_string(), free_port()?)
-    }
-
-    /// Starts a real `redis-server` on a free loopback port with the Redis module at `module`
-    /// loaded (`--loadmodule`); see [`build_module`].
-    pub fn start_real_with_module(module: &std::path::Path) -> io::Result<Self> {
-        sim_real::process::require_for_tests("redis-server", "redis-server");
-        let extra = [std::ffi::OsStr::new("--loadmodule"), module.as_os_str()];
-        let server =
-            ServerProcess::start("redis-server", free_port()?, &extra, "install Debian's `redis-server` package")?;
-        Ok(RedisServer { server })
-    }
-
-    fn spawn(program: String, port: u16) -> io::Result<Self> {
-        if program == "redis-server" {
-            sim_real::process::require_for_tests("redis-server", "redis-server");
+        if server_overridden() {
+            return Self::spawn(server_program()?, port, None);
         }
-        let hint = if program == "redis-server" {
-            "install Debian's `redis-server` package".to_string()
-        } else {
-            format!("named by {SERVER_ENV}")
-        };
-        Ok(RedisServer { server: ServerProcess::start(&program, port, &[], &hint)? })
+        Self::start_server(real_server()?, port, &[])
+    }
+
+    /// Starts the real server ([`real_server`]) on a free loopback port whatever
+    /// [`SERVER_ENV`] says: for suites that compare something else with Redis itself.
+    pub fn start_real() -> io::Result<Self> {
+        let kind = real_server()?;
+        retry_on_fresh_ports(|port| Self::start_server(kind, port, &[]))
+    }
+
+    /// Starts `kind`'s server on a free loopback port whatever [`SERVER_ENV`] and [`REAL_ENV`]
+    /// say: the conformance suites' other side when Redis is compared with Valkey.
+    pub fn start_kind(kind: RealServer) -> io::Result<Self> {
+        retry_on_fresh_ports(|port| Self::start_server(kind, port, &[]))
+    }
+
+    /// Starts the real server ([`real_server`]) on a free loopback port with the Redis module
+    /// at `module` loaded (`--loadmodule`); see [`build_module`].
+    pub fn start_real_with_module(module: &std::path::Path) -> io::Result<Self> {
+        let extra = [std::ffi::OsStr::new("--loadmodule"), module.as_os_str()];
+        let kind = real_server()?;
+        retry_on_fresh_ports(|port| Self::start_server(kind, port, &extra))
+    }
+
+    fn start_server(kind: RealServer, port: u16, extra: &[&std::ffi::OsStr]) -> io::Result<Self> {
+        kind.require_for_tests();
+        Ok(RedisServer { server: kind.start(port, extra)?, kind: Some(kind) })
+    }
+
+    fn spawn(program: String, port: u16, kind: Option<RealServer>) -> io::Result<Self> {
+        if let Some(kind) = kind {
+            return Self::start_server(kind, port, &[]);
+        }
+        let hint = format!("named by {SERVER_ENV}");
+        Ok(RedisServer { server: ServerProcess::start(&program, port, &[], &hint)?, kind: None })
+    }
+
+    /// Which real server this is; None for the binary [`SERVER_ENV`] names.
+    pub fn kind(&self) -> Option<RealServer> {
+        self.kind
     }
 
     /// Restarts a killed server on the same port, empty (the same binary as before).
     pub fn restart(&mut self) -> io::Result<()> {
         self.kill();
-        let fresh = RedisServer::spawn(self.program().to_owned(), self.port())?;
+        let fresh = RedisServer::spawn(self.program().to_owned(), self.port(), self.kind)?;
         *self = fresh;
         Ok(())
     }
@@ -173,6 +219,20 @@ impl RedisServer {
     pub fn client(&self) -> redis::RedisResult<redis::Connection> {
         redis::Client::open(self.url())?.get_connection()
     }
+}
+
+/// `start` on a free port, again on another (up to five tries) when it fails for any reason but
+/// a missing program or a bad setting.
+fn retry_on_fresh_ports(start: impl Fn(u16) -> io::Result<RedisServer>) -> io::Result<RedisServer> {
+    let mut last = io::Error::other("no try");
+    for _ in 0..5 {
+        match start(free_port()?) {
+            Ok(server) => return Ok(server),
+            Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::InvalidInput) => return Err(e),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// Names the Redis module's shared library built with the tests: `cargo xtask test` sets it to

@@ -14,9 +14,12 @@ use sim_real::cluster_server::slot_of_tag;
 use sim_real::redis_cluster::{query, RedisCluster};
 use tokio::time::Instant;
 
+/// A cluster of the real server `REDIS_TESTS_REAL` names (Redis, or Valkey), joined by redis-cli.
 fn cluster(primaries: usize, replicas: usize) -> RedisCluster {
-    sim_real::process::require_for_tests("redis-server", "redis-server");
-    RedisCluster::start(primaries, replicas).expect("a cluster starts")
+    let kind = redis_tests::real_server().expect("REDIS_TESTS_REAL names redis or valkey");
+    kind.require_for_tests();
+    sim_real::process::require_for_tests("redis-cli", "redis-tools");
+    RedisCluster::start_with(kind, primaries, replicas).expect("a cluster starts")
 }
 
 fn limiter(c: &RedisCluster, algorithm: Algorithm, quota: Quota, policy: FailurePolicy) -> Limiter {

@@ -397,6 +397,12 @@ fn float_formatting_matches_redis() {
     let result = runner(512).run(&(finite.clone(), finite), |(a, b)| {
         ran.fetch_add(1, Ordering::Relaxed);
         let mut pair = pair.borrow_mut();
+        // Valkey passes the Lua number -0 to a command as `0`, Redis as `-0`, which its own
+        // integer parsing refuses (conformance_support/valkey.rs, difference 3; the
+        // `conformance_valkey` suite holds it).
+        if pair.reference_is_valkey() && (a == 0.0 || b == 0.0) && (a.is_sign_negative() || b.is_sign_negative()) {
+            return Ok(());
+        }
         pair.reset();
         let (la, lb) = (format!("{a:e}"), format!("{b:e}"));
         let script = format!(

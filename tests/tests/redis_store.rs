@@ -7,6 +7,23 @@ use redis::Commands;
 use redis_ratelimit::{Algorithm, Error, Limiter, Quota, RedisStore, Source, TimeSource};
 use redis_tests::RedisServer;
 
+/// `REDIS_TESTS_REAL` picks the server these tests run on: Redis unless it says `valkey`, the
+/// model when `REDIS_TESTS_SERVER` names it.
+#[test]
+fn the_server_started_is_the_one_asked_for() {
+    let server = RedisServer::start().expect("the server starts");
+    let info: String = redis::cmd("INFO").arg("server").query(&mut server.client().expect("connect")).expect("INFO");
+    match (redis_tests::server_overridden(), redis_tests::real_server().expect("REDIS_TESTS_REAL")) {
+        (true, _) => assert_eq!(server.kind(), None),
+        (false, redis_tests::RealServer::Valkey) => {
+            assert!(info.contains("server_name:valkey") && info.contains("valkey_version:"), "{info}");
+        }
+        (false, redis_tests::RealServer::Redis) => {
+            assert!(info.contains("redis_version:") && !info.contains("valkey_version"), "{info}");
+        }
+    }
+}
+
 fn limiter_on(server: &RedisServer, algorithm: Algorithm, q: Quota) -> Limiter {
     Limiter::builder(algorithm, q).redis(RedisStore::from_url(&server.url()).expect("url")).build().expect("valid")
 }

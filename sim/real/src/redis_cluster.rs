@@ -1,5 +1,6 @@
 //! A private Redis Cluster on free loopback ports: `redis-server --cluster-enabled yes`
-//! processes joined by `redis-cli --cluster create`, with or without replicas. Killed when
+//! processes (or `valkey-server`'s, [`RedisCluster::start_with`]) joined by
+//! `redis-cli --cluster create`, which speaks to Valkey as to Redis, with or without replicas. Killed when
 //! dropped (also when a test panics).
 //!
 //! Settings chosen for tests and the real lane: a node is judged failed after
@@ -14,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use super::process::{free_port, ServerProcess};
+use super::process::{free_port, RealServer, ServerProcess};
 
 /// How long the other nodes wait before judging a silent node failed (ms).
 pub const NODE_TIMEOUT_MS: u64 = 1_000;
@@ -31,6 +32,8 @@ pub struct Node {
 #[derive(Debug)]
 pub struct RedisCluster {
     nodes: Vec<Node>,
+    /// Which server every node runs.
+    kind: RealServer,
     _dir: tempfile::TempDir,
 }
 
@@ -70,10 +73,10 @@ fn node_args(dir: &Path, port: u16) -> Vec<std::ffi::OsString> {
     args
 }
 
-fn start_node(dir: &Path, port: u16) -> io::Result<ServerProcess> {
+fn start_node(kind: RealServer, dir: &Path, port: u16) -> io::Result<ServerProcess> {
     let args = node_args(dir, port);
     let extra: Vec<&OsStr> = args.iter().map(|a| a.as_os_str()).collect();
-    ServerProcess::start("redis-server", port, &extra, "install Debian's `redis-server` package")
+    kind.start(port, &extra)
 }
 
 impl RedisCluster {
@@ -85,9 +88,14 @@ impl RedisCluster {
     /// the join fails. The whole start is tried again on fresh ports, up to three times, so one
     /// such race does not cost a run (or a whole lane of runs).
     pub fn start(primaries: usize, replicas: usize) -> io::Result<Self> {
+        Self::start_with(RealServer::Redis, primaries, replicas)
+    }
+
+    /// As [`RedisCluster::start`], every node running `kind`'s server.
+    pub fn start_with(kind: RealServer, primaries: usize, replicas: usize) -> io::Result<Self> {
         let mut last = None;
         for _ in 0..3 {
-            match Self::try_start(primaries, replicas) {
+            match Self::try_start(kind, primaries, replicas) {
                 Ok(cluster) => return Ok(cluster),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Err(e),
                 Err(e) => last = Some(e),
@@ -96,7 +104,7 @@ impl RedisCluster {
         Err(last.unwrap_or_else(|| io::Error::other("no attempt to start a cluster")))
     }
 
-    fn try_start(primaries: usize, replicas: usize) -> io::Result<Self> {
+    fn try_start(kind: RealServer, primaries: usize, replicas: usize) -> io::Result<Self> {
         let dir = tempfile::Builder::new().prefix("redis-cluster-").tempdir()?;
         let total = primaries * (1 + replicas);
         let mut nodes = Vec::with_capacity(total);
@@ -106,7 +114,7 @@ impl RedisCluster {
             let mut last = io::Error::other("no port");
             let mut started = None;
             for _ in 0..5 {
-                match start_node(&node_dir, free_port()?) {
+                match start_node(kind, &node_dir, free_port()?) {
                     Ok(p) => {
                         started = Some(p);
                         break;
@@ -134,7 +142,7 @@ impl RedisCluster {
                 String::from_utf8_lossy(&out.stderr)
             )));
         }
-        let cluster = RedisCluster { nodes, _dir: dir };
+        let cluster = RedisCluster { nodes, kind, _dir: dir };
         cluster.wait_until(Duration::from_secs(30), |c| c.settled(primaries, total))?;
         Ok(cluster)
     }
@@ -219,9 +227,10 @@ impl RedisCluster {
     /// Starts a killed node again on its port with its cluster config (it rejoins, as a
     /// replica of whoever took over its slots).
     pub fn restart(&mut self, port: u16) -> io::Result<()> {
+        let kind = self.kind;
         let Some(n) = self.node_mut(port) else { return Err(io::Error::other(format!("no node on port {port}"))) };
         n.process.kill();
-        n.process = start_node(&n.dir.clone(), port)?;
+        n.process = start_node(kind, &n.dir.clone(), port)?;
         Ok(())
     }
 

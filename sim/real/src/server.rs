@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use redis::{ConnectionAddr, IntoConnectionInfo, RedisResult};
 
-use super::process::{save, RedisProcess};
+use super::process::{save, RealServer, RedisProcess};
 use results::RedisCost;
 
 /// Commands the harness itself sends, left out of a run's command count.
@@ -187,9 +187,13 @@ pub(crate) struct Controller {
 }
 
 impl Controller {
-    /// Starts a server keeping its snapshots in `dir`, loading the Redis `module` if given.
-    pub(crate) fn start(dir: &std::path::Path, module: Option<&std::path::Path>) -> anyhow::Result<Controller> {
-        let process = RedisProcess::start(dir, module)?;
+    /// Starts `kind`'s server keeping its snapshots in `dir`, loading the Redis `module` if given.
+    pub(crate) fn start(
+        kind: RealServer,
+        dir: &std::path::Path,
+        module: Option<&std::path::Path>,
+    ) -> anyhow::Result<Controller> {
+        let process = RedisProcess::start(kind, dir, module)?;
         let mut c = Controller {
             process,
             side: None,
@@ -288,7 +292,7 @@ impl Controller {
             return Ok(());
         }
         self.placeholder = None;
-        self.process.restart(keep_data).context("restarting redis-server after a crash")?;
+        self.process.restart(keep_data).context("restarting the server after a crash")?;
         if self.pause_depth > 0 {
             self.process.pause()?;
         }
@@ -477,7 +481,7 @@ mod tests {
     fn a_crash_keeps_its_data_only_when_asked_and_a_pause_answers_nothing_until_resumed() -> anyhow::Result<()> {
         crate::process::require_for_tests("redis-server", "redis-server");
         let dir = tempfile::tempdir()?;
-        let mut c = Controller::start(dir.path(), None)?;
+        let mut c = Controller::start(RealServer::Redis, dir.path(), None)?;
         let addr = c.addr();
         c.with_side(|conn| redis::cmd("SET").arg("k").arg("v").query::<()>(conn))?;
 

@@ -112,7 +112,8 @@ impl Fleet {
     /// Node, Rust, the JVM), not by statically linked ones.
     pub async fn start(file: &ServiceFile, skew_ms: &[i64]) -> Result<Fleet> {
         let redis_dir = tempfile::Builder::new().prefix("ratelimit-verify-").tempdir()?;
-        let redis = RedisProcess::start(redis_dir.path(), None).context("starting the private redis-server")?;
+        let redis = RedisProcess::start(sim_real::RealServer::Redis, redis_dir.path(), None)
+            .context("starting the private redis-server")?;
         let mut proxies = Vec::new();
         for i in 0..file.start.instances {
             proxies.push(Proxy::start(redis.addr(), (0, 0), i as u64).await.context("starting a fault proxy")?);

@@ -37,7 +37,7 @@ fn bad_arguments_get_messages_naming_them() {
         assert!(e.contains(s.name()), "the message does not list subject {}: {e}", s.name());
     }
     refused("--policy maybe", "--policy", "'maybe'", "fail-open, fail-closed, local-budget");
-    refused("--backend etcd", "--backend", "'etcd'", "model, redis, redis-cluster, mini-redis");
+    refused("--backend etcd", "--backend", "'etcd'", "model, redis, valkey, redis-cluster, mini-redis");
     refused("--mode turbo", "--mode", "'turbo'", "plain, denial-cache, lease, batch");
 
     // Numbers and their ranges.
@@ -98,6 +98,7 @@ fn good_arguments_parse() {
 fn the_duration_defaults_to_the_backend_s_own() {
     assert_eq!(parse("").expect("ok").run.duration_ms(), DEFAULT_DURATION_MS);
     assert_eq!(parse("--backend redis").expect("ok").run.duration_ms(), sim_real::DEFAULT_DURATION_MS);
+    assert_eq!(parse("--backend valkey").expect("ok").run.duration_ms(), sim_real::DEFAULT_DURATION_MS);
     assert_eq!(parse("--backend mini-redis --duration 9s").expect("ok").run.duration_ms(), 9_000);
     assert_eq!(parse("--duration 1m").expect("ok").run.duration_ms(), 60_000);
 }
@@ -122,7 +123,15 @@ fn module_rows_are_asked_for_by_store_or_by_name_and_run_where_the_module_is() {
     assert_eq!(loaded.run.module.as_deref(), Some(std::path::Path::new("m.so")));
     assert!(parse("--store module --backend redis --redis-url redis://h/").is_ok(), "a server that loaded it");
     let e = err("--module m.so");
-    assert!(e.contains("--module m.so is loaded by the servers --backend redis starts (got --backend model)"), "{e}");
+    assert!(
+        e.contains("--module m.so is loaded by the servers --backend redis (or valkey) starts (got --backend model)"),
+        "{e}"
+    );
+    let e = err("--store module --backend valkey");
+    assert!(e.contains("--backend valkey was given no --module"), "{e}");
+    assert!(parse("--store module --backend valkey --module m.so").is_ok(), "Valkey loads the module too");
+    let e = err("--redis-url redis://h/ --backend valkey");
+    assert!(e.contains("only makes sense with --backend redis (got --backend valkey)"), "{e}");
     let e = err("--module m.so --backend redis --redis-url redis://h/");
     assert!(e.contains("with --redis-url, which starts none"), "{e}");
     assert!(err("--store lua").contains("'lua'"));
@@ -137,6 +146,8 @@ fn replays_name_the_backend_they_ran_on() {
         "--backend redis-cluster",
         "--backend redis --redis-url redis://127.0.0.1:6390",
         "--backend redis --module target/release/libredis_ratelimit_module.so",
+        "--backend valkey",
+        "--backend valkey --module target/release/libredis_ratelimit_module.so",
     ] {
         let o = parse(given).expect(given);
         let again = parse(&o.run.backend_args()).expect("replay arguments parse");

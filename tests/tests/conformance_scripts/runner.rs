@@ -66,7 +66,7 @@ impl Servers {
         let m = self.pair.model.pipeline(cmds).expect("model replies");
         let ms = |d: Duration| d.as_micros().div_ceil(1000) as i64;
         self.round_trip_ms = (ms(redis_done - started), ms(redis_done.elapsed()));
-        (r, m)
+        (self.pair.compare_all(r), self.pair.compare_all(m))
     }
 
     fn history(&self) -> String {

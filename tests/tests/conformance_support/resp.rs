@@ -2,7 +2,7 @@
 //! hands back each reply twice, as the raw bytes a client would receive (what the suites
 //! compare) and parsed (what they inspect: a decision, a snapshot of the keyspace).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
@@ -77,7 +77,43 @@ impl RespConn {
     }
 }
 
-fn read_value(r: &mut BufReader<TcpStream>, raw: &mut Vec<u8>) -> io::Result<V> {
+/// Parses one complete reply from its raw bytes.
+pub fn parse(mut raw: &[u8]) -> io::Result<V> {
+    read_value(&mut raw, &mut Vec::new())
+}
+
+/// The raw bytes of a reply, as a server would send it.
+pub fn encode(v: &V) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(v, &mut out);
+    out
+}
+
+fn encode_into(v: &V, out: &mut Vec<u8>) {
+    match v {
+        V::Status(t) | V::Error(t) => {
+            out.push(if matches!(v, V::Status(_)) { b'+' } else { b'-' });
+            out.extend_from_slice(t);
+        }
+        V::Int(n) => out.extend_from_slice(format!(":{n}").as_bytes()),
+        V::Bulk(None) => out.extend_from_slice(b"$-1"),
+        V::Array(None) => out.extend_from_slice(b"*-1"),
+        V::Bulk(Some(b)) => {
+            out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
+            out.extend_from_slice(b);
+        }
+        V::Array(Some(items)) => {
+            out.extend_from_slice(format!("*{}\r\n", items.len()).as_bytes());
+            for item in items {
+                encode_into(item, out);
+            }
+            return;
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn read_value(r: &mut impl BufRead, raw: &mut Vec<u8>) -> io::Result<V> {
     let mut line = Vec::new();
     r.read_until(b'\n', &mut line)?;
     if line.len() < 3 {
