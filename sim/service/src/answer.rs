@@ -18,7 +18,8 @@ pub struct AnswerRules {
     pub degraded: Vec<i32>,
     /// A header present on every answer a failure policy gave (lower case).
     pub degraded_header: Option<String>,
-    /// A header holding the seconds an obedient client waits after a denial (lower case).
+    /// A header holding the seconds an obedient client waits after a denial (lower case): a
+    /// `Retry-After` in seconds, or a draft-11 `RateLimit` field, read by its `t`.
     pub retry_after_header: Option<String>,
 }
 

@@ -131,7 +131,7 @@ fn read(rules: &AnswerRules, reply: &Reply) -> (Said, bool, Option<f64>) {
         name.as_ref().and_then(|n| reply.headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.as_str()))
     };
     let marked = header(&rules.degraded_header).is_some();
-    let retry_after_s = header(&rules.retry_after_header).and_then(|v| v.trim().parse::<f64>().ok());
+    let retry_after_s = header(&rules.retry_after_header).and_then(seconds);
     let said = if rules.admitted.contains(&reply.code) {
         Said::Admitted
     } else if rules.denied.contains(&reply.code) || rules.degraded.contains(&reply.code) {
@@ -140,6 +140,19 @@ fn read(rules: &AnswerRules, reply: &Reply) -> (Said, bool, Option<f64>) {
         Said::Error(format!("answered {}, which the file's [answer] does not name", reply.code))
     };
     (said, marked || rules.degraded.contains(&reply.code), retry_after_s)
+}
+
+/// The seconds a Retry-After value says, or a draft-11 `RateLimit` field's `t` (the seconds
+/// until its quota is back: `"default";r=0;t=5`), the least over its items.
+fn seconds(value: &str) -> Option<f64> {
+    let value = value.trim();
+    if let Ok(s) = value.parse::<f64>() {
+        return Some(s);
+    }
+    value
+        .split(',')
+        .filter_map(|item| item.split(';').find_map(|p| p.trim().strip_prefix("t=")?.parse::<f64>().ok()))
+        .min_by(f64::total_cmp)
 }
 
 async fn http_request(
@@ -200,4 +213,17 @@ pub async fn get_ok(url: &str) -> bool {
     let got =
         tokio::time::timeout(Duration::from_secs(2), http_request(http::Method::GET, url, &[], String::new())).await;
     matches!(got, Ok(Ok(Reply { code: 200..=299, .. })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::seconds;
+
+    #[test]
+    fn a_wait_is_read_from_retry_after_or_a_draft_11_field() {
+        assert_eq!(seconds(" 5 "), Some(5.0));
+        assert_eq!(seconds("\"default\";r=0;t=3"), Some(3.0));
+        assert_eq!(seconds("\"day\";r=9;t=3600, \"second\";r=0;t=1"), Some(1.0));
+        assert_eq!(seconds("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+    }
 }

@@ -36,6 +36,7 @@
 //! degraded = [503]                    # optional: a refusal because the limiter could not decide
 //! degraded_header = "ratelimit-degraded"  # optional: present on every answer a failure policy gave
 //! retry_after_header = "retry-after"  # optional: seconds an obedient client waits after a denial
+//!                                     # (or "ratelimit", a draft-11 field: its t parameter)
 //!
 //! [failure]                           # optional: what the service does without Redis
 //! policy = "fail-closed"              # fail-open | fail-closed | local-budget
