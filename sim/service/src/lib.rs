@@ -1,7 +1,7 @@
 //! The service verifier: `ratelimit-lab verify SERVICE.toml` judges any limiter that answers
 //! over HTTP or Envoy's rate limit service (RLS), not only a Lua script.
 //!
-//! The verifier starts the subject itself, as its service file says ([`file`]): a private
+//! The verifier starts the subject itself, as its service file says ([`file`](mod@file)): a private
 //! `redis-server`, one fault proxy per instance, and the instances, each in a process group of
 //! its own ([`fleet`]). It drives them in real time through [`scenario::ALL`] (instances racing
 //! on one key, a window boundary, a trickle under the rate, a load over it, one instance cut off
