@@ -207,7 +207,9 @@ fn a_get_then_set_service_breaks_its_bound_in_the_race_and_the_command_re_drives
     assert!(!bound.evidence.is_empty() && stdout.contains("BROKEN"));
     // The witness on a timeline: the report drew it, the JSON keeps its requests.
     let witness = bound.witness.as_ref().expect("a broken bound has a witness");
-    assert!(witness.requests.iter().filter(|r| r.admitted).count() > 10 && !witness.envelope.is_empty());
+    let shown = witness.requests.iter().filter(|r| r.admitted).count();
+    let said: usize = bound.detail["race: ".len()..].split(' ').next().and_then(|n| n.parse().ok()).expect("a count");
+    assert!(shown == said && said > 10 && !witness.envelope.is_empty(), "{shown} shown, {}", bound.detail);
     assert!(std::fs::read_dir(out.path())
         .unwrap()
         .flatten()

@@ -24,6 +24,7 @@ use std::fmt::Write;
 
 use results::{Verdict, Witness, WitnessFault, WitnessRequest};
 use sim_engine::bound::{self, Admission, Worst};
+use sim_engine::promise::Promise;
 
 use crate::ask::{Answer, Said};
 use crate::file::{Clock, Policy, ServiceFile};
@@ -132,7 +133,9 @@ fn bound_check(file: &ServiceFile, run: &Run) -> Option<Finding> {
     let w = worst(file, run)?;
     let detail = format!("{} admitted where {:.1} are allowed, {}", w.admitted, w.allowed, w.within);
     Some(if w.broken {
-        let ids = witness(&admissions(run), &w);
+        let aligned =
+            (file.promise == Promise::FixedWindow { first_hit: false }).then(|| file.quota.period_ms().max(1));
+        let ids = witness(&admissions(run), &w, aligned);
         Finding::broken(detail, shown(run, &ids, Some(file)))
     } else {
         Finding::held(detail)
@@ -171,7 +174,7 @@ fn clock_trust(file: &ServiceFile, run: &Run) -> Option<Finding> {
     let in_true_time =
         format!("{} admitted where {:.1} are allowed in true time", true_time.admitted, true_time.allowed);
     Some(if beyond.broken {
-        let ids = witness(&readings, &beyond);
+        let ids = witness(&readings, &beyond, None);
         Finding::broken(
             format!(
                 "{clocks}: {} admitted where {:.1} are allowed {}: no reading of the clocks explains it",
@@ -343,10 +346,17 @@ fn said(a: &Answer) -> String {
 }
 
 /// The witness of `w`: every admission surely inside the span from its first to its last.
-fn witness(all: &[Admission], w: &Worst) -> Vec<usize> {
-    let find = |id: usize| all.iter().find(|a| a.id == id);
-    let (lo, hi) = (find(w.first).map_or(0, |a| a.lo), find(w.last).map_or(u64::MAX, |a| a.hi));
-    all.iter().filter(|a| a.lo >= lo && a.hi <= hi).map(|a| a.id).collect()
+///
+/// The checks walk admissions in order of their earliest moment and name the first and the
+/// last of the stretch that broke; an aligned window counts only the admissions surely inside
+/// it, so there the stretch keeps those.
+fn witness(all: &[Admission], w: &Worst, aligned_ms: Option<u64>) -> Vec<usize> {
+    let mut sorted: Vec<&Admission> = all.iter().collect();
+    sorted.sort_by_key(|a| (a.lo, a.hi, a.id));
+    let at = |id: usize| sorted.iter().position(|a| a.id == id);
+    let (Some(first), Some(last)) = (at(w.first), at(w.last)) else { return Vec::new() };
+    let window = |a: &Admission| aligned_ms.is_none_or(|t| a.lo / t == a.hi / t && a.lo / t == sorted[first].lo / t);
+    sorted[first.min(last)..=last.max(first)].iter().filter(|a| window(a)).map(|a| a.id).collect()
 }
 
 /// The answers `ids` of `run` as the evidence shows them: a table, and a witness for the
