@@ -286,7 +286,8 @@ impl std::fmt::Debug for Fleet {
     }
 }
 
-/// An error of `io` kind for a closed port: the tests' check that nothing still listens.
+/// Whether something accepts connections on loopback `port` (false when refused): the tests' check
+/// that nothing a verification started still listens.
 pub fn listening(port: u16) -> io::Result<bool> {
     match TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200)) {
         Ok(_) => Ok(true),
