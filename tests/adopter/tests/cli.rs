@@ -1,5 +1,5 @@
 //! The installed command line on this project's own subject files, as its CI would run it.
-//! `RATELIMIT_LAB` names the binary (`cargo xtask test` installs it and sets it); otherwise
+//! `RATELIMIT_LAB` names the binary (`cargo xtask test` puts its own build where `cargo install` would and sets it); otherwise
 //! `ratelimit-lab` is looked up on the PATH.
 
 use std::path::{Path, PathBuf};
