@@ -3,11 +3,10 @@
 //! answers with a decision or a gRPC status naming what is wrong, and never panics; a
 //! configuration is loaded or refused naming its file, never half-loaded.
 
-mod support;
-
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use crate::support::*;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::{Entry, RateLimitOverride};
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
@@ -17,7 +16,6 @@ use redis_ratelimit_server::adapter::Engine;
 use redis_ratelimit_server::config::{self, LoadOptions};
 use redis_ratelimit_server::server;
 use redis_ratelimit_server::service::{Loaded, Options, Service};
-use support::*;
 
 const CONFIG: &str = r#"
 domain: fuzz

@@ -3,11 +3,9 @@
 //! their units between the passes (see the library's per-slot path), grants lease there too,
 //! and a request across slots charged nothing when refused.
 
-mod support;
-
+use crate::support::*;
 use redis_ratelimit_server::adapter::{StoreSettings, Topology};
 use sim_real::redis_cluster::RedisCluster;
-use support::*;
 
 const CONFIG: &str = r#"
 domain: c

@@ -3,16 +3,12 @@
 //! configuration, refusing a bad one, serving metrics per domain and descriptor, keeping a
 //! Redis password out of its output, and stopping on SIGTERM.
 
-#![allow(clippy::disallowed_methods)] // real time against a real Redis
-
-mod support;
-
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use redis_ratelimit_server::server::{Tls, RLS_SERVICE, STORE_SERVICE};
-use support::*;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Identity};
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;

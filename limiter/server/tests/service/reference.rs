@@ -4,13 +4,9 @@
 //! charged for a refused request; an unknown domain is an error unless asked otherwise), the
 //! difference is what is asserted.
 
-#![allow(clippy::disallowed_methods)] // real time against a real Redis
-
-mod support;
-
+use crate::support::*;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use redis_ratelimit_server::service::UnknownDomain;
-use support::*;
 
 const SECOND: i32 = 1;
 const MINUTE: i32 = 2;

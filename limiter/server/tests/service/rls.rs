@@ -4,17 +4,13 @@
 //! failure policies through an outage and a pause, quota grants within their bound, malformed
 //! requests, TLS and mutual TLS, health and a graceful shutdown.
 
-#![allow(clippy::disallowed_methods)] // real time against a real Redis
-
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::*;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::quota::ExpirationSpecifier;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::DescriptorStatus;
 use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest;
 use redis_ratelimit_server::service::{Charge, RequestLimits};
-use support::*;
 
 const MINUTE: i32 = 2;
 
