@@ -8,8 +8,7 @@
 //! reproduces its finding.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use results::{SubjectReport, Verdict};
@@ -18,6 +17,9 @@ use sim_engine::subject::SubjectFile;
 use sim_verify as verify;
 use sim_verify::checks::CheckKind;
 use sim_verify::schedule::Schedule;
+
+mod support;
+use support::on_two_threads;
 
 /// Schedules per check and quota: what every flaw of the corpus needs to be found on both
 /// seeds, with the optimizing search on top.
@@ -64,25 +66,6 @@ fn expectations() -> Vec<(String, Vec<(&'static str, Verdict)>)> {
 /// The verdict each check got (`n/a` for a check that does not apply).
 fn got(r: &SubjectReport, check: &str) -> Verdict {
     r.verdicts.iter().find(|v| v.check == check).map_or(Verdict::NotApplicable, |v| v.verdict)
-}
-
-/// Runs `work` on every item on two threads.
-fn on_two_threads<T: Sync, R: Send>(items: &[T], work: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let next = AtomicUsize::new(0);
-    let out: Mutex<Vec<(usize, R)>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..2 {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(item) = items.get(i) else { break };
-                let r = work(item);
-                out.lock().expect("not poisoned").push((i, r));
-            });
-        }
-    });
-    let mut out = out.into_inner().expect("not poisoned");
-    out.sort_by_key(|(i, _)| *i);
-    out.into_iter().map(|(_, r)| r).collect()
 }
 
 #[test]

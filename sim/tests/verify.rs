@@ -18,6 +18,9 @@ use sim_verify::checks::CheckKind;
 use sim_verify::schedule::Schedule;
 use sim_verify::search;
 
+mod support;
+use support::on_two_threads;
+
 /// Cases per check and quota: enough for every mutant here to be found (each is found within
 /// the first few dozen), few enough for the test profile.
 const CASES: u32 = 96;
@@ -51,16 +54,17 @@ fn broken(r: &SubjectReport) -> Vec<&str> {
 
 #[test]
 fn the_library_scripts_as_subject_files_keep_every_promise_on_two_seeds() {
-    for (name, seed) in ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"]
+    let runs: Vec<(&str, u64)> = ["fixed-window", "sliding-window", "sliding-log", "token-bucket", "gcra"]
         .into_iter()
         .flat_map(|n| [(n, 1), (n, 2)])
-    {
+        .collect();
+    on_two_threads(&runs, |&(name, seed)| {
         let r = searched_with(&format!("subjects/library/{name}.toml"), seed);
         assert!(broken(&r).is_empty(), "{name}: {:#?}", r.verdicts);
         assert!(r.verdicts.iter().filter(|v| v.verdict == Verdict::Held).count() >= 3, "{name}: {:#?}", r.verdicts);
         assert_eq!(r.profile.largest_burst, 20, "{name}");
         assert_eq!(r.profile.keys_without_ttl, 0, "{name}");
-    }
+    });
 }
 
 /// Each mutant, the check its bug breaks, and whether only disagreeing clocks show it: one-bug
@@ -94,7 +98,8 @@ const MUTANTS: [(&str, &str, bool); 22] = [
 
 #[test]
 fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_on_two_seeds_and_its_replay_reproduces_it() {
-    for (name, check, skew_only, seed) in MUTANTS.into_iter().flat_map(|(n, c, s)| [(n, c, s, 1), (n, c, s, 2)]) {
+    let runs: Vec<_> = MUTANTS.into_iter().flat_map(|(n, c, s)| [(n, c, s, 1), (n, c, s, 2)]).collect();
+    on_two_threads(&runs, |&(name, check, skew_only, seed)| {
         let relative = format!("subjects/mutants/{name}.toml");
         let r = searched_with(&relative, seed);
         let v = verdict(&r, check);
@@ -112,7 +117,7 @@ fn every_one_bug_mutant_is_caught_by_the_check_its_bug_breaks_on_two_seeds_and_i
         let replayed = search::judge(&file, &held, kind, &Schedule::parse(schedule).expect("parses"));
         assert!(replayed.is_some(), "{name}: the replay did not break {check} again: {}", v.replay);
         println!("verify: {name} caught by {check}");
-    }
+    });
 }
 
 /// Each mutant is its library script with one bug: the header names the original, and apart
