@@ -45,13 +45,6 @@ pub fn run_all() -> Result<()> {
     let mut clippy = cargo();
     clippy.args(["clippy", "--workspace", "--all-targets", "--features", testbins::FEATURES, "--", "-D", "warnings"]);
     step("clippy", || tools::run(clippy))?;
-    // The command line alone, with the features `cargo install --path sim` resolves for it
-    // (the workspace's build unifies every member's): a feature only another member turns on
-    // fails here. Checked, not built: the adopter drives the test build's own binary (see
-    // `place_the_command_line`), and clippy has already checked nearly everything this needs.
-    let mut alone = cargo();
-    alone.args(["check", "--locked", "--quiet", "-p", "sim", "--bin", "ratelimit-lab"]);
-    step("ratelimit-lab with its own features", || tools::run(alone))?;
 
     // Every doc comment's links resolve (a renamed item leaves no link pointing at nothing).
     let mut doc = cargo();
@@ -114,7 +107,10 @@ pub fn run_all() -> Result<()> {
     })?;
     // The builds in the workspace's own target directory wait for the tests (which run cargo
     // build there) and go beside the steps that run no cargo, which leave a core idle.
-    let ours = Beside::start(vec![Job::new("building the loom models", vec![crate::loom::cargo_test(&["--no-run"])])])?;
+    let ours = Beside::start(vec![Job::new(
+        "checking ratelimit-lab with its own features, then building the loom models",
+        vec![the_command_line_alone(), crate::loom::cargo_test(&["--no-run"])],
+    )])?;
     step("the limiter's Redis tests on the model", || limiter_tests_on_the_model(&built))?;
     step("the Lua bridge under memcheck", || lua_bridge_under_memcheck(&built))?;
     step("the property suites", || {
@@ -184,7 +180,8 @@ fn adopter_dir() -> PathBuf {
 /// `ratelimit-lab` where `cargo install --path sim --root target/adopter/install` would put it
 /// (never the user's `~/.cargo/bin`). The binary is the test build's: installing compiled the
 /// command line and every dependency whose features differ once more, about two and a half
-/// minutes of CI on two cores; those features are checked by themselves after clippy.
+/// minutes of CI on two cores; those features are checked by themselves
+/// ([`the_command_line_alone`]).
 fn place_the_command_line(built: &[Executable]) -> Result<()> {
     let exe = &testbins::program(built, "bin", "ratelimit-lab")?.exe;
     let bin = adopter_dir().join("install/bin");
@@ -192,6 +189,16 @@ fn place_the_command_line(built: &[Executable]) -> Result<()> {
     std::fs::copy(exe, bin.join("ratelimit-lab"))
         .with_context(|| format!("copying {} into {}", exe.display(), bin.display()))?;
     Ok(())
+}
+
+/// The command line alone, with the features `cargo install --path sim` resolves for it (the
+/// workspace's build unifies every member's): a feature only another member turns on fails
+/// here. Checked, not built: the adopter drives the test build's own binary (see
+/// [`place_the_command_line`]), and clippy has already checked nearly everything this needs.
+fn the_command_line_alone() -> Command {
+    let mut alone = cargo();
+    alone.args(["check", "--locked", "--quiet", "-p", "sim", "--bin", "ratelimit-lab"]);
+    alone
 }
 
 /// A project of someone else's (`tests/adopter`, its own workspace) depends on the library by

@@ -1,6 +1,6 @@
 //! The installed command line on this project's own subject files, as its CI would run it.
-//! `RATELIMIT_LAB` names the binary (`cargo xtask test` puts its own build where `cargo install` would and sets it); otherwise
-//! `ratelimit-lab` is looked up on the PATH.
+//! `RATELIMIT_LAB` names the binary (`cargo xtask test` puts its own build where `cargo
+//! install` would, and sets it); otherwise `ratelimit-lab` is looked up on the PATH.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
