@@ -66,6 +66,12 @@ pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
     }
 }
 
+/// The concurrency script (`lua/concurrency.lua`): slots held at once, each until its holder
+/// releases it or its lease ends; [`crate::algo::concurrency`] is its twin. The library does
+/// not send it yet: the harness holds it to its twin and to Redis first.
+#[cfg(feature = "harness")]
+pub const CONCURRENCY: &str = redis_ratelimit_scripts::CONCURRENCY;
+
 /// The script forgetting one key's state (`lua/reset.lua`): called with [`state_keys`] as
 /// KEYS and no ARGV, it deletes them and returns how many existed.
 pub const RESET: &str = redis_ratelimit_scripts::RESET;

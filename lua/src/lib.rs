@@ -34,6 +34,8 @@ pub const GCRA: &str = include_str!("../gcra.lua");
 pub const LEASE_GCRA: &str = include_str!("../lease_gcra.lua");
 /// Leases of token-bucket units.
 pub const LEASE_TOKEN_BUCKET: &str = include_str!("../lease_token_bucket.lua");
+/// Concurrency: slots held at once, one sorted set of holders and the ends of their leases.
+pub const CONCURRENCY: &str = include_str!("../concurrency.lua");
 /// Forgets one key's state: deletes its keys.
 pub const RESET: &str = include_str!("../reset.lua");
 /// Gives units back to one key's state, for every algorithm.
@@ -56,7 +58,7 @@ pub const ALGORITHM_PLACEHOLDER: &str = "--@ALGORITHM@";
 pub const ALL_OR_NOTHING_TEMPLATE: &str = include_str!("../all_or_nothing.lua");
 
 /// Every file of this crate by its name, as the templates' placeholders name them.
-pub const FILES: [(&str, &str); 14] = [
+pub const FILES: [(&str, &str); 15] = [
     ("fixed_window.lua", FIXED_WINDOW),
     ("sliding_window.lua", SLIDING_WINDOW),
     ("sliding_log.lua", SLIDING_LOG),
@@ -64,6 +66,7 @@ pub const FILES: [(&str, &str); 14] = [
     ("gcra.lua", GCRA),
     ("lease_gcra.lua", LEASE_GCRA),
     ("lease_token_bucket.lua", LEASE_TOKEN_BUCKET),
+    ("concurrency.lua", CONCURRENCY),
     ("reset.lua", RESET),
     ("refund.lua", REFUND),
     ("block.lua", BLOCK),

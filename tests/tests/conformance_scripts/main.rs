@@ -37,6 +37,7 @@
 // Comparing against a real server means measuring real time in one place (the server-time case).
 #![allow(clippy::disallowed_methods)]
 
+mod concurrency;
 #[path = "../conformance_support/mod.rs"]
 mod conformance_support;
 mod generate;

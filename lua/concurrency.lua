@@ -1,0 +1,92 @@
+-- name: concurrency
+-- Concurrency: at most `limit` slots held at once, each by one holder until it releases the
+-- slot or its lease ends.
+-- KEYS[1]: the holders, a sorted set: member = a holder's token, score = the end of its lease (ms)
+-- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
+-- ARGV[2]: limit (slots)   ARGV[3]: lease in ms   ARGV[4]: holder's token
+-- ARGV[5]: what to do: "acquire", "renew", "release" or "peek"
+-- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
+--   acquire: allowed = the holder holds a slot (a new one, or the one it held, its lease
+--     renewed: a retried acquire takes no second slot); remaining = slots still free.
+--   renew: allowed = the holder still held its slot, whose lease now ends at now + lease;
+--     0 = its lease had ended (the slot may be someone else's: the work should stop).
+--   release: allowed = the holder held a slot, now freed; 0 = it held none (a second release,
+--     or a lease that had ended): nothing else changes, so no count ever goes below zero.
+--   peek: allowed = an acquire would take a slot now; writes nothing.
+--   retry_after_ms: for a refused acquire, when the earliest lease ends: the longest the
+--     wait can be, since a release frees a slot sooner; 0 otherwise.
+--   reset_after_ms: when the last lease ends (the key's TTL); 0 when no slot is held.
+-- A lease is over once the clock reaches its end: every read counts only the holders whose
+-- leases end after now, and every write first removes the others. A holder that died (a
+-- crashed worker, a killed connection) so holds its slot for at most one lease. With callers'
+-- clocks, a caller whose clock runs ahead ends the others' leases early: Redis's TIME is the
+-- clock a concurrency limit should run on.
+-- Tokens are the library's, one per acquire, never a client's: a token a client could choose
+-- could release, or renew, someone else's slot.
+local now = tonumber(ARGV[1])
+if not now then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local limit = tonumber(ARGV[2])
+local lease = tonumber(ARGV[3])
+local holder = ARGV[4]
+local op = ARGV[5]
+if op ~= 'acquire' and op ~= 'renew' and op ~= 'release' and op ~= 'peek' then
+  return redis.error_reply('ERR concurrency: unknown operation ' .. tostring(op))
+end
+local live = '(' .. string.format('%d', now)
+
+-- When the last live lease ends, as a wait from now: the key's TTL (0 when none is live).
+local function reset_after()
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  local at = tonumber(last[2])
+  if at and at > now then return at - now end
+  return 0
+end
+
+-- When the earliest live lease ends, as a wait from now (0 when none is live).
+local function first_end()
+  local first = redis.call('ZRANGEBYSCORE', KEYS[1], live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local at = tonumber(first[2])
+  if at then return at - now end
+  return 0
+end
+
+-- After a write: the key lives as long as its last lease (an empty sorted set is gone).
+local function settle()
+  local reset = reset_after()
+  if reset > 0 then redis.call('PEXPIRE', KEYS[1], reset) end
+  return reset
+end
+
+if op == 'peek' then
+  local count = redis.call('ZCOUNT', KEYS[1], live, '+inf')
+  if count < limit then return {1, limit - count, 0, reset_after(), now} end
+  return {0, 0, first_end(), reset_after(), now}
+end
+
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
+local held = redis.call('ZSCORE', KEYS[1], holder)
+local count = redis.call('ZCARD', KEYS[1])
+local until_ms = string.format('%d', now + lease)
+
+if op == 'release' then
+  if held then
+    redis.call('ZREM', KEYS[1], holder)
+    count = count - 1
+  end
+elseif op == 'renew' or held then
+  -- A renewal, or an acquire retried by a holder whose first reply was lost: its own slot.
+  if held then redis.call('ZADD', KEYS[1], 'XX', until_ms, holder) end
+elseif count < limit then
+  redis.call('ZADD', KEYS[1], until_ms, holder)
+  return {1, limit - count - 1, 0, settle(), now}
+else
+  return {0, 0, first_end(), settle(), now}
+end
+local allowed = 0
+if held then allowed = 1 end
+local remaining = limit - count
+if remaining < 0 then remaining = 0 end
+return {allowed, remaining, 0, settle(), now}
