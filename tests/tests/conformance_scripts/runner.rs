@@ -74,6 +74,17 @@ impl Servers {
     }
 }
 
+/// The distance between adjacent doubles at `n` (a positive whole number): 0 up to 2^53, where
+/// every whole number is a double, and doubling with each power of two beyond.
+fn double_spacing(n: i64) -> i64 {
+    let bits = 63 - i64::from(n.max(1).leading_zeros());
+    if bits > 52 {
+        1 << (bits - 52)
+    } else {
+        0
+    }
+}
+
 /// `<file>` for the source of one of the limiter's scripts.
 fn script_name(source: &[u8]) -> Option<Vec<u8>> {
     let named = [("refund.lua", scripts::REFUND), ("block.lua", scripts::BLOCK)];
@@ -219,11 +230,15 @@ impl Run<'_> {
                 (Some(a), Some(b)) => {
                     // A snapshot's PTTL is the TTL the script set minus the time between the two
                     // (under a millisecond, unless the machine stalled that server): some TTL
-                    // must be consistent with both readings.
+                    // must be consistent with both readings. The snapshot reads PTTL in Lua,
+                    // whose numbers are doubles, so a TTL beyond 2^53 ms (a huge quota's) comes
+                    // back rounded to the doubles' spacing there: a millisecond apart on the
+                    // servers can read 16 apart near 10^17.
+                    let rounding = double_spacing(a.pttl.max(b.pttl));
                     let ttl_agrees = (a.pttl < 0 && a.pttl == b.pttl)
                         || (a.pttl >= 0
                             && b.pttl >= 0
-                            && a.pttl.max(b.pttl) <= (a.pttl + rt_r + 1).min(b.pttl + rt_m + 1));
+                            && a.pttl.max(b.pttl) <= (a.pttl + rt_r + 1 + rounding).min(b.pttl + rt_m + 1 + rounding));
                     if a.kind != b.kind || a.value != b.value || !ttl_agrees {
                         self.fail(
                             &format!("state after the call differs for key {}", show(key)),
@@ -323,4 +338,13 @@ impl Run<'_> {
             }
         }
     }
+}
+
+#[test]
+fn double_spacing_is_the_gap_between_adjacent_doubles() {
+    assert_eq!(double_spacing((1 << 53) - 1), 0);
+    assert_eq!(double_spacing(1 << 53), 2);
+    // The TTL a huge quota's sliding log was given, as two servers read it a millisecond apart.
+    assert_eq!(double_spacing(99_999_294_161_725_488), 16);
+    assert_eq!(99_999_294_161_725_495_i64 as f64 as i64, 99_999_294_161_725_488);
 }
