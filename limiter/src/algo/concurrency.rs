@@ -81,6 +81,11 @@ pub fn step(
     op: SlotOp,
     holder: &str,
 ) -> Outcome {
+    // Redis drops the key once its TTL, the end of the last lease, has passed: the twin forgets
+    // it at the same moment, so a clock that then steps back sees what Redis sees.
+    if state.as_ref().is_some_and(|s| expired(s, now_ms)) {
+        *state = None;
+    }
     let slots = state.get_or_insert_with(SlotsState::default);
     if op != SlotOp::Peek {
         // Every write first drops the leases that have ended (ZREMRANGEBYSCORE -inf now).
@@ -125,6 +130,12 @@ fn kept(held: bool, limit: u64, count: u64, slots: &SlotsState, now_ms: u64) -> 
         retry_after_ms: 0,
         reset_after_ms: slots.reset_after(now_ms),
     }
+}
+
+/// Whether Redis has dropped the key when it is touched at `now_ms`: every write leaves it a
+/// TTL ending with its last lease, and Redis expires a key strictly after that instant.
+pub fn expired(state: &SlotsState, now_ms: u64) -> bool {
+    state.holders.values().max().is_none_or(|&end| now_ms > end)
 }
 
 /// How many slots are held at `now_ms`: the quantity the promise bounds.
@@ -188,7 +199,8 @@ mod tests {
             let count = state.as_ref().map_or(0, |s| count_held(s, now));
             assert!(count <= limit, "{count} held at {now}");
             if op == SlotOp::Peek {
-                assert_eq!(state, before, "a peek changed the state");
+                // A peek writes nothing; a key whose TTL has passed is gone on reading, as in Redis.
+                assert_eq!(state, before.filter(|s| !expired(s, now)), "a peek changed the state");
             }
             if op == SlotOp::Acquire && !out.allowed {
                 assert_eq!(count, limit, "refused with a slot free at {now}");

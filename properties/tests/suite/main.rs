@@ -1,11 +1,12 @@
 //! The property suites: every invariant holds for every correct algorithm
 //! (`invariants`), every invariant catches the known-bad state machines fed to it (`mutants`),
 //! the sliding-window counter's error is measured (`accuracy`), and the lock-free
-//! `AtomicLimiter` decides like the GCRA twin (`atomic`), and a reset or a refund on the Redis
-//! model is its twin's (`key_ops`).
+//! `AtomicLimiter` decides like the GCRA twin (`atomic`), a reset or a refund on the Redis
+//! model is its twin's (`key_ops`), and so are concurrency slots on Redis's clock (`slots`).
 
 mod accuracy;
 mod atomic;
 mod invariants;
 mod key_ops;
 mod mutants;
+mod slots;
