@@ -123,9 +123,9 @@ pub fn step(
 }
 
 /// A reply that is not a refused acquire: `allowed`, and the slots free once `count` are held.
-fn kept(held: bool, limit: u64, count: u64, slots: &SlotsState, now_ms: u64) -> Outcome {
+fn kept(allowed: bool, limit: u64, count: u64, slots: &SlotsState, now_ms: u64) -> Outcome {
     Outcome {
-        allowed: held,
+        allowed,
         remaining: limit.saturating_sub(count),
         retry_after_ms: 0,
         reset_after_ms: slots.reset_after(now_ms),
