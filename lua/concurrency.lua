@@ -1,28 +1,28 @@
 -- name: concurrency
--- Concurrency: at most `limit` slots held at once, each by one holder until it releases the
--- slot or its lease ends.
+-- Concurrency: at most `limit` permits held at once, each by one holder until it releases the
+-- permit or its lease ends.
 -- KEYS[1]: the holders, a sorted set: member = a holder's token, score = the end of its lease (ms)
 -- ARGV[1]: now in ms (client time), or "" for Redis's TIME (server time)
--- ARGV[2]: limit (slots)   ARGV[3]: lease in ms   ARGV[4]: holder's token
+-- ARGV[2]: limit (permits)   ARGV[3]: lease in ms   ARGV[4]: holder's token
 -- ARGV[5]: what to do: "acquire", "renew", "release" or "peek"
 -- returns: {allowed (1/0), remaining, retry_after_ms, reset_after_ms, now_ms (the clock it decided by)}
---   acquire: allowed = the holder holds a slot (a new one, or the one it held, its lease
---     renewed: a retried acquire takes no second slot); remaining = slots still free.
---   renew: allowed = the holder still held its slot, whose lease now ends at now + lease;
---     0 = its lease had ended (the slot may be someone else's: the work should stop).
---   release: allowed = the holder held a slot, now freed; 0 = it held none (a second release,
+--   acquire: allowed = the holder holds a permit (a new one, or the one it held, its lease
+--     renewed: a retried acquire takes no second permit); remaining = permits still free.
+--   renew: allowed = the holder still held its permit, whose lease now ends at now + lease;
+--     0 = its lease had ended (the permit may be someone else's: the work should stop).
+--   release: allowed = the holder held a permit, now freed; 0 = it held none (a second release,
 --     or a lease that had ended): nothing else changes, so no count ever goes below zero.
---   peek: allowed = an acquire would take a slot now; writes nothing.
+--   peek: allowed = an acquire would take a permit now; writes nothing.
 --   retry_after_ms: for a refused acquire, when the earliest lease ends: the longest the
---     wait can be, since a release frees a slot sooner; 0 otherwise.
---   reset_after_ms: when the last lease ends (the key's TTL); 0 when no slot is held.
+--     wait can be, since a release frees a permit sooner; 0 otherwise.
+--   reset_after_ms: when the last lease ends (the key's TTL); 0 when no permit is held.
 -- A lease is over once the clock reaches its end: every read counts only the holders whose
 -- leases end after now, and every write first removes the others. A holder that died (a
--- crashed worker, a killed connection) so holds its slot for at most one lease. With callers'
+-- crashed worker, a killed connection) so holds its permit for at most one lease. With callers'
 -- clocks, a caller whose clock runs ahead ends the others' leases early: Redis's TIME is the
 -- clock a concurrency limit should run on.
 -- Tokens are the library's, one per acquire, never a client's: a token a client could choose
--- could release, or renew, someone else's slot.
+-- could release, or renew, someone else's permit.
 local now = tonumber(ARGV[1])
 if not now then
   local t = redis.call('TIME')
@@ -77,7 +77,7 @@ if op == 'release' then
     count = count - 1
   end
 elseif op == 'renew' or held then
-  -- A renewal, or an acquire retried by a holder whose first reply was lost: its own slot.
+  -- A renewal, or an acquire retried by a holder whose first reply was lost: its own permit.
   if held then redis.call('ZADD', KEYS[1], 'XX', until_ms, holder) end
 elseif count < limit then
   redis.call('ZADD', KEYS[1], until_ms, holder)

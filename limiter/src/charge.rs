@@ -3,7 +3,8 @@
 //! [`crate::enforce::Enforcer`] one per matched rule, keyed by the request's identity), every
 //! store takes it ([`crate::store::StateStore`]), and [`crate::gate::Gate`] wraps the breaker
 //! and the failure policy around it. What a charge is called in Redis is decided here and
-//! nowhere else ([`state_name`], [`Charge::stem`]).
+//! nowhere else ([`state_name`], [`Charge::stem`]). A concurrency limit asks for no units but
+//! for one of a key's permits: its request is a [`Claim`], named by the same rules.
 
 use std::borrow::Cow;
 
@@ -109,7 +110,7 @@ impl Charge<'_> {
 
     /// The clock reading sent to Redis: this instance's in client time, none in server time.
     pub(crate) fn client_now(&self, now_ms: u64) -> Option<u64> {
-        (self.time_source == TimeSource::Client).then_some(now_ms)
+        self.time_source.sent(now_ms)
     }
 
     /// The charge as its script is called (`scripts::Request`), against `stem`.
@@ -121,6 +122,36 @@ impl Charge<'_> {
             now_ms: self.client_now(now_ms),
             cost: self.cost,
         }
+    }
+}
+
+/// A concurrency limit applied to one request: a claim on one of the `limit` permits of a key,
+/// each held until its holder releases it or its lease of `lease_ms` ends
+/// ([`crate::algo::concurrency`]). Built by [`crate::ConcurrencyLimiter`].
+#[derive(Debug, Clone)]
+pub(crate) struct Claim<'a> {
+    /// The limiter's state name: what messages and metrics call it.
+    pub(crate) name: Cow<'a, str>,
+    /// The user key (the hash tag of its Redis key).
+    pub(crate) tag: Cow<'a, str>,
+    /// The most permits held at once.
+    pub(crate) limit: u64,
+    /// How long a permit is held without a renewal, in ms.
+    pub(crate) lease_ms: u64,
+    /// Whose clock ends leases: Redis's `TIME`, or this instance's.
+    pub(crate) time_source: TimeSource,
+    /// What answers an acquire when the store cannot be asked.
+    pub(crate) policy: FailurePolicy,
+}
+
+impl Claim<'_> {
+    /// The Redis key of its holders: `prefix:{tag}:STATE:permits`.
+    pub(crate) fn key(&self, keys: &KeySpace) -> String {
+        let mut key = keys.stem(&self.tag);
+        key.push_str(&self.name);
+        key.push(':');
+        key.push_str(scripts::PERMITS_SUFFIX);
+        key
     }
 }
 
@@ -160,6 +191,19 @@ mod tests {
         let tier = charge("ip=1", "", "api:p1000", "api");
         assert_eq!(tier.block_key(&keys), "ratelimiter:{ip=1}:api:fw:blk");
         assert!(!tier.state.by_key_alone());
+    }
+
+    #[test]
+    fn a_claim_is_named_as_a_limiter_s_state_is() {
+        let claim = Claim {
+            name: "c=3".into(),
+            tag: "u{1}".into(),
+            limit: 3,
+            lease_ms: 1_000,
+            time_source: TimeSource::Server,
+            policy: FailurePolicy::FailOpen,
+        };
+        assert_eq!(claim.key(&KeySpace::default()), "ratelimiter:{u%7B1%7D}:c=3:permits");
     }
 
     #[test]

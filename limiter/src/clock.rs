@@ -89,4 +89,10 @@ impl TimeSource {
             TimeSource::Client => "client",
         }
     }
+
+    /// The clock reading a script is sent, `now_ms` on this instance's clock: the reading in
+    /// client time, none in server time (the script reads Redis's `TIME`).
+    pub(crate) fn sent(self, now_ms: u64) -> Option<u64> {
+        (self == TimeSource::Client).then_some(now_ms)
+    }
 }

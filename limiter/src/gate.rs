@@ -10,16 +10,18 @@
 //!   charges as Redis would have, whenever Redis cannot be asked;
 //! - the key space, which names every charge's Redis keys.
 //!
-//! An operation no failure policy can stand in for (a reset, a refund, a block) is an error
-//! when Redis cannot be asked: [`Error::Unavailable`], and nothing happened in Redis.
+//! An operation no failure policy can stand in for (a reset, a refund, a block; a renewal or a
+//! release of a permit) is an error when Redis cannot be asked: [`Error::Unavailable`], and
+//! nothing happened in Redis.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::algo::all_or_nothing::ItemOutcome;
+use crate::algo::concurrency::PermitOp;
 use crate::algo::Outcome;
 use crate::breaker::BreakerState;
-use crate::charge::Charge;
+use crate::charge::{Charge, Claim};
 use crate::clock::Clock;
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::Error;
@@ -333,6 +335,97 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// Runs `op` for `holder` on `claim`'s permits. When Redis cannot be asked an acquire is
+    /// answered by the claim's failure policy ([`Gate::permit_fallback`]); none can stand in
+    /// for a renewal, a release or a peek, which are then [`Error::Unavailable`].
+    pub(crate) async fn permit(&self, claim: &Claim<'_>, op: PermitOp, holder: &str) -> Result<Decision, Error> {
+        let now = self.clock.now_ms();
+        let redis = match &self.store {
+            Store::Local(local) => {
+                return Ok(Decision::from_store(local.permit_now(claim, now, op, holder), claim.limit, now))
+            }
+            Store::Redis(redis) => redis,
+        };
+        // Boxed, as in `decide`.
+        Box::pin(async move {
+            let call = || redis.permit(claim, &self.keys, now, op, holder);
+            match self.health.guard(&*self.clock, now, redis, call).await? {
+                Guarded::Answered((outcome, at)) => Ok(Decision::from_store(outcome, claim.limit, at)),
+                Guarded::Unavailable { at_ms, why, retry_after_ms } if op == PermitOp::Acquire => {
+                    Ok(self.permit_fallback(claim, at_ms, why, retry_after_ms, holder))
+                }
+                Guarded::Unavailable { why, .. } => {
+                    let operation = match op {
+                        PermitOp::Renew => "the permit's renewal",
+                        PermitOp::Release => "the permit's release",
+                        PermitOp::Acquire | PermitOp::Peek => "the permits read",
+                    };
+                    Err(Error::Unavailable { operation, why })
+                }
+            }
+        })
+        .await
+    }
+
+    /// The failure policy's answer to an acquire Redis could not be asked at `now`: fail-open
+    /// admits it holding nothing; fail-closed refuses it until Redis may be asked again
+    /// (`retry_after_ms`); a local budget of `limit` lends one of this instance's own `limit`
+    /// permits of the key, held in process with the claim's lease ([`Gate::budget_permit`]).
+    fn permit_fallback(
+        &self,
+        claim: &Claim<'_>,
+        now: u64,
+        why: Degraded,
+        retry_after_ms: u64,
+        holder: &str,
+    ) -> Decision {
+        let (outcome, source, capacity) = match claim.policy {
+            FailurePolicy::FailOpen => (open(), Source::FailOpen, claim.limit),
+            FailurePolicy::FailClosed => (closed(retry_after_ms), Source::FailClosed, claim.limit),
+            FailurePolicy::LocalBudget { limit, .. } => {
+                (self.budget_permit(claim, PermitOp::Acquire, holder, now), Source::LocalBudget, limit)
+            }
+        };
+        Decision { source, degraded: Some(why), ..Decision::from_store(outcome, capacity, now) }
+    }
+
+    /// Runs `op` for `holder` on the permits the local budget lends for `claim` (`limit`
+    /// permits of the claim's lease, kept in process whatever Redis's state): where a permit
+    /// the budget lent is renewed and released.
+    pub(crate) fn budget_permit(&self, claim: &Claim<'_>, op: PermitOp, holder: &str, now: u64) -> Outcome {
+        let limit = match claim.policy {
+            FailurePolicy::LocalBudget { limit, .. } => limit,
+            FailurePolicy::FailOpen | FailurePolicy::FailClosed => 0,
+        };
+        self.budget.permit_now(&Claim { limit, ..claim.clone() }, now, op, holder)
+    }
+
+    /// Runs `op` for `holder` on `claim`'s permits now, when they are kept in this process:
+    /// None on Redis, where it takes a round trip ([`Gate::permit`]).
+    pub(crate) fn permit_in_process(&self, claim: &Claim<'_>, op: PermitOp, holder: &str, now: u64) -> Option<Outcome> {
+        match &self.store {
+            Store::Local(local) => Some(local.permit_now(claim, now, op, holder)),
+            Store::Redis(_) => None,
+        }
+    }
+}
+
+/// What fail-open answers: admitted, with nothing known of the state.
+fn open() -> Outcome {
+    Outcome { allowed: true, remaining: 0, retry_after_ms: 0, reset_after_ms: 0 }
+}
+
+/// What fail-closed answers: refused until Redis may be asked again, `retry_after_ms` from now.
+fn closed(retry_after_ms: u64) -> Outcome {
+    Outcome {
+        allowed: false,
+        remaining: 0,
+        retry_after_ms: retry_after_ms.max(1),
+        reset_after_ms: retry_after_ms.max(1),
+    }
+}
+
 /// The decisions of `charges` from the store's `items` (each with the clock reading it was
 /// decided by), all made by `source`.
 #[cfg_attr(not(feature = "http"), allow(dead_code))]
@@ -369,12 +462,7 @@ struct Answered {
 /// may be asked again: what a fail-closed answer, or a cost no budget can ever hold, tells the
 /// client to wait.
 fn policies_answer(budget: &LocalStore, asked: &[Charge<'_>], now: u64, retry_after_ms: u64) -> Answered {
-    let closed = Outcome {
-        allowed: false,
-        remaining: 0,
-        retry_after_ms: retry_after_ms.max(1),
-        reset_after_ms: retry_after_ms.max(1),
-    };
+    let closed = closed(retry_after_ms);
     // A cost above the whole budget could never fit; a fail-closed rule denies outright.
     let enforced_denial = asked.iter().any(|a| {
         !a.shadow
@@ -412,13 +500,7 @@ fn policies_answer(budget: &LocalStore, asked: &[Charge<'_>], now: u64, retry_af
         .iter()
         .map(|a| match a.policy {
             FailurePolicy::FailClosed => (ItemOutcome { outcome: closed, consumed: false }, Source::FailClosed),
-            _ => (
-                ItemOutcome {
-                    outcome: Outcome { allowed: true, remaining: 0, retry_after_ms: 0, reset_after_ms: 0 },
-                    consumed: false,
-                },
-                Source::FailOpen,
-            ),
+            _ => (ItemOutcome { outcome: open(), consumed: false }, Source::FailOpen),
         })
         .collect();
     for (&(i, limit, _), item) in budgets.iter().zip(decided.items) {

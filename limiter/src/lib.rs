@@ -51,6 +51,10 @@
 //!   [`BreakerState`], each change of it reported once as a [`StoreEvent`]). [`Limiter::check`]
 //!   answers a [`Decision`]; [`Error`] is for what the caller must fix. A limiter's Redis keys
 //!   carry its name or its quota ([`Limiter::state_name`]).
+//! - [`ConcurrencyLimiter`]: at most N requests in flight per key rather than per period. An
+//!   acquire answers [`Acquired`]: a [`Permit`] to hold while the work runs (released
+//!   explicitly, on drop, or by its lease when its holder died), or the refusal to answer.
+//!   Built like a limiter, over the same stores, clock, failure policies and breaker.
 //! - [`store`]: [`RedisStore`] (one server by `redis://` or `rediss://` with [`store::Tls`], a
 //!   primary found through Sentinel, or a Redis Cluster) and the [`store::Connector`] it can dial
 //!   through (TCP here, simulated sockets in the harness), and [`store::AtomicLimiter`] for one
@@ -98,6 +102,7 @@ mod algo;
 mod breaker;
 mod charge;
 mod clock;
+mod concurrency;
 mod decision;
 pub mod duration;
 #[cfg(feature = "http")]
@@ -115,6 +120,7 @@ mod limiter;
 pub mod metrics;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
 pub mod modes;
+mod options;
 mod policy;
 mod quota;
 #[cfg(feature = "http")]
@@ -136,6 +142,7 @@ mod table;
 
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock, TimeSource};
+pub use concurrency::{Acquired, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Permit};
 pub use decision::{Decision, Degraded, Source};
 pub use error::{ConfigError, Error, ErrorKind};
 pub use health::StoreEvent;

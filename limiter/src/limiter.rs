@@ -12,18 +12,16 @@ mod key_ops;
 
 pub use builder::LimiterBuilder;
 
-use crate::breaker::{BreakerConfig, BreakerState};
+use crate::breaker::BreakerState;
 use crate::charge::{self, Charge, StateKey};
-use crate::clock::{Clock, SystemClock, TimeSource};
+use crate::clock::TimeSource;
 use crate::decision::{Decision, Source};
 use crate::error::Error;
 use crate::gate::Gate;
-use crate::health::{Guarded, Health, OnStoreEvent, StoreEvent};
-use crate::key::KeySpace;
+use crate::health::Guarded;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
-use crate::store::RedisStore;
 
 struct Inner {
     algorithm: Algorithm,

@@ -66,11 +66,53 @@ pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
     }
 }
 
-/// The concurrency script (`lua/concurrency.lua`): slots held at once, each until its holder
-/// releases it or its lease ends; [`crate::algo::concurrency`] is its twin. The library does
-/// not send it yet: the harness holds it to its twin and to Redis first.
-#[cfg(feature = "harness")]
+/// The concurrency script (`lua/concurrency.lua`): permits held at once, each until its holder
+/// releases it or its lease ends; [`crate::algo::concurrency`] is its twin. Called as
+/// [`permit_invocation`] builds it; it answers what an algorithm's script answers.
 pub const CONCURRENCY: &str = redis_ratelimit_scripts::CONCURRENCY;
+
+/// What a concurrency limit's key carries after its stem: its holders, a sorted set.
+pub const PERMITS_SUFFIX: &str = "permits";
+
+/// The name a concurrency limiter without a name of its own gives its state in Redis: its
+/// limit (`c=10`). The lease is not part of it: each holder's lease is in its own score, so
+/// limiters of one limit but different leases count the same holders.
+pub fn permits_state(limit: u64) -> String {
+    format!("c={limit}")
+}
+
+/// The call of `lua/concurrency.lua` running `op` for `holder` on the holders kept at `key`,
+/// `limit` permits with leases of `lease_ms`, on the clock `now_ms` (None: Redis's `TIME`).
+pub fn permit_invocation(
+    key: &str,
+    now_ms: Option<u64>,
+    limit: u64,
+    lease_ms: u64,
+    holder: &str,
+    op: crate::algo::concurrency::PermitOp,
+) -> Invocation {
+    let now = now_ms.map_or(String::new(), |n| n.to_string());
+    let args = vec![now, limit.to_string(), lease_ms.to_string(), holder.to_owned(), op.name().to_owned()];
+    Invocation { keys: vec![key.to_owned()], args }
+}
+
+/// Reads the reply every decision script answers, `{allowed, remaining, retry_after_ms,
+/// reset_after_ms, now_ms}`, into the outcome and the clock reading it was decided by; None
+/// when the reply is anything else.
+pub fn read_outcome(reply: &[i64]) -> Option<(Outcome, u64)> {
+    match *reply {
+        [allowed @ (0 | 1), remaining, retry, reset, now] if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 => {
+            let outcome = Outcome {
+                allowed: allowed == 1,
+                remaining: remaining as u64,
+                retry_after_ms: retry as u64,
+                reset_after_ms: reset as u64,
+            };
+            Some((outcome, now as u64))
+        }
+        _ => None,
+    }
+}
 
 /// The script forgetting one key's state (`lua/reset.lua`): called with [`state_keys`] as
 /// KEYS and no ARGV, it deletes them and returns how many existed.
@@ -241,22 +283,9 @@ impl Request<'_> {
     }
 
     /// Reads the script's reply (its integers) into the outcome and the clock reading it
-    /// decided by; None when the reply is not what the script returns.
+    /// decided by ([`read_outcome`]); None when the reply is not what the script returns.
     pub fn read_reply(&self, reply: &[i64]) -> Option<(Outcome, u64)> {
-        match (self.algorithm, reply) {
-            (_, &[allowed @ (0 | 1), remaining, retry, reset, now])
-                if remaining >= 0 && retry >= 0 && reset >= 0 && now >= 0 =>
-            {
-                let outcome = Outcome {
-                    allowed: allowed == 1,
-                    remaining: remaining as u64,
-                    retry_after_ms: retry as u64,
-                    reset_after_ms: reset as u64,
-                };
-                Some((outcome, now as u64))
-            }
-            _ => None,
-        }
+        read_outcome(reply)
     }
 }
 

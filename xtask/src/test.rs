@@ -216,7 +216,7 @@ fn adopter_tests(args: &[&str]) -> Command {
 
 /// The Valkey lane, beside the real lanes: the suites that start a real server, once more with
 /// `valkey-server` in its place (`REDIS_TESTS_REAL=valkey`, see `tests/src/lib.rs`): the
-/// library's store, its round-trip modes, the module loaded into Valkey, a Valkey Cluster, the
+/// library's store and its concurrency limit, its round-trip modes, the module loaded into Valkey, a Valkey Cluster, the
 /// script conformance suites with Valkey as the reference for the model and then for Redis
 /// (`CONFORMANCE_SUBJECT=redis`: any difference between the two servers fails by name, unless
 /// `conformance_valkey` holds it as a known one), and from the real lanes the catalogue on one
@@ -247,8 +247,9 @@ fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
 }
 
 /// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`.
-const VALKEY_SUITES: [(&str, &str, &str); 8] = [
+const VALKEY_SUITES: [(&str, &str, &str); 9] = [
     ("tests", "test", "redis_store"),
+    ("tests", "test", "permits"),
     ("tests", "test", "modes"),
     ("tests", "test", "module"),
     ("tests", "test", "module_store"),
@@ -282,6 +283,7 @@ fn limiter_tests_on_the_model(built: &[Executable]) -> Result<()> {
     let wanted = [
         ("tests", "test", "agreement"),
         ("tests", "test", "redis_store"),
+        ("tests", "test", "permits"),
         ("tests", "test", "outage"),
         ("tests", "test", "bad_input"),
     ];

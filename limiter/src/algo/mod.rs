@@ -10,8 +10,6 @@
 
 pub mod all_or_nothing;
 pub mod block;
-// Not yet a limit the library enforces: the harness holds the twin to its script first.
-#[cfg(feature = "harness")]
 pub mod concurrency;
 pub mod fixed_window;
 pub mod gcra;

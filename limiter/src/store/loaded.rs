@@ -1,6 +1,7 @@
 //! Every script the Redis store sends, each hashed once: for each algorithm its own script, its
 //! blockable form, its batch form and its lease form where it has one, the all-or-nothing
-//! script of several rules, and the key operations (reset, refund, block). One table, built from [`Algorithm::ALL`] and the exhaustive [`scripts::for_algorithm`],
+//! script of several rules, the key operations (reset, refund, block) and the concurrency
+//! limit's script. One table, built from [`Algorithm::ALL`] and the exhaustive [`scripts::for_algorithm`],
 //! so no algorithm can be missing from it.
 
 use std::sync::LazyLock;
@@ -40,6 +41,8 @@ static REFUND: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::
 
 static BLOCK: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::BLOCK));
 
+static CONCURRENCY: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::CONCURRENCY));
+
 /// `algorithm`'s scripts.
 pub(super) fn of(algorithm: Algorithm) -> &'static Loaded {
     // `Algorithm::ALL` lists the variants in declaration order (checked where it is defined).
@@ -59,6 +62,11 @@ pub(super) fn refund() -> &'static EvalScript {
 /// The script blocking a key (`lua/block.lua`).
 pub(super) fn block() -> &'static EvalScript {
     &BLOCK
+}
+
+/// The concurrency limit's script (`lua/concurrency.lua`).
+pub(super) fn concurrency() -> &'static EvalScript {
+    &CONCURRENCY
 }
 
 /// The all-or-nothing script of several rules (`crate::rules_script`).

@@ -1,8 +1,9 @@
 //! The algorithms in process: for a single instance, for tests, and as the local budget.
 
 use crate::algo::all_or_nothing::{self, ItemOutcome, RulesOutcome};
+use crate::algo::concurrency::{self, PermitOp, Permits};
 use crate::algo::{self, Outcome, State};
-use crate::charge::{Charge, StateKey};
+use crate::charge::{Charge, Claim, StateKey};
 use crate::key::KeySpace;
 use crate::quota::{Algorithm, Quota};
 use crate::rules_script::{ItemReply, RulesReply};
@@ -23,11 +24,14 @@ pub(crate) const DEFAULT_MAX_KEYS: usize = 100_000;
 /// request, and degrades only the keys it pushes out.
 ///
 /// Blocks ([`crate::Limiter::block`]) are kept in a table of their own, bounded alike, read only
-/// by blockable limiters and rules: the instant each block ends.
+/// by blockable limiters and rules: the instant each block ends. So are a concurrency limit's
+/// holders ([`crate::ConcurrencyLimiter`]): a key given up while permits were held starts with
+/// none, as a Redis key evicted under `maxmemory` does.
 #[derive(Debug)]
 pub struct LocalStore {
     states: Table<Option<State>>,
     blocks: Table<u64>,
+    permits: Table<Option<Permits>>,
 }
 
 impl Default for LocalStore {
@@ -39,7 +43,7 @@ impl Default for LocalStore {
 impl LocalStore {
     /// A store keeping at most `max_keys` keys (at least 1).
     pub fn new(max_keys: usize) -> Self {
-        LocalStore { states: Table::new(max_keys), blocks: Table::new(max_keys) }
+        LocalStore { states: Table::new(max_keys), blocks: Table::new(max_keys), permits: Table::new(max_keys) }
     }
 
     /// Decides one request of `cost` on `key`'s state under `algorithm` and `quota` at
@@ -168,6 +172,19 @@ impl LocalStore {
         given
     }
 
+    /// Runs `op` for `holder` on `claim`'s permits at `now_ms` (`algo::concurrency`). A store
+    /// keeps one limiter's permits, so the user key alone finds them.
+    pub(crate) fn permit_now(&self, claim: &Claim<'_>, now_ms: u64, op: PermitOp, holder: &str) -> Outcome {
+        let key = self.permits.key(&claim.tag);
+        let mut shard = self.permits.lock(key);
+        let mut state = shard.remove(key).flatten();
+        let outcome = concurrency::step(claim.limit, claim.lease_ms, &mut state, now_ms, op, holder);
+        if state.is_some() {
+            shard.insert(key, state);
+        }
+        outcome
+    }
+
     /// Number of keys held.
     pub fn len(&self) -> usize {
         self.states.len()
@@ -212,6 +229,17 @@ impl StateStore for LocalStore {
             }
         }
         Ok(())
+    }
+
+    async fn permit(
+        &self,
+        claim: &Claim<'_>,
+        _: &KeySpace,
+        now_ms: u64,
+        op: PermitOp,
+        holder: &str,
+    ) -> Result<(Outcome, u64), StoreError> {
+        Ok((self.permit_now(claim, now_ms, op, holder), now_ms))
     }
 }
 

@@ -32,8 +32,9 @@ pub use tls::Tls;
 
 use std::future::Future;
 
+use crate::algo::concurrency::PermitOp;
 use crate::algo::Outcome;
-use crate::charge::Charge;
+use crate::charge::{Charge, Claim};
 use crate::decision::Degraded;
 use crate::error::Error;
 use crate::key::KeySpace;
@@ -87,6 +88,17 @@ pub(crate) trait StateStore {
         now_ms: u64,
         duration_ms: u64,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Runs `op` for `holder` on the permits `claim` names (`algo::concurrency`): its outcome
+    /// and the clock reading it was decided by.
+    fn permit(
+        &self,
+        claim: &Claim<'_>,
+        keys: &KeySpace,
+        now_ms: u64,
+        op: PermitOp,
+        holder: &str,
+    ) -> impl Future<Output = Result<(Outcome, u64), StoreError>> + Send;
 }
 
 /// Why a store call produced no decision.

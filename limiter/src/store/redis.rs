@@ -269,6 +269,13 @@ impl RedisStore {
         .await
     }
 
+    /// Runs `call`, of `lua/concurrency.lua` ([`scripts::permit_invocation`]). The module has
+    /// no command for it: the script is sent with or without the module.
+    pub(crate) async fn permit_call(&self, call: &Invocation) -> Result<(Outcome, u64), StoreError> {
+        let read = |reply| read_integers(reply, scripts::read_outcome);
+        self.run("concurrency", Sent::Script(loaded::concurrency()), call, read).await
+    }
+
     /// The one way the store sends a script (or a module's command): `sent` with `call` on the store's connection,
     /// its reply read by `read`, bounded by the timeout, measured as a call of the script
     /// `name` (`metrics::StoreCall`), with errors sorted for the failure policy (see

@@ -10,8 +10,9 @@
 
 use super::{RedisStore, StateStore, StoreError};
 use crate::algo::all_or_nothing::ItemOutcome;
+use crate::algo::concurrency::PermitOp;
 use crate::algo::Outcome;
-use crate::charge::Charge;
+use crate::charge::{Charge, Claim};
 use crate::key::KeySpace;
 use crate::rules_script::{self, ItemReply, RulesReply, RulesRequest};
 use crate::scripts;
@@ -127,5 +128,18 @@ impl StateStore for RedisStore {
         duration_ms: u64,
     ) -> Result<(), StoreError> {
         self.block_key(&charge.block_key(keys), charge.client_now(now_ms), duration_ms).await.map(|_| ())
+    }
+
+    async fn permit(
+        &self,
+        claim: &Claim<'_>,
+        keys: &KeySpace,
+        now_ms: u64,
+        op: PermitOp,
+        holder: &str,
+    ) -> Result<(Outcome, u64), StoreError> {
+        let now = claim.time_source.sent(now_ms);
+        let call = scripts::permit_invocation(&claim.key(keys), now, claim.limit, claim.lease_ms, holder, op);
+        self.permit_call(&call).await
     }
 }

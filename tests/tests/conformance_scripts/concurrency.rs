@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use redis_ratelimit::harness::algo::concurrency::{self, step, SlotOp, SlotsState};
+use redis_ratelimit::harness::algo::concurrency::{self, step, PermitOp, Permits};
 use redis_ratelimit::harness::algo::Outcome;
 use redis_ratelimit::harness::scripts;
 
@@ -23,9 +23,9 @@ use crate::generate::{cmd, s};
 use crate::runner::Servers;
 use crate::{env_number, sha1_of, BASE_MS};
 
-const OPS: [SlotOp; 5] = [SlotOp::Acquire, SlotOp::Acquire, SlotOp::Renew, SlotOp::Release, SlotOp::Peek];
+const OPS: [PermitOp; 5] = [PermitOp::Acquire, PermitOp::Acquire, PermitOp::Renew, PermitOp::Release, PermitOp::Peek];
 const HOLDERS: [&str; 5] = ["w1", "w2", "w3", "w4", "w5"];
-const KEYS: [&str; 2] = ["slots:{a}", "slots:{b}"];
+const KEYS: [&str; 2] = ["permits:{a}", "permits:{b}"];
 
 #[test]
 fn the_concurrency_script_answers_like_redis_and_like_its_twin() {
@@ -38,7 +38,7 @@ fn the_concurrency_script_answers_like_redis_and_like_its_twin() {
         let sha = sha1_of(&mut servers, scripts::CONCURRENCY);
         let limit = rng.random_range(1..=4u64);
         let lease_ms = 1000 * rng.random_range(1..=6u64);
-        let mut twins: BTreeMap<&str, Option<SlotsState>> = KEYS.iter().map(|k| (*k, None)).collect();
+        let mut twins: BTreeMap<&str, Option<Permits>> = KEYS.iter().map(|k| (*k, None)).collect();
         let mut now = BASE_MS as u64;
         for _ in 0..150 {
             now = match rng.random_range(0..10) {
@@ -56,17 +56,10 @@ fn the_concurrency_script_answers_like_redis_and_like_its_twin() {
             // Leases that have ended by now, which a call that writes removes.
             let ended = twin.as_ref().map_or(0, |t| t.holders.values().filter(|&&end| end <= now).count());
             let want = step(limit, lease_ms, twin, now, op, holder);
-            let call = cmd(&[
-                b"EVALSHA",
-                &sha,
-                b"1",
-                key.as_bytes(),
-                &s(now),
-                &s(limit),
-                &s(lease_ms),
-                holder.as_bytes(),
-                op.name().as_bytes(),
-            ]);
+            // The call the library sends.
+            let sent = scripts::permit_invocation(key, Some(now), limit, lease_ms, holder, op);
+            let mut call = vec![b"EVALSHA".to_vec(), sha.clone(), b"1".to_vec()];
+            call.extend(sent.keys.iter().chain(&sent.args).map(|part| part.as_bytes().to_vec()));
             let state = cmd(&[b"ZRANGE", key.as_bytes(), b"0", b"-1", b"WITHSCORES"]);
             let (r, m) = servers.both(&[call.clone(), state]);
             let context =
@@ -77,11 +70,11 @@ fn the_concurrency_script_answers_like_redis_and_like_its_twin() {
             assert_eq!(r[1].1, zset(&holders), "the state differs from the twin's; {}", context());
             calls += 1;
             match (op, want.allowed) {
-                (SlotOp::Acquire, true) => admitted += 1,
-                (SlotOp::Acquire, false) => refused += 1,
+                (PermitOp::Acquire, true) => admitted += 1,
+                (PermitOp::Acquire, false) => refused += 1,
                 _ => {}
             }
-            if op != SlotOp::Peek && ended > 0 {
+            if op != PermitOp::Peek && ended > 0 {
                 reclaimed += 1;
             }
         }
@@ -90,11 +83,11 @@ fn the_concurrency_script_answers_like_redis_and_like_its_twin() {
     for (name, setup) in [("an unknown operation", None), ("a key of the wrong type", Some("text"))] {
         servers.pair.reset();
         if let Some(value) = setup {
-            servers.both(&[cmd(&[b"SET", b"slots:{a}", value.as_bytes()])]);
+            servers.both(&[cmd(&[b"SET", b"permits:{a}", value.as_bytes()])]);
         }
         let op: &[u8] = if setup.is_some() { b"acquire" } else { b"grab" };
         let call =
-            cmd(&[b"EVAL", scripts::CONCURRENCY.as_bytes(), b"1", b"slots:{a}", b"1000", b"2", b"500", b"w1", op]);
+            cmd(&[b"EVAL", scripts::CONCURRENCY.as_bytes(), b"1", b"permits:{a}", b"1000", b"2", b"500", b"w1", op]);
         let (r, m) = servers.both(&[call]);
         assert!(matches!(r[0].1, V::Error(_)), "{name}: redis answered {}", show(&r[0].0));
         assert_eq!(r, m, "{name}: redis {} / model {}", show(&r[0].0), show(&m[0].0));

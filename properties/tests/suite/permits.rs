@@ -1,8 +1,8 @@
-//! Concurrency slots on the Redis model are their twin's: over generated acquires, renewals,
+//! Concurrency permits on the Redis model are their twin's: over generated acquires, renewals,
 //! releases and peeks by a few holders on two keys, `lua/concurrency.lua` on Redis's own clock
 //! (the model's, moved by the test to the millisecond, and now and then stepped back) answers
 //! exactly what `algo::concurrency` answers, and never more holders are live than the limit.
-//! A lease reclaimed a millisecond early or late, a release that freed someone else's slot, a
+//! A lease reclaimed a millisecond early or late, a release that freed someone else's permit, a
 //! retried acquire that took a second one, or a peek that wrote, would show as a reply the
 //! twin does not give.
 
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use redis_model::{ManualServerClock, ModelHandle, Reply};
-use redis_ratelimit::harness::algo::concurrency::{self, SlotOp, SlotsState};
+use redis_ratelimit::harness::algo::concurrency::{self, PermitOp, Permits};
 use redis_ratelimit::harness::scripts;
 
 const BASE_MS: u64 = 1_767_225_600_000;
@@ -23,16 +23,16 @@ struct Step {
     dt: i64,
     key: u8,
     holder: u8,
-    op: SlotOp,
+    op: PermitOp,
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
     let dt = prop_oneof![8 => 0i64..400, 1 => -200i64..0];
     let op = prop_oneof![
-        3 => Just(SlotOp::Acquire),
-        1 => Just(SlotOp::Renew),
-        2 => Just(SlotOp::Release),
-        1 => Just(SlotOp::Peek),
+        3 => Just(PermitOp::Acquire),
+        1 => Just(PermitOp::Renew),
+        2 => Just(PermitOp::Release),
+        1 => Just(PermitOp::Peek),
     ];
     let step = (dt, 0u8..2, 0u8..5, op).prop_map(|(dt, key, holder, op)| Step { dt, key, holder, op });
     proptest::collection::vec(step, 1..120)
@@ -52,12 +52,12 @@ proptest! {
     ) {
         let clock = ManualServerClock::from_millis(BASE_MS);
         let model = ModelHandle::new(clock.clone());
-        let mut twins: BTreeMap<u8, Option<SlotsState>> = BTreeMap::new();
+        let mut twins: BTreeMap<u8, Option<Permits>> = BTreeMap::new();
         let mut now = BASE_MS;
         for (i, s) in steps.iter().enumerate() {
             now = now.saturating_add_signed(s.dt);
             clock.set_micros(now * 1000);
-            let (key, holder) = (format!("slots:{{k{}}}", s.key), format!("holder-{}", s.holder));
+            let (key, holder) = (format!("permits:{{k{}}}", s.key), format!("holder-{}", s.holder));
             let (limit_arg, lease_arg) = (limit.to_string(), lease.to_string());
             // "" for now: the script reads Redis's TIME, the clock a concurrency limit runs on.
             let argv: [&[u8]; 9] = [
