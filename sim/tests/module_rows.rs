@@ -6,7 +6,7 @@
 //! replies reach the instances at other instants and interleave their requests otherwise (and
 //! on Redis's clock the model's command clock moves on a microsecond for each command a script
 //! calls), so a run parts from its script row's after a few requests; that the decisions
-//! themselves are the scripts' is held against real Redis by `tests/tests/module.rs`.
+//! themselves are the scripts' is held against real Redis by `tests/tests/redis/module.rs`.
 
 use redis_ratelimit::Algorithm;
 use sim_engine::results::RunResult;

@@ -17,12 +17,12 @@
 //!
 //! ```text
 //! cargo build -p redis-model --bin redis-model
-//! REDIS_TESTS_SERVER=$PWD/target/debug/redis-model cargo test -p redis-tests --test agreement
+//! REDIS_TESTS_SERVER=$PWD/target/debug/redis-model cargo test -p redis-tests --test redis -- agreement::
 //! ```
 //!
-//! The conformance suites compare the model *with* Redis, so they always get a real
-//! `redis-server` whatever the variable says (see [`server_program`]); any other suite that
-//! needs the real thing can ask for it with [`RedisServer::start_real`].
+//! The conformance suites compare the model *with* Redis, so they ask for the real
+//! `redis-server` whatever the variable says ([`RedisServer::start_real`]), as any other suite
+//! that needs the real thing can.
 //!
 //! # Valkey instead of Redis
 //!
@@ -32,8 +32,8 @@
 //! `cargo xtask test` runs its Valkey lane so:
 //!
 //! ```text
-//! REDIS_TESTS_REAL=valkey cargo test -p redis-tests --test redis_store
-//! REDIS_TESTS_REAL=valkey CONFORMANCE_SUBJECT=redis cargo test -p redis-tests --test conformance_lua
+//! REDIS_TESTS_REAL=valkey cargo test -p redis-tests --test redis -- redis_store::
+//! REDIS_TESTS_REAL=valkey CONFORMANCE_SUBJECT=redis cargo test -p redis-tests --test redis -- conformance_lua::
 //! ```
 //!
 //! The second compares Redis (the subject, in place of the model) with Valkey.
@@ -96,7 +96,7 @@ impl DerefMut for RedisServer {
 /// runs each test binary from its own package's directory; a bare name is looked up on PATH.
 pub fn server_program() -> io::Result<String> {
     match std::env::var(SERVER_ENV) {
-        Ok(program) if !program.trim().is_empty() && !is_conformance_suite() => {
+        Ok(program) if !program.trim().is_empty() => {
             let path = std::path::Path::new(&program);
             if path.is_relative() && path.components().count() > 1 {
                 let root =
@@ -108,15 +108,6 @@ pub fn server_program() -> io::Result<String> {
         }
         _ => real_server()?.program(),
     }
-}
-
-/// True inside a test binary built from `tests/tests/conformance_*.rs` (cargo names the
-/// executable after the file, plus a hash).
-fn is_conformance_suite() -> bool {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.file_name().map(|name| name.to_string_lossy().starts_with("conformance_")))
-        .unwrap_or(false)
 }
 
 /// `cargo` (the one running the tests, `CARGO`) in the workspace root, without what cargo
@@ -148,7 +139,7 @@ pub fn cargo() -> std::process::Command {
 /// True when [`RedisServer::start`] runs something other than the real server (see
 /// [`SERVER_ENV`]).
 pub fn server_overridden() -> bool {
-    std::env::var(SERVER_ENV).is_ok_and(|p| !p.trim().is_empty()) && !is_conformance_suite()
+    std::env::var(SERVER_ENV).is_ok_and(|p| !p.trim().is_empty())
 }
 
 impl RedisServer {

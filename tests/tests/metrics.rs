@@ -1,7 +1,8 @@
 //! The metrics example (`limiter/examples/metrics.rs`, feature `metrics`) serves a Prometheus
 //! exposition; this test sends it requests against a real `redis-server` it starts, breaks
 //! Redis in known ways, scrapes the exposition over HTTP, and checks that every counter moved
-//! exactly as the requests it sent say.
+//! exactly as the requests it sent say. An executable of its own: the recorder it installs is
+//! the process's, and would count the other suites' limiters too.
 
 #[allow(dead_code)] // the example's `main` is not used here
 #[path = "../../limiter/examples/metrics.rs"]

@@ -222,21 +222,19 @@ fn adopter_tests(args: &[&str]) -> Command {
 /// `conformance_valkey` holds it as a known one), and from the real lanes the catalogue on one
 /// Valkey and the verifier with `--backend valkey`. About two minutes, most of it waiting.
 fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
+    let suites = redis_suites(built)?;
+    let conformance: Vec<&str> = VALKEY_SUITES.into_iter().filter(|s| s.starts_with("conformance_")).collect();
     let mut cmds = Vec::new();
-    for b in testbins::take(&mut built.to_vec(), &VALKEY_SUITES)? {
-        let subjects: &[Option<&str>] =
-            if b.name.starts_with("conformance_") { &[None, Some("redis")] } else { &[None] };
-        for subject in subjects {
-            let mut cmd = b.command();
-            cmd.env("REDIS_TESTS_REAL", "valkey").arg("--show-output");
-            // It roams the whole Lua sandbox, where Valkey's texts differ in corners no limiter
-            // goes (tests/tests/conformance_support/valkey.rs says which).
-            cmd.args(["--skip", "model_runs_generated_lua_like_redis"]);
-            if let Some(subject) = subject {
-                cmd.env("CONFORMANCE_SUBJECT", subject);
-            }
-            cmds.push(cmd);
+    for (subject, names) in [(None, &VALKEY_SUITES[..]), (Some("redis"), &conformance[..])] {
+        let mut cmd = suites.command();
+        cmd.env("REDIS_TESTS_REAL", "valkey").arg("--show-output").args(names);
+        // It roams the whole Lua sandbox, where Valkey's texts differ in corners no limiter
+        // goes (tests/tests/redis/conformance_support/valkey.rs says which).
+        cmd.args(["--skip", "model_runs_generated_lua_like_redis"]);
+        if let Some(subject) = subject {
+            cmd.env("CONFORMANCE_SUBJECT", subject);
         }
+        cmds.push(cmd);
     }
     for b in real {
         let mut cmd = b.command();
@@ -246,18 +244,27 @@ fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
     Ok(Job::new("the Valkey lane", cmds))
 }
 
-/// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`.
-const VALKEY_SUITES: [(&str, &str, &str); 9] = [
-    ("tests", "test", "redis_store"),
-    ("tests", "test", "permits"),
-    ("tests", "test", "modes"),
-    ("tests", "test", "module"),
-    ("tests", "test", "module_store"),
-    ("tests", "test", "cluster"),
-    ("tests", "test", "conformance_lua"),
-    ("tests", "test", "conformance_scripts"),
-    ("tests", "test", "conformance_modes"),
+/// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`, as test-name filters (each
+/// a module of `tests/tests/redis`; libtest runs the tests whose names contain any of them).
+/// The conformance suites run once more with Redis as the subject.
+const VALKEY_SUITES: [&str; 9] = [
+    "redis_store::",
+    "permits::",
+    "modes::",
+    "module::",
+    "module_store::",
+    "cluster::",
+    "conformance_lua::",
+    "conformance_scripts::",
+    "conformance_modes::",
 ];
+
+/// The one executable of the suites against real servers (`tests/tests/redis`), each suite a
+/// module of it, picked by test-name filters.
+fn redis_suites(built: &[Executable]) -> Result<Executable> {
+    let mut taken = testbins::take(&mut built.to_vec(), &[("tests", "test", "redis")])?;
+    taken.pop().context("the suites' executable")
+}
 
 /// The model's Lua bridge (`sim/model/src/lua_stack.rs`) is the one module in the workspace
 /// with unsafe code. Its tests (out-of-memory paths included) and the generated-script
@@ -265,10 +272,15 @@ const VALKEY_SUITES: [(&str, &str, &str); 9] = [
 /// read or write, use of uninitialised memory or bad free they provoke. The other conformance
 /// suites would take minutes there and go through the same code.
 fn lua_bridge_under_memcheck(built: &[Executable]) -> Result<()> {
-    let wanted = [("sim/model", "lib", "redis_model"), ("tests", "test", "conformance_lua")];
-    for b in testbins::take(&mut built.to_vec(), &wanted)? {
+    let mut runs = testbins::take(&mut built.to_vec(), &[("sim/model", "lib", "redis_model")])?;
+    runs.push(redis_suites(built)?);
+    for b in runs {
         println!("running {} under valgrind", b.label());
-        tools::run_timed(&b.label(), b.command_under(&["valgrind", "-q", "--error-exitcode=9"]))?;
+        let mut cmd = b.command_under(&["valgrind", "-q", "--error-exitcode=9"]);
+        if b.name == "redis" {
+            cmd.arg("conformance_lua::");
+        }
+        tools::run_timed(&b.label(), cmd)?;
     }
     Ok(())
 }
@@ -280,18 +292,9 @@ fn lua_bridge_under_memcheck(built: &[Executable]) -> Result<()> {
 fn limiter_tests_on_the_model(built: &[Executable]) -> Result<()> {
     let model = testbins::program(built, "bin", "redis-model")?;
     println!("running the limiter's Redis tests against the Redis model ({})", model.exe.display());
-    let wanted = [
-        ("tests", "test", "agreement"),
-        ("tests", "test", "redis_store"),
-        ("tests", "test", "permits"),
-        ("tests", "test", "outage"),
-        ("tests", "test", "bad_input"),
-    ];
-    for b in testbins::take(&mut built.to_vec(), &wanted)? {
-        println!("running {} on the model", b.label());
-        let mut cmd = b.command();
-        cmd.env("REDIS_TESTS_SERVER", &model.exe);
-        tools::run_timed(&b.label(), cmd)?;
-    }
-    Ok(())
+    let suites = redis_suites(built)?;
+    let mut cmd = suites.command();
+    cmd.env("REDIS_TESTS_SERVER", &model.exe);
+    cmd.args(["agreement::", "redis_store::", "permits::", "outage::", "bad_input::"]);
+    tools::run_timed(&suites.label(), cmd)
 }

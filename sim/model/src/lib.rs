@@ -3,7 +3,7 @@
 //! The limiter's production client (redis-rs) talks to it unchanged over any byte stream: a
 //! turmoil socket inside a simulation, or loopback TCP in tests and in the `redis-model`
 //! binary. It answers as Redis 7.0 does, byte for byte where the conformance suite can check
-//! (`tests/tests/conformance_*.rs` compare it with a real `redis-server`), and runs Lua scripts
+//! (`tests/tests/redis/conformance_*.rs` compare it with a real `redis-server`), and runs Lua scripts
 //! atomically in Lua 5.1 with Redis's sandbox and conversion rules.
 //!
 //! # Layout

@@ -8,10 +8,10 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 use redis_ratelimit::harness::scripts::{self, LuaScript};
 
+use super::generate::{cmd, cost, quota, s, step, Call};
+use super::snapshot::{describe, parse_snapshot, SNAPSHOT};
+use super::BASE_MS;
 use crate::conformance_support::{show, show_cmd, Pair, Raw, V};
-use crate::generate::{cmd, cost, quota, s, step, Call};
-use crate::snapshot::{describe, parse_snapshot, SNAPSHOT};
-use crate::BASE_MS;
 
 // ---------------------------------------------------------------------------------------------
 // Both servers, side by side.
@@ -128,7 +128,7 @@ impl Run<'_> {
     fn fail(&self, what: &str, redis: &str, model: &str) -> ! {
         panic!(
             "{} ({}): {what}\nredis: {}\nmodel: {}\nlast commands (oldest first):\n{}\nreplay: CONFORMANCE_SEED={} \
-             cargo test -p redis-tests --test conformance_scripts",
+             cargo test -p redis-tests --test redis -- conformance_scripts::",
             self.script.file,
             self.script.algorithm,
             redis,

@@ -38,8 +38,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod concurrency;
-#[path = "../conformance_support/mod.rs"]
-mod conformance_support;
+use crate::conformance_support;
 mod generate;
 mod runner;
 mod snapshot;

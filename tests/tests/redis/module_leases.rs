@@ -9,8 +9,7 @@
 // Real Redis keeps real time: TTLs are compared within what a step took.
 #![allow(clippy::disallowed_methods)]
 
-mod conformance_support;
-mod module_support;
+use crate::module_support;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

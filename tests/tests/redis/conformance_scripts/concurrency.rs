@@ -18,10 +18,10 @@ use redis_ratelimit::harness::algo::concurrency::{self, step, PermitOp, Permits}
 use redis_ratelimit::harness::algo::Outcome;
 use redis_ratelimit::harness::scripts;
 
+use super::generate::{cmd, s};
+use super::runner::Servers;
+use super::{env_number, sha1_of, BASE_MS};
 use crate::conformance_support::{show, show_cmd, V};
-use crate::generate::{cmd, s};
-use crate::runner::Servers;
-use crate::{env_number, sha1_of, BASE_MS};
 
 const OPS: [PermitOp; 5] = [PermitOp::Acquire, PermitOp::Acquire, PermitOp::Renew, PermitOp::Release, PermitOp::Peek];
 const HOLDERS: [&str; 5] = ["w1", "w2", "w3", "w4", "w5"];

@@ -8,7 +8,7 @@
 //! The scripts take "now" from ARGV, and every key lives for seconds or more, so real time does
 //! not enter the comparison.
 
-mod conformance_support;
+use crate::conformance_support;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};

@@ -6,7 +6,7 @@
 // Real processes and real Redis run on real time.
 #![allow(clippy::disallowed_methods)]
 
-mod gateway_support;
+use crate::gateway_support;
 
 use gateway_support::{request, start_failure, ConfigFile, Gateway};
 use redis_tests::RedisServer;

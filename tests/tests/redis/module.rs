@@ -12,8 +12,7 @@
 // and the replication test decides at the present.
 #![allow(clippy::disallowed_methods)]
 
-mod conformance_support;
-mod module_support;
+use crate::module_support;
 
 use std::time::Duration;
 

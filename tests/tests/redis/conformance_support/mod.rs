@@ -95,7 +95,8 @@ impl Pair {
             }
             None => (RespConn::connect(model_server.addr).expect("connect to the model"), None),
         };
-        let (redis, server) = start_answering(RedisServer::start);
+        // Redis itself, whatever `REDIS_TESTS_SERVER` says: it is what the others are held to.
+        let (redis, server) = start_answering(RedisServer::start_real);
         let valkey = valkey::reference_is_valkey();
         Pair { redis, model, model_server, _server: server, _subject: subject, valkey }
     }

@@ -8,7 +8,7 @@
 //! the two servers, the model's remaining set must be the rest of the members, and then both
 //! servers are given Redis's set so the sequence can go on.
 
-use crate::compare::{bulk_elements, sort_groups};
+use super::compare::{bulk_elements, sort_groups};
 use crate::conformance_support::{show, Pair, RespConn};
 
 /// The collection under a random command's key, read from Redis before the command runs.
@@ -133,7 +133,7 @@ fn resync_after_spop(
     let rebuilt = count.is_some_and(|n| (size - n) * 5 <= n);
     let expected_encoding: &[u8] = match rebuilt {
         false => &before.encoding,
-        true if expected.iter().all(|m| crate::compare::is_redis_int(m)) => b"$6\r\nintset\r\n",
+        true if expected.iter().all(|m| super::compare::is_redis_int(m)) => b"$6\r\nintset\r\n",
         true => b"$9\r\nhashtable\r\n",
     };
     if encoding != expected_encoding {

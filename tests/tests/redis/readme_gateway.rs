@@ -13,12 +13,12 @@
 // A real gateway and a real Redis run on real time.
 #![allow(clippy::disallowed_methods)]
 
-mod gateway_support;
+use crate::gateway_support;
 
 use gateway_support::{request, Gateway, Reply};
 use redis_tests::RedisServer;
 
-const README: &str = include_str!("../../limiter/GUIDE.md");
+const README: &str = include_str!("../../../limiter/GUIDE.md");
 
 /// The rules of `limiter/examples/gateway.toml` whose windows are aligned to the clock.
 const ALIGNED: &[&str] = &["api-daily-per-key", "hello-strict"];

@@ -5,7 +5,7 @@
 // Real processes and real Redis run on real time.
 #![allow(clippy::disallowed_methods)]
 
-mod gateway_support;
+use crate::gateway_support;
 
 use std::time::Duration;
 

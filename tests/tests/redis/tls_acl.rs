@@ -9,7 +9,7 @@
 // The gateway tests wait on real processes, in real time.
 #![allow(clippy::disallowed_methods)]
 
-mod gateway_support;
+use crate::gateway_support;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

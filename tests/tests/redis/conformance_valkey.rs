@@ -9,8 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // The algorithms' calls carry the real clock.
 
-#[path = "conformance_support/mod.rs"]
-mod conformance_support;
+use crate::conformance_support;
 
 use conformance_support::resp::{parse, V};
 use conformance_support::valkey::{same_double, NOSCRIPT_REDIS, NOSCRIPT_VALKEY};

@@ -15,8 +15,7 @@
 // The generated clock starts at the real one (see the module docs).
 #![allow(clippy::disallowed_methods)]
 
-#[path = "conformance_support/mod.rs"]
-mod conformance_support;
+use crate::conformance_support;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -87,7 +86,7 @@ fn quota(rng: &mut SmallRng) -> (Quota, u64) {
 fn lease_scripts_answer_like_redis_and_like_their_twins() {
     let calls = env_number("CONFORMANCE_CALLS").unwrap_or(1_500) as usize;
     let seed = env_number("CONFORMANCE_SEED").unwrap_or(14);
-    let replay = format!("CONFORMANCE_SEED={seed} cargo test -p redis-tests --test conformance_modes");
+    let replay = format!("CONFORMANCE_SEED={seed} cargo test -p redis-tests --test redis -- conformance_modes::");
     let mut pair = Pair::start();
     let mut rng = SmallRng::seed_from_u64(seed);
     let (mut granted, mut denied, mut credited) = (0, 0, 0);
@@ -158,7 +157,7 @@ fn lease_scripts_answer_like_redis_and_like_their_twins() {
 fn batch_scripts_answer_like_redis_and_like_one_call_after_another() {
     let calls = env_number("CONFORMANCE_CALLS").unwrap_or(1_500) as usize / 5;
     let seed = env_number("CONFORMANCE_SEED").unwrap_or(14);
-    let replay = format!("CONFORMANCE_SEED={seed} cargo test -p redis-tests --test conformance_modes");
+    let replay = format!("CONFORMANCE_SEED={seed} cargo test -p redis-tests --test redis -- conformance_modes::");
     let mut pair = Pair::start();
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xba7c);
     let (mut decided, mut errors, mut blocked) = (0, 0, 0);

@@ -15,7 +15,7 @@
 //! integers through struct, floats through msgpack, bit operations on negative numbers), and a
 //! handful of rate-limiter scripts written the way public ones are run with generated arguments.
 
-mod conformance_support;
+use crate::conformance_support;
 
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};

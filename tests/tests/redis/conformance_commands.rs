@@ -11,14 +11,10 @@
 //! hash tables are compared sorted, and a scan Redis spreads over several calls is followed to
 //! its end (`compare`).
 
-#[path = "conformance_commands/compare.rs"]
 mod compare;
-mod conformance_support;
-#[path = "conformance_commands/gen.rs"]
+use crate::conformance_support;
 mod gen;
-#[path = "conformance_commands/pools.rs"]
 mod pools;
-#[path = "conformance_commands/random.rs"]
 mod random;
 
 use std::cell::RefCell;

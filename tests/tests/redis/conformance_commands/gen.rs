@@ -9,7 +9,7 @@
 use proptest::prelude::*;
 use proptest::strategy::Union;
 
-use crate::pools::*;
+use super::pools::*;
 
 fn any_token() -> Vec<&'static str> {
     let mut all = Vec::new();
