@@ -104,7 +104,7 @@ impl BreakerState {
 
 /// What the breaker lets a caller do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Permit {
+pub enum Attempt {
     /// Call Redis normally.
     Call,
     /// Call Redis as the one half-open probe.
@@ -152,29 +152,29 @@ impl CircuitBreaker {
     }
 
     /// Asks to call Redis at `now_ms`.
-    pub fn acquire(&self, now_ms: u64) -> Permit {
+    pub fn attempt(&self, now_ms: u64) -> Attempt {
         let mut state = lock(&self.state);
         match *state {
-            BreakerState::Closed { .. } => Permit::Call,
+            BreakerState::Closed { .. } => Attempt::Call,
             BreakerState::Open { until_ms } if now_ms < until_ms => {
-                Permit::Reject { retry_after_ms: until_ms - now_ms }
+                Attempt::Reject { retry_after_ms: until_ms - now_ms }
             }
             BreakerState::HalfOpen { since_ms } if now_ms < since_ms.saturating_add(self.config.open_ms()) => {
-                Permit::Reject { retry_after_ms: since_ms + self.config.open_ms() - now_ms }
+                Attempt::Reject { retry_after_ms: since_ms + self.config.open_ms() - now_ms }
             }
             BreakerState::Open { .. } | BreakerState::HalfOpen { .. } => {
                 enter(&self.label, &mut state, BreakerState::HalfOpen { since_ms: now_ms });
-                Permit::Probe
+                Attempt::Probe
             }
         }
     }
 
     /// Reports that a permitted call reached Redis. Returns the state entered when the breaker
     /// changed from one kind of state to another (here: closed again).
-    pub fn on_success(&self, permit: Permit) -> Option<BreakerState> {
+    pub fn on_success(&self, attempt: Attempt) -> Option<BreakerState> {
         let mut state = lock(&self.state);
-        match (*state, permit) {
-            (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Permit::Probe) => {
+        match (*state, attempt) {
+            (BreakerState::Closed { .. }, _) | (BreakerState::HalfOpen { .. }, Attempt::Probe) => {
                 enter(&self.label, &mut state, BreakerState::Closed { failures: 0 })
             }
             // A call let through before the breaker opened proves little about now.
@@ -184,17 +184,17 @@ impl CircuitBreaker {
 
     /// Reports that a permitted call failed at `now_ms`. Returns the state entered when the
     /// breaker changed from one kind of state to another (here: open).
-    pub fn on_failure(&self, permit: Permit, now_ms: u64) -> Option<BreakerState> {
+    pub fn on_failure(&self, attempt: Attempt, now_ms: u64) -> Option<BreakerState> {
         let mut state = lock(&self.state);
         let open = BreakerState::Open { until_ms: now_ms.saturating_add(self.config.open_ms()) };
-        match (*state, permit) {
+        match (*state, attempt) {
             (BreakerState::Closed { failures }, _) => {
                 let failures = failures + 1;
                 let next =
                     if failures >= self.config.failure_threshold { open } else { BreakerState::Closed { failures } };
                 enter(&self.label, &mut state, next)
             }
-            (BreakerState::HalfOpen { .. }, Permit::Probe) => enter(&self.label, &mut state, open),
+            (BreakerState::HalfOpen { .. }, Attempt::Probe) => enter(&self.label, &mut state, open),
             _ => None,
         }
     }
@@ -222,38 +222,38 @@ mod tests {
     #[test]
     fn opens_after_threshold_consecutive_failures_only() {
         let b = breaker();
-        b.on_failure(Permit::Call, 0);
-        b.on_success(Permit::Call); // a success resets the count
-        b.on_failure(Permit::Call, 1);
+        b.on_failure(Attempt::Call, 0);
+        b.on_success(Attempt::Call); // a success resets the count
+        b.on_failure(Attempt::Call, 1);
         assert_eq!(b.state(), BreakerState::Closed { failures: 1 });
-        b.on_failure(Permit::Call, 2);
+        b.on_failure(Attempt::Call, 2);
         assert_eq!(b.state(), BreakerState::Open { until_ms: 102 });
-        assert_eq!(b.acquire(50), Permit::Reject { retry_after_ms: 52 });
+        assert_eq!(b.attempt(50), Attempt::Reject { retry_after_ms: 52 });
     }
 
     #[test]
     fn half_open_lets_exactly_one_probe_and_its_result_decides() {
         let b = breaker();
-        b.on_failure(Permit::Call, 0);
-        b.on_failure(Permit::Call, 0);
-        assert_eq!(b.acquire(100), Permit::Probe);
-        assert!(matches!(b.acquire(101), Permit::Reject { .. }));
-        b.on_failure(Permit::Probe, 110);
+        b.on_failure(Attempt::Call, 0);
+        b.on_failure(Attempt::Call, 0);
+        assert_eq!(b.attempt(100), Attempt::Probe);
+        assert!(matches!(b.attempt(101), Attempt::Reject { .. }));
+        b.on_failure(Attempt::Probe, 110);
         assert_eq!(b.state(), BreakerState::Open { until_ms: 210 });
-        assert_eq!(b.acquire(210), Permit::Probe);
-        b.on_success(Permit::Probe);
+        assert_eq!(b.attempt(210), Attempt::Probe);
+        b.on_success(Attempt::Probe);
         assert_eq!(b.state(), BreakerState::Closed { failures: 0 });
-        assert_eq!(b.acquire(211), Permit::Call);
+        assert_eq!(b.attempt(211), Attempt::Call);
     }
 
     #[test]
     fn a_lost_probe_is_replaced_after_open_ms() {
         let b = breaker();
-        b.on_failure(Permit::Call, 0);
-        b.on_failure(Permit::Call, 0);
-        assert_eq!(b.acquire(100), Permit::Probe); // this probe never reports back
-        assert!(matches!(b.acquire(199), Permit::Reject { .. }));
-        assert_eq!(b.acquire(200), Permit::Probe);
+        b.on_failure(Attempt::Call, 0);
+        b.on_failure(Attempt::Call, 0);
+        assert_eq!(b.attempt(100), Attempt::Probe); // this probe never reports back
+        assert!(matches!(b.attempt(199), Attempt::Reject { .. }));
+        assert_eq!(b.attempt(200), Attempt::Probe);
     }
 
     #[test]

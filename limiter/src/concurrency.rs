@@ -30,7 +30,7 @@ use std::time::Duration;
 use crate::algo::concurrency::PermitOp;
 use crate::breaker::BreakerState;
 use crate::charge::Claim;
-use crate::decision::{Decision, Source};
+use crate::decision::{Decision, Degraded, Source};
 use crate::error::{ConfigError, Error};
 use crate::gate::Gate;
 use crate::options::{store_setters, StoreOptions};
@@ -75,7 +75,7 @@ impl ConcurrencyLimiterBuilder {
         let (time_source, policy) = (self.store.time_source, self.store.policy);
         let gate = self.store.gate(keys, &state);
         Ok(ConcurrencyLimiter {
-            inner: Arc::new(Inner {
+            inner: Arc::new(Core {
                 gate,
                 limit: self.limit,
                 lease_ms,
@@ -92,7 +92,8 @@ impl ConcurrencyLimiterBuilder {
 /// The longest lease: a year.
 const MAX_LEASE_MS: u64 = 366 * 24 * 3_600 * 1_000;
 
-struct Inner {
+/// What every clone of a limiter shares.
+struct Core {
     gate: Gate,
     limit: u64,
     lease_ms: u64,
@@ -104,7 +105,7 @@ struct Inner {
     holders: Holders,
 }
 
-impl Inner {
+impl Core {
     fn claim<'a>(&'a self, key: &'a str) -> Claim<'a> {
         Claim {
             name: self.state.as_str().into(),
@@ -156,7 +157,7 @@ impl Inner {
 /// ```
 #[derive(Clone)]
 pub struct ConcurrencyLimiter {
-    inner: Arc<Inner>,
+    inner: Arc<Core>,
 }
 
 impl std::fmt::Debug for ConcurrencyLimiter {
@@ -229,9 +230,9 @@ impl ConcurrencyLimiter {
             }
         };
         inner.counter.count(&decision, crate::metrics::DEFAULT_NEAR_LIMIT_RATIO);
-        if decision.degraded.is_some() {
-            // A call that timed out may have reached Redis and taken a permit there, which no
-            // one will hold: given back at once where Redis hears it, else by its lease.
+        if matches!(decision.degraded, Some(Degraded::Timeout | Degraded::Unavailable)) {
+            // A call that timed out or lost its connection may have reached Redis and taken a
+            // permit there that no one holds: given back where Redis hears it, else by its lease.
             release_in_background(self.inner.clone(), key.to_owned(), pending.holder.clone());
         }
         pending.decision = decision;
@@ -276,7 +277,7 @@ impl Acquired {
 /// module docs.
 #[must_use = "a permit dropped at once releases at once: hold it while the work runs"]
 pub struct Permit {
-    limiter: Arc<Inner>,
+    limiter: Arc<Core>,
     key: String,
     /// The token it is held under: the library's, never shown to a client.
     holder: String,
@@ -320,10 +321,11 @@ impl Permit {
     /// or for a fail-open permit, held nowhere). With Redis unreachable it is
     /// [`Error::Unavailable`], and the lease reclaims the permit.
     pub async fn release(mut self) -> Result<bool, Error> {
-        // Whatever happens below, dropping `self` sends no second release.
+        let released = self.limiter.on_holder(&self.key, &self.holder, self.decision.source, PermitOp::Release).await;
+        // Answered, or not to be answered: nothing for the drop to send again. (Should this
+        // future be dropped mid-call, `self` is still held, and the drop sends the release.)
         self.held = false;
-        let released = self.limiter.on_holder(&self.key, &self.holder, self.decision.source, PermitOp::Release).await?;
-        Ok(released.unwrap_or(false))
+        Ok(released?.unwrap_or(false))
     }
 }
 
@@ -357,7 +359,7 @@ impl Drop for Permit {
 /// Releases `holder`'s permit of `key` in the store, in a task on the current Tokio runtime;
 /// outside one, or should the release not reach Redis, the lease reclaims it (the breaker's
 /// events say why Redis was not reached).
-fn release_in_background(inner: Arc<Inner>, key: String, holder: String) {
+fn release_in_background(inner: Arc<Core>, key: String, holder: String) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
     runtime.spawn(async move {
         let _ = inner.gate.permit(&inner.claim(&key), PermitOp::Release, &holder).await;

@@ -6,7 +6,7 @@
 //! - [`scripts`]: the Lua scripts and their wire contract: the KEYS and ARGV a
 //!   [`scripts::Request`] is sent with, and how a reply is read back. [`crate::RedisStore`]
 //!   uses exactly this, so a suite that sends the same call tests what the library sends.
-//! - [`CircuitBreaker`] and its [`Permit`]s, [`LocalStore`] and [`KeySpace`]: the pieces a
+//! - [`CircuitBreaker`] and its [`Attempt`]s, [`LocalStore`] and [`KeySpace`]: the pieces a
 //!   [`crate::Limiter`] is made of, for the loom models and for tests that need one alone.
 //!
 //! Nothing here is covered by semver; `docs/ARCHITECTURE.md` says who may import it.
@@ -32,7 +32,7 @@ pub mod mode_scripts {
     pub use crate::modes::wire::*;
 }
 
-pub use crate::breaker::{CircuitBreaker, Permit};
+pub use crate::breaker::{Attempt, CircuitBreaker};
 pub use crate::key::KeySpace;
 pub use crate::modes::lease::{LeaseLedger, LedgerEntry};
 pub use crate::store::eval::EvalScript;

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::breaker::{BreakerConfig, BreakerState, CircuitBreaker, Permit};
+use crate::breaker::{Attempt, BreakerConfig, BreakerState, CircuitBreaker};
 use crate::clock::Clock;
 use crate::decision::Degraded;
 use crate::error::Error;
@@ -114,23 +114,23 @@ impl Health {
     where
         F: Future<Output = Result<T, StoreError>>,
     {
-        let permit = self.breaker.acquire(now_ms);
-        if let Permit::Reject { retry_after_ms } = permit {
+        let attempt = self.breaker.attempt(now_ms);
+        if let Attempt::Reject { retry_after_ms } = attempt {
             return Ok(Guarded::Unavailable { at_ms: now_ms, why: Degraded::BreakerOpen, retry_after_ms });
         }
         match call().await {
             Ok(answer) => {
-                self.succeeded(permit, clock.now_ms());
+                self.succeeded(attempt, clock.now_ms());
                 Ok(Guarded::Answered(answer))
             }
             Err(StoreError::Fatal(error)) => {
                 // Redis answered, so it is up; the problem is the data or the reply.
-                self.succeeded(permit, clock.now_ms());
+                self.succeeded(attempt, clock.now_ms());
                 Err(error)
             }
             Err(error) => {
                 let at_ms = clock.now_ms();
-                let (why, retry_after_ms) = self.failed(permit, at_ms, &error, redis);
+                let (why, retry_after_ms) = self.failed(attempt, at_ms, &error, redis);
                 Ok(Guarded::Unavailable { at_ms, why, retry_after_ms })
             }
         }
@@ -149,8 +149,8 @@ impl Health {
     }
 
     /// A permitted call reached Redis (it answered, even with an error of its own).
-    fn succeeded(&self, permit: Permit, now_ms: u64) {
-        if self.breaker.on_success(permit).is_some() {
+    fn succeeded(&self, attempt: Attempt, now_ms: u64) {
+        if self.breaker.on_success(attempt).is_some() {
             let outage = lock(&self.outage).take();
             if let Some(outage) = outage {
                 self.emit(&StoreEvent::Closed { after_ms: now_ms.saturating_sub(outage.since_ms) });
@@ -160,9 +160,9 @@ impl Health {
 
     /// A permitted call failed at `now_ms` with `error`, a failure policy's case: the reason for
     /// the decision and when Redis may be asked again (ms).
-    fn failed(&self, permit: Permit, now_ms: u64, error: &StoreError, redis: &RedisStore) -> (Degraded, u64) {
+    fn failed(&self, attempt: Attempt, now_ms: u64, error: &StoreError, redis: &RedisStore) -> (Degraded, u64) {
         let why = error.degraded().unwrap_or(Degraded::Unavailable);
-        let entered = self.breaker.on_failure(permit, now_ms);
+        let entered = self.breaker.on_failure(attempt, now_ms);
         let retry = self.breaker.next_attempt_in_ms(now_ms);
         if let Some(BreakerState::Open { .. }) = entered {
             let cause = cause(error, redis);

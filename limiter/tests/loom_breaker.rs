@@ -8,7 +8,7 @@ mod loom_support;
 use loom::sync::Arc;
 use loom::thread;
 use loom_support::explore;
-use redis_ratelimit::harness::{CircuitBreaker, Permit};
+use redis_ratelimit::harness::{Attempt, CircuitBreaker};
 use redis_ratelimit::{BreakerConfig, BreakerState};
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ const OPEN_MS: u64 = 100;
 fn opened(threshold: u32) -> CircuitBreaker {
     let b = CircuitBreaker::new(BreakerConfig::new(threshold, Duration::from_millis(OPEN_MS)));
     for _ in 0..threshold {
-        b.on_failure(Permit::Call, 0);
+        b.on_failure(Attempt::Call, 0);
     }
     assert_eq!(b.state(), BreakerState::Open { until_ms: OPEN_MS });
     b
@@ -31,13 +31,13 @@ fn half_open_gives_the_probe_to_exactly_one_of_three_callers() {
         let handles: Vec<_> = (0..3)
             .map(|i| {
                 let breaker = breaker.clone();
-                thread::spawn(move || breaker.acquire(OPEN_MS + i))
+                thread::spawn(move || breaker.attempt(OPEN_MS + i))
             })
             .collect();
-        let permits: Vec<Permit> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let probes = permits.iter().filter(|p| **p == Permit::Probe).count();
-        assert_eq!(probes, 1, "probes handed out: {permits:?}");
-        assert!(permits.iter().all(|p| matches!(p, Permit::Probe | Permit::Reject { .. })), "{permits:?}");
+        let attempts: Vec<Attempt> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let probes = attempts.iter().filter(|p| **p == Attempt::Probe).count();
+        assert_eq!(probes, 1, "probes handed out: {attempts:?}");
+        assert!(attempts.iter().all(|p| matches!(p, Attempt::Probe | Attempt::Reject { .. })), "{attempts:?}");
         assert!(matches!(breaker.state(), BreakerState::HalfOpen { .. }));
     });
 }
@@ -52,8 +52,8 @@ fn probe_result_races_with_callers_and_the_breaker_ends_closed_or_probing_once()
         let prober = {
             let breaker = breaker.clone();
             thread::spawn(move || {
-                let p = breaker.acquire(OPEN_MS);
-                if p == Permit::Probe {
+                let p = breaker.attempt(OPEN_MS);
+                if p == Attempt::Probe {
                     breaker.on_success(p);
                 }
                 p
@@ -62,16 +62,16 @@ fn probe_result_races_with_callers_and_the_breaker_ends_closed_or_probing_once()
         let others: Vec<_> = (0..2)
             .map(|_| {
                 let breaker = breaker.clone();
-                thread::spawn(move || breaker.acquire(OPEN_MS + 1))
+                thread::spawn(move || breaker.attempt(OPEN_MS + 1))
             })
             .collect();
-        let mut permits = vec![prober.join().unwrap()];
-        permits.extend(others.into_iter().map(|h| h.join().unwrap()));
-        assert_eq!(permits.iter().filter(|p| **p == Permit::Probe).count(), 1, "{permits:?}");
+        let mut attempts = vec![prober.join().unwrap()];
+        attempts.extend(others.into_iter().map(|h| h.join().unwrap()));
+        assert_eq!(attempts.iter().filter(|p| **p == Attempt::Probe).count(), 1, "{attempts:?}");
         let state = breaker.state();
-        match permits[0] {
+        match attempts[0] {
             // The prober's probe succeeded: closed, and whoever came after was let through.
-            Permit::Probe => assert_eq!(state, BreakerState::Closed { failures: 0 }),
+            Attempt::Probe => assert_eq!(state, BreakerState::Closed { failures: 0 }),
             // Another caller holds the probe and never reports: still half-open.
             _ => assert!(matches!(state, BreakerState::HalfOpen { .. }), "{state:?}"),
         }
@@ -84,7 +84,7 @@ fn after_three_concurrent_failures(threshold: u32) -> Arc<CircuitBreaker> {
     let handles: Vec<_> = (0..3)
         .map(|_| {
             let breaker = breaker.clone();
-            thread::spawn(move || breaker.on_failure(Permit::Call, 7))
+            thread::spawn(move || breaker.on_failure(Attempt::Call, 7))
         })
         .collect();
     for h in handles {
@@ -106,6 +106,6 @@ fn concurrent_failures_below_the_threshold_are_all_counted() {
     explore("breaker: 3 concurrent failures, threshold 4", || {
         let breaker = after_three_concurrent_failures(4);
         assert_eq!(breaker.state(), BreakerState::Closed { failures: 3 }, "a failure was lost");
-        assert_eq!(breaker.acquire(8), Permit::Call);
+        assert_eq!(breaker.attempt(8), Attempt::Call);
     });
 }

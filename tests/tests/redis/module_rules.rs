@@ -3,7 +3,7 @@
 //! algorithm, shadow rules, blockable rules behind blocks that end before, at and after the
 //! request, dry runs) go once to the script and once to the command, on keys of their own, in
 //! one MULTI/EXEC. The replies must be equal, and so must every rule's keys and blocks: type,
-//! value and TTL. Some requests meet foreign state first (as `tests/tests/module.rs` plants
+//! value and TTL. Some requests meet foreign state first (as `tests/tests/redis/module.rs` plants
 //! it), so an error the script raises midway is the command's too. The Redis model runs the
 //! command as Redis does, on the same requests.
 
