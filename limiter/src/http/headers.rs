@@ -185,6 +185,12 @@ pub fn apply_limiter(headers: &mut HeaderMap, limiter: &Limiter, d: &Decision) {
     write(headers, &[item], (!d.allowed).then(|| d.retry_after_secs()));
 }
 
+/// `Retry-After` alone, when `d` refused: what a concurrency limit's refusal says (no rate
+/// fields describe a count of requests in flight).
+pub(crate) fn apply_retry_after(headers: &mut HeaderMap, d: &Decision) {
+    write(headers, &[], (!d.allowed).then(|| d.retry_after_secs()));
+}
+
 /// The legacy fields of several rules, which can name one policy only: the enforced rule that
 /// admits least from here (its quota actually enforced, the fewest units left, the longest
 /// wait on a tie); none when no enforced rule has a quota state.

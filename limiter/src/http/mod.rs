@@ -9,6 +9,8 @@
 //!   and the same draft-11 fields written by the same writer (one policy, named by the
 //!   limiter's [`Limiter::state_name`]), with the legacy `X-RateLimit-*` names on request
 //!   ([`RateLimitLayer::legacy_headers`]).
+//! - [`ConcurrencyLimitLayer`]: at most N requests of a key in flight (a
+//!   [`crate::ConcurrencyLimiter`]), each holding its permit until its response body ends.
 //!
 //! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
 //! keeps its state per clone, so behind a router that clones services per connection it
@@ -35,9 +37,11 @@
 //! ```
 
 pub mod headers;
+mod in_flight;
 pub mod problem;
 mod rules_layer;
 
+pub use in_flight::{ConcurrencyLimit, ConcurrencyLimitLayer, PermitBody};
 pub use rules_layer::{EnforceRules, Rejection, RulesLayer};
 
 use std::future::Future;
