@@ -1,6 +1,6 @@
 //! The limiter on a real Redis Cluster the tests start (`redis-server --cluster-enabled yes`
 //! joined by `redis-cli --cluster create`, free loopback ports, killed on drop): every
-//! algorithm with keys on every primary, a slot migrated under traffic (ASK, then MOVED), and
+//! algorithm and the concurrency limit with keys on every primary, a slot migrated under traffic (ASK, then MOVED), and
 //! a primary killed while its replica takes over, the failure policy answering the gap.
 
 #![allow(clippy::disallowed_methods)] // real servers, real time
@@ -9,7 +9,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis_ratelimit::{Algorithm, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source};
+use redis_ratelimit::{
+    Acquired, Algorithm, ConcurrencyLimiter, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source,
+};
 use sim_real::cluster_server::slot_of_tag;
 use sim_real::redis_cluster::{query, RedisCluster};
 use tokio::time::Instant;
@@ -22,10 +24,12 @@ fn cluster(primaries: usize, replicas: usize) -> RedisCluster {
     RedisCluster::start_with(kind, primaries, replicas).expect("a cluster starts")
 }
 
+fn store(c: &RedisCluster) -> RedisStore {
+    RedisStore::cluster(c.urls()).expect("cluster URLs").with_timeout(Duration::from_millis(300)).expect("timeout")
+}
+
 fn limiter(c: &RedisCluster, algorithm: Algorithm, quota: Quota, policy: FailurePolicy) -> Limiter {
-    let store =
-        RedisStore::cluster(c.urls()).expect("cluster URLs").with_timeout(Duration::from_millis(300)).expect("timeout");
-    Limiter::builder(algorithm, quota).redis(store).failure_policy(policy).build().expect("valid limiter")
+    Limiter::builder(algorithm, quota).redis(store(c)).failure_policy(policy).build().expect("valid limiter")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -33,11 +37,13 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
-fn every_algorithm_decides_on_a_three_primary_cluster_with_keys_on_every_primary() {
+fn every_algorithm_and_the_concurrency_limit_decide_on_a_three_primary_cluster_with_keys_on_every_primary() {
     let c = cluster(3, 0);
     let primaries = c.primaries();
     assert_eq!(primaries.len(), 3, "{:?}", c.describe());
-    runtime().block_on(async {
+    let rt = runtime();
+    // The permits still held when the keys are looked at: their keys are there until released.
+    let _held = rt.block_on(async {
         for algorithm in Algorithm::ALL {
             let l = limiter(&c, algorithm, Quota::per_minute(3), FailurePolicy::FailClosed);
             // 60 users: their slots spread over the whole slot range.
@@ -50,6 +56,27 @@ fn every_algorithm_decides_on_a_three_primary_cluster_with_keys_on_every_primary
                 }
             }
         }
+        // Three permits per user, held at once; the fourth is refused until one goes back.
+        let permits = ConcurrencyLimiter::builder(3, Duration::from_secs(60)).redis(store(&c)).build();
+        let permits = permits.expect("valid limiter");
+        let mut kept = Vec::new();
+        for u in 0..60 {
+            let key = format!("permits-user-{u}");
+            let mut held = Vec::new();
+            for i in 0..4 {
+                match permits.acquire(&key).await.expect("a decision") {
+                    Acquired::Held(permit) if i < 3 => held.push(permit),
+                    other => assert!(i == 3 && matches!(other, Acquired::Full(_)), "{key} acquire {i}: {other:?}"),
+                }
+            }
+            assert!(held.pop().expect("held").release().await.expect("released"), "{key}");
+            match permits.acquire(&key).await.expect("a decision") {
+                Acquired::Held(permit) => held.push(permit),
+                full => panic!("{key}: a released permit was not given again: {full:?}"),
+            }
+            kept.extend(held);
+        }
+        kept
     });
     // Keys of every algorithm landed on every primary, and each limit's keys on one node.
     for port in &primaries {
@@ -57,6 +84,7 @@ fn every_algorithm_decides_on_a_three_primary_cluster_with_keys_on_every_primary
         let algorithms: BTreeSet<&str> =
             keys.iter().filter_map(|k| Algorithm::ALL.into_iter().map(|a| a.name()).find(|a| k.contains(a))).collect();
         assert_eq!(algorithms.len(), Algorithm::ALL.len(), "primary {port} holds {keys:?}");
+        assert!(keys.iter().any(|k| k.ends_with(":permits")), "primary {port} holds {keys:?}");
         for k in &keys {
             let tag = &k[k.find('{').expect("hash tag") + 1..k.find('}').expect("hash tag")];
             assert_eq!(c.primary_of(slot_of_tag(tag)), Some(*port), "{k} is on {port}");
