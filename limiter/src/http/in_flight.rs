@@ -173,36 +173,18 @@ impl<B: Body> Body for PermitBody<B> {
 
 #[cfg(all(test, not(feature = "loom")))]
 mod tests {
-    use std::convert::Infallible;
     use std::time::Duration;
 
     use http::StatusCode;
     use tower::ServiceExt;
 
+    use super::super::test_support::{handler, req, user_key, Handler};
     use super::*;
-
-    type Reply = std::future::Ready<Result<Response<String>, Infallible>>;
-    type Handler = tower::util::ServiceFn<fn(Request<()>) -> Reply>;
-
-    fn handler(_req: Request<()>) -> Reply {
-        std::future::ready(Ok(Response::new("streamed".to_owned())))
-    }
 
     fn service(limit: u64) -> ConcurrencyLimit<Handler, ()> {
         let limiter =
             ConcurrencyLimiter::builder(limit, Duration::from_secs(60)).max_key_len(8).build().expect("valid");
-        ConcurrencyLimitLayer::new(limiter, |req: &Request<()>| {
-            req.headers().get("user").and_then(|v| v.to_str().ok()).map(str::to_owned)
-        })
-        .layer(tower::service_fn(handler as fn(Request<()>) -> Reply))
-    }
-
-    fn req(user: Option<&str>) -> Request<()> {
-        let mut b = Request::builder();
-        if let Some(u) = user {
-            b = b.header("user", u);
-        }
-        b.body(()).expect("request")
+        ConcurrencyLimitLayer::new(limiter, user_key).layer(handler())
     }
 
     async fn next_frame<B: Body + Unpin>(body: &mut B) -> Option<Result<Frame<B::Data>, B::Error>> {
@@ -226,7 +208,7 @@ mod tests {
 
         // Read to its end, a body gives its permit back; the frames are the handler's.
         let frame = next_frame(a.body_mut()).await.expect("a frame").expect("infallible");
-        assert_eq!(frame.into_data().expect("data"), "streamed");
+        assert_eq!(frame.into_data().expect("data"), "ok");
         assert!(a.body().holds_permit(), "a body not yet ended holds its permit");
         assert!(next_frame(a.body_mut()).await.is_none());
         assert!(!a.body().holds_permit());

@@ -205,37 +205,49 @@ fn error_response<RB: Default>(e: &Error) -> Response<RB> {
     response
 }
 
+/// What the layers' tests share: a handler answering `ok`, the key of a request its `user`
+/// header, and requests with or without one.
 #[cfg(all(test, not(feature = "loom")))]
-mod tests {
+mod test_support {
     use std::convert::Infallible;
 
-    use tower::ServiceExt;
+    use http::{Request, Response};
 
-    use super::*;
-    use crate::{Algorithm, Quota};
+    pub(super) type Reply = std::future::Ready<Result<Response<String>, Infallible>>;
+    pub(super) type Handler = tower::util::ServiceFn<fn(Request<()>) -> Reply>;
 
-    type Reply = std::future::Ready<Result<Response<String>, Infallible>>;
-    type Handler = tower::util::ServiceFn<fn(Request<()>) -> Reply>;
-
-    fn handler(_req: Request<()>) -> Reply {
-        std::future::ready(Ok(Response::new("ok".to_owned())))
+    pub(super) fn handler() -> Handler {
+        fn answer(_req: Request<()>) -> Reply {
+            std::future::ready(Ok(Response::new("ok".to_owned())))
+        }
+        tower::service_fn(answer as fn(Request<()>) -> Reply)
     }
 
-    fn service(limit: u64) -> RateLimit<Handler, ()> {
-        let limiter =
-            Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(limit)).max_key_len(8).build().expect("valid");
-        RateLimitLayer::new(limiter, |req: &Request<()>| {
-            req.headers().get("user").and_then(|v| v.to_str().ok()).map(str::to_owned)
-        })
-        .layer(tower::service_fn(handler as fn(Request<()>) -> Reply))
+    pub(super) fn user_key(req: &Request<()>) -> Option<String> {
+        req.headers().get("user").and_then(|v| v.to_str().ok()).map(str::to_owned)
     }
 
-    fn req(user: Option<&str>) -> Request<()> {
+    pub(super) fn req(user: Option<&str>) -> Request<()> {
         let mut b = Request::builder();
         if let Some(u) = user {
             b = b.header("user", u);
         }
         b.body(()).expect("request")
+    }
+}
+
+#[cfg(all(test, not(feature = "loom")))]
+mod tests {
+    use tower::ServiceExt;
+
+    use super::test_support::{handler, req, user_key, Handler};
+    use super::*;
+    use crate::{Algorithm, Quota};
+
+    fn service(limit: u64) -> RateLimit<Handler, ()> {
+        let limiter =
+            Limiter::builder(Algorithm::SlidingLog, Quota::per_minute(limit)).max_key_len(8).build().expect("valid");
+        RateLimitLayer::new(limiter, user_key).layer(handler())
     }
 
     #[tokio::test]
@@ -261,9 +273,8 @@ mod tests {
     async fn legacy_names_are_added_when_asked_for() {
         let limiter =
             Limiter::builder(Algorithm::FixedWindow, Quota::per_minute(3)).name("api").build().expect("valid");
-        let svc = RateLimitLayer::new(limiter, |_: &Request<()>| Some("k".to_owned()))
-            .legacy_headers()
-            .layer(tower::service_fn(handler as fn(Request<()>) -> Reply));
+        let svc =
+            RateLimitLayer::new(limiter, |_: &Request<()>| Some("k".to_owned())).legacy_headers().layer(handler());
         let a = svc.oneshot(req(None)).await.expect("infallible");
         let h = a.headers();
         assert_eq!(
