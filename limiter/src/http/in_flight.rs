@@ -41,7 +41,7 @@ use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
 use tower::{Layer, Service};
 
-use super::{error_response, too_many_requests, BoxFuture, KeyExtractor};
+use super::{error_response, take_ready, too_many_requests, BoxFuture, KeyExtractor};
 use crate::concurrency::{Acquired, ConcurrencyLimiter, Permit};
 
 /// Wraps services in [`ConcurrencyLimit`].
@@ -101,9 +101,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // The service polled ready is the one to call; a fresh clone takes its place.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = take_ready(&mut self.inner);
         let limiter = self.limiter.clone();
         let key = self.extractor.key(&req);
         Box::pin(async move {

@@ -145,10 +145,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // The service that was polled ready is the one that must be called; leave a fresh
-        // clone in its place (tower's documented pattern).
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = take_ready(&mut self.inner);
         let limiter = self.limiter.clone();
         let key = self.extractor.key(&req);
         let legacy = self.legacy;
@@ -169,6 +166,13 @@ where
             }
         })
     }
+}
+
+/// The service that was polled ready, which is the one that must be called, leaving a fresh
+/// clone in its place (tower's documented pattern for a service called from a future).
+fn take_ready<S: Clone>(inner: &mut S) -> S {
+    let clone = inner.clone();
+    std::mem::replace(inner, clone)
 }
 
 /// 429 with `Retry-After` in whole seconds, rounded up so an obedient client is admitted; 503

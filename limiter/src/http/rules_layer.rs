@@ -243,9 +243,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // The service polled ready is the one to call; leave a fresh clone in its place.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let mut inner = super::take_ready(&mut self.inner);
         let check = self.enforcer.check(&req);
         let on_rejection = self.on_rejection.clone();
         let legacy = self.legacy;
