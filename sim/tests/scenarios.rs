@@ -153,6 +153,54 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
     assert!(cached.round_trips_per_decision() < 0.75);
 }
 
+/// Three instances crash in turn, so Redis's state for a key comes near rest more often than
+/// the exact limiter fed every recorded request does; each time a lease leaves up to one
+/// lifetime's refill unused. Judged on the exact limiter's rests, this run was flagged.
+#[test]
+fn leases_whose_instances_crash_in_turn_under_admit_within_their_bound() {
+    let swarm = scenario::find("swarm").expect("swarm scenario");
+    let subject = Subject::named("token-bucket").expect("a catalogue subject");
+    let mut spec = swarm
+        .runs(&[subject], &[5_241_322_301_665_836_755], Some(3), 3_000)
+        .into_iter()
+        .find(|s| s.mode == Mode::Lease && s.policy == FailurePolicy::FailOpen)
+        .expect("the swarm runs leases failing open");
+    spec.faults = sim_engine::faults::normalize(
+        sim_engine::faults::parse_schedule(
+            "instance-crash:1@292..1654,instance-crash:2@1523..1839,instance-crash:0@2419..3025",
+        )
+        .expect("a schedule"),
+    );
+    let r = &run_all(&[spec])[0];
+    assert_eq!(r.mode_check, Verdict::Held, "{}", r.mode_detail);
+    assert!(!is_failure(r), "{} / {}", r.bound_detail, r.mode_detail);
+    // The case needs the refill term: the unspent units alone do not cover it.
+    assert!(r.under_admitted > r.lease_unspent, "{}", r.mode_detail);
+}
+
+/// A lease call whose reply never comes (here Redis pauses past the call's timeout) may still
+/// have run and granted what it asked for: the ledger keeps those units in doubt, as leased and
+/// never spent, until a reply settles them.
+#[test]
+fn lease_calls_left_unanswered_count_what_they_asked_for_as_unspent() {
+    let swarm = scenario::find("swarm").expect("swarm scenario");
+    let subject = Subject::named("gcra").expect("a catalogue subject");
+    let mut spec = swarm
+        .runs(&[subject], &[3], Some(3), 2_000)
+        .into_iter()
+        .find(|s| s.mode == Mode::Lease && s.policy == FailurePolicy::FailOpen)
+        .expect("the swarm runs leases failing open");
+    spec.faults = sim_engine::faults::parse_schedule("redis-pause@500..1900").expect("a schedule");
+    let out = sim_engine::turmoil_run::run(&spec).expect("the run");
+    let doubtful: Vec<_> = out.modes.ledger.values().filter(|e| e.in_doubt > 0).collect();
+    assert!(!doubtful.is_empty(), "no call was left unanswered: {:?}", out.modes.ledger);
+    for e in doubtful {
+        assert!(e.unspent() >= e.in_doubt, "{e:?}");
+    }
+    let r = run::judge(&spec, out);
+    assert!(!is_failure(&r), "{} / {}", r.bound_detail, r.mode_detail);
+}
+
 #[test]
 fn every_scenario_keeps_every_bound_promising_algorithm_within_its_bound() {
     let promising: Vec<Subject> = redis_ratelimit::Algorithm::ALL.into_iter().map(Subject::Library).collect();

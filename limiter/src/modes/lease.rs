@@ -47,13 +47,18 @@ pub struct LedgerEntry {
     pub spent: u64,
     /// Units given back and credited by Redis.
     pub credited: u64,
+    /// Units asked for by lease calls whose reply never came (a timeout, a lost connection, an
+    /// instance that crashed mid-call). Redis may have run such a call and granted up to what it
+    /// asked for (a grant is never more), and nobody will spend those units.
+    pub in_doubt: u64,
 }
 
 impl LedgerEntry {
-    /// Units leased and neither spent nor credited back: what leasing cost this key so far.
+    /// Units leased and neither spent nor credited back, counting every unanswered call as if
+    /// Redis granted all it asked for: at most what leasing cost this key so far.
     #[cfg(feature = "harness")]
     pub fn unspent(&self) -> u64 {
-        self.leased.saturating_sub(self.spent + self.credited)
+        (self.leased + self.in_doubt).saturating_sub(self.spent + self.credited)
     }
 }
 
@@ -304,14 +309,19 @@ impl LeaseBook {
             now_ms: charge.client_now(now),
             args,
         };
+        let want = request.args.want;
         let call = || {
-            self.note(key, |e| e.calls += 1);
+            self.note(key, |e| {
+                e.calls += 1;
+                e.in_doubt += want;
+            });
             redis.lease(request)
         };
         Ok(match health.guard(clock, now, redis, call).await? {
             Guarded::Answered((outcome, _decided_at_ms)) => {
                 let received = clock.now_ms().max(now);
                 self.note(key, |e| {
+                    e.in_doubt -= want;
                     e.leased += outcome.granted;
                     e.credited += outcome.credited;
                 });

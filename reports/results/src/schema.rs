@@ -29,7 +29,7 @@
 //!   none), `round_trips` (calls sent to Redis; per decision in the tables), `mode_check` and
 //!   `mode_detail` (the mode's own promise: the denial cache never denied what Redis would have
 //!   admitted; leases under-admitted no more than the units leased and never spent, plus one
-//!   lifetime's refill per idle start), `under_admitted` (units the exact limiter admitted beyond
+//!   lifetime's refill per stretch near rest), `under_admitted` (units the exact limiter admitted beyond
 //!   the instances together, net, leaving out what a failure policy denied) and `lease_unspent` (units
 //!   leased and never spent nor given back). All added with defaults, so older files of the same
 //!   schema still read;

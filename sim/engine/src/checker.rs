@@ -336,25 +336,25 @@ pub struct LeaseAccount {
     pub under_admitted: u64,
     /// Units leased and neither spent nor given back.
     pub unspent: u64,
-    /// Times the exact limiter's state for the key was at rest when a request came.
-    pub idle_starts: u64,
+    /// Stretches in which the key came within one lease lifetime of rest (`oracle::near_rest`).
+    pub near_rest: u64,
 }
 
 /// The leases' promise: per key, the instances together under-admit (net, against the exact oracle) at
-/// most the units leased and never spent, plus `idle_start_cost` (one lifetime's refill) each
-/// time the key starts from rest. Returns the check and the totals over keys.
-pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, idle_start_cost: u64) -> (Check, LeaseAccount) {
+/// most the units leased and never spent, plus `near_rest_cost` (one lifetime's refill) for
+/// each stretch in which the key came within a lifetime of rest. Returns the check and the totals over keys.
+pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, near_rest_cost: u64) -> (Check, LeaseAccount) {
     let mut total = LeaseAccount::default();
     let mut worst: Option<String> = None;
     for (key, a) in accounts {
         total.under_admitted += a.under_admitted;
         total.unspent += a.unspent;
-        total.idle_starts += a.idle_starts;
-        let bound = a.unspent + idle_start_cost * a.idle_starts;
+        total.near_rest += a.near_rest;
+        let bound = a.unspent + near_rest_cost * a.near_rest;
         if a.under_admitted > bound && worst.is_none() {
             worst = Some(format!(
-                "key-{key} under-admitted {} units, more than the {} leased and never spent plus {} x {idle_start_cost}                  for starts from rest",
-                a.under_admitted, a.unspent, a.idle_starts
+                "key-{key} under-admitted {} units, more than the {} leased and never spent plus {} x {near_rest_cost} for stretches near rest",
+                a.under_admitted, a.unspent, a.near_rest
             ));
         }
     }
@@ -364,8 +364,8 @@ pub fn check_leases(accounts: &BTreeMap<u32, LeaseAccount>, idle_start_cost: u64
         None => Check {
             verdict: Verdict::Held,
             detail: format!(
-                "under-admitted {} units; bound {} leased and never spent + {} x {idle_start_cost} for starts from rest",
-                total.under_admitted, total.unspent, total.idle_starts
+                "under-admitted {} units; bound {} leased and never spent + {} x {near_rest_cost} for stretches near rest",
+                total.under_admitted, total.unspent, total.near_rest
             ),
         },
     };

@@ -11,7 +11,7 @@
 //! - **leases**: the instances together still keep the algorithm's bound (the bound check counts lease
 //!   decisions as store decisions), and the net under-admission against the exact oracle (what
 //!   a failure policy denied left out) is at most the units leased and never spent, plus one
-//!   lifetime's refill each time a key starts from rest.
+//!   lifetime's refill each time a key comes within a lifetime of rest (`oracle::near_rest`).
 //! - **batching**: no promise beyond the algorithm's; the batch script's decisions are checked
 //!   against the requests' own calls by the conformance and property suites.
 
@@ -85,8 +85,8 @@ impl Mode {
         }
     }
 
-    /// Units of burst a lease cannot use when a key starts from rest: one lifetime's refill.
-    pub fn idle_start_cost(self, algorithm: Algorithm, q: &Quota) -> u64 {
+    /// Units of burst a lease cannot use when a key comes near rest: one lifetime's refill.
+    pub fn near_rest_cost(self, algorithm: Algorithm, q: &Quota) -> u64 {
         match self {
             Mode::Lease => {
                 q.capacity(algorithm)

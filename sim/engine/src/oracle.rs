@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use redis_ratelimit::harness::algo::{self, State};
-use redis_ratelimit::Quota;
+use redis_ratelimit::{Quota, Source};
 
 use crate::promise::Promise;
 use crate::simclock::EPOCH_MS;
@@ -88,22 +88,36 @@ pub fn judge(promise: Promise, quota: &Quota, records: &[Record]) -> (Vec<bool>,
     (verdicts, acc)
 }
 
-/// Per key, how many requests found the exact limiter of `promise` at rest (no state, or a
-/// state equivalent to none): each is a start from rest, where a lease cannot use the refill of
-/// its lifetime. Empty for a promise without a twin.
-pub fn idle_starts(promise: Promise, quota: &Quota, records: &[Record]) -> BTreeMap<u32, u64> {
+/// Per key, how many times the key's state came within `within_ms` of rest (one lease
+/// lifetime) as the instances' own admissions left it: a twin of `promise` fed only the
+/// requests Redis's state admitted (a failure policy's admissions never reach it), asked at
+/// each request of the key. A key near rest from its first request on counts once.
+///
+/// A lease places its units' slots after its lifetime's end, so when the key's queue ends
+/// sooner than that, the slots between are refill no lease can use: at most one lifetime's, and
+/// once per stretch near rest, since a lease that leaves the key busy makes the next one use
+/// every slot. Redis's state holds every admitted unit, each no earlier than it was admitted,
+/// plus units leased and never spent, so Redis is that near rest only while this twin is. The
+/// exact limiter fed every request is the wrong state to ask: it admits more, so it rests less
+/// often than Redis does. Empty for a promise without a twin.
+pub fn near_rest(promise: Promise, quota: &Quota, records: &[Record], within_ms: u64) -> BTreeMap<u32, u64> {
     let Some(twin) = promise.twin() else { return BTreeMap::new() };
-    let mut states: BTreeMap<u32, Option<State>> = BTreeMap::new();
-    let mut starts: BTreeMap<u32, u64> = BTreeMap::new();
+    // Per key: the twin's state, and whether it was near rest at the key's last request.
+    let mut keys: BTreeMap<u32, (Option<State>, bool)> = BTreeMap::new();
+    let mut stretches: BTreeMap<u32, u64> = BTreeMap::new();
     for r in records {
         let now = EPOCH_MS + r.at_ms;
-        let state = states.entry(r.key).or_default();
-        if state.as_ref().is_none_or(|s| algo::is_idle(quota, s, now)) {
-            *starts.entry(r.key).or_default() += 1;
+        let (state, was_near) = keys.entry(r.key).or_default();
+        let near = state.as_ref().is_none_or(|s| algo::is_idle(quota, s, now + within_ms));
+        if near && !*was_near {
+            *stretches.entry(r.key).or_default() += 1;
         }
-        algo::step(twin, quota, state, now, r.cost);
+        *was_near = near;
+        if r.allowed && matches!(r.source, Source::Lease | Source::Store) {
+            algo::step(twin, quota, state, now, r.cost);
+        }
     }
-    starts
+    stretches
 }
 
 #[cfg(test)]
@@ -125,6 +139,25 @@ mod tests {
         assert_eq!((acc.oracle_admitted, acc.wrong_allow), (4, 3));
         let (aligned, _) = judge(Promise::FixedWindow { first_hit: false }, &q, &records);
         assert_eq!(aligned, [true, true, false, true, true, false, false]);
+    }
+
+    #[test]
+    fn a_key_near_rest_counts_once_per_stretch_fed_only_what_redis_admitted() {
+        // 10 per second: a unit comes back every 100 ms, one lease lifetime below.
+        let q = Quota::new(10, std::time::Duration::from_secs(1));
+        let mut records = vec![rec(0, true)];
+        // Denials and a failure policy's admissions leave Redis's state as it was: still near rest.
+        records.extend([1, 2, 3].map(|t| rec(t, false)));
+        records.push(Record { source: Source::FailOpen, ..Record::exact(4, 0, 9, true) });
+        // Five admitted at once: more than one lifetime's refill from rest, then busy...
+        records.extend((10..15).map(|t| rec(t, true)));
+        records.push(rec(50, true));
+        // ... until the bucket is full again: a second stretch.
+        records.push(rec(1_000, true));
+        records.push(Record::exact(1_000, 1, 1, true));
+        let stretches = near_rest(Promise::TokenBucket, &q, &records, 100);
+        assert_eq!(stretches, BTreeMap::from([(0, 2), (1, 1)]));
+        assert!(near_rest(Promise::None, &q, &records, 100).is_empty());
     }
 
     #[test]

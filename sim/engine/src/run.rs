@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use redis_ratelimit::{Source, TimeSource};
 
 use crate::checker;
-use crate::mode::Mode;
+use crate::mode::{Mode, LEASE_LIFETIME_MS};
 use crate::oracle;
 use crate::promise::Tolerance;
 use crate::scenario::{self, RunSpec};
@@ -329,7 +329,7 @@ fn judge_mode(
                 return (none("leases are the library's"), Default::default());
             };
             let promise = spec.subject.promise();
-            let starts = oracle::idle_starts(promise, &spec.quota, records);
+            let stretches = oracle::near_rest(promise, &spec.quota, records, LEASE_LIFETIME_MS);
             let mut accounts: std::collections::BTreeMap<u32, checker::LeaseAccount> = Default::default();
             let mut net: std::collections::BTreeMap<u32, i64> = Default::default();
             for (r, &ok) in records.iter().zip(oracle_verdicts) {
@@ -345,10 +345,10 @@ fn judge_mode(
             }
             for (key, n) in net {
                 let unspent = out.modes.ledger.get(&format!("key-{key}")).map_or(0, |e| e.unspent());
-                let idle_starts = starts.get(&key).copied().unwrap_or(0);
-                accounts.insert(key, checker::LeaseAccount { under_admitted: n.max(0) as u64, unspent, idle_starts });
+                let near_rest = stretches.get(&key).copied().unwrap_or(0);
+                accounts.insert(key, checker::LeaseAccount { under_admitted: n.max(0) as u64, unspent, near_rest });
             }
-            checker::check_leases(&accounts, spec.mode.idle_start_cost(algorithm, &spec.quota))
+            checker::check_leases(&accounts, spec.mode.near_rest_cost(algorithm, &spec.quota))
         }
     }
 }
