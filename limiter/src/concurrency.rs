@@ -240,6 +240,9 @@ impl ConcurrencyLimiter {
             pending.held = false;
             return Ok(Acquired::Full(decision));
         }
+        if pending.held_somewhere() {
+            inner.counter.permit_held(true);
+        }
         Ok(Acquired::Held(pending))
     }
 
@@ -324,8 +327,23 @@ impl Permit {
         let released = self.limiter.on_holder(&self.key, &self.holder, self.decision.source, PermitOp::Release).await;
         // Answered, or not to be answered: nothing for the drop to send again. (Should this
         // future be dropped mid-call, `self` is still held, and the drop sends the release.)
-        self.held = false;
+        self.let_go();
         Ok(released?.unwrap_or(false))
+    }
+
+    /// Whether the acquire gave it from a store or a local budget: a fail-open permit (and an
+    /// acquire's guard before its answer) is held nowhere.
+    fn held_somewhere(&self) -> bool {
+        self.decision.allowed && matches!(self.decision.source, Source::Store | Source::LocalBudget)
+    }
+
+    /// Marks it released: whether it was still held.
+    fn let_go(&mut self) -> bool {
+        let was = std::mem::replace(&mut self.held, false);
+        if was && self.held_somewhere() {
+            self.limiter.counter.permit_held(false);
+        }
+        was
     }
 }
 
@@ -334,10 +352,9 @@ impl Drop for Permit {
     /// task on the current Tokio runtime. Outside one (or should the release not reach Redis)
     /// the lease reclaims it.
     fn drop(&mut self) {
-        if !self.held {
+        if !self.let_go() {
             return;
         }
-        self.held = false;
         let (inner, source) = (&self.limiter, self.decision.source);
         let now = inner.gate.clock().now_ms();
         let claim = inner.claim(&self.key);

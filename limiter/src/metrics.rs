@@ -19,6 +19,7 @@
 //! | `limiter_noscript_reloads_total` | counter | EVALSHA answered NOSCRIPT, so EVAL sent the script |
 //! | `limiter_failovers_total` | counter | Sentinel named another primary; a cluster slot's primary came back (a promoted replica) |
 //! | `limiter_shadow_would_deny_total` | counter | `rule`: shadow-mode checks that would have denied |
+//! | `limiter_permits_held` | gauge | `limiter` (a concurrency limiter's state name): permits this process holds now, in Redis or a local budget (a fail-open permit is held nowhere and not counted) |
 
 /// Decisions by outcome, source and why the store was skipped.
 pub const DECISIONS: &str = "limiter_decisions_total";
@@ -40,6 +41,8 @@ pub const NOSCRIPT_RELOADS: &str = "limiter_noscript_reloads_total";
 pub const FAILOVERS: &str = "limiter_failovers_total";
 /// Shadow-mode checks that would have denied, by rule.
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
+/// Permits a concurrency limiter of this process holds now.
+pub const PERMITS_HELD: &str = "limiter_permits_held";
 
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::{ConfigError, Error};
@@ -62,6 +65,7 @@ pub fn describe() {
         describe_counter!(FAILOVERS, "Failovers to a new primary the store followed");
         describe_counter!(SHADOW_WOULD_DENY, "Shadow-mode checks that would have denied, by rule");
         describe_counter!(NEAR_LIMIT, "Admitted decisions that left little of the limit, by limiter or rule");
+        describe_gauge!(PERMITS_HELD, "Permits of a concurrency limiter this process holds now");
     }
 }
 
@@ -121,6 +125,9 @@ pub(crate) struct DecisionCounter {
     keys: [std::sync::OnceLock<metrics::Key>; 60],
     #[cfg(feature = "metrics")]
     near: metrics::Key,
+    /// A concurrency limiter's permits held.
+    #[cfg(feature = "metrics")]
+    held: metrics::Key,
 }
 
 /// What the `counter!` macro registers its counters with: this module, at level INFO.
@@ -135,7 +142,8 @@ impl DecisionCounter {
         {
             let label = metrics::SharedString::from(limiter.to_owned());
             let near = metrics::Key::from_parts(NEAR_LIMIT, vec![metrics::Label::new("limiter", label.clone())]);
-            DecisionCounter { label, keys: std::array::from_fn(|_| std::sync::OnceLock::new()), near }
+            let held = metrics::Key::from_parts(PERMITS_HELD, vec![metrics::Label::new("limiter", label.clone())]);
+            DecisionCounter { label, keys: std::array::from_fn(|_| std::sync::OnceLock::new()), near, held }
         }
         #[cfg(not(feature = "metrics"))]
         {
@@ -181,6 +189,21 @@ impl DecisionCounter {
         }
         #[cfg(not(feature = "metrics"))]
         let _ = (d, near_ratio);
+    }
+
+    /// One more permit held (`taken`), or one fewer.
+    pub(crate) fn permit_held(&self, taken: bool) {
+        #[cfg(feature = "metrics")]
+        {
+            let gauge = metrics::with_recorder(|r| r.register_gauge(&self.held, &METADATA));
+            if taken {
+                gauge.increment(1.0);
+            } else {
+                gauge.decrement(1.0);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = taken;
     }
 }
 

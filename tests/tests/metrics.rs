@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::Request;
 use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
-use redis_ratelimit::{Algorithm, Quota, RedisStore};
+use redis_ratelimit::{Acquired, Algorithm, ConcurrencyLimiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 /// GET /metrics, the body.
@@ -138,6 +138,26 @@ fn the_exposition_counts_what_the_requests_did() {
     for rule in ["per-key", "global"] {
         assert_eq!(value(&body, "limiter_decisions_total", &[("limiter", rule), ("source", "store")]), 3.0, "{body}");
     }
+    // A concurrency limiter's gauge: the permits this process holds, up as they are taken, down
+    // as they are released or dropped; a refused acquire holds nothing.
+    let permits = ConcurrencyLimiter::builder(2, Duration::from_secs(30))
+        .redis(RedisStore::from_url(&server.url()).expect("store"))
+        .name("metrics-permits")
+        .build()
+        .expect("limiter");
+    let held = || value(&scrape(metrics_addr), "limiter_permits_held", &[("limiter", "metrics-permits")]);
+    let acquire = || match rt.block_on(permits.acquire("metrics-user")).expect("decided") {
+        Acquired::Held(permit) => Some(permit),
+        Acquired::Full(_) => None,
+    };
+    let first = acquire().expect("a permit");
+    let second = acquire().expect("a second permit");
+    assert!(acquire().is_none(), "two are held");
+    assert_eq!(held(), 2.0);
+    assert!(rt.block_on(first.release()).expect("released"));
+    assert_eq!(held(), 1.0);
+    rt.block_on(async { drop(second) });
+    assert_eq!(held(), 0.0);
     server.kill();
     let _answered = rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);
@@ -145,6 +165,6 @@ fn the_exposition_counts_what_the_requests_did() {
     assert_eq!(value(&body, "limiter_store_errors_total", &[("kind", "unavailable")]), 6.0, "{body}");
     println!(
         "metrics: decisions, latency, errors, breaker, reconnects and NOSCRIPT reloads counted as sent, the rules \
-         enforcer's calls too"
+         enforcer's calls too, and the permits held"
     );
 }
