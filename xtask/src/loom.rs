@@ -1,5 +1,5 @@
 //! `cargo xtask loom`: the loom models of the in-process concurrent pieces
-//! (`limiter/tests/loom_*.rs`: the circuit breaker, the local store, the lock-free GCRA), built
+//! (`limiter/tests/loom_*.rs`: the circuit breaker, the local store, its permits, the lock-free GCRA), built
 //! with the library's feature `loom`, which swaps its synchronisation for loom's. The feature
 //! is added to the workspace's own selection (`cargo test --workspace` with the features every
 //! build of `cargo xtask test` enables), so every dependency resolves as in the test build and

@@ -175,10 +175,24 @@ impl LocalStore {
     /// Runs `op` for `holder` on `claim`'s permits at `now_ms` (`algo::concurrency`). A store
     /// keeps one limiter's permits, so the user key alone finds them.
     pub(crate) fn permit_now(&self, claim: &Claim<'_>, now_ms: u64, op: PermitOp, holder: &str) -> Outcome {
-        let key = self.permits.key(&claim.tag);
+        self.apply_permit(claim.limit, claim.lease_ms, &claim.tag, now_ms, op, holder)
+    }
+
+    /// Runs `op` for `holder` on `key`'s permits, at most `limit` held for `lease_ms` each, at
+    /// `now_ms`: the twin on holders kept in process, for the harness's models.
+    pub fn apply_permit(
+        &self,
+        limit: u64,
+        lease_ms: u64,
+        key: &str,
+        now_ms: u64,
+        op: PermitOp,
+        holder: &str,
+    ) -> Outcome {
+        let key = self.permits.key(key);
         let mut shard = self.permits.lock(key);
         let mut state = shard.remove(key).flatten();
-        let outcome = concurrency::step(claim.limit, claim.lease_ms, &mut state, now_ms, op, holder);
+        let outcome = concurrency::step(limit, lease_ms, &mut state, now_ms, op, holder);
         if state.is_some() {
             shard.insert(key, state);
         }
