@@ -20,8 +20,9 @@ use super::*;
 use redis_ratelimit::harness::rules_script::{self, RuleCall, RulesRequest};
 use redis_ratelimit::harness::scripts::Invocation;
 
-const FLOOR: &str = "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
-const FLOOR_TIME: &str =
+pub(crate) const FLOOR: &str =
+    "local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
+pub(crate) const FLOOR_TIME: &str =
     "local t = redis.call('TIME') local v = redis.call('GET', KEYS[1]) redis.call('SET', KEYS[1], '1', 'PX', 60000) return 1";
 /// A fixed caller's time (ms) for the client-time runs: every key is fresh, so one instant
 /// serves.

@@ -32,6 +32,8 @@
 //!    (`gateway.rs`).
 //! 10. The rate limit service over gRPC (`rls.rs`): distinct keys and a hot key against its own
 //!     floor RPC (gRPC without a decision), and Redis calls per decision with quota grants.
+//! 11. A concurrency limit's acquire and release, Redis's µs for the pair against the floor script
+//!     of goal 8 on each clock (`permits.rs`).
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
@@ -41,6 +43,7 @@
 mod cost;
 mod gateway;
 mod in_process;
+mod permits;
 mod profile;
 mod redis_side;
 mod rls;
@@ -119,6 +122,7 @@ fn main() {
     step("script-cost", &mut || cost::script_cost(&server));
     step("gateway", &mut || gateway::gateway(&server));
     step("rls", &mut || rls::rls(&server));
+    step("permits", &mut || permits::permits(&server));
     drop(server);
     std::thread::sleep(Duration::from_millis(10));
 

@@ -1,0 +1,105 @@
+//! Goal 11: what a concurrency limit costs Redis per request, an acquire and its release (two
+//! calls of `lua/concurrency.lua`), against the least a stateful script costs, one `GET` and
+//! one `SET PX` (with a `TIME` first on Redis's clock), measured the same way in the same run.
+//!
+//! redis-benchmark sends one command with random keys, so it cannot release the permit an
+//! acquire took: this goal drives the calls itself, 16 pairs to a pipeline over 100,000 keys,
+//! each pair an acquire and then the release of the same holder, and reads `INFO
+//! commandstats`' µs per `EVALSHA`. The floor goes through the same driver. The least of three
+//! interleaved rounds counts (the machines are shared: the least is the least disturbed).
+
+use redis_ratelimit::harness::algo::concurrency::PermitOp;
+
+use super::cost::{FLOOR, FLOOR_TIME};
+use super::support::*;
+use super::*;
+
+const ROUNDS: usize = 3;
+/// Requests to a pipeline.
+const PIPELINE: usize = 16;
+/// A fixed caller's time (ms) for the caller's-clock rows: every lease lives a minute, so one
+/// instant serves the whole run.
+const NOW_MS: u64 = 1_700_000_000_000;
+
+/// The key of request `i`: spread over [`KEYS`] keys, every request's own most of the time.
+fn key_of(i: usize) -> String {
+    format!("rl:{{k{}}}:c=1000:permits", i.wrapping_mul(7_919) % KEYS)
+}
+
+/// Redis µs per `EVALSHA` of `source` over `n` requests, each request the calls `calls(i)` makes
+/// (their KEYS and ARGV).
+fn usec_per_call(
+    conn: &mut redis::Connection,
+    source: &str,
+    n: usize,
+    calls: impl Fn(usize) -> Vec<(Vec<String>, Vec<String>)>,
+) -> f64 {
+    flush(conn);
+    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(source).query(conn).expect("SCRIPT LOAD");
+    for start in (0..n).step_by(PIPELINE) {
+        let mut pipe = redis::pipe();
+        for i in start..(start + PIPELINE).min(n) {
+            for (keys, args) in calls(i) {
+                pipe.cmd("EVALSHA").arg(&sha).arg(keys.len()).arg(keys).arg(args).ignore();
+            }
+        }
+        pipe.query::<()>(conn).expect("the pipeline runs");
+    }
+    let stats = commandstats(conn);
+    let (calls, usec) = stats.iter().find(|s| s.0 == "evalsha").map_or((0.0, 0.0), |s| (s.1, s.2));
+    assert!(calls > 0.0, "no EVALSHA was counted");
+    usec / calls
+}
+
+pub(crate) fn permits(server: &RedisServer) -> Vec<Goal> {
+    let n = scaled(100_000);
+    let mut conn = server.client().expect("connect");
+    let floor = |i: usize| vec![(vec![key_of(i)], Vec::new())];
+    let pair = |now_ms: Option<u64>| {
+        move |i: usize| {
+            let (key, holder) = (key_of(i), format!("holder.{i:x}"));
+            [PermitOp::Acquire, PermitOp::Release]
+                .map(|op| {
+                    let call = scripts::permit_invocation(&key, now_ms, 1_000, 60_000, &holder, op);
+                    (call.keys, call.args)
+                })
+                .to_vec()
+        }
+    };
+    // (floor, pair) per clock: the caller's, then Redis's.
+    let mut us = [[f64::INFINITY; 2]; 2];
+    for _ in 0..ROUNDS {
+        for (row, (floor_source, now_ms)) in us.iter_mut().zip([(FLOOR, Some(NOW_MS)), (FLOOR_TIME, None)]) {
+            row[0] = row[0].min(usec_per_call(&mut conn, floor_source, n, floor));
+            // Two calls per request: the pair costs twice the µs per call.
+            row[1] = row[1].min(2.0 * usec_per_call(&mut conn, scripts::CONCURRENCY, n, pair(now_ms)));
+        }
+    }
+    flush(&mut conn);
+    let mut goals = Vec::new();
+    for ([floor_us, pair_us], (clock, label)) in
+        us.into_iter().zip([("caller's clock", "GET+SET PX"), ("Redis's clock", "TIME+GET+SET PX")])
+    {
+        let ratio = pair_us / floor_us;
+        goals.push(Goal {
+            what: format!("Redis us per request, concurrency limit: acquire + release, {clock}"),
+            measured: format!("{pair_us:.2} us per pair"),
+            reference: format!("{label}: {floor_us:.2} us"),
+            ratio,
+            goal: "<= 2.5x",
+            met: ratio <= 2.5,
+            note: if ratio <= 2.5 {
+                String::new()
+            } else {
+                format!(
+                    "{:.0}% over: two script calls where the floor makes one, each converting 5 arguments and \
+                     a 5-integer reply, and each running five commands where the floor runs two: it trims the \
+                     ended leases (ZREMRANGEBYSCORE), counts (ZCARD), adds or removes the holder (ZADD NX, ZREM) \
+                     and keeps the key's TTL at its last lease (ZRANGE, PEXPIRE)",
+                    (ratio / 2.5 - 1.0) * 100.0
+                )
+            },
+        });
+    }
+    goals
+}
