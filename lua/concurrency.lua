@@ -66,27 +66,42 @@ if op == 'peek' then
   return {0, 0, first_end(), reset_after(), now}
 end
 
+-- Every write first drops the leases that have ended: every member left is a live holder.
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
-local held = redis.call('ZSCORE', KEYS[1], holder)
-local count = redis.call('ZCARD', KEYS[1])
 local until_ms = string.format('%d', now + lease)
 
 if op == 'release' then
-  if held then
-    redis.call('ZREM', KEYS[1], holder)
-    count = count - 1
-  end
-elseif op == 'renew' or held then
-  -- A renewal, or an acquire retried by a holder whose first reply was lost: its own permit.
-  if held then redis.call('ZADD', KEYS[1], 'XX', until_ms, holder) end
-elseif count < limit then
-  redis.call('ZADD', KEYS[1], until_ms, holder)
-  return {1, limit - count - 1, 0, settle(), now}
-else
-  return {0, 0, first_end(), settle(), now}
+  -- ZREM answers whether the holder was there, and so held a live permit.
+  local held = redis.call('ZREM', KEYS[1], holder) == 1
+  local count = redis.call('ZCARD', KEYS[1])
+  -- Only a removal can end the key's last lease sooner: otherwise its TTL stands.
+  local reset
+  if held then reset = settle() else reset = reset_after() end
+  local allowed = 0
+  if held then allowed = 1 end
+  return {allowed, limit - math.min(count, limit), 0, reset, now}
 end
-local allowed = 0
-if held then allowed = 1 end
-local remaining = limit - count
-if remaining < 0 then remaining = 0 end
-return {allowed, remaining, 0, settle(), now}
+
+local count = redis.call('ZCARD', KEYS[1])
+local held
+if op == 'acquire' and count < limit then
+  -- A new holder takes a permit; NX leaves one already there (a holder whose first reply was
+  -- lost, retrying) as it was, for the renewal below.
+  if redis.call('ZADD', KEYS[1], 'NX', until_ms, holder) == 1 then
+    return {1, limit - count - 1, 0, settle(), now}
+  end
+  held = true
+else
+  held = redis.call('ZSCORE', KEYS[1], holder)
+end
+-- A renewal, or an acquire retried by a holder: its own permit, its lease renewed (a retried
+-- acquire takes no second permit).
+if held then
+  redis.call('ZADD', KEYS[1], 'XX', until_ms, holder)
+  return {1, limit - math.min(count, limit), 0, settle(), now}
+end
+-- Nothing was written but the trim, which cannot end the last live lease: the TTL stands.
+if op == 'renew' then
+  return {0, limit - math.min(count, limit), 0, reset_after(), now}
+end
+return {0, 0, first_end(), reset_after(), now}
