@@ -71,6 +71,10 @@ pub const fn for_algorithm(algorithm: Algorithm) -> LuaScript {
 /// [`permit_invocation`] builds it; it answers what an algorithm's script answers.
 pub const CONCURRENCY: &str = redis_ratelimit_scripts::CONCURRENCY;
 
+/// The Redis module's command for a concurrency limit (`limiter/module`), taking exactly the
+/// concurrency script's KEYS and ARGV ([`permit_invocation`]) and answering its reply.
+pub const CONCURRENCY_MODULE_COMMAND: &str = "RATELIMIT.CONCURRENCY";
+
 /// What a concurrency limit's key carries after its stem: its holders, a sorted set.
 pub const PERMITS_SUFFIX: &str = "permits";
 

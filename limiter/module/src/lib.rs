@@ -24,6 +24,7 @@
 //! | `RATELIMIT.RULES` | `key numkeys [key ...] rules commit [rule ...]` | `lua/all_or_nothing.lua` |
 //! | `RATELIMIT.LEASE.GCRA` | `key now_ms interval_us burst lifetime_us horizon_us want need give given_tat` | `lua/lease_gcra.lua` |
 //! | `RATELIMIT.LEASE.TB` | `key now_ms limit period_ms burst lifetime_ms horizon_ms want need give given_units given_ms` | `lua/lease_token_bucket.lua` |
+//! | `RATELIMIT.CONCURRENCY` | `key now_ms limit lease_ms holder op` | `lua/concurrency.lua` |
 //!
 //! `now_ms` empty decides on Redis's clock (GCRA in microseconds, as its script reads `TIME`).
 //! A window command's first argument is the stem its windows' keys extend (`stem:index`, in the
@@ -39,7 +40,9 @@
 //! counts and its script's ARGV; a blockable rule runs behind its key's block). Its keys move
 //! with that count, so it declares `getkeys-api` and tells Redis where they are. The lease
 //! commands reserve a run of a bucket's units for one instance, as the lease scripts do, and
-//! answer their nine numbers.
+//! answer their nine numbers. `RATELIMIT.CONCURRENCY` acquires, renews, releases or peeks at a
+//! key's permits (`op`), a sorted set of holders each scored by the end of its lease, and
+//! answers as an algorithm does; on Redis's clock it reads milliseconds.
 //!
 //! Load it with `redis-server --loadmodule path/to/libredis_ratelimit_module.so` or
 //! `MODULE LOAD`; the commands declare their keys, so Redis Cluster routes them by them.

@@ -9,7 +9,7 @@ use redis_module::{redis_module, Context, KeyType, RedisError, RedisResult, Redi
 
 use crate::clock;
 use redis_ratelimit_module_commands::Algorithm;
-use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
+use redis_ratelimit_module_commands::{Command, Keys, Kind, Member, Refusal};
 
 /// A command's view of Redis, through its context and the arguments Redis passed it.
 struct Server<'a> {
@@ -84,21 +84,19 @@ impl Keys for Server<'_> {
         Some(value.as_slice().to_vec())
     }
 
-    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal> {
+    fn members_above(&mut self, key: &[u8], after: Option<i128>) -> Result<Vec<Member>, Refusal> {
         // The module API has no sorted-set reads: Redis's own command, called from here.
-        let from = format!("({after}");
+        let from = after.map_or_else(|| "-inf".to_owned(), |after| format!("({after}"));
         let reply = self.ctx.call("ZRANGEBYSCORE", &[key, from.as_bytes(), b"+inf", b"WITHSCORES"][..]);
         let RedisValue::Array(items) = reply.map_err(refusal)? else {
-            return Err(Refusal::Error("ERR RATELIMIT.SL: ZRANGEBYSCORE answered no array".into()));
+            return Err(Refusal::Error("ERR ZRANGEBYSCORE answered no array".into()));
         };
-        Ok(items
-            .chunks(2)
-            .map(|pair| match pair.get(1) {
-                Some(RedisValue::SimpleString(s)) => s.as_bytes().to_vec(),
-                Some(RedisValue::StringBuffer(b)) => b.clone(),
-                other => format!("{other:?}").into_bytes(),
-            })
-            .collect())
+        let bytes = |item: Option<&RedisValue>| match item {
+            Some(RedisValue::SimpleString(s)) => s.as_bytes().to_vec(),
+            Some(RedisValue::StringBuffer(b)) => b.clone(),
+            other => format!("{other:?}").into_bytes(),
+        };
+        Ok(items.chunks(2).map(|pair| (bytes(pair.first()), bytes(pair.get(1)))).collect())
     }
 
     fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal> {
@@ -132,6 +130,10 @@ impl Keys for Server<'_> {
             args.extend([score.as_bytes(), member.as_bytes()]);
         }
         self.call_write("ZADD", &args)
+    }
+
+    fn remove(&mut self, key: &[u8], member: &[u8]) -> Result<(), Refusal> {
+        self.call_write("ZREM", &[key, member])
     }
 
     fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal> {
@@ -193,6 +195,10 @@ fn lease_token_bucket(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
     run(Command::Lease(Algorithm::TokenBucket), ctx, args)
 }
 
+fn concurrency(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
+    run(Command::Concurrency, ctx, args)
+}
+
 redis_module! {
     name: "ratelimit",
     version: 1,
@@ -212,5 +218,6 @@ redis_module! {
         ["ratelimit.rules", rules, "write deny-oom getkeys-api", 1, 1, 1, ""],
         ["ratelimit.lease.gcra", lease_gcra, "write deny-oom", 1, 1, 1, ""],
         ["ratelimit.lease.tb", lease_token_bucket, "write deny-oom", 1, 1, 1, ""],
+        ["ratelimit.concurrency", concurrency, "write deny-oom", 1, 1, 1, ""],
     ],
 }

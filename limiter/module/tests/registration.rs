@@ -27,7 +27,7 @@ fn every_command_is_a_write_routed_by_its_first_argument() {
     let server = RedisServer::start_real_with_module(&module()).expect("redis-server loads the module");
     let mut c = server.client().expect("connects");
     let names = ["RATELIMIT.FW", "RATELIMIT.SW", "RATELIMIT.SL", "RATELIMIT.TB", "RATELIMIT.GCRA", "RATELIMIT.RULES"];
-    for name in names.into_iter().chain(["RATELIMIT.LEASE.GCRA", "RATELIMIT.LEASE.TB"]) {
+    for name in names.into_iter().chain(["RATELIMIT.LEASE.GCRA", "RATELIMIT.LEASE.TB", "RATELIMIT.CONCURRENCY"]) {
         let info: Vec<Value> = redis::cmd("COMMAND").arg("INFO").arg(name).query(&mut c).expect("COMMAND INFO");
         let Some(Value::Array(fields)) = info.first() else { panic!("{name} is not registered: {info:?}") };
         assert_eq!(text(&fields[0]), name.to_lowercase());

@@ -9,7 +9,8 @@
 //! unloaded) is named in [`Error::ModuleNotLoaded`]. Several rules of one request go to its
 //! `RATELIMIT.RULES`, and so does a request behind its key's block (as the command's one rule,
 //! which it runs behind the block as the blockable script does); a lease goes to
-//! `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`. Resetting, refunding and blocking a key still run
+//! `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`, and a concurrency limit's acquire, renewal, release
+//! or peek to `RATELIMIT.CONCURRENCY`. Resetting, refunding and blocking a key still run
 //! their scripts: they decide nothing, and a module-only deployment still loads scripts for
 //! them.
 
@@ -40,6 +41,7 @@ pub(super) async fn check(conn: &mut impl ConnectionLike, redis: &str) -> Result
         .into_iter()
         .chain([rules_script::MODULE_COMMAND])
         .chain(leases)
+        .chain([scripts::CONCURRENCY_MODULE_COMMAND])
         .collect();
     let reply = redis::cmd("COMMAND").arg("INFO").arg(&names[..]).query_async::<Value>(conn).await;
     let missing: Vec<&str> = match reply {
@@ -107,8 +109,9 @@ impl RedisStore {
     /// same decisions, keys and TTLs for a fraction of Redis's time. Every new connection to a
     /// server checks that the module is loaded (a cluster's nodes are checked by their first
     /// decision), and a store that finds it missing answers [`Error::ModuleNotLoaded`], never
-    /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule, and a
-    /// leasing limiter's leases to `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`.
+    /// a script. A blockable limiter's requests go to `RATELIMIT.RULES` as its one rule, a
+    /// leasing limiter's leases to `RATELIMIT.LEASE.GCRA` or `.LEASE.TB`, and a
+    /// [`crate::ConcurrencyLimiter`]'s calls to `RATELIMIT.CONCURRENCY`.
     pub fn with_module(self) -> Result<Self, ConfigError> {
         Ok(RedisStore { link: self.link.requiring_module()?, module: true, ..self })
     }

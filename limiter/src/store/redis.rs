@@ -269,11 +269,15 @@ impl RedisStore {
         .await
     }
 
-    /// Runs `call`, of `lua/concurrency.lua` ([`scripts::permit_invocation`]). The module has
-    /// no command for it: the script is sent with or without the module.
+    /// Runs `call`, of `lua/concurrency.lua` ([`scripts::permit_invocation`]), or with the
+    /// module its command, which takes the same KEYS and ARGV.
     pub(crate) async fn permit_call(&self, call: &Invocation) -> Result<(Outcome, u64), StoreError> {
         let read = |reply| read_integers(reply, scripts::read_outcome);
-        self.run("concurrency", Sent::Script(loaded::concurrency()), call, read).await
+        let sent = match self.module {
+            true => Sent::Command(scripts::CONCURRENCY_MODULE_COMMAND),
+            false => Sent::Script(loaded::concurrency()),
+        };
+        self.run("concurrency", sent, call, read).await
     }
 
     /// The one way the store sends a script (or a module's command): `sent` with `call` on the store's connection,

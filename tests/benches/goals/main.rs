@@ -32,8 +32,8 @@
 //!    (`gateway.rs`).
 //! 10. The rate limit service over gRPC (`rls.rs`): distinct keys and a hot key against its own
 //!     floor RPC (gRPC without a decision), and Redis calls per decision with quota grants.
-//! 11. A concurrency limit's acquire and release, Redis's µs for the pair against the floor script
-//!     of goal 8 on each clock (`permits.rs`).
+//! 11. A concurrency limit's acquire and release, by the script and by the module's command,
+//!     Redis's µs for the pair against the floor script of goal 8 on each clock (`permits.rs`).
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).

@@ -1,11 +1,12 @@
 //! Goal 11: what a concurrency limit costs Redis per request, an acquire and its release (two
-//! calls of `lua/concurrency.lua`), against the least a stateful script costs, one `GET` and
-//! one `SET PX` (with a `TIME` first on Redis's clock), measured the same way in the same run.
+//! calls of `lua/concurrency.lua`, or of the module's `RATELIMIT.CONCURRENCY` on a server that
+//! loaded it), against the least a stateful script costs, one `GET` and one `SET PX` (with a
+//! `TIME` first on Redis's clock), measured the same way on the same server in the same run.
 //!
 //! redis-benchmark sends one command with random keys, so it cannot release the permit an
 //! acquire took: this goal drives the calls itself, 16 pairs to a pipeline over 100,000 keys,
 //! each pair an acquire and then the release of the same holder, and reads `INFO
-//! commandstats`' µs per `EVALSHA`. The floor goes through the same driver. The least of three
+//! commandstats`' µs per call. The floor goes through the same driver. The least of three
 //! interleaved rounds counts (the machines are shared: the least is the least disturbed).
 
 use redis_ratelimit::harness::algo::concurrency::PermitOp;
@@ -26,80 +27,119 @@ fn key_of(i: usize) -> String {
     format!("rl:{{k{}}}:c=1000:permits", i.wrapping_mul(7_919) % KEYS)
 }
 
-/// Redis µs per `EVALSHA` of `source` over `n` requests, each request the calls `calls(i)` makes
-/// (their KEYS and ARGV).
+/// What a row sends: a script (by EVALSHA) or a command of the module.
+#[derive(Clone, Copy)]
+enum Sent {
+    Script(&'static str),
+    Command(&'static str),
+}
+
+/// Redis µs per call `sent` over `n` requests, each request the calls `calls(i)` makes (their
+/// KEYS and ARGV).
 fn usec_per_call(
     conn: &mut redis::Connection,
-    source: &str,
+    sent: Sent,
     n: usize,
     calls: impl Fn(usize) -> Vec<(Vec<String>, Vec<String>)>,
 ) -> f64 {
     flush(conn);
-    let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(source).query(conn).expect("SCRIPT LOAD");
+    let (name, stat) = match sent {
+        Sent::Script(source) => {
+            let sha: String = redis::cmd("SCRIPT").arg("LOAD").arg(source).query(conn).expect("SCRIPT LOAD");
+            (sha, "evalsha".to_owned())
+        }
+        Sent::Command(command) => (command.to_owned(), command.to_lowercase()),
+    };
     for start in (0..n).step_by(PIPELINE) {
         let mut pipe = redis::pipe();
         for i in start..(start + PIPELINE).min(n) {
             for (keys, args) in calls(i) {
-                pipe.cmd("EVALSHA").arg(&sha).arg(keys.len()).arg(keys).arg(args).ignore();
+                match sent {
+                    Sent::Script(_) => pipe.cmd("EVALSHA").arg(&name).arg(keys.len()),
+                    Sent::Command(_) => pipe.cmd(&name),
+                };
+                pipe.arg(keys).arg(args).ignore();
             }
         }
         pipe.query::<()>(conn).expect("the pipeline runs");
     }
     let stats = commandstats(conn);
-    let (calls, usec) = stats.iter().find(|s| s.0 == "evalsha").map_or((0.0, 0.0), |s| (s.1, s.2));
-    assert!(calls > 0.0, "no EVALSHA was counted");
+    let (calls, usec) = stats.iter().find(|s| s.0 == stat).map_or((0.0, 0.0), |s| (s.1, s.2));
+    assert!(calls > 0.0, "no {stat} was counted");
     usec / calls
 }
 
-pub(crate) fn permits(server: &RedisServer) -> Vec<Goal> {
+/// The floor's request: one call of the floor script on the request's key.
+fn floor(i: usize) -> Vec<(Vec<String>, Vec<String>)> {
+    vec![(vec![key_of(i)], Vec::new())]
+}
+
+/// A pair's request: the acquire and the release of one holder, on `now_ms` (None: Redis's).
+fn pair(now_ms: Option<u64>) -> impl Fn(usize) -> Vec<(Vec<String>, Vec<String>)> + Copy {
+    move |i: usize| {
+        let (key, holder) = (key_of(i), format!("holder.{i:x}"));
+        [PermitOp::Acquire, PermitOp::Release]
+            .map(|op| {
+                let call = scripts::permit_invocation(&key, now_ms, 1_000, 60_000, &holder, op);
+                (call.keys, call.args)
+            })
+            .to_vec()
+    }
+}
+
+/// The µs of the floor and of a pair per clock (the caller's, then Redis's) on `server`, the
+/// pair sent as `sent`.
+fn measure(server: &RedisServer, sent: Sent) -> [[f64; 2]; 2] {
     let n = scaled(100_000);
     let mut conn = server.client().expect("connect");
-    let floor = |i: usize| vec![(vec![key_of(i)], Vec::new())];
-    let pair = |now_ms: Option<u64>| {
-        move |i: usize| {
-            let (key, holder) = (key_of(i), format!("holder.{i:x}"));
-            [PermitOp::Acquire, PermitOp::Release]
-                .map(|op| {
-                    let call = scripts::permit_invocation(&key, now_ms, 1_000, 60_000, &holder, op);
-                    (call.keys, call.args)
-                })
-                .to_vec()
-        }
-    };
-    // (floor, pair) per clock: the caller's, then Redis's.
     let mut us = [[f64::INFINITY; 2]; 2];
     for _ in 0..ROUNDS {
         for (row, (floor_source, now_ms)) in us.iter_mut().zip([(FLOOR, Some(NOW_MS)), (FLOOR_TIME, None)]) {
-            row[0] = row[0].min(usec_per_call(&mut conn, floor_source, n, floor));
+            row[0] = row[0].min(usec_per_call(&mut conn, Sent::Script(floor_source), n, floor));
             // Two calls per request: the pair costs twice the µs per call.
-            row[1] = row[1].min(2.0 * usec_per_call(&mut conn, scripts::CONCURRENCY, n, pair(now_ms)));
+            row[1] = row[1].min(2.0 * usec_per_call(&mut conn, sent, n, pair(now_ms)));
         }
     }
     flush(&mut conn);
+    us
+}
+
+pub(crate) fn permits(server: &RedisServer) -> Vec<Goal> {
+    let mut rows = vec![("script", measure(server, Sent::Script(scripts::CONCURRENCY)))];
+    match redis_tests::build_module("release") {
+        Ok(module) => {
+            let server = RedisServer::start_real_with_module(&module).expect("redis-server loads the module");
+            rows.push(("module", measure(&server, Sent::Command(scripts::CONCURRENCY_MODULE_COMMAND))));
+        }
+        Err(e) => println!("  permits: no module row ({e})"),
+    }
     let mut goals = Vec::new();
-    for ([floor_us, pair_us], (clock, label)) in
-        us.into_iter().zip([("caller's clock", "GET+SET PX"), ("Redis's clock", "TIME+GET+SET PX")])
-    {
-        let ratio = pair_us / floor_us;
-        goals.push(Goal {
-            what: format!("Redis us per request, concurrency limit: acquire + release, {clock}"),
-            measured: format!("{pair_us:.2} us per pair"),
-            reference: format!("{label}: {floor_us:.2} us"),
-            ratio,
-            goal: "<= 2.5x",
-            met: ratio <= 2.5,
-            note: if ratio <= 2.5 {
-                String::new()
-            } else {
-                format!(
-                    "{:.0}% over: two script calls where the floor makes one, each converting 5 arguments and \
-                     a 5-integer reply, and each running five commands where the floor runs two: it trims the \
-                     ended leases (ZREMRANGEBYSCORE), counts (ZCARD), adds or removes the holder (ZADD NX, ZREM) \
-                     and keeps the key's TTL at its last lease (ZRANGE, PEXPIRE)",
-                    (ratio / 2.5 - 1.0) * 100.0
-                )
-            },
-        });
+    for (by, us) in rows {
+        for ([floor_us, pair_us], (clock, label)) in
+            us.into_iter().zip([("caller's clock", "GET+SET PX"), ("Redis's clock", "TIME+GET+SET PX")])
+        {
+            let ratio = pair_us / floor_us;
+            goals.push(Goal {
+                what: format!("Redis us per request, concurrency limit ({by}): acquire + release, {clock}"),
+                measured: format!("{pair_us:.2} us per pair"),
+                reference: format!("{label} script: {floor_us:.2} us"),
+                ratio,
+                goal: "<= 2.5x",
+                met: ratio <= 2.5,
+                note: if ratio <= 2.5 {
+                    String::new()
+                } else {
+                    format!(
+                        "{:.0}% over: two calls where the floor makes one, each converting 5 arguments and a \
+                         5-integer reply, and each running five commands where the floor runs two: it trims the \
+                         ended leases (ZREMRANGEBYSCORE), counts (ZCARD), adds or removes the holder (ZADD NX, \
+                         ZREM) and keeps the key's TTL at its last lease (ZRANGE, PEXPIRE); the module's command \
+                         runs the same five natively",
+                        (ratio / 2.5 - 1.0) * 100.0
+                    )
+                },
+            });
+        }
     }
     goals
 }

@@ -37,6 +37,7 @@ mod conformance_valkey;
 
 // The Redis module.
 mod module;
+mod module_concurrency;
 mod module_leases;
 mod module_rules;
 mod module_store;

@@ -266,3 +266,32 @@ async fn the_enforcer_decides_one_rule_and_several_with_the_module_as_with_scrip
     }
     assert!(calls(&server, "ratelimit.rules") >= 500, "several rules went to the rules command");
 }
+
+#[tokio::test]
+async fn a_concurrency_limiter_holds_its_permits_with_the_module_and_sends_no_script() {
+    use redis_ratelimit::{Acquired, ConcurrencyLimiter};
+    let server = module_server();
+    let limiter = |store: RedisStore| {
+        ConcurrencyLimiter::builder(2, Duration::from_secs(30)).redis(store).name("cm").build().expect("valid")
+    };
+    // Two instances with the module, and one with the script, all counting the same holders.
+    let (one, two, scripted) = (
+        limiter(with_module(&server)),
+        limiter(with_module(&server)),
+        limiter(RedisStore::from_url(&server.url()).expect("url")),
+    );
+    // `eval` counts EVAL and EVALSHA alike.
+    let before = (calls(&server, "eval"), calls(&server, "ratelimit.concurrency"));
+    let Acquired::Held(a) = one.acquire("k").await.expect("decides") else { panic!("the first permit") };
+    let Acquired::Held(b) = two.acquire("k").await.expect("decides") else { panic!("the second permit") };
+    let Acquired::Full(full) = one.acquire("k").await.expect("decides") else { panic!("a third of two") };
+    assert_eq!((full.remaining, full.allowed), (0, false));
+    assert_eq!(two.state("k").await.expect("reads").remaining, 0);
+    assert!(a.release().await.expect("released"));
+    let Acquired::Held(c) = two.acquire("k").await.expect("decides") else { panic!("the freed permit") };
+    assert!(b.release().await.expect("released") && c.release().await.expect("released"));
+    let sent = (calls(&server, "eval") - before.0, calls(&server, "ratelimit.concurrency") - before.1);
+    assert_eq!(sent, (0, 8), "the module store's calls: no script, one command per call");
+    // The script store reads what the module wrote: every permit free again.
+    assert_eq!(scripted.state("k").await.expect("reads").remaining, 2);
+}

@@ -7,7 +7,7 @@
 //! Redis's clock is read once and kept: every rule of one call decides at the same instant, as
 //! the script answers every `TIME` of its rules from one reading.
 
-use crate::{Keys, Kind, Refusal};
+use crate::{Keys, Kind, Member, Refusal};
 
 /// One write held back, as the command asked for it.
 #[derive(Debug)]
@@ -15,6 +15,7 @@ enum Write {
     Set { key: Vec<u8>, value: Vec<u8>, ttl_ms: Option<u64> },
     Trim { key: Vec<u8>, through: u64 },
     Add { key: Vec<u8>, score: u64, members: Vec<String> },
+    Remove { key: Vec<u8>, member: Vec<u8> },
     Expire { key: Vec<u8>, ttl_ms: u64 },
     Refused(Refusal),
 }
@@ -56,6 +57,7 @@ impl Writes {
                 Write::Set { key, value, ttl_ms } => keys.set(&key, &value, ttl_ms)?,
                 Write::Trim { key, through } => keys.trim(&key, through)?,
                 Write::Add { key, score, members } => keys.add(&key, score, &members)?,
+                Write::Remove { key, member } => keys.remove(&key, &member)?,
                 Write::Expire { key, ttl_ms } => keys.expire(&key, ttl_ms)?,
                 Write::Refused(refusal) => return Err(refusal),
             }
@@ -79,9 +81,9 @@ impl<K: Keys> Keys for Held<'_, K> {
         self.keys.hash_field(key, field)
     }
 
-    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal> {
+    fn members_above(&mut self, key: &[u8], after: Option<i128>) -> Result<Vec<Member>, Refusal> {
         debug_assert!(self.writes.is_empty(), "a command read after it wrote");
-        self.keys.scores_above(key, after)
+        self.keys.members_above(key, after)
     }
 
     fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal> {
@@ -96,6 +98,11 @@ impl<K: Keys> Keys for Held<'_, K> {
 
     fn add(&mut self, key: &[u8], score: u64, members: &[String]) -> Result<(), Refusal> {
         self.writes.push(Write::Add { key: key.to_vec(), score, members: members.to_vec() });
+        Ok(())
+    }
+
+    fn remove(&mut self, key: &[u8], member: &[u8]) -> Result<(), Refusal> {
+        self.writes.push(Write::Remove { key: key.to_vec(), member: member.to_vec() });
         Ok(())
     }
 

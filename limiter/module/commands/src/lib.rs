@@ -1,9 +1,9 @@
 //! The Redis module's rate-limit commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, and
 //! `.RULES` for several rules of one request all-or-nothing, `.LEASE.GCRA` and `.LEASE.TB` for
-//! leases), apart
+//! leases, `.CONCURRENCY` for a concurrency limit's permits), apart
 //! from any server: each reads and writes keys through [`Keys`], what a Redis offers a command
-//! (read a string, a hash field, a sorted set's scores; write a value with or without a new
-//! expiry, trim and add members, expire), and decides by the algorithm twins the scripts
+//! (read a string, a hash field, a sorted set's members and scores; write a value with or
+//! without a new expiry, trim, add and remove members, expire), and decides by the algorithm twins the scripts
 //! mirror. The module (`redis-ratelimit-module`) implements [`Keys`] over Redis's module API;
 //! the harness's in-process Redis model implements it over its own commands, so both decide by
 //! this one code. A crate of its own so the model links none of the module API (its build
@@ -18,6 +18,7 @@
 
 mod args;
 mod buckets;
+mod concurrency;
 mod guard;
 mod held;
 mod leases;
@@ -53,6 +54,9 @@ pub enum Refusal {
     Error(String),
 }
 
+/// A sorted set's member and its score, as Redis writes them.
+pub type Member = (Vec<u8>, Vec<u8>);
+
 /// A key's operations, as a command inside a Redis sees them (see the module docs). Every
 /// write is the caller's to replicate, by its effect.
 pub trait Keys {
@@ -63,17 +67,25 @@ pub trait Keys {
     fn string<T>(&mut self, key: &[u8], read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Kind>;
     /// The hash field `field` of `key` (None when it has none).
     fn hash_field(&mut self, key: &[u8], field: &[u8]) -> Option<Vec<u8>>;
-    /// The scores, as Redis writes them, of the sorted set `key`'s members scored above
-    /// `after` (`ZRANGEBYSCORE key (after +inf WITHSCORES`), lowest first.
-    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal>;
+    /// The sorted set `key`'s members scored above `after` (every member for None), each with
+    /// its score as Redis writes it (`ZRANGEBYSCORE key (after +inf WITHSCORES`, or from
+    /// `-inf`), lowest first.
+    fn members_above(&mut self, key: &[u8], after: Option<i128>) -> Result<Vec<Member>, Refusal>;
+    /// The scores alone of the members scored above `after`.
+    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal> {
+        Ok(self.members_above(key, Some(after))?.into_iter().map(|(_, score)| score).collect())
+    }
     /// Sets `key` to the string `value`, expiring in `ttl_ms`, or keeping its expiry when None
     /// (`SET ... PX` or `SET ... KEEPTTL`).
     fn set(&mut self, key: &[u8], value: &[u8], ttl_ms: Option<u64>) -> Result<(), Refusal>;
     /// Removes the sorted set `key`'s members scored at most `through`
     /// (`ZREMRANGEBYSCORE key -inf through`).
     fn trim(&mut self, key: &[u8], through: u64) -> Result<(), Refusal>;
-    /// Adds `members` to the sorted set `key`, each scored `score` (`ZADD`).
+    /// Adds `members` to the sorted set `key`, each scored `score` (`ZADD`; a member already
+    /// there takes the new score).
     fn add(&mut self, key: &[u8], score: u64, members: &[String]) -> Result<(), Refusal>;
+    /// Removes `member` from the sorted set `key` (`ZREM`).
+    fn remove(&mut self, key: &[u8], member: &[u8]) -> Result<(), Refusal>;
     /// Expires `key` in `ttl_ms` (`PEXPIRE`).
     fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal>;
     /// A write Redis refuses with `refusal` (an `INCRBY` of a count it cannot read): it fails
@@ -96,12 +108,16 @@ pub enum Command {
     /// A lease of a bucket's units (`RATELIMIT.LEASE.GCRA`, `.LEASE.TB`), taking its lease
     /// script's KEYS and ARGV.
     Lease(Algorithm),
+    /// `RATELIMIT.CONCURRENCY`: a concurrency limit's acquire, renewal, release or peek, taking
+    /// the concurrency script's KEYS and ARGV.
+    Concurrency,
 }
 
 /// What a command answered: the script's reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {
-    /// One decision: `[allowed, remaining, retry_after_ms, reset_after_ms, now_ms]`.
+    /// One decision (or a concurrency command's answer): `[allowed, remaining, retry_after_ms,
+    /// reset_after_ms, now_ms]`.
     One([u64; 5]),
     /// Several rules: `[allowed, rules, then per rule the above and consumed]`.
     Rules(Vec<u64>),
@@ -122,11 +138,12 @@ impl Reply {
 }
 
 impl Command {
-    /// Every command: one deciding each algorithm of `Algorithm::ALL`, the rules command, and
-    /// a lease command for each algorithm that leases.
+    /// Every command: one deciding each algorithm of `Algorithm::ALL`, the rules command, a
+    /// lease command for each algorithm that leases, and the concurrency command.
     pub fn all() -> impl Iterator<Item = Command> {
         let leasing = Algorithm::ALL.into_iter().filter(|&a| algo::lease::can_lease(a));
-        Algorithm::ALL.into_iter().map(Command::Decide).chain([Command::Rules]).chain(leasing.map(Command::Lease))
+        let decide = Algorithm::ALL.into_iter().map(Command::Decide);
+        decide.chain([Command::Rules]).chain(leasing.map(Command::Lease)).chain([Command::Concurrency])
     }
 
     /// Its name, as clients send it (`RATELIMIT.GCRA`): the one the library sends.
@@ -138,6 +155,7 @@ impl Command {
                 Some(name) => name,
                 None => "RATELIMIT.LEASE",
             },
+            Command::Concurrency => scripts::CONCURRENCY_MODULE_COMMAND,
         }
     }
 
@@ -154,6 +172,7 @@ impl Command {
             Command::Lease(Algorithm::Gcra) => leases::lease_gcra(keys, args).map(Reply::Lease),
             Command::Lease(Algorithm::TokenBucket) => leases::lease_token_bucket(keys, args).map(Reply::Lease),
             Command::Lease(other) => Err(Refusal::Error(format!("ERR {other} cannot lease"))),
+            Command::Concurrency => concurrency::concurrency(keys, args).map(Reply::One),
         }
     }
 
@@ -162,7 +181,9 @@ impl Command {
     /// positions within `args`, whatever they hold.
     pub fn key_positions(self, args: &[&[u8]]) -> Vec<usize> {
         match self {
-            Command::Decide(_) | Command::Lease(_) => (!args.is_empty()).then_some(0).into_iter().collect(),
+            Command::Decide(_) | Command::Lease(_) | Command::Concurrency => {
+                (!args.is_empty()).then_some(0).into_iter().collect()
+            }
             Command::Rules => rules::key_positions(args),
         }
     }

@@ -1,11 +1,12 @@
-//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, `.RULES`, `.LEASE.GCRA`, `.LEASE.TB`, crate
+//! The Redis module's commands (`RATELIMIT.FW`, `.SW`, `.SL`, `.TB`, `.GCRA`, `.RULES`, `.LEASE.GCRA`, `.LEASE.TB`,
+//! `.CONCURRENCY`, crate
 //! `redis-ratelimit-module-commands`), as a `redis-server` that loaded the module runs them: the
 //! module's own code ([`Command::run`]), whose every read and write goes through the model's
 //! own commands here, as the module's go through Redis's. So the model decides what the
 //! module decides, and its writes are the model's ordinary writes (replicated, expired and
 //! shown to clients as any other).
 
-use redis_ratelimit_module_commands::{Command, Keys, Kind, Refusal};
+use redis_ratelimit_module_commands::{Command, Keys, Kind, Member, Refusal};
 
 use super::{arity_error_named, hashes, keys, strings, wrong_type, zsets, Ctx};
 use crate::resp::Reply;
@@ -54,18 +55,16 @@ impl Keys for ModelKeys<'_, '_> {
         }
     }
 
-    fn scores_above(&mut self, key: &[u8], after: i128) -> Result<Vec<Vec<u8>>, Refusal> {
-        let from = format!("({after}");
+    fn members_above(&mut self, key: &[u8], after: Option<i128>) -> Result<Vec<Member>, Refusal> {
+        let from = after.map_or_else(|| "-inf".to_owned(), |after| format!("({after}"));
         let reply = zsets::zrangebyscore(self.ctx, &[b"zrangebyscore", key, from.as_bytes(), b"+inf", b"WITHSCORES"]);
+        let bytes = |item: Option<&Reply>| match item {
+            Some(Reply::Bulk(text)) => text.to_vec(),
+            Some(Reply::Double(score)) => crate::num::format_g17(*score).into_bytes(),
+            other => format!("{other:?}").into_bytes(),
+        };
         match reply {
-            Reply::Array(items) => Ok(items
-                .chunks(2)
-                .map(|pair| match pair.get(1) {
-                    Some(Reply::Bulk(score)) => score.to_vec(),
-                    Some(Reply::Double(score)) => crate::num::format_g17(*score).into_bytes(),
-                    other => format!("{other:?}").into_bytes(),
-                })
-                .collect()),
+            Reply::Array(items) => Ok(items.chunks(2).map(|pair| (bytes(pair.first()), bytes(pair.get(1)))).collect()),
             other => Self::wrote(other).map(|()| Vec::new()),
         }
     }
@@ -92,6 +91,10 @@ impl Keys for ModelKeys<'_, '_> {
             args.extend([score.as_bytes(), member.as_bytes()]);
         }
         Self::wrote(zsets::zadd(self.ctx, &args))
+    }
+
+    fn remove(&mut self, key: &[u8], member: &[u8]) -> Result<(), Refusal> {
+        Self::wrote(zsets::zrem(self.ctx, &[b"zrem", key, member]))
     }
 
     fn expire(&mut self, key: &[u8], ttl_ms: u64) -> Result<(), Refusal> {
@@ -137,5 +140,9 @@ pub(super) fn ratelimit_rules(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
 }
 
 pub(super) fn ratelimit_lease(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
+    run(ctx, args)
+}
+
+pub(super) fn ratelimit_concurrency(ctx: &mut Ctx<'_>, args: &[&[u8]]) -> Reply {
     run(ctx, args)
 }

@@ -50,7 +50,7 @@ static OBJECT_SUBCOMMANDS: [CommandSpec; 5] = [
     CommandSpec { word: "help", ..data("object|help", 2, keys::object_help) },
 ];
 
-static COMMANDS: [CommandSpec; 148] = [
+static COMMANDS: [CommandSpec; 149] = [
     data("ping", -1, server::ping),
     data("echo", 2, server::echo),
     data("select", 2, server::select),
@@ -200,6 +200,7 @@ static COMMANDS: [CommandSpec; 148] = [
     data("ratelimit.rules", -2, ratelimit::ratelimit_rules),
     data("ratelimit.lease.gcra", -2, ratelimit::ratelimit_lease),
     data("ratelimit.lease.tb", -2, ratelimit::ratelimit_lease),
+    data("ratelimit.concurrency", -2, ratelimit::ratelimit_concurrency),
 ];
 
 static EVAL_COMMANDS: [CommandSpec; 2] =
