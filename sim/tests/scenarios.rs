@@ -153,24 +153,27 @@ fn leases_cut_a_busy_key_s_calls_within_their_bound_and_cached_denials_are_redis
     assert!(cached.round_trips_per_decision() < 0.75);
 }
 
+/// The swarm's run of `subject` on 3 instances leasing and failing open, for `duration_ms`
+/// under the fault schedule `faults` (as `--faults` takes it): what its replay command runs.
+fn leasing_swarm(subject: &str, seed: u64, duration_ms: u64, faults: &str) -> RunSpec {
+    let subject = Subject::named(subject).expect("a catalogue subject");
+    let mut spec = scenario::find("swarm")
+        .expect("swarm scenario")
+        .runs(&[subject], &[seed], Some(3), duration_ms)
+        .into_iter()
+        .find(|s| s.mode == Mode::Lease && s.policy == FailurePolicy::FailOpen)
+        .expect("the swarm runs leases failing open");
+    spec.faults = sim_engine::faults::normalize(sim_engine::faults::parse_schedule(faults).expect("a schedule"));
+    spec
+}
+
 /// Three instances crash in turn, so Redis's state for a key comes near rest more often than
 /// the exact limiter fed every recorded request does; each time a lease leaves up to one
 /// lifetime's refill unused. Judged on the exact limiter's rests, this run was flagged.
 #[test]
 fn leases_whose_instances_crash_in_turn_under_admit_within_their_bound() {
-    let swarm = scenario::find("swarm").expect("swarm scenario");
-    let subject = Subject::named("token-bucket").expect("a catalogue subject");
-    let mut spec = swarm
-        .runs(&[subject], &[5_241_322_301_665_836_755], Some(3), 3_000)
-        .into_iter()
-        .find(|s| s.mode == Mode::Lease && s.policy == FailurePolicy::FailOpen)
-        .expect("the swarm runs leases failing open");
-    spec.faults = sim_engine::faults::normalize(
-        sim_engine::faults::parse_schedule(
-            "instance-crash:1@292..1654,instance-crash:2@1523..1839,instance-crash:0@2419..3025",
-        )
-        .expect("a schedule"),
-    );
+    let faults = "instance-crash:1@292..1654,instance-crash:2@1523..1839,instance-crash:0@2419..3025";
+    let spec = leasing_swarm("token-bucket", 5_241_322_301_665_836_755, 3_000, faults);
     let r = &run_all(&[spec])[0];
     assert_eq!(r.mode_check, Verdict::Held, "{}", r.mode_detail);
     assert!(!is_failure(r), "{} / {}", r.bound_detail, r.mode_detail);
@@ -183,14 +186,7 @@ fn leases_whose_instances_crash_in_turn_under_admit_within_their_bound() {
 /// never spent, until a reply settles them.
 #[test]
 fn lease_calls_left_unanswered_count_what_they_asked_for_as_unspent() {
-    let swarm = scenario::find("swarm").expect("swarm scenario");
-    let subject = Subject::named("gcra").expect("a catalogue subject");
-    let mut spec = swarm
-        .runs(&[subject], &[3], Some(3), 2_000)
-        .into_iter()
-        .find(|s| s.mode == Mode::Lease && s.policy == FailurePolicy::FailOpen)
-        .expect("the swarm runs leases failing open");
-    spec.faults = sim_engine::faults::parse_schedule("redis-pause@500..1900").expect("a schedule");
+    let spec = leasing_swarm("gcra", 3, 2_000, "redis-pause@500..1900");
     let out = sim_engine::turmoil_run::run(&spec).expect("the run");
     let doubtful: Vec<_> = out.modes.ledger.values().filter(|e| e.in_doubt > 0).collect();
     assert!(!doubtful.is_empty(), "no call was left unanswered: {:?}", out.modes.ledger);
