@@ -18,8 +18,7 @@ use sim_verify as verify;
 use sim_verify::checks::CheckKind;
 use sim_verify::schedule::Schedule;
 
-mod support;
-use support::on_two_threads;
+use crate::support::on_two_threads;
 
 /// Schedules per check and quota: what every flaw of the corpus needs to be found on both
 /// seeds, with the optimizing search on top.

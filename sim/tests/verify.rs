@@ -18,8 +18,7 @@ use sim_verify::checks::CheckKind;
 use sim_verify::schedule::Schedule;
 use sim_verify::search;
 
-mod support;
-use support::on_two_threads;
+use crate::support::on_two_threads;
 
 /// Cases per check and quota: enough for every mutant here to be found (each is found within
 /// the first few dozen), few enough for the test profile.
