@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::algo::concurrency::PermitOp;
+use crate::algo::concurrency::{PermitOp, MAX_LEASE_MS};
 use crate::breaker::BreakerState;
 use crate::charge::Claim;
 use crate::decision::{Decision, Degraded, Source};
@@ -63,7 +63,6 @@ impl ConcurrencyLimiterBuilder {
             return Err(ConfigError::new("limit", "must be at least 1 permit, got 0".into()));
         }
         let lease_ms = crate::duration::whole_ms(self.lease);
-        // A lease must fit Redis's scores and TTLs with room for the clock reading added to it.
         if !(1..=MAX_LEASE_MS).contains(&lease_ms) {
             return Err(ConfigError::new(
                 "lease",
@@ -88,9 +87,6 @@ impl ConcurrencyLimiterBuilder {
         })
     }
 }
-
-/// The longest lease: a year.
-const MAX_LEASE_MS: u64 = 366 * 24 * 3_600 * 1_000;
 
 /// What every clone of a limiter shares.
 struct Core {

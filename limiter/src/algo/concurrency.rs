@@ -31,7 +31,20 @@ pub enum PermitOp {
     Peek,
 }
 
+/// The longest lease a holder may be given (ms), a year: with a clock reading added it stays
+/// exact in Redis's scores and TTLs. The library refuses longer ones when it is built, and the
+/// module's command refuses them by name.
+pub const MAX_LEASE_MS: u64 = 366 * 24 * 3_600 * 1_000;
+
 impl PermitOp {
+    /// Every operation.
+    pub const ALL: [PermitOp; 4] = [PermitOp::Acquire, PermitOp::Renew, PermitOp::Release, PermitOp::Peek];
+
+    /// The operation whose wire name is `name`.
+    pub fn named(name: &[u8]) -> Option<PermitOp> {
+        PermitOp::ALL.into_iter().find(|op| op.name().as_bytes() == name)
+    }
+
     /// The operation's name on the script's wire (its `ARGV[5]`).
     pub fn name(self) -> &'static str {
         match self {
@@ -168,6 +181,15 @@ mod tests {
         (1_600, "x", PermitOp::Peek, ALLOW, 2, 0, 0), // b (1501) and c (1509) died holding theirs
         (2_000, "x", PermitOp::Acquire, ALLOW, 1, 0, 500),
     ];
+
+    #[test]
+    fn every_operation_is_found_by_its_wire_name_and_nothing_else_is() {
+        for op in PermitOp::ALL {
+            assert_eq!(PermitOp::named(op.name().as_bytes()), Some(op));
+        }
+        assert_eq!(PermitOp::named(b"ACQUIRE"), None);
+        assert_eq!(PermitOp::named(b""), None);
+    }
 
     #[test]
     fn worked_example() {

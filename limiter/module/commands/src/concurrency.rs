@@ -7,16 +7,13 @@
 //! key's TTL is moved to its last lease, as the script's `settle` does. A refused acquire or
 //! renewal writes nothing more than the drop, which cannot end the last live lease.
 
-use redis_ratelimit::harness::algo::concurrency::{self, PermitOp, Permits};
+use redis_ratelimit::harness::algo::concurrency::{self, PermitOp, Permits, MAX_LEASE_MS};
 use redis_ratelimit::harness::algo::Outcome;
 
 use crate::args::{int, now_us};
 use crate::{Keys, Kind, Refusal};
 
 const NAME: &str = "RATELIMIT.CONCURRENCY";
-
-/// The longest lease the command takes (ms): a year, the library's own bound.
-const MAX_LEASE_MS: u64 = 366 * 24 * 3_600 * 1_000;
 
 /// See the module docs.
 pub(super) fn concurrency(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 5], Refusal> {
@@ -30,15 +27,8 @@ pub(super) fn concurrency(keys: &mut impl Keys, args: &[&[u8]]) -> Result<[u64; 
             "ERR {NAME}: limit {limit} must be at least 1 and lease_ms {lease_ms} from 1 to {MAX_LEASE_MS}"
         )));
     }
-    let op = match op {
-        b"acquire" => PermitOp::Acquire,
-        b"renew" => PermitOp::Renew,
-        b"release" => PermitOp::Release,
-        b"peek" => PermitOp::Peek,
-        other => {
-            return Err(Refusal::Error(format!("ERR {NAME}: unknown operation {}", String::from_utf8_lossy(other))))
-        }
-    };
+    let op = PermitOp::named(op)
+        .ok_or_else(|| Refusal::Error(format!("ERR {NAME}: unknown operation {}", String::from_utf8_lossy(op))))?;
     let holder_text = std::str::from_utf8(holder)
         .map_err(|_| Refusal::Error(format!("ERR {NAME}: the holder's token is not UTF-8")))?;
     let now_ms = now_us(keys, now, NAME)? / 1_000;
