@@ -31,9 +31,9 @@
 //! inside it; once killed, the hook fires on every instruction so `pcall` cannot swallow the
 //! kill and loop on. Memory is capped with [`ModelConfig::lua_memory_limit`].
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use mlua::{chunk::ChunkMode, Function, HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
@@ -51,6 +51,45 @@ const INTERNAL_CHUNK: &str = "=redis_model";
 
 /// Chunk name Redis gives every script: errors read "user_script:3: ...".
 const USER_CHUNK: &str = "@user_script";
+
+/// Bytecode of every chunk this process compiled, by its name and source: each model starts a Lua state
+/// of its own (the harness starts thousands, one per schedule it searches), and parsing the
+/// sandbox and the script again in each was a tenth of a verification's time. Loading the
+/// bytecode a first state dumped gives the same function: the dump keeps the chunk's name and
+/// lines, so errors read as they did. Only what compiled is kept; a compile error is Redis's
+/// message from a fresh parse every time.
+static COMPILED: Mutex<BTreeMap<Chunk, Arc<[u8]>>> = Mutex::new(BTreeMap::new());
+
+/// A chunk's name and source.
+type Chunk = (&'static str, Vec<u8>);
+
+/// Chunks [`COMPILED`] keeps at most; past it, it starts over (a table in memory is bounded).
+const COMPILED_MAX: usize = 256;
+
+/// `code` as a function of `lua` named `name`, with `env` as its environment: loaded from the
+/// bytecode [`COMPILED`] holds, or parsed and then kept there.
+fn compiled(lua: &Lua, name: &'static str, code: &[u8], env: Option<&Table>) -> mlua::Result<Function> {
+    let load = |chunk: &[u8], mode| {
+        let chunk = lua.load(chunk).set_name(name).set_mode(mode);
+        match env {
+            Some(env) => chunk.set_environment(env.clone()),
+            None => chunk,
+        }
+        .into_function()
+    };
+    let key = (name, code.to_vec());
+    let known = COMPILED.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
+    if let Some(bytecode) = known {
+        return load(&bytecode, ChunkMode::Binary);
+    }
+    let f = load(code, ChunkMode::Text)?;
+    let mut table = COMPILED.lock().unwrap_or_else(|e| e.into_inner());
+    if table.len() >= COMPILED_MAX {
+        table.clear();
+    }
+    table.insert(key, f.dump(false).into());
+    Ok(f)
+}
 
 /// Lua instructions between two runs of the budget hook (Redis uses the same period).
 const HOOK_PERIOD: u32 = 100_000;
@@ -440,7 +479,8 @@ impl ScriptEngine {
         rust.set("struct", libs.structs)?;
         rust.set("cmsgpack", libs.cmsgpack)?;
 
-        let (runner, env): (Function, Table) = lua.load(SANDBOX).set_name(INTERNAL_CHUNK).call(rust)?;
+        let sandbox = compiled(&lua, INTERNAL_CHUNK, SANDBOX.as_bytes(), None)?;
+        let (runner, env): (Function, Table) = sandbox.call(rust)?;
 
         let budget = config.script_instruction_budget;
         let guard = Arc::new(Guard {
@@ -530,13 +570,7 @@ impl ScriptEngine {
         } else {
             body
         };
-        let compiled = self
-            .lua
-            .load(code)
-            .set_name(USER_CHUNK)
-            .set_mode(ChunkMode::Text)
-            .set_environment(self.env.clone())
-            .into_function();
+        let compiled = compiled(&self.lua, USER_CHUNK, code, Some(&self.env));
         match compiled {
             Ok(f) => {
                 self.cache.insert(key, f);
