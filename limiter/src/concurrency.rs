@@ -35,6 +35,10 @@ use crate::error::{ConfigError, Error};
 use crate::gate::Gate;
 use crate::options::{store_setters, StoreOptions};
 
+mod ticket;
+pub use ticket::PermitTicket;
+use ticket::TicketSource;
+
 /// Builds a [`ConcurrencyLimiter`]; nothing is checked until
 /// [`ConcurrencyLimiterBuilder::build`], which names the first field at fault.
 #[must_use = "a builder does nothing until it is built"]
@@ -242,6 +246,30 @@ impl ConcurrencyLimiter {
         Ok(Acquired::Held(pending))
     }
 
+    /// Releases the permit a [`PermitTicket`] stands for: whether it was still held (`false`
+    /// once its lease had ended, for a ticket already released, one from another limiter, or a
+    /// fail-open permit, held nowhere). A permit lent by a local budget is released only on the
+    /// instance that lent it; elsewhere its lease reclaims it. With Redis unreachable it is
+    /// [`Error::Unavailable`], and the lease reclaims the permit.
+    pub async fn release_ticket(&self, ticket: &PermitTicket) -> Result<bool, Error> {
+        self.on_ticket(ticket, PermitOp::Release).await
+    }
+
+    /// Renews the permit a [`PermitTicket`] stands for, as [`Permit::renew`] does.
+    pub async fn renew_ticket(&self, ticket: &PermitTicket) -> Result<bool, Error> {
+        self.on_ticket(ticket, PermitOp::Renew).await
+    }
+
+    async fn on_ticket(&self, ticket: &PermitTicket, op: PermitOp) -> Result<bool, Error> {
+        self.inner.gate.keys().check(&ticket.key)?;
+        let source = match ticket.source {
+            TicketSource::Store => Source::Store,
+            TicketSource::LocalBudget => Source::LocalBudget,
+            TicketSource::Nowhere => return Ok(op == PermitOp::Renew),
+        };
+        Ok(self.inner.on_holder(&ticket.key, &ticket.holder, source, op).await?.unwrap_or(false))
+    }
+
     /// What an acquire on `key` would be answered now, without taking anything: for showing a
     /// client how many of its requests may start. No failure policy can stand in for the
     /// store's reading: with Redis unreachable it is [`Error::Unavailable`].
@@ -325,6 +353,21 @@ impl Permit {
         // future be dropped mid-call, `self` is still held, and the drop sends the release.)
         self.let_go();
         Ok(released?.unwrap_or(false))
+    }
+
+    /// Hands the permit over as a [`PermitTicket`], for work that ends somewhere else: another
+    /// request, another process, a proxy's call at the end of a stream (the rate limit
+    /// service's in-flight limits). Nothing releases it on drop any more; whoever holds the
+    /// ticket releases it with [`ConcurrencyLimiter::release_ticket`], on any instance of the
+    /// same limiter (a permit lent by a local budget only on this one), or its lease reclaims it.
+    pub fn into_ticket(mut self) -> PermitTicket {
+        self.let_go();
+        let source = match self.decision.source {
+            Source::Store => TicketSource::Store,
+            Source::LocalBudget => TicketSource::LocalBudget,
+            _ => TicketSource::Nowhere,
+        };
+        PermitTicket { source, holder: std::mem::take(&mut self.holder), key: std::mem::take(&mut self.key) }
     }
 
     /// Whether the acquire gave it from a store or a local budget: a fail-open permit (and an
@@ -484,6 +527,29 @@ mod tests {
         // And a permit's token stays out of what it prints.
         let permit = held(&one, "k").await;
         assert!(!format!("{permit:?}").contains(&permit.holder), "{permit:?}");
+    }
+
+    #[tokio::test]
+    async fn a_ticket_stands_for_its_permit_until_released_once() {
+        let (limiter, _) = in_process(1, 1_000);
+        let ticket = held(&limiter, "a:{b} c").await.into_ticket();
+        let text = ticket.encode();
+        assert_eq!(refused(&limiter, "a:{b} c").await.remaining, 0, "a ticket still holds its permit");
+        let read = PermitTicket::decode(&text).expect("its own text");
+        assert_eq!((&read, read.key()), (&ticket, "a:{b} c"));
+        assert_eq!(format!("{read:?}"), "PermitTicket(..)");
+        assert!(limiter.release_ticket(&read).await.expect("released"));
+        assert!(!limiter.release_ticket(&read).await.expect("answers"), "once");
+        assert!(limiter.release_ticket(&read).await.is_ok_and(|r| !r));
+        held(&limiter, "a:{b} c").await.release().await.expect("free again");
+        // A fail-open permit is held nowhere: its ticket releases nothing and renews as true.
+        let open = PermitTicket { source: TicketSource::Nowhere, ..ticket.clone() };
+        let open = PermitTicket::decode(&open.encode()).expect("reads");
+        assert!(!limiter.release_ticket(&open).await.expect("answers"));
+        assert!(limiter.renew_ticket(&open).await.expect("answers"));
+        // The key is checked as an acquire's is.
+        let empty = PermitTicket::decode(&format!("p1:s:{}.1:", "a".repeat(32))).expect("well formed");
+        assert_eq!(limiter.release_ticket(&empty).await.expect_err("empty key").kind(), ErrorKind::Request);
     }
 
     #[tokio::test]

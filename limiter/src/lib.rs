@@ -142,7 +142,7 @@ mod table;
 
 pub use breaker::{BreakerConfig, BreakerState};
 pub use clock::{Clock, ManualClock, SystemClock, TimeSource};
-pub use concurrency::{Acquired, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Permit};
+pub use concurrency::{Acquired, ConcurrencyLimiter, ConcurrencyLimiterBuilder, Permit, PermitTicket};
 pub use decision::{Decision, Degraded, Source};
 pub use error::{ConfigError, Error, ErrorKind};
 pub use health::StoreEvent;

@@ -177,3 +177,27 @@ async fn with_redis_dead_each_failure_policy_answers_and_says_so() {
     let err = before.release().await.expect_err("Redis is dead");
     assert!(err.to_string().contains("release"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ticket_carries_a_permit_to_another_instance_that_releases_it_once() {
+    let server = RedisServer::start().expect("redis-server");
+    let (one, two) = (limiter(&server, Duration::from_secs(30)), limiter(&server, Duration::from_secs(30)));
+    let ticket = held(&one).await.into_ticket();
+    // Handed over, it is not released on drop: Redis still holds it.
+    assert_eq!(holders(&server), 1);
+    let text = ticket.encode();
+    assert!(!format!("{ticket:?}").contains(&text[5..]), "the token stays out of what it prints");
+    // Another instance, from the text alone, releases it once; the second time it is gone.
+    let read = redis_ratelimit::PermitTicket::decode(&text).expect("its own text");
+    assert_eq!(read.key(), "client");
+    assert!(two.renew_ticket(&read).await.expect("renews"));
+    assert!(two.release_ticket(&read).await.expect("released"));
+    assert_eq!(holders(&server), 0);
+    assert!(!two.release_ticket(&read).await.expect("answers"), "released already");
+    // A ticket naming a token nobody holds frees nothing of the key's holders.
+    let _p = held(&one).await;
+    let forged = format!("p1:s:{}.1:{}", "0".repeat(32), "636c69656e74");
+    let forged = redis_ratelimit::PermitTicket::decode(&forged).expect("well formed");
+    assert!(!one.release_ticket(&forged).await.expect("answers"));
+    assert_eq!(holders(&server), 1);
+}
