@@ -173,6 +173,9 @@ impl std::fmt::Debug for ConcurrencyLimiter {
 }
 
 impl ConcurrencyLimiter {
+    /// The longest lease a limiter takes (366 days).
+    pub const MAX_LEASE: Duration = Duration::from_millis(MAX_LEASE_MS);
+
     /// Starts building a limiter of at most `limit` permits held at once per key, each reclaimed
     /// `lease` after it was taken or last renewed unless released before. Without a store it
     /// runs in process.

@@ -17,7 +17,7 @@ use crate::store::RedisStore;
 
 /// See the module docs.
 pub(crate) struct StoreOptions {
-    pub(crate) redis: Option<RedisStore>,
+    pub(crate) redis: Option<Arc<RedisStore>>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) time_source: TimeSource,
     pub(crate) policy: FailurePolicy,
@@ -65,7 +65,7 @@ impl StoreOptions {
     /// space `keys` ([`StoreOptions::validate`]).
     pub(crate) fn gate(self, keys: KeySpace, state: &str) -> Gate {
         let health = Health::new(self.breaker, self.on_store_event, state);
-        Gate::new(self.redis.map(Arc::new), self.max_local_keys, keys, self.clock, health)
+        Gate::new(self.redis, self.max_local_keys, keys, self.clock, health)
     }
 }
 
@@ -73,9 +73,10 @@ impl StoreOptions {
 /// builder's own: what a name does to the keys depends on what is limited.
 macro_rules! store_setters {
     () => {
-        /// Keeps state in Redis.
-        pub fn redis(mut self, store: $crate::RedisStore) -> Self {
-            self.store.redis = Some(store);
+        /// Keeps state in Redis. An `Arc<RedisStore>` shares one store, and its connections,
+        /// with other limiters.
+        pub fn redis(mut self, store: impl Into<std::sync::Arc<$crate::RedisStore>>) -> Self {
+            self.store.redis = Some(store.into());
             self
         }
 

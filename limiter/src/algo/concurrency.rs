@@ -38,9 +38,11 @@ pub const MAX_LEASE_MS: u64 = 366 * 24 * 3_600 * 1_000;
 
 impl PermitOp {
     /// Every operation.
+    #[cfg(any(test, feature = "harness"))]
     pub const ALL: [PermitOp; 4] = [PermitOp::Acquire, PermitOp::Renew, PermitOp::Release, PermitOp::Peek];
 
     /// The operation whose wire name is `name`.
+    #[cfg(any(test, feature = "harness"))]
     pub fn named(name: &[u8]) -> Option<PermitOp> {
         PermitOp::ALL.into_iter().find(|op| op.name().as_bytes() == name)
     }

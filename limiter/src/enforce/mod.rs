@@ -120,7 +120,7 @@ impl std::fmt::Debug for Enforcer {
 #[must_use = "a builder does nothing until it is built"]
 pub struct EnforcerBuilder {
     rules: RuleSet,
-    redis: Option<RedisStore>,
+    redis: Option<Arc<RedisStore>>,
     clock: Arc<dyn Clock>,
     breaker: BreakerConfig,
     on_store_event: Option<OnStoreEvent>,
@@ -149,9 +149,10 @@ impl EnforcerBuilder {
         self
     }
 
-    /// Keeps state in Redis (default: in this process).
-    pub fn redis(mut self, store: RedisStore) -> Self {
-        self.redis = Some(store);
+    /// Keeps state in Redis (default: in this process). An `Arc<RedisStore>` shares one store,
+    /// and its connections, with other limiters.
+    pub fn redis(mut self, store: impl Into<Arc<RedisStore>>) -> Self {
+        self.redis = Some(store.into());
         self
     }
 
@@ -205,7 +206,7 @@ impl EnforcerBuilder {
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
         let health = Health::new(self.breaker, self.on_store_event, "rules");
-        let gate = Gate::new(self.redis.map(Arc::new), self.max_local_keys, keys, self.clock, health);
+        let gate = Gate::new(self.redis, self.max_local_keys, keys, self.clock, health);
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
         let counters = counts::Counters::default();
         counters.retain(&names);
