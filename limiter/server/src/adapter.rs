@@ -8,14 +8,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis_ratelimit::enforce::{DirectLimit, Enforcer, RulesDecision};
+use redis_ratelimit::enforce::{DirectLimit, Enforcer};
 use redis_ratelimit::rules::{Identity, Rule, RuleSet};
 use redis_ratelimit::store::Tls;
-use redis_ratelimit::{
-    Algorithm, BreakerConfig, Clock, Degraded, FailurePolicy, Quota, RedisStore, Source, StoreEvent,
-};
+use redis_ratelimit::{Algorithm, BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, StoreEvent};
 
 use crate::config::{Config, ConfigError, Limit, Node, Policy, Rate, Unit};
+
+mod answer;
+mod permits;
+use answer::answer_of;
+pub use answer::{Answer, AnsweredBy, Decided, Grant, Why};
+use permits::Permits;
+pub use permits::{Held, InFlightRule};
 
 /// A duration as the project writes them (`250ms`, `30s`, `5m`, `1h`, `1d`).
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -122,10 +127,12 @@ pub fn describe(store: &RedisStore) -> String {
     store.describe()
 }
 
-/// The decision engine: the library's enforcer over the service's store.
+/// The decision engine: the library's enforcer over the service's store, and the concurrency
+/// limiters of the in-flight limits.
 #[derive(Clone)]
 pub struct Engine {
     enforcer: Enforcer,
+    permits: Arc<Permits>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -153,6 +160,15 @@ impl Engine {
                 let available = matches!(event, StoreEvent::Closed { .. });
                 on_health(StoreHealth { available, message: event.to_string() });
             });
+        let store = store.map(Arc::new);
+        let permits = Arc::new(Permits {
+            store: store.clone(),
+            clock: clock.clone(),
+            key_prefix: settings.key_prefix.clone(),
+            max_key_bytes: settings.max_key_bytes,
+            breaker: BreakerConfig::new(settings.breaker_failures, settings.breaker_open),
+            built: std::sync::Mutex::new(HashMap::new()),
+        });
         if let Some(store) = store {
             builder = builder.redis(store);
         }
@@ -162,7 +178,7 @@ impl Engine {
         if let Some(secret) = &settings.partition_key_secret {
             builder = builder.partition_key_secret(secret);
         }
-        builder.build().map(|enforcer| Engine { enforcer }).map_err(|e| e.to_string())
+        builder.build().map(|enforcer| Engine { enforcer, permits }).map_err(|e| e.to_string())
     }
 
     /// Whether Redis is being asked (the breaker is not open).
@@ -256,12 +272,19 @@ impl LimitRule {
 pub struct Rules {
     by_stat: HashMap<String, Arc<LimitRule>>,
     request_limits: HashMap<String, Arc<LimitRule>>,
+    in_flight: HashMap<String, Arc<InFlightRule>>,
+    in_flight_named: HashMap<String, Arc<InFlightRule>>,
 }
 
 impl Rules {
     /// The rule of the limited entry `node`.
     pub fn of(&self, node: &Node) -> Option<&Arc<LimitRule>> {
         self.by_stat.get(&node.stat)
+    }
+
+    /// The in-flight rule of the entry `node`.
+    pub fn in_flight_of(&self, node: &Node) -> Option<&Arc<InFlightRule>> {
+        self.in_flight.get(&node.stat)
     }
 
     /// The rule a per-request limit is decided under in `domain` when no entry allows it and
@@ -301,19 +324,25 @@ fn quota_of(algorithm: Algorithm, requests: u32, unit: Unit, burst: Option<u64>)
     }
 }
 
-fn rule_of(name: &str, limit: &Limit) -> Rule {
-    let algorithm = algorithm_of(&limit.algorithm);
-    // A limit of 0 refuses everything without asking Redis; its rule is never decided, and
-    // holds a quota of 1 only so that it can be built.
-    let quota = quota_of(algorithm, limit.requests_per_unit.max(1), limit.unit, limit.burst);
-    let policy = match limit.policy {
+fn policy_of(policy: Policy) -> FailurePolicy {
+    match policy {
         Policy::FailOpen => FailurePolicy::FailOpen,
         Policy::FailClosed => FailurePolicy::FailClosed,
         Policy::LocalBudget { requests, unit } => {
             FailurePolicy::LocalBudget { limit: requests, period: Duration::from_millis(unit.ms()) }
         }
-    };
-    Rule::new(name, algorithm, quota).failure_policy(policy).shadow(limit.shadow).blockable(limit.blockable)
+    }
+}
+
+fn rule_of(name: &str, limit: &Limit) -> Rule {
+    let algorithm = algorithm_of(&limit.algorithm);
+    // A limit of 0 refuses everything without asking Redis; its rule is never decided, and
+    // holds a quota of 1 only so that it can be built.
+    let quota = quota_of(algorithm, limit.requests_per_unit.max(1), limit.unit, limit.burst);
+    Rule::new(name, algorithm, quota)
+        .failure_policy(policy_of(limit.policy))
+        .shadow(limit.shadow)
+        .blockable(limit.blockable)
 }
 
 /// Compiles `config` into the library's rules, refusing what the library cannot enforce with
@@ -323,14 +352,28 @@ pub fn compile(config: &Config) -> Result<Rules, ConfigError> {
     let mut rules = Rules::default();
     let mut names: HashMap<String, String> = HashMap::new();
     for node in config.limits() {
-        let Some(Rate::Limited(limit)) = &node.rate else { continue };
+        let place = match &node.rate {
+            Some(Rate::Limited(limit)) => &limit.place,
+            Some(Rate::InFlight(f)) => &f.place,
+            _ => continue,
+        };
         let name = rule_name(&node.stat);
         if let Some(other) = names.insert(name.clone(), node.stat.clone()) {
             return Err(ConfigError {
-                place: limit.place.clone(),
+                place: place.clone(),
                 message: format!("its name in Redis keys, {name:?}, is also {other:?}'s; rename one of the entries"),
             });
         }
+        let limit = match &node.rate {
+            Some(Rate::Limited(limit)) => limit,
+            Some(Rate::InFlight(f)) => {
+                let rule = Arc::new(InFlightRule { name: name.clone(), limit: (**f).clone() });
+                rules.in_flight.insert(node.stat.clone(), rule.clone());
+                rules.in_flight_named.insert(name, rule);
+                continue;
+            }
+            _ => continue,
+        };
         let rule = rule_of(&name, limit);
         RuleSet::builder()
             .rule(rule.clone())
@@ -409,159 +452,13 @@ fn direct(ask: &Ask<'_>) -> DirectLimit {
         Some((requests, unit)) => quota_of(rule.algorithm(), requests, unit, None),
         None => rule.quota(),
     };
-    let identity = Identity::from_values(ask.entries.iter().copied())
-        .unwrap_or_else(|| Identity::from_values([("descriptor", "")]).expect("one value"));
-    DirectLimit { rule: rule.clone(), identity, quota, cost: ask.cost }
+    DirectLimit { rule: rule.clone(), identity: identity(&ask.entries), quota, cost: ask.cost }
 }
 
-/// Why Redis was not asked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Why {
-    /// The call took longer than the timeout.
-    Timeout,
-    /// Redis could not be reached.
-    Unavailable,
-    /// The breaker is open.
-    BreakerOpen,
-    /// Redis refused this client (credentials, ACL, TLS).
-    Refused,
-}
-
-impl Why {
-    /// The reason's name.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Why::Timeout => "timeout",
-            Why::Unavailable => "unavailable",
-            Why::BreakerOpen => "breaker-open",
-            Why::Refused => "refused",
-        }
-    }
-}
-
-/// Who answered one limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AnsweredBy {
-    /// Redis.
-    Redis,
-    /// The fail-open policy: admitted unchecked.
-    FailOpen(Why),
-    /// The fail-closed policy: refused.
-    FailClosed(Why),
-    /// This instance's local budget.
-    LocalBudget(Why),
-}
-
-impl AnsweredBy {
-    /// The policy's name, None for Redis.
-    pub const fn policy(self) -> Option<&'static str> {
-        match self {
-            AnsweredBy::Redis => None,
-            AnsweredBy::FailOpen(_) => Some("fail-open"),
-            AnsweredBy::FailClosed(_) => Some("fail-closed"),
-            AnsweredBy::LocalBudget(_) => Some("local-budget"),
-        }
-    }
-
-    /// Why Redis was not asked, None when it was.
-    pub const fn why(self) -> Option<Why> {
-        match self {
-            AnsweredBy::Redis => None,
-            AnsweredBy::FailOpen(w) | AnsweredBy::FailClosed(w) | AnsweredBy::LocalBudget(w) => Some(w),
-        }
-    }
-}
-
-/// One limit's answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Answer {
-    /// Whether this limit alone admits the request.
-    pub allowed: bool,
-    /// What the limit still admits (units of cost 1).
-    pub remaining: u64,
-    /// When denied: how long until the request alone is admitted (ms).
-    pub retry_after_ms: u64,
-    /// How long until the limit is whole again (ms).
-    pub reset_after_ms: u64,
-    /// Whether the request's cost was taken from it.
-    pub consumed: bool,
-    /// The clock reading it was decided at (ms since the epoch).
-    pub decided_at_ms: u64,
-    /// Who answered.
-    pub by: AnsweredBy,
-}
-
-/// What the limits of one call decided.
-#[derive(Debug, Clone)]
-pub struct Decided {
-    /// Whether every enforced limit admits the request.
-    pub allowed: bool,
-    /// One per limit, in the order asked.
-    pub answers: Vec<Answer>,
-    decision: RulesDecision,
-}
-
-impl Decided {
-    fn from_library(d: RulesDecision) -> Decided {
-        let answers = d
-            .rules
-            .iter()
-            .map(|r| {
-                let why = |w: Option<Degraded>| match w {
-                    Some(Degraded::Timeout) => Why::Timeout,
-                    Some(Degraded::BreakerOpen) => Why::BreakerOpen,
-                    Some(Degraded::Refused) => Why::Refused,
-                    _ => Why::Unavailable,
-                };
-                let by = match r.decision.source {
-                    Source::FailOpen => AnsweredBy::FailOpen(why(r.decision.degraded)),
-                    Source::FailClosed => AnsweredBy::FailClosed(why(r.decision.degraded)),
-                    Source::LocalBudget => AnsweredBy::LocalBudget(why(r.decision.degraded)),
-                    _ => AnsweredBy::Redis,
-                };
-                Answer {
-                    allowed: r.decision.allowed,
-                    remaining: r.decision.remaining,
-                    retry_after_ms: whole_ms(r.decision.retry_after),
-                    reset_after_ms: whole_ms(r.decision.reset_after),
-                    consumed: r.consumed,
-                    decided_at_ms: r.decision.decided_at_ms,
-                    by,
-                }
-            })
-            .collect();
-        Decided { allowed: d.allowed, answers, decision: d }
-    }
-
-    /// The draft-11 `RateLimit-Policy` and `RateLimit` fields of the enforced limits (named by
-    /// their rules), `RateLimit-Shadow` for the shadow ones and `Retry-After` on a denial, as
-    /// the library's HTTP layer writes them; with `legacy`, the `X-RateLimit-*` fields of the
-    /// most constrained limit instead.
-    pub fn headers(&self, legacy: bool) -> Vec<(String, String)> {
-        let mut map = http::HeaderMap::new();
-        if legacy {
-            redis_ratelimit::http::headers::apply_legacy_rules(&mut map, &self.decision);
-        } else {
-            redis_ratelimit::http::headers::apply(&mut map, &self.decision);
-        }
-        map.iter().filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned()))).collect()
-    }
-}
-
-/// A decision with a lease: the request's own decision, and the units leased beyond it.
-#[derive(Debug, Clone)]
-pub struct Grant {
-    /// The request's decision (one limit).
-    pub decided: Decided,
-    /// Units leased beyond the request's cost.
-    pub spare: u64,
-    /// When the lease ends, on the clock that decided (ms since the epoch).
-    pub valid_until_ms: u64,
-}
-
-/// A duration in whole milliseconds, as the wire speaks them.
-fn whole_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// What a descriptor's entries count by.
+fn identity(entries: &[(&str, &str)]) -> Identity {
+    Identity::from_values(entries.iter().copied())
+        .unwrap_or_else(|| Identity::from_values([("descriptor", "")]).expect("one value"))
 }
 
 #[cfg(test)]

@@ -184,11 +184,35 @@ pub struct Limit {
     pub place: Place,
 }
 
+/// An in-flight limit of one configuration entry (`rate_limit: { in_flight: N, lease: .. }`):
+/// at most `permits` requests of a key at once, each holding a permit until the proxy's call at
+/// its stream's end releases it (see the guide), or its lease ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InFlight {
+    /// Requests of one key in flight at once.
+    pub permits: u64,
+    /// How long a permit is held when no release comes (a proxy that died, a call lost).
+    pub lease: std::time::Duration,
+    /// `rate_limit.name`, which `replaces` names.
+    pub name: Option<String>,
+    /// The names of the limits this one replaces.
+    pub replaces: Vec<String>,
+    /// Reported and counted, never refuses.
+    pub shadow: bool,
+    /// The failure policy; a local budget's `requests` are permits per instance (its unit is
+    /// not used).
+    pub policy: Policy,
+    /// Where the entry's `rate_limit` stands, for messages.
+    pub place: Place,
+}
+
 /// What one entry says about the requests it matches.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Rate {
     /// Limited.
     Limited(Box<Limit>),
+    /// Limited in flight: `in_flight: N`.
+    InFlight(Box<InFlight>),
     /// `unlimited: true`: always OK, never counted in Redis.
     Unlimited {
         /// `rate_limit.name`.
@@ -348,7 +372,7 @@ impl Config {
     pub fn limits(&self) -> Vec<&Node> {
         fn walk<'a>(c: &'a Children, out: &mut Vec<&'a Node>) {
             for n in c.iter() {
-                if matches!(n.rate, Some(Rate::Limited(_))) {
+                if matches!(n.rate, Some(Rate::Limited(_) | Rate::InFlight(_))) {
                     out.push(n);
                 }
                 walk(&n.children, out);
@@ -473,5 +497,32 @@ mod tests {
         assert_eq!(c.warnings.len(), 2, "{:?}", c.warnings);
         let Some(Rate::Limited(l)) = &c.domains["d"].root.find("k", "x").unwrap().0.rate else { panic!() };
         assert_eq!((l.requests_per_unit, l.unit, l.shadow), (0, Unit::Second, true));
+    }
+
+    #[test]
+    fn in_flight_limits_read_their_own_fields_and_refuse_the_rest_by_name() {
+        let rate =
+            |fields: &str| one(&format!("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {{ {fields} }}\n"));
+        let c = rate("in_flight: 3, lease: 90s, failure_policy: local-budget, local_budget: { in_flight: 1 }").unwrap();
+        let Some(Rate::InFlight(f)) = &c.domains["d"].root.find("k", "x").unwrap().0.rate else { panic!() };
+        assert_eq!((f.permits, f.lease), (3, std::time::Duration::from_secs(90)));
+        assert_eq!(f.policy, Policy::LocalBudget { requests: 1, unit: Unit::Second });
+        let c = rate("in_flight: 1").unwrap();
+        let Some(Rate::InFlight(f)) = &c.domains["d"].root.find("k", "x").unwrap().0.rate else { panic!() };
+        assert_eq!((f.lease, f.policy), (std::time::Duration::from_secs(60), Policy::FailOpen));
+        for (fields, said) in [
+            ("in_flight: 3, unit: second", "unit does not apply to an in_flight limit"),
+            ("in_flight: 3, algorithm: gcra", "algorithm does not apply"),
+            ("in_flight: 0", "must be at least 1 request in flight"),
+            ("in_flight: 3, lease: 0s", "a lease is from 1ms to 366d"),
+            ("in_flight: 3, lease: 400d", "a lease is from 1ms to 366d"),
+            ("in_flight: 3, lease: soon", "rate_limit.lease (line 4)"),
+            ("in_flight: 3, failure_policy: local-budget", "needs local_budget: { in_flight }"),
+            ("in_flight: 3, failure_policy: local-budget, local_budget: { in_flight: 0 }", "at least 1"),
+            ("unit: second, requests_per_unit: 1, lease: 1s", "applies only to an in_flight limit"),
+        ] {
+            let e = rate(fields).expect_err(fields);
+            assert!(e.to_string().contains(said), "{fields}: {e}");
+        }
     }
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 use saphyr::{MarkedYaml, Scalar, ScalarStyle, YamlData};
 
 use super::{
-    Children, Config, ConfigError, Domain, Grants, Limit, LoadOptions, Node, Pattern, Place, Policy, Rate, Unit, UNITS,
+    Children, Config, ConfigError, Domain, Grants, InFlight, Limit, LoadOptions, Node, Pattern, Place, Policy, Rate,
+    Unit, UNITS,
 };
 
 /// The fields the reference knows at any level (its key check is one list).
@@ -56,7 +57,16 @@ const RATE_KEYS: &[&str] = &[
     "blockable",
     "allow_request_limit",
     "quota_grants",
+    "in_flight",
+    "lease",
 ];
+
+/// An in-flight limit's lease when the file names none: a permit whose release never came is
+/// reclaimed a minute after it was taken.
+const IN_FLIGHT_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The fields of a `rate_limit` that an in-flight limit reads; the others count over time.
+const IN_FLIGHT_KEYS: &[&str] = &["in_flight", "lease", "name", "replaces", "failure_policy", "local_budget"];
 
 /// A node and where it stands.
 struct At<'a, 'y> {
@@ -370,6 +380,44 @@ fn load_rate(at: &At<'_, '_>, shadow: bool, warnings: &mut Vec<String>) -> Resul
             replaces.push(n);
         }
     }
+    if let Some(permits) = get("in_flight") {
+        if let Some((key, other)) = fields.iter().find(|(k, _)| !IN_FLIGHT_KEYS.contains(&k.as_str())) {
+            return Err(other.err(format!(
+                "{key} does not apply to an in_flight limit, which counts requests at once, not over time; \
+                 it reads {}",
+                IN_FLIGHT_KEYS.join(", ")
+            )));
+        }
+        let n = permits.number(u64::from(u32::MAX))?;
+        if n == 0 {
+            return Err(permits.err("must be at least 1 request in flight (a limit of 0 would refuse everything)"));
+        }
+        let lease = match get("lease") {
+            Some(l) => {
+                let text = l.string()?;
+                let ms = redis_ratelimit::duration::parse_ms(&text).map_err(|m| l.err(m))?;
+                let lease = std::time::Duration::from_millis(ms);
+                if ms == 0 || lease > redis_ratelimit::ConcurrencyLimiter::MAX_LEASE {
+                    return Err(l.err(format!("is {text}; a lease is from 1ms to 366d")));
+                }
+                lease
+            }
+            None => IN_FLIGHT_LEASE,
+        };
+        let policy = load_policy(get("failure_policy"), get("local_budget"), at, true, warnings)?;
+        return Ok(Rate::InFlight(Box::new(InFlight {
+            permits: n,
+            lease,
+            name,
+            replaces,
+            shadow,
+            policy,
+            place: at.place(),
+        })));
+    }
+    if let Some(l) = get("lease") {
+        return Err(l.err("applies only to an in_flight limit; this limit counts requests per unit"));
+    }
     let unit_at = get("unit");
     let unit_text = unit_at.map(At::string).transpose()?.unwrap_or_default();
     let unit = Unit::parse(&unit_text);
@@ -411,7 +459,7 @@ fn load_rate(at: &At<'_, '_>, shadow: bool, warnings: &mut Vec<String>) -> Resul
             "applies to the token-bucket and gcra algorithms only; this limit's algorithm is {algorithm}"
         )));
     }
-    let policy = load_policy(get("failure_policy"), get("local_budget"), at, warnings)?;
+    let policy = load_policy(get("failure_policy"), get("local_budget"), at, false, warnings)?;
     let grants = match get("quota_grants") {
         Some(g) if !g.is_null() => Some(load_grants(g, &algorithm, warnings)?),
         _ => None,
@@ -432,10 +480,13 @@ fn load_rate(at: &At<'_, '_>, shadow: bool, warnings: &mut Vec<String>) -> Resul
     })))
 }
 
+/// A failure policy; `in_flight` for an in-flight limit, whose local budget is
+/// `{ in_flight: N }`, permits per instance.
 fn load_policy(
     policy: Option<&At<'_, '_>>,
     budget: Option<&At<'_, '_>>,
     at: &At<'_, '_>,
+    in_flight: bool,
     warnings: &mut Vec<String>,
 ) -> Result<Policy, ConfigError> {
     let text = policy.map(At::string).transpose()?.unwrap_or_else(|| "fail-open".into());
@@ -445,9 +496,20 @@ fn load_policy(
         }
         ("fail-open", None) => Ok(Policy::FailOpen),
         ("fail-closed", None) => Ok(Policy::FailClosed),
+        ("local-budget", None) if in_flight => Err(policy
+            .unwrap_or(at)
+            .err("is local-budget, which needs local_budget: { in_flight } (what each instance admits at once per key)")),
         ("local-budget", None) => Err(policy.unwrap_or(at).err(
             "is local-budget, which needs local_budget: { requests_per_unit, unit } (what each instance admits per key)",
         )),
+        ("local-budget", Some(b)) if in_flight => {
+            let fields = b.mapping(&["in_flight"], warnings)?;
+            let n = fields.first().ok_or_else(|| b.err("needs in_flight"))?.1.number(u64::from(u32::MAX))?;
+            if n == 0 {
+                return Err(b.err("in_flight must be at least 1 (use failure_policy: fail-closed to admit nothing)"));
+            }
+            Ok(Policy::LocalBudget { requests: n, unit: Unit::Second })
+        }
         ("local-budget", Some(b)) => {
             let fields = b.mapping(&["requests_per_unit", "unit"], warnings)?;
             let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v);

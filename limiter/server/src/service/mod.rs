@@ -24,14 +24,17 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::Code;
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 
-use crate::adapter::{Answer, AnsweredBy, Ask, DecideError, Decided, Engine, LimitRule, Rules};
-use crate::config::{Children, Config, Node, Pattern, Rate, Unit};
+use crate::adapter::{Answer, AnsweredBy, Ask, DecideError, Decided, Engine, Held, InFlightRule, LimitRule, Rules};
+use crate::config::{Config, Unit};
 use crate::metrics;
 
+mod in_flight;
+mod matching;
+use in_flight::permits_metadata;
+use matching::{MatchKind, Matched};
 mod response;
 mod validate;
 use response::{clip, no_limit_status};
@@ -170,8 +173,17 @@ pub struct Service {
 /// Most distinct detailed metric names kept.
 const MAX_DETAILED_LABELS: usize = 10_000;
 
+/// The key of the one entry of a descriptor that releases permits: the proxy sends it when a
+/// request's stream ends, its value the `ratelimit.permits` metadata the service answered the
+/// request with (see the guide).
+pub const PERMITS: &str = "ratelimit.permits";
+
 /// What one descriptor came to before deciding.
 enum Slot<'a> {
+    /// Releases the permits its value's tickets stand for.
+    Release,
+    /// An in-flight limit: a permit asked for (or, at a cost of 0, only looked at).
+    InFlight { rule: &'a InFlightRule, shadow: bool, entries: Vec<(&'a str, &'a str)>, peek: bool },
     /// No limit applies (nothing matched, or another limit replaced it).
     NoLimit,
     /// `unlimited: true`.
@@ -197,6 +209,15 @@ impl Slot<'_> {
             _ => false,
         }
     }
+}
+
+/// What a call's limits answered, for the response: per ask, the answers, the decisions that
+/// made them (for the headers) and the quota granted; per descriptor, its permit's answer.
+struct Outcomes {
+    answers: Vec<Answer>,
+    decisions: Vec<Decided>,
+    granted: Vec<Option<Granted>>,
+    permits: Vec<Option<Answer>>,
 }
 
 /// The quota granted for one limit.
@@ -275,6 +296,16 @@ impl Service {
             let slot = match m.kind {
                 MatchKind::NoLimit => Slot::NoLimit,
                 MatchKind::Unlimited => Slot::Unlimited,
+                MatchKind::Release => Slot::Release,
+                MatchKind::InFlight { rule } => {
+                    if rule.limit.name.as_deref().is_some_and(|n| replaced.contains(n)) {
+                        Slot::NoLimit
+                    } else {
+                        let entries = d.entries.iter().zip(&m.values).map(|(e, v)| (e.key.as_str(), *v)).collect();
+                        let shadow = self.options.shadow || rule.limit.shadow;
+                        Slot::InFlight { rule, shadow, entries, peek: m.cost == 0 }
+                    }
+                }
                 MatchKind::Limited { rule, request_limit } => {
                     let shadow = self.options.shadow || rule.limit.shadow;
                     if rule.limit.name.as_deref().is_some_and(|n| replaced.contains(n)) {
@@ -328,118 +359,38 @@ impl Service {
         }
         let doomed = slots.iter().any(Slot::enforced_refusal);
 
-        // 3. Decide.
+        // 3. Release what the proxy gives back, then take permits before any charge: a permit
+        //    can be given back when something else refuses the request, a charge cannot.
+        for (d, slot) in req.descriptors.iter().zip(&slots) {
+            if let Slot::Release = slot {
+                self.release(&loaded.rules, &d.entries[0].value).await.map_err(refusal)?;
+            }
+        }
+        let (permits, permits_refuse) = self.permits(&loaded.rules, &slots, doomed).await.map_err(refusal)?;
+
+        // 4. Decide.
+        let doomed = doomed || permits_refuse;
         let grantable = wants_grants && !doomed && self.grantable(&slots, &asks);
-        let (answers, decisions, granted) = self.decide(&mut asks, doomed, grantable).await.map_err(|e| match e {
-            DecideError::InvalidKey(m) => Refusal::invalid(format!("a descriptor cannot be counted: {m}")),
-            DecideError::Store(m) => Refusal { code: tonic::Code::Unavailable, message: m },
-        })?;
-
-        // 4. Answer.
-        Ok(self.response(req, &matched, &slots, &answers, &decisions, &granted))
-    }
-
-    /// Matches descriptor `i`: its limit, the values it is counted by, its cost, and the names
-    /// its limit replaces.
-    fn matched<'a>(
-        &self,
-        rules: &'a Rules,
-        domain: &str,
-        root: &'a Children,
-        i: usize,
-        d: &'a RateLimitDescriptor,
-        request_hits: u32,
-    ) -> Result<Matched<'a>, Refusal> {
-        let cost = match &d.hits_addend {
-            Some(h) => h.value,
-            None => u64::from(request_hits.max(1)),
+        let decided = self.decide(&mut asks, doomed, grantable).await.map_err(refusal);
+        let (answers, decisions, granted) = match decided {
+            Ok(d) => d,
+            Err(e) => {
+                self.give_back(&loaded.rules, &permits).await;
+                return Err(e);
+            }
         };
-        let n = d.entries.len();
-        let mut values: Vec<&'a str> = d.entries.iter().map(|e| e.value.as_str()).collect();
-        let mut level = root;
-        let mut found: Option<&'a Node> = None;
-        let mut path: Vec<(&'a Node, Option<&'a Pattern>)> = Vec::with_capacity(n);
-        for (j, e) in d.entries.iter().enumerate() {
-            let Some((node, via)) = level.find(&e.key, &e.value) else { break };
-            path.push((node, via));
-            if let (true, Some(p)) = (node.share_threshold, via) {
-                values[j] = p.text();
-            }
-            if j == n - 1 && node.rate.is_some() {
-                found = Some(node);
-            }
-            if node.children.is_empty() {
-                break;
-            }
-            level = &node.children;
-        }
-        let metric = found.map(|node| self.metric_name(domain, node, d, &path));
-        let request_limit =
-            d.limit.as_ref().map(|l| (l.requests_per_unit, Unit::from_proto(l.unit).unwrap_or(Unit::Second)));
-        let _ = i;
-        let (kind, replaces) = match found.and_then(|n| n.rate.as_ref()) {
-            Some(Rate::Unlimited { replaces, .. }) => {
-                (MatchKind::Unlimited, replaces.iter().map(String::as_str).collect())
-            }
-            Some(Rate::Limited(limit)) => {
-                let rule = rules.of(found.expect("a rate is found on a node")).map(Arc::as_ref);
-                let honoured = limit.allow_request_limit || self.options.request_limits == RequestLimits::Anywhere;
-                if request_limit.is_some() && !honoured {
-                    metrics::request_limit_ignored(domain);
-                }
-                match rule {
-                    Some(rule) => (
-                        MatchKind::Limited { rule, request_limit: request_limit.filter(|_| honoured) },
-                        limit.replaces.iter().map(String::as_str).collect(),
-                    ),
-                    None => (MatchKind::NoLimit, Vec::new()),
-                }
-            }
-            None => match (request_limit, self.options.request_limits, rules.request_limit(domain)) {
-                (Some(l), RequestLimits::Anywhere, Some(rule)) => {
-                    (MatchKind::Limited { rule, request_limit: Some(l) }, Vec::new())
-                }
-                _ => (MatchKind::NoLimit, Vec::new()),
-            },
-        };
-        let metric = metric.unwrap_or_else(|| format!("{domain}.request_limit"));
-        Ok(Matched { kind, values, cost, replaces, metric })
-    }
 
-    /// The descriptor's name in the metrics: its entry's, or with `detailed_metric` (or
-    /// `value_to_metric` on the way) the request's values too, within a bounded set of names.
-    fn metric_name(
-        &self,
-        domain: &str,
-        node: &Node,
-        d: &RateLimitDescriptor,
-        path: &[(&Node, Option<&Pattern>)],
-    ) -> String {
-        let detailed = node.detailed_metric;
-        if !detailed && !path.iter().any(|(n, _)| n.value_to_metric) {
-            return node.stat.clone();
+        // 5. Answer; a request refused holds no permit, an admitted one carries its tickets.
+        let answered = permits.iter().map(|p| p.as_ref().map(|h| h.answer.clone())).collect();
+        let outcomes = Outcomes { answers, decisions, granted, permits: answered };
+        let mut response = self.response(req, &matched, &slots, &outcomes);
+        let tickets: Vec<&str> = permits.iter().flatten().filter_map(|h| h.ticket.as_deref()).collect();
+        if response.overall_code == Code::OverLimit as i32 {
+            self.give_back(&loaded.rules, &permits).await;
+        } else if !tickets.is_empty() {
+            response.dynamic_metadata = Some(permits_metadata(&tickets.join(" ")));
         }
-        let mut name = domain.to_owned();
-        for (e, (n, via)) in d.entries.iter().zip(path) {
-            name.push('.');
-            name.push_str(&e.key);
-            let value = match (n.share_threshold, via) {
-                (true, Some(p)) => p.text(),
-                _ if detailed || n.value_to_metric || n.value.is_some() => e.value.as_str(),
-                _ => "",
-            };
-            if !value.is_empty() {
-                name.push('_');
-                name.push_str(value);
-            }
-        }
-        let mut labels = self.labels.lock().unwrap_or_else(|p| p.into_inner());
-        if labels.contains(&name) || labels.len() < MAX_DETAILED_LABELS {
-            labels.insert(name.clone());
-            name
-        } else {
-            node.stat.clone()
-        }
+        Ok(response)
     }
 
     /// Whether every limited descriptor may be granted quota: its entry allows grants, it
@@ -461,8 +412,9 @@ impl Service {
                     }
                     any = true;
                 }
-                Slot::Blocked { .. } => return false,
-                Slot::NoLimit | Slot::Unlimited => {}
+                // A quota spent by the proxy would start requests no permit counts.
+                Slot::Blocked { .. } | Slot::InFlight { .. } => return false,
+                Slot::NoLimit | Slot::Unlimited | Slot::Release => {}
             }
         }
         any
@@ -538,19 +490,10 @@ impl Service {
     }
 }
 
-/// A descriptor's match.
-struct Matched<'a> {
-    kind: MatchKind<'a>,
-    /// The values it is counted by (a shared wildcard's pattern instead of the value).
-    values: Vec<&'a str>,
-    cost: u64,
-    replaces: Vec<&'a str>,
-    metric: String,
-}
-
-#[derive(Clone, Copy)]
-enum MatchKind<'a> {
-    NoLimit,
-    Unlimited,
-    Limited { rule: &'a LimitRule, request_limit: Option<(u32, Unit)> },
+/// How a call that could not be decided is refused.
+fn refusal(e: DecideError) -> Refusal {
+    match e {
+        DecideError::InvalidKey(m) => Refusal::invalid(format!("a descriptor cannot be counted: {m}")),
+        DecideError::Store(m) => Refusal { code: tonic::Code::Unavailable, message: m },
+    }
 }

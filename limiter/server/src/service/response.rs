@@ -8,8 +8,8 @@ use envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
 use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimitResponse};
 use envoy_types::pb::google::protobuf;
 
-use super::{Granted, Headers, Matched, Service, Slot};
-use crate::adapter::{Answer, AnsweredBy, Decided, LimitRule};
+use super::{Granted, Headers, Matched, Outcomes, Service, Slot};
+use crate::adapter::{AnsweredBy, LimitRule};
 use crate::config::Unit;
 use crate::metrics::{self, Outcome};
 
@@ -19,17 +19,64 @@ impl Service {
         req: &RateLimitRequest,
         matched: &[Matched<'_>],
         slots: &[Slot<'_>],
-        answers: &[Answer],
-        decisions: &[Decided],
-        granted: &[Option<Granted>],
+        decided: &Outcomes,
     ) -> RateLimitResponse {
+        let Outcomes { answers, decisions, granted, permits } = decided;
         let mut over = false;
         let mut statuses = Vec::with_capacity(slots.len());
         let mut degraded: Vec<(&'static str, &'static str)> = Vec::new();
         let mut closed = false;
         let set_granted: Option<Granted> = granted.iter().flatten().copied().min_by_key(|g| g.valid_until_ms);
-        for ((slot, m), d) in slots.iter().zip(matched).zip(&req.descriptors) {
+        let mut permit_wait_ms: Option<u64> = None;
+        for (i, ((slot, m), d)) in slots.iter().zip(matched).zip(&req.descriptors).enumerate() {
             let status = match *slot {
+                Slot::Release => no_limit_status(),
+                Slot::InFlight { rule, shadow, peek, .. } => {
+                    // Every in-flight slot was asked or looked at (`Service::permits`).
+                    let Some(a) = &permits[i] else {
+                        statuses.push(no_limit_status());
+                        continue;
+                    };
+                    let permits_n = rule.limit.permits;
+                    let admits = a.allowed;
+                    if !peek {
+                        over |= !admits && !shadow;
+                        if let Some(policy) = a.by.policy() {
+                            let why = a.by.why().map_or("unavailable", |w| w.name());
+                            if !degraded.contains(&(policy, why)) {
+                                degraded.push((policy, why));
+                            }
+                            closed |= matches!(a.by, AnsweredBy::FailClosed(_)) && !shadow;
+                        }
+                        let outcome = if admits {
+                            let near = (a.remaining as f64) < (1.0 - self.options.near_limit_ratio) * permits_n as f64;
+                            Outcome::Within { near }
+                        } else {
+                            Outcome::Over { shadow }
+                        };
+                        metrics::decided(
+                            &req.domain,
+                            &m.metric,
+                            1,
+                            outcome,
+                            a.by.policy().map(|p| (p, a.by.why().map_or("", |w| w.name()))),
+                        );
+                        if !admits && !shadow {
+                            permit_wait_ms = permit_wait_ms.max(Some(a.retry_after_ms));
+                        }
+                    }
+                    DescriptorStatus {
+                        code: if admits || shadow || peek { Code::Ok } else { Code::OverLimit } as i32,
+                        current_limit: Some(RateLimit {
+                            name: rule.limit.name.clone().unwrap_or_default(),
+                            requests_per_unit: u32::try_from(permits_n).unwrap_or(u32::MAX),
+                            unit: 0,
+                        }),
+                        limit_remaining: u32::try_from(a.remaining).unwrap_or(u32::MAX),
+                        duration_until_reset: Some(duration(a.reset_after_ms)),
+                        quota: None,
+                    }
+                }
                 Slot::NoLimit => {
                     let mut s = no_limit_status();
                     s.quota = set_granted.map(|g| quota(u64::from(u32::MAX), g.valid_until_ms));
@@ -127,6 +174,15 @@ impl Service {
                         }
                         None => fields.push((k, v)),
                     }
+                }
+            }
+            if let Some(ms) = permit_wait_ms {
+                let secs = ms.div_ceil(1000).max(1).to_string();
+                match fields.iter_mut().find(|(name, _)| name == "retry-after") {
+                    Some((_, existing)) if existing.parse::<u64>().unwrap_or(0) >= secs.parse::<u64>().unwrap_or(0) => {
+                    }
+                    Some((_, existing)) => *existing = secs,
+                    None => fields.push(("retry-after".into(), secs)),
                 }
             }
             for (k, v) in fields {

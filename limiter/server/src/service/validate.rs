@@ -47,12 +47,18 @@ impl Service {
                 if e.key.is_empty() {
                     return Err(Refusal::invalid(format!("descriptors[{i}].entries[{j}].key is empty")));
                 }
-                for (what, text) in [("key", &e.key), ("value", &e.value)] {
-                    if text.len() > o.max_entry_bytes {
+                // A release carries a ticket per permit of the request: each about as long as
+                // its key, which is a descriptor's entries.
+                let value_bound = if e.key == super::PERMITS {
+                    o.max_entry_bytes.saturating_mul(o.max_descriptors)
+                } else {
+                    o.max_entry_bytes
+                };
+                for (what, text, bound) in [("key", &e.key, o.max_entry_bytes), ("value", &e.value, value_bound)] {
+                    if text.len() > bound {
                         return Err(Refusal::invalid(format!(
-                            "descriptors[{i}].entries[{j}].{what} is {} bytes long, above the bound of {} (--max-entry-bytes)",
+                            "descriptors[{i}].entries[{j}].{what} is {} bytes long, above the bound of {bound} (--max-entry-bytes)",
                             text.len(),
-                            o.max_entry_bytes
                         )));
                     }
                 }

@@ -9,6 +9,7 @@ mod support;
 
 mod attacks;
 mod cluster;
+mod in_flight;
 mod operations;
 mod reference;
 mod rls;
