@@ -1,7 +1,8 @@
 //! The service on a real Redis Cluster the test starts (three primaries): descriptors whose
 //! counts live on different primaries are still decided all-or-nothing when nothing else takes
 //! their units between the passes (see the library's per-slot path), grants lease there too,
-//! and a request across slots charged nothing when refused.
+//! a request across slots charged nothing when refused, and in-flight permits of tenants on
+//! every primary are taken, refused when full and given back by their tickets.
 
 use crate::support::*;
 use redis_ratelimit_server::adapter::{StoreSettings, Topology};
@@ -20,6 +21,8 @@ descriptors:
       requests_per_unit: 100
       algorithm: gcra
       quota_grants: { lifetime: 100ms, max_requests: 20 }
+  - key: tenant
+    rate_limit: { in_flight: 2, lease: 30s }
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -50,4 +53,20 @@ async fn descriptors_on_different_primaries_are_decided_all_or_nothing() {
     }
     let r = c.call_with_grants(request("c", &[&[("hot", "k")]])).await.unwrap();
     assert!(r.statuses[0].quota.as_ref().is_some_and(|q| q.requests > 0), "{r:?}");
+
+    // In-flight permits, their tenants' sets spread over the primaries.
+    for n in 0..12 {
+        let tenant = format!("t{n}");
+        let acquire = || request("c", &[&[("tenant", &tenant)]]);
+        let mut tickets = Vec::new();
+        for _ in 0..2 {
+            let r = c.call(acquire()).await.unwrap();
+            assert_eq!(overall(&r), RlsCode::Ok, "{tenant}");
+            tickets.push(permit_tickets(&r).expect("a ticket"));
+        }
+        assert_eq!(overall(&c.call(acquire()).await.unwrap()), RlsCode::OverLimit, "{tenant}");
+        let release = request("c", &[&[("ratelimit.permits", &tickets.join(" "))]]);
+        assert_eq!(overall(&c.call(release).await.unwrap()), RlsCode::Ok);
+        assert_eq!(overall(&c.call(acquire()).await.unwrap()), RlsCode::Ok, "{tenant}: given back");
+    }
 }

@@ -1,10 +1,8 @@
 //! In-flight limits over real gRPC against a real `redis-server`: a request's permit is held
 //! from its call until the proxy's call at the stream's end sends its ticket back; permits and
 //! rate limits of one request are all-or-nothing; a bad ticket is refused without being
-//! echoed; and with Redis dead each failure policy answers and says so.
-
-use envoy_types::pb::envoy::service::ratelimit::v3::RateLimitResponse;
-use envoy_types::pb::google::protobuf::value::Kind;
+//! echoed; with Redis dead each failure policy answers and says so; and without Redis the
+//! instance counts them itself.
 
 use crate::support::*;
 
@@ -23,15 +21,6 @@ descriptors:
   - key: open
     rate_limit: { in_flight: 5 }
 "#;
-
-/// The tickets an admitted request's metadata carries, for the call at its stream's end.
-fn tickets(r: &RateLimitResponse) -> Option<String> {
-    let meta = r.dynamic_metadata.as_ref()?;
-    match meta.fields.get("ratelimit.permits")?.kind.as_ref()? {
-        Kind::StringValue(s) => Some(s.clone()),
-        other => panic!("not a string: {other:?}"),
-    }
-}
 
 /// The call Envoy makes when the stream ends (`apply_on_stream_done`), reading the metadata.
 fn release(tickets: &str) -> envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest {
@@ -58,7 +47,7 @@ async fn a_permit_is_held_until_the_stream_end_call_gives_its_ticket_back() {
     let limit = first.statuses[0].current_limit.as_ref().expect("a current limit");
     assert_eq!((limit.name.as_str(), limit.requests_per_unit, limit.unit), ("streams", 2, 0));
     assert_eq!((first.statuses[0].limit_remaining, second.statuses[0].limit_remaining), (1, 0));
-    let (t1, t2) = (tickets(&first).expect("a ticket"), tickets(&second).expect("a ticket"));
+    let (t1, t2) = (permit_tickets(&first).expect("a ticket"), permit_tickets(&second).expect("a ticket"));
     assert_ne!(t1, t2);
     assert_eq!(holders(&redis, "acme"), 2);
 
@@ -67,7 +56,7 @@ async fn a_permit_is_held_until_the_stream_end_call_gives_its_ticket_back() {
     assert_eq!((overall(&full), code_of(&full.statuses[0])), (RlsCode::OverLimit, RlsCode::OverLimit));
     let wait: u64 = response_header(&full, "retry-after").expect("a wait").parse().expect("seconds");
     assert!((29..=30).contains(&wait), "{wait}");
-    assert!(tickets(&full).is_none());
+    assert!(permit_tickets(&full).is_none());
     // Another tenant has its own permits.
     assert_eq!(c.code("llm", &[&[("tenant", "globex")]]).await, RlsCode::Ok);
 
@@ -79,7 +68,7 @@ async fn a_permit_is_held_until_the_stream_end_call_gives_its_ticket_back() {
     let third = c.call(acme()).await.expect("answered");
     assert_eq!(overall(&third), RlsCode::Ok);
     // One call gives back several tickets.
-    let both = format!("{t2} {}", tickets(&third).expect("a ticket"));
+    let both = format!("{t2} {}", permit_tickets(&third).expect("a ticket"));
     assert_eq!(overall(&c.call(release(&both)).await.expect("answered")), RlsCode::Ok);
     assert_eq!(holders(&redis, "acme"), 0);
 
@@ -107,11 +96,11 @@ async fn a_request_refused_by_anything_holds_no_permit_and_a_full_one_is_charged
     for _ in 0..2 {
         let r = c.call(both()).await.expect("answered");
         assert_eq!(overall(&r), RlsCode::Ok);
-        c.call(release(&tickets(&r).expect("a ticket"))).await.expect("released");
+        c.call(release(&permit_tickets(&r).expect("a ticket"))).await.expect("released");
     }
     let r = c.call(both()).await.expect("answered");
     assert_eq!((overall(&r), code_of(&r.statuses[1])), (RlsCode::OverLimit, RlsCode::OverLimit));
-    assert!(tickets(&r).is_none());
+    assert!(permit_tickets(&r).is_none());
     assert_eq!(holders(&redis, "acme"), 0, "the refused request's permit was given back");
 
     // With the tenant's permits full, the request is refused and its user is charged nothing.
@@ -120,7 +109,7 @@ async fn a_request_refused_by_anything_holds_no_permit_and_a_full_one_is_charged
         c.call(request("llm", &[&[("tenant", "acme")]])).await,
     ]
     .into_iter()
-    .map(|r| tickets(&r.expect("answered")).expect("a ticket"))
+    .map(|r| permit_tickets(&r.expect("answered")).expect("a ticket"))
     .collect();
     let carol = || request("llm", &[&[("tenant", "acme")], &[("user", "carol")]]);
     let r = c.call(carol()).await.expect("answered");
@@ -144,5 +133,20 @@ async fn with_redis_dead_each_policy_answers_in_flight_limits_and_says_so() {
     let r = c.call(request("llm", &[&[("open", "x")]])).await.expect("answered");
     assert_eq!(overall(&r), RlsCode::Ok);
     assert!(response_header(&r, "ratelimit-degraded").is_some_and(|h| h.starts_with("fail-open")), "{r:?}");
-    assert!(tickets(&r).is_none(), "a fail-open permit is held nowhere: nothing to give back");
+    assert!(permit_tickets(&r).is_none(), "a fail-open permit is held nowhere: nothing to give back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_redis_the_permits_are_counted_in_the_instance() {
+    let rls = Rls::start(IN_FLIGHT, Setup::on(None)).await;
+    let mut c = rls.client().await;
+    let acme = || request("llm", &[&[("tenant", "acme")]]);
+    let held: Vec<String> = [c.call(acme()).await, c.call(acme()).await]
+        .into_iter()
+        .map(|r| permit_tickets(&r.expect("answered")).expect("a ticket"))
+        .collect();
+    assert_eq!(overall(&c.call(acme()).await.expect("answered")), RlsCode::OverLimit);
+    assert_eq!(overall(&c.call(release(&held[0])).await.expect("answered")), RlsCode::Ok);
+    let r = c.call(acme()).await.expect("answered");
+    assert_eq!((overall(&r), response_header(&r, "ratelimit-degraded")), (RlsCode::Ok, None));
 }

@@ -219,3 +219,12 @@ pub fn redis() -> redis_tests::RedisServer {
 pub fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_redis-ratelimit-server"))
 }
+
+/// The tickets an admitted request's metadata carries, for the call at its stream's end.
+pub fn permit_tickets(r: &RateLimitResponse) -> Option<String> {
+    let meta = r.dynamic_metadata.as_ref()?;
+    match meta.fields.get("ratelimit.permits")?.kind.as_ref()? {
+        envoy_types::pb::google::protobuf::value::Kind::StringValue(s) => Some(s.clone()),
+        other => panic!("not a string: {other:?}"),
+    }
+}
