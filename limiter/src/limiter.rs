@@ -2,10 +2,12 @@
 //! circuit breaker. Built once, validated once, then shared (it is cheap to clone).
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod builder;
+mod check;
 #[cfg(test)]
 mod future_size;
 mod key_ops;
@@ -101,16 +103,15 @@ impl Limiter {
     /// `Ok` with `allowed == false` (the decision is `#[must_use]`: dropping it unread admits
     /// everything); `Err` is for a bad key or a Redis reply the caller must hear about
     /// ([`Error::kind`]).
-    pub async fn check(&self, key: &str) -> Result<Decision, Error> {
-        self.check_n(key, 1).await
+    pub fn check<'a>(&'a self, key: &'a str) -> impl Future<Output = Result<Decision, Error>> + Send + 'a {
+        self.check_n(key, 1)
     }
 
     /// Checks one request of `n` units on `key` (a batch of `n` items, a request weighing
     /// `n`); `n == 0` asks how a request would be answered without consuming anything.
     /// A cost no request could ever fit is [`Error::CostExceedsCapacity`].
-    pub async fn check_n(&self, key: &str, n: u64) -> Result<Decision, Error> {
-        let decision = self.decide(key, n).await;
-        self.measured(decision)
+    pub fn check_n<'a>(&'a self, key: &'a str, n: u64) -> impl Future<Output = Result<Decision, Error>> + Send + 'a {
+        check::Check::new(self, key, n)
     }
 
     /// Checks one request on `key` under `quota` instead of the limiter's own: the quota of
@@ -181,6 +182,24 @@ impl Limiter {
         let state = charge::state_name(inner.algorithm, name, inner.quota.period_ms(), quota);
         let now = inner.gate.clock().now_ms();
         inner.gate.decide(&inner.charge(key, *quota, Some(state), cost), now, None).await
+    }
+
+    /// [`Limiter::decide`] made now, when it needs no round trip: state kept in this process
+    /// and no mode (the modes serve Redis). None otherwise.
+    fn decide_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+        let inner = &*self.inner;
+        if inner.gate.redis().is_some() || inner.modes.leases.is_some() || inner.modes.denials.is_some() {
+            return None;
+        }
+        if let Err(e) = inner.gate.keys().check(key) {
+            return Some(Err(e));
+        }
+        let capacity = inner.capacity();
+        if cost > capacity {
+            return Some(Err(Error::CostExceedsCapacity { cost, capacity }));
+        }
+        let now = inner.gate.clock().now_ms();
+        inner.gate.decide_in_process(&inner.own_charge(key, cost), now).map(Ok)
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
