@@ -2,9 +2,9 @@
 
 use super::Error;
 
-/// A held permit handed over by [`Permit::into_ticket`]: the key, where it is held and the
-/// token it is held under, as text to carry (`encode`) and read back (`decode`). The token is
-/// what releases the permit, so the ticket is a secret of whoever holds it: it prints as
+/// A held permit handed over by [`Permit::into_ticket`](super::Permit::into_ticket): the key,
+/// where it is held and the token it is held under, as text to carry (`encode`) and read back
+/// (`decode`). The token is what releases the permit, so the ticket is a secret of whoever holds it: it prints as
 /// `PermitTicket(..)`, and a client should never see it. No client can make one that releases
 /// another's permit: the token is the library's, random per limiter.
 #[derive(Clone, PartialEq, Eq)]
