@@ -16,6 +16,7 @@
 //! | `ratelimit_quota_granted_total` | domain, descriptor | requests granted as quota |
 //! | `ratelimit_unlimited_total` | domain, descriptor | descriptors an unlimited entry answered |
 //! | `ratelimit_request_limit_ignored_total` | domain | per-request limits no entry allowed |
+//! | `ratelimit_permits_released_total` | domain, result | permit tickets a proxy sent back: `released`, or `gone` (its lease had ended, or it was released already) |
 //! | `ratelimit_global_shadow_total` | domain | refusals the global shadow mode turned into OK |
 //! | `ratelimit_errors_total` | kind | requests refused with a gRPC error, by code |
 //! | `ratelimit_decision_seconds` | outcome | time to answer a call (histogram) |
@@ -54,6 +55,7 @@ pub fn describe() {
     describe_counter!("ratelimit_quota_granted_total", "Requests granted as quota");
     describe_counter!("ratelimit_unlimited_total", "Descriptors an unlimited entry answered");
     describe_counter!("ratelimit_request_limit_ignored_total", "Per-request limits no entry allowed");
+    describe_counter!("ratelimit_permits_released_total", "Permit tickets sent back, released or gone");
     describe_counter!("ratelimit_global_shadow_total", "Refusals the global shadow mode answered OK");
     describe_counter!("ratelimit_errors_total", "Calls refused with a gRPC error, by code");
     describe_histogram!("ratelimit_decision_seconds", metrics::Unit::Seconds, "Time to answer a call");
@@ -104,6 +106,13 @@ pub fn unlimited(descriptor: &str, domain: &str) {
 /// A per-request limit no entry allowed was ignored.
 pub fn request_limit_ignored(domain: &str) {
     counter!("ratelimit_request_limit_ignored_total", "domain" => domain.to_owned()).increment(1);
+}
+
+/// A permit ticket came back: whether its permit was still held. Permits taken and never
+/// counted here were reclaimed by their leases: a proxy that does not send tickets back.
+pub fn permit_released(domain: &str, held: bool) {
+    let result = if held { "released" } else { "gone" };
+    counter!("ratelimit_permits_released_total", "domain" => domain.to_owned(), "result" => result).increment(1);
 }
 
 /// The global shadow mode answered OK for a refusal.

@@ -47,8 +47,10 @@ impl Service {
         futures::future::join_all(tickets.map(|t| self.engine.release(rules, t))).await;
     }
 
-    /// Releases the permits of a `ratelimit.permits` value: tickets separated by spaces.
-    pub(super) async fn release(&self, rules: &Rules, value: &str) -> Result<(), DecideError> {
+    /// Releases the permits of a `ratelimit.permits` value: tickets separated by spaces. Each
+    /// is tried whatever another's fate; the first failure is the answer (a permit not
+    /// released is reclaimed by its lease).
+    pub(super) async fn release(&self, rules: &Rules, domain: &str, value: &str) -> Result<(), DecideError> {
         let tickets: Vec<&str> = value.split(' ').filter(|t| !t.is_empty()).collect();
         if tickets.len() > self.options.max_descriptors {
             return Err(DecideError::InvalidKey(format!(
@@ -57,10 +59,11 @@ impl Service {
                 self.options.max_descriptors
             )));
         }
-        for t in tickets {
-            self.engine.release(rules, t).await?;
+        let released = futures::future::join_all(tickets.iter().map(|t| self.engine.release(rules, t))).await;
+        for held in released.iter().flatten() {
+            crate::metrics::permit_released(domain, *held);
         }
-        Ok(())
+        released.into_iter().find_map(Result::err).map_or(Ok(()), Err)
     }
 }
 

@@ -19,6 +19,10 @@
 //! 4. With quota grants asked for (the `ratelimit-quota-grants` metadata) and allowed by every
 //!    limited descriptor's entry, each admitted descriptor's status carries a quota: requests the
 //!    proxy may admit itself until the quota's `valid_until` (see [`crate`]'s guide for the bound).
+//! 5. In-flight limits take their permits before anything is charged (a refused permit leaves
+//!    the rates only looked at; a refused rate gives the permits back), and an admitted request
+//!    carries its permits' tickets in `dynamic_metadata` for the proxy to send back, as a
+//!    descriptor of one `ratelimit.permits` entry, when its stream ends (`docs/RLS.md`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -175,7 +179,7 @@ const MAX_DETAILED_LABELS: usize = 10_000;
 
 /// The key of the one entry of a descriptor that releases permits: the proxy sends it when a
 /// request's stream ends, its value the `ratelimit.permits` metadata the service answered the
-/// request with (see the guide).
+/// request with.
 pub const PERMITS: &str = "ratelimit.permits";
 
 /// What one descriptor came to before deciding.
@@ -363,7 +367,7 @@ impl Service {
         //    can be given back when something else refuses the request, a charge cannot.
         for (d, slot) in req.descriptors.iter().zip(&slots) {
             if let Slot::Release = slot {
-                self.release(&loaded.rules, &d.entries[0].value).await.map_err(refusal)?;
+                self.release(&loaded.rules, &req.domain, &d.entries[0].value).await.map_err(refusal)?;
             }
         }
         let (permits, permits_refuse) = self.permits(&loaded.rules, &slots, doomed).await.map_err(refusal)?;

@@ -19,6 +19,8 @@ domain: ops
 descriptors:
   - key: user
     rate_limit: { unit: minute, requests_per_unit: 2 }
+  - key: stream
+    rate_limit: { in_flight: 1 }
 "#;
 
 struct Certs {
@@ -231,12 +233,21 @@ fn the_binary_serves_metrics_keeps_the_password_out_and_stops_on_sigterm() {
         for code in [RlsCode::Ok, RlsCode::Ok, RlsCode::OverLimit] {
             assert_eq!(c.code("ops", &[&[("user", "m")]]).await, code);
         }
+        // A permit taken and sent back twice: released, then gone.
+        let held = c.call(request("ops", &[&[("stream", "s")]])).await.unwrap();
+        let back = permit_tickets(&held).expect("a ticket");
+        for _ in 0..2 {
+            c.call(request("ops", &[&[("ratelimit.permits", &back)]])).await.unwrap();
+        }
     });
     let exposition = scrape(format!("127.0.0.1:{metrics_port}").parse().unwrap());
     for line in [
         r#"ratelimit_hits_total{domain="ops",descriptor="ops.user"} 3"#,
         r#"ratelimit_within_limit_total{domain="ops",descriptor="ops.user"} 2"#,
         r#"ratelimit_over_limit_total{domain="ops",descriptor="ops.user"} 1"#,
+        r#"ratelimit_within_limit_total{domain="ops",descriptor="ops.stream"} 1"#,
+        r#"ratelimit_permits_released_total{domain="ops",result="released"} 1"#,
+        r#"ratelimit_permits_released_total{domain="ops",result="gone"} 1"#,
     ] {
         assert!(exposition.contains(line), "{line} not in:\n{exposition}");
     }
