@@ -9,7 +9,7 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use envoy_types::pb::google::protobuf;
 
 use super::{Granted, Headers, Matched, Outcomes, Service, Slot};
-use crate::adapter::{AnsweredBy, LimitRule};
+use crate::adapter::{Answer, AnsweredBy, LimitRule};
 use crate::config::Unit;
 use crate::metrics::{self, Outcome};
 
@@ -24,8 +24,12 @@ impl Service {
         let Outcomes { answers, decisions, granted, permits } = decided;
         let mut over = false;
         let mut statuses = Vec::with_capacity(slots.len());
-        let mut degraded: Vec<(&'static str, &'static str)> = Vec::new();
-        let mut closed = false;
+        let mut tally = Tally {
+            domain: &req.domain,
+            near_ratio: self.options.near_limit_ratio,
+            degraded: Vec::new(),
+            closed: false,
+        };
         let set_granted: Option<Granted> = granted.iter().flatten().copied().min_by_key(|g| g.valid_until_ms);
         let mut permit_wait_ms: Option<u64> = None;
         for (i, ((slot, m), d)) in slots.iter().zip(matched).zip(&req.descriptors).enumerate() {
@@ -41,26 +45,7 @@ impl Service {
                     let admits = a.allowed;
                     if !peek {
                         over |= !admits && !shadow;
-                        if let Some(policy) = a.by.policy() {
-                            let why = a.by.why().map_or("unavailable", |w| w.name());
-                            if !degraded.contains(&(policy, why)) {
-                                degraded.push((policy, why));
-                            }
-                            closed |= matches!(a.by, AnsweredBy::FailClosed(_)) && !shadow;
-                        }
-                        let outcome = if admits {
-                            let near = (a.remaining as f64) < (1.0 - self.options.near_limit_ratio) * permits_n as f64;
-                            Outcome::Within { near }
-                        } else {
-                            Outcome::Over { shadow }
-                        };
-                        metrics::decided(
-                            &req.domain,
-                            &m.metric,
-                            1,
-                            outcome,
-                            a.by.policy().map(|p| (p, a.by.why().map_or("", |w| w.name()))),
-                        );
+                        tally.count(&m.metric, a, admits, shadow, 1, permits_n as f64);
                         if !admits && !shadow {
                             permit_wait_ms = permit_wait_ms.max(Some(a.retry_after_ms));
                         }
@@ -109,26 +94,7 @@ impl Service {
                     let (requests, unit) = request_limit.unwrap_or((rule.limit.requests_per_unit, rule.limit.unit));
                     let admits = a.allowed && !too_costly;
                     over |= !admits && !shadow;
-                    if let Some(policy) = a.by.policy() {
-                        let why = a.by.why().map_or("unavailable", |w| w.name());
-                        if !degraded.contains(&(policy, why)) {
-                            degraded.push((policy, why));
-                        }
-                        closed |= matches!(a.by, AnsweredBy::FailClosed(_)) && !shadow;
-                    }
-                    let outcome = if admits {
-                        let near = (a.remaining as f64) < (1.0 - self.options.near_limit_ratio) * f64::from(requests);
-                        Outcome::Within { near }
-                    } else {
-                        Outcome::Over { shadow }
-                    };
-                    metrics::decided(
-                        &req.domain,
-                        &m.metric,
-                        cost,
-                        outcome,
-                        a.by.policy().map(|p| (p, a.by.why().map_or("", |w| w.name()))),
-                    );
+                    tally.count(&m.metric, a, admits, shadow, cost, f64::from(requests));
                     let _ = d;
                     DescriptorStatus {
                         code: if admits || shadow { Code::Ok } else { Code::OverLimit } as i32,
@@ -198,6 +164,7 @@ impl Service {
                 }
             }
         }
+        let Tally { degraded, closed, .. } = tally;
         if !degraded.is_empty() {
             let said: Vec<String> = degraded.iter().map(|(p, w)| format!("{p};reason={w}")).collect();
             let header =
@@ -214,6 +181,36 @@ impl Service {
             }
         }
         response
+    }
+}
+
+/// What the enforced answers of one call came to: their metrics, counted as they are read, and
+/// the failure policies that answered (`closed` when a fail-closed one refused).
+struct Tally<'r> {
+    domain: &'r str,
+    near_ratio: f64,
+    degraded: Vec<(&'static str, &'static str)>,
+    closed: bool,
+}
+
+impl Tally<'_> {
+    /// Counts `a`, the answer of a descriptor named `metric` in the metrics, of `cost` under a
+    /// limit of `limit`.
+    fn count(&mut self, metric: &str, a: &Answer, admits: bool, shadow: bool, cost: u64, limit: f64) {
+        if let Some(policy) = a.by.policy() {
+            let why = a.by.why().map_or("unavailable", |w| w.name());
+            if !self.degraded.contains(&(policy, why)) {
+                self.degraded.push((policy, why));
+            }
+            self.closed |= matches!(a.by, AnsweredBy::FailClosed(_)) && !shadow;
+        }
+        let outcome = if admits {
+            Outcome::Within { near: (a.remaining as f64) < (1.0 - self.near_ratio) * limit }
+        } else {
+            Outcome::Over { shadow }
+        };
+        let degraded = a.by.policy().map(|p| (p, a.by.why().map_or("", |w| w.name())));
+        metrics::decided(self.domain, metric, cost, outcome, degraded);
     }
 }
 
