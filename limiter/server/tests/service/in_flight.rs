@@ -150,3 +150,33 @@ async fn without_redis_the_permits_are_counted_in_the_instance() {
     let r = c.call(acme()).await.expect("answered");
     assert_eq!((overall(&r), response_header(&r, "ratelimit-degraded")), (RlsCode::Ok, None));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_bounded_by_the_descriptors_a_request_may_hold_and_not_by_one_entry() {
+    let redis = redis();
+    let mut setup = Setup::on(Some(&redis.url()));
+    setup.options.max_descriptors = 4;
+    setup.options.max_entry_bytes = 256;
+    let rls = Rls::start(IN_FLIGHT, setup).await;
+    let mut c = rls.client().await;
+    // Three tenants of long names: their tickets together are longer than one entry may be.
+    let long = |n: usize| format!("{n}{}", "x".repeat(150));
+    let mut tickets = Vec::new();
+    for n in 0..3 {
+        let r = c.call(request("llm", &[&[("tenant", &long(n))]])).await.expect("answered");
+        tickets.push(permit_tickets(&r).expect("a ticket"));
+    }
+    let all = tickets.join(" ");
+    assert!(all.len() > 256, "{}", all.len());
+    assert_eq!(overall(&c.call(release(&all)).await.expect("answered")), RlsCode::Ok);
+    for n in 0..3 {
+        assert_eq!(holders(&redis, &long(n)), 0);
+    }
+    // More tickets than a request may hold descriptors: refused by the bound, none echoed.
+    let r = c.call(request("llm", &[&[("tenant", "s")]])).await.expect("answered");
+    let short = permit_tickets(&r).expect("a ticket");
+    let five = [short.as_str(); 5].join(" ");
+    let err = c.call(release(&five)).await.expect_err("refused");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("above the bound of 4") && !err.message().contains("p1:"), "{}", err.message());
+}
