@@ -9,6 +9,9 @@
 //!   bytes (repeated or not, `X-Forwarded-For` and `Forwarded` chains from trusted and untrusted
 //!   peers), verified users and API keys, IPv4 and IPv6 peers. The enforcer answers a verdict,
 //!   or refuses a key as too long; the rules layer answers 200, 400, 403 or 429 with a body.
+//! - A permit ticket (`PermitTicket::decode`), from arbitrary text and from real tickets with
+//!   their text cut, spliced or changed: refused as a request's fault, or read as a ticket that
+//!   encodes back to the very text; and a ticket read releases a permit of its own or nothing.
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,7 +25,7 @@ use proptest::test_runner::{Config, FileFailurePersistence, TestCaseError, TestR
 use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::http::RulesLayer;
 use redis_ratelimit::rules::{ApiKey, PeerAddr, RuleSet, User};
-use redis_ratelimit::{Error, ManualClock};
+use redis_ratelimit::{Acquired, ConcurrencyLimiter, Error, ErrorKind, ManualClock, PermitTicket};
 use tower::{Layer, ServiceExt};
 
 /// The in-process enforcer never waits: its futures are ready on the first poll.
@@ -405,5 +408,83 @@ fn any_request_gets_a_decision_or_a_clear_refusal_never_a_panic() {
             STATUSES.lock().expect("counts")
         ),
         Err(e) => panic!("properties: hostile requests FAILED\n{e}"),
+    }
+}
+
+// ------------------------------------------------------------------------------ permit tickets
+
+/// Text a ticket could be mistaken for: arbitrary text, and real tickets cut, spliced or with a
+/// character changed.
+fn ticket_text(real: Vec<String>) -> impl Strategy<Value = String> {
+    let real = proptest::sample::select(real);
+    prop_oneof![
+        2 => any::<String>(),
+        2 => (real.clone(), any::<prop::sample::Index>()).prop_map(|(t, at)| {
+            let mut cut = at.index(t.len() + 1);
+            while !t.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            t[..cut].to_owned()
+        }),
+        2 => (real.clone(), any::<prop::sample::Index>(), any::<char>()).prop_map(|(t, at, c)| {
+            let mut chars: Vec<char> = t.chars().collect();
+            let i = at.index(chars.len());
+            chars[i] = c;
+            chars.into_iter().collect()
+        }),
+        1 => (real.clone(), real, "[: .a-f0-9]{0,3}").prop_map(|(a, b, glue)| format!("{a}{glue}{b}")),
+    ]
+}
+
+#[test]
+fn any_text_is_a_ticket_that_reads_back_as_itself_or_a_clear_refusal_never_a_panic() {
+    let limiter = ConcurrencyLimiter::builder(3, std::time::Duration::from_secs(60)).build().expect("a limiter");
+    let held: Vec<_> = ["k", "a:{b} c", "\u{e9}t\u{e9}"]
+        .iter()
+        .map(|key| match block_on(limiter.acquire(key)).expect("decides") {
+            Acquired::Held(permit) => permit.into_ticket(),
+            Acquired::Full(d) => panic!("refused: {d:?}"),
+        })
+        .collect();
+    let real: Vec<String> = held.iter().map(PermitTicket::encode).collect();
+    // The limiter's random part of every token (`p1:s:TOKEN.N:KEY`).
+    let token: String = real[0].split(':').nth(2).expect("a token").chars().take(32).collect();
+    let mut runner = runner("tickets");
+    let n = runner.config().cases;
+    let released = std::sync::atomic::AtomicUsize::new(0);
+    let result = runner.run(&ticket_text(real.clone()), |text| {
+        let read = catch_unwind(AssertUnwindSafe(|| PermitTicket::decode(&text)))
+            .map_err(|_| TestCaseError::fail(format!("decode panicked on {text:?}")))?;
+        match read {
+            Ok(ticket) => {
+                prop_assert_eq!(ticket.encode(), text.clone());
+                let freed = catch_unwind(AssertUnwindSafe(|| block_on(limiter.release_ticket(&ticket))))
+                    .map_err(|_| TestCaseError::fail(format!("release panicked on {text:?}")))?;
+                match freed {
+                    // Only a real ticket frees a permit.
+                    Ok(true) => {
+                        prop_assert!(real.contains(&text), "{:?} freed a permit", text);
+                        released.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    Ok(false) => {}
+                    Err(e) => prop_assert_eq!(e.kind(), ErrorKind::Request),
+                }
+            }
+            Err(e) => {
+                prop_assert_eq!(e.kind(), ErrorKind::Request);
+                // The token is the secret a ticket carries: no refusal repeats it.
+                prop_assert!(!e.to_string().contains(token.as_str()), "{} echoes the token of {:?}", e, text);
+            }
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => {
+            println!(
+                "properties: hostile permit tickets {n} cases (real tickets among them released: {})",
+                released.into_inner()
+            )
+        }
+        Err(e) => panic!("properties: hostile permit tickets FAILED\n{e}"),
     }
 }
