@@ -52,9 +52,9 @@ const INTERNAL_CHUNK: &str = "=redis_model";
 /// Chunk name Redis gives every script: errors read "user_script:3: ...".
 const USER_CHUNK: &str = "@user_script";
 
-/// Bytecode of every chunk this process compiled, by its name and source: each model starts a Lua state
-/// of its own (the harness starts thousands, one per schedule it searches), and parsing the
-/// sandbox and the script again in each was a tenth of a verification's time. Loading the
+/// Bytecode of the chunks this process compiled, by name and source: each model starts a Lua
+/// state of its own (the harness starts thousands, one per schedule it searches), and parsing
+/// the sandbox and the script again in each was a tenth of a verification's time. Loading the
 /// bytecode a first state dumped gives the same function: the dump keeps the chunk's name and
 /// lines, so errors read as they did. Only what compiled is kept; a compile error is Redis's
 /// message from a fresh parse every time.
@@ -63,8 +63,11 @@ static COMPILED: Mutex<BTreeMap<Chunk, Arc<[u8]>>> = Mutex::new(BTreeMap::new())
 /// A chunk's name and source.
 type Chunk = (&'static str, Vec<u8>);
 
-/// Chunks [`COMPILED`] keeps at most; past it, it starts over (a table in memory is bounded).
+/// Chunks [`COMPILED`] keeps at most, past which it starts over, and the longest source it
+/// keeps (a longer one is parsed each time): a table in memory is bounded, here to 16 MiB of
+/// sources and about as much bytecode.
 const COMPILED_MAX: usize = 256;
+const COMPILED_MAX_BYTES: usize = 64 * 1024;
 
 /// `code` as a function of `lua` named `name`, with `env` as its environment: loaded from the
 /// bytecode [`COMPILED`] holds, or parsed and then kept there.
@@ -77,6 +80,9 @@ fn compiled(lua: &Lua, name: &'static str, code: &[u8], env: Option<&Table>) -> 
         }
         .into_function()
     };
+    if code.len() > COMPILED_MAX_BYTES {
+        return load(code, ChunkMode::Text);
+    }
     let key = (name, code.to_vec());
     let known = COMPILED.lock().unwrap_or_else(|e| e.into_inner()).get(&key).cloned();
     if let Some(bytecode) = known {
@@ -720,6 +726,29 @@ mod tests {
         let counted: Vec<(String, u64)> = model.stats().unknown_commands.into_iter().collect();
         let expected = [("nosuchcmd", 1), ("object|nosuch", 1), ("script|kill", 1)].map(|(n, c)| (n.to_string(), c));
         assert_eq!(counted, expected);
+    }
+
+    /// A model after the first loads the sandbox and a script as bytecode: errors still point
+    /// at the user's lines, in a state of its own, and a script that does not compile is
+    /// refused with the parser's words every time.
+    #[test]
+    fn a_script_loaded_from_bytecode_runs_and_fails_as_one_just_parsed() {
+        let script = b"local a = 1\nlocal b = nil\nreturn a + b\n -- bytecode test";
+        let broken = b"return (1 +\n-- bytecode test";
+        let answers: Vec<(Reply, Reply, Reply)> = (0..3)
+            .map(|_| {
+                let model = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
+                let ran = model.call(&[b"EVAL", script, b"0"]);
+                let refused = model.call(&[b"EVAL", broken, b"0"]);
+                let fine = model.call(&[b"EVAL", b"return KEYS[1] .. ARGV[1] -- bytecode test", b"1", b"k", b"v"]);
+                (ran, refused, fine)
+            })
+            .collect();
+        let (ran, refused, fine) = &answers[0];
+        assert!(matches!(ran, Reply::Error(e) if e.windows(14).any(|w| w == b"user_script:3:")), "{ran:?}");
+        assert!(matches!(refused, Reply::Error(e) if e.starts_with(b"ERR Error compiling script")), "{refused:?}");
+        assert_eq!(fine, &Reply::Bulk(Bytes::from("kv")));
+        assert!(answers.iter().all(|a| a == &answers[0]), "{answers:?}");
     }
 
     /// Redis never runs two commands in the same microsecond; a clock that stands still (set
