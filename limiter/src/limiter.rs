@@ -191,31 +191,33 @@ impl Limiter {
         if inner.gate.redis().is_some() || inner.modes.leases.is_some() || inner.modes.denials.is_some() {
             return None;
         }
-        if let Err(e) = inner.gate.keys().check(key) {
-            return Some(Err(e));
-        }
-        let capacity = inner.capacity();
-        if cost > capacity {
-            return Some(Err(Error::CostExceedsCapacity { cost, capacity }));
-        }
-        let now = inner.gate.clock().now_ms();
-        inner.gate.decide_in_process(&inner.own_charge(key, cost), now).map(Ok)
+        let (charge, now) = match self.own_charge_now(key, cost) {
+            Ok(ready) => ready,
+            Err(e) => return Some(Err(e)),
+        };
+        inner.gate.decide_in_process(&charge, now).map(Ok)
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        let (charge, now) = self.own_charge_now(key, cost)?;
+        if inner.modes.leases.is_some() || inner.modes.denials.is_some() {
+            // Boxed, as the gate boxes its Redis path: the modes only run on Redis.
+            return Box::pin(self.decide_with_modes(&charge, key, cost, now)).await;
+        }
+        inner.gate.decide(&charge, now, inner.modes.batcher.as_ref()).await
+    }
+
+    /// What a decision under the limiter's own quota starts with, wherever it is made: the key
+    /// and the cost checked, the charge, and the clock read.
+    fn own_charge_now<'a>(&'a self, key: &'a str, cost: u64) -> Result<(Charge<'a>, u64), Error> {
         let inner = &*self.inner;
         inner.gate.keys().check(key)?;
         let capacity = inner.capacity();
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
-        let now = inner.gate.clock().now_ms();
-        let charge = inner.own_charge(key, cost);
-        if inner.modes.leases.is_some() || inner.modes.denials.is_some() {
-            // Boxed, as the gate boxes its Redis path: the modes only run on Redis.
-            return Box::pin(self.decide_with_modes(&charge, key, cost, now)).await;
-        }
-        inner.gate.decide(&charge, now, inner.modes.batcher.as_ref()).await
+        Ok((inner.own_charge(key, cost), inner.gate.clock().now_ms()))
     }
 
     /// [`Limiter::decide`] with leases or the denial cache, at `now` on the limiter's clock.
