@@ -367,7 +367,7 @@ pub fn compile(config: &Config) -> Result<Rules, ConfigError> {
         let limit = match &node.rate {
             Some(Rate::Limited(limit)) => limit,
             Some(Rate::InFlight(f)) => {
-                let rule = Arc::new(InFlightRule { name: name.clone(), limit: (**f).clone() });
+                let rule = Arc::new(InFlightRule::new(name.clone(), (**f).clone()));
                 rules.in_flight.insert(node.stat.clone(), rule.clone());
                 rules.in_flight_named.insert(name, rule);
                 continue;

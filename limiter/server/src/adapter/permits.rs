@@ -17,6 +17,15 @@ pub struct InFlightRule {
     pub name: String,
     /// The entry's limit.
     pub limit: InFlight,
+    /// What tells its limiter from another's among those the engine built: the name and the terms.
+    id: String,
+}
+
+impl InFlightRule {
+    pub(super) fn new(name: String, limit: InFlight) -> InFlightRule {
+        let id = format!("{name}|{}|{:?}|{:?}", limit.permits, limit.lease, limit.policy);
+        InFlightRule { name, limit, id }
+    }
 }
 
 /// A permit asked for: the answer, and the ticket releasing it when one is held.
@@ -49,9 +58,8 @@ const MAX_IN_FLIGHT_LIMITERS: usize = 4_096;
 impl Permits {
     fn limiter(&self, rule: &InFlightRule) -> Result<ConcurrencyLimiter, DecideError> {
         let f = &rule.limit;
-        let id = format!("{}|{}|{:?}|{:?}", rule.name, f.permits, f.lease, f.policy);
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(limiter) = built.get(&id) {
+        if let Some(limiter) = built.get(&rule.id) {
             return Ok(limiter.clone());
         }
         let mut builder = ConcurrencyLimiter::builder(f.permits, f.lease)
@@ -70,7 +78,7 @@ impl Permits {
         if built.len() >= MAX_IN_FLIGHT_LIMITERS {
             built.clear();
         }
-        built.insert(id, limiter.clone());
+        built.insert(rule.id.clone(), limiter.clone());
         Ok(limiter)
     }
 }
