@@ -158,6 +158,22 @@ fn the_exposition_counts_what_the_requests_did() {
     assert_eq!(held(), 1.0);
     rt.block_on(async { drop(second) });
     assert_eq!(held(), 0.0);
+    // A dropped permit is released in a task of its own: wait for that call (three acquires,
+    // one release, then this one) before Redis dies, or it would be one more failure.
+    let concurrency_calls = || {
+        value(
+            &scrape(metrics_addr),
+            "limiter_store_call_seconds_count",
+            &[("algorithm", "concurrency"), ("result", "ok")],
+        )
+    };
+    for waited in 0.. {
+        if concurrency_calls() >= 5.0 {
+            break;
+        }
+        assert!(waited < 1_000, "the dropped permit was not released within 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     server.kill();
     let _answered = rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);
