@@ -139,6 +139,11 @@ function refund.tb()
     ts = now
   end
   if units == cap then return 0 end
+  -- A bucket whose time is ahead of now (a debt, or a clock behind another's) is paid back
+  -- first: its time moves back by a millisecond per `limit` units, never before now.
+  local paid = math.min(ts - now, floor_div(back, limit))
+  ts = ts - paid
+  back = back - paid * limit
   units = math.min(cap, units + back)
   local ttl = (ts - now) + ceil_div(cap - units, limit)
   if ttl > 0 then

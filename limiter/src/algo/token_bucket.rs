@@ -56,8 +56,11 @@ pub fn step(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) 
 }
 
 /// Puts `units` tokens back, up to the burst, after refilling to `now_ms` as a request
-/// would. A bucket that is full (or has no state, which is full) has nothing to take; one
-/// that the refund fills, with no time stored ahead of now, is deleted, which is full too.
+/// would. A bucket whose time is ahead of now (a debt left by `debit`, or a clock behind
+/// another's) is paid back first: its time moves back, by a millisecond per `limit` units,
+/// never before now; tokens held at that time would be spent before the debt was paid. A
+/// bucket that is full (or has no state, which is full) has nothing to take; one that the
+/// refund fills, with no time stored ahead of now, is deleted, which is full too.
 pub fn refund(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u64) -> bool {
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;
@@ -71,7 +74,11 @@ pub fn refund(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u6
     if held == cap {
         return false;
     }
-    held = cap.min(held + units * period);
+    let mut back = units * period;
+    let paid_ms = (ts_ms - now_ms).min(back / limit);
+    ts_ms -= paid_ms;
+    back -= paid_ms * limit;
+    held = cap.min(held + back);
     let ttl_ms = (ts_ms - now_ms) + ceil_div(cap - held, limit);
     *state = (ttl_ms > 0).then_some(BucketState { units: held, ts_ms });
     true
