@@ -30,6 +30,7 @@ use crate::key::KeySpace;
 use crate::modes::batch::Batcher;
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
+use crate::reconcile::Reconciled;
 use crate::store::local::LocalStore;
 use crate::store::{RedisStore, StateStore, StoreError};
 
@@ -90,6 +91,9 @@ struct Reset;
 /// A refund of so many units: whether anything was given back.
 #[derive(Clone, Copy)]
 struct Refund(u64);
+/// A debit of so many units: how many were charged.
+#[derive(Clone, Copy)]
+struct Debit(u64);
 /// A block of so many ms (0 lifts it).
 #[derive(Clone, Copy)]
 struct Block(u64);
@@ -118,6 +122,7 @@ macro_rules! operation {
 operation!(Peek -> (Outcome, u64), "the state read", |Peek, store, charge, keys, now| store.decide(charge, keys, now));
 operation!(Reset -> (), "the reset", |Reset, store, charge, keys, now| store.reset(charge, keys, now));
 operation!(Refund -> bool, "the refund", |Refund(units), store, charge, keys, now| store.refund(charge, keys, now, units));
+operation!(Debit -> u64, "the debit", |Debit(units), store, charge, keys, now| store.debit(charge, keys, now, units));
 operation!(Block -> (), "the block", |Block(ms), store, charge, keys, now| store.block(charge, keys, now, ms));
 
 impl Gate {
@@ -291,6 +296,30 @@ impl Gate {
     /// Gives `units` back to the charge's state, at most its capacity: whether any was.
     pub(crate) async fn refund(&self, charge: &Charge<'_>, units: u64) -> Result<bool, Error> {
         self.operate(Refund(units.min(charge.capacity())), charge).await
+    }
+
+    /// Reconciles a request that reserved `reserved` units with its real cost, `actual`: gives
+    /// the surplus back, or charges at most `max_excess` of the excess whether it fits or not
+    /// (`crate::reconcile`).
+    pub(crate) async fn reconcile(
+        &self,
+        charge: &Charge<'_>,
+        reserved: u64,
+        actual: u64,
+        max_excess: u64,
+    ) -> Result<Reconciled, Error> {
+        if actual < reserved {
+            let units = reserved - actual;
+            let given = self.refund(charge, units).await?;
+            return Ok(Reconciled::Refunded { units, given });
+        }
+        let excess = actual - reserved;
+        if excess == 0 {
+            return Ok(Reconciled::Exact);
+        }
+        let to_charge = excess.min(max_excess);
+        let charged = if to_charge == 0 { 0 } else { self.operate(Debit(to_charge), charge).await? };
+        Ok(Reconciled::Charged { excess, charged })
     }
 
     /// Blocks the charge's key for `duration` ([`Duration::ZERO`] lifts the block). Refused,

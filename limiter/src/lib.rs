@@ -123,6 +123,7 @@ pub mod modes;
 mod options;
 mod policy;
 mod quota;
+mod reconcile;
 #[cfg(feature = "http")]
 pub mod rules;
 #[cfg_attr(not(feature = "harness"), allow(unreachable_pub))]
@@ -149,6 +150,7 @@ pub use health::StoreEvent;
 pub use limiter::{Limiter, LimiterBuilder};
 pub use policy::FailurePolicy;
 pub use quota::{Algorithm, Quota, SLIDING_LOG_MAX_LIMIT};
+pub use reconcile::Reconciled;
 pub use store::RedisStore;
 
 /// The crate README's examples compile as doc tests (the project README's are the tests crate's).

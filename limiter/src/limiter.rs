@@ -44,6 +44,8 @@ struct Inner {
     counter: crate::metrics::DecisionCounter,
     /// Its decisions read the block on their key ([`LimiterBuilder::blockable`]).
     blockable: bool,
+    /// The most a reconciliation charges beyond a reservation ([`LimiterBuilder::max_excess`]).
+    max_excess: u64,
     modes: modes::Runtime,
 }
 

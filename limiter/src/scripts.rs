@@ -123,8 +123,12 @@ pub fn read_outcome(reply: &[i64]) -> Option<(Outcome, u64)> {
 pub const RESET: &str = redis_ratelimit_scripts::RESET;
 
 /// The script giving units back to one key's state (`lua/refund.lua`), called as
-/// [`Request::refund_invocation`] builds it; it returns 1 if anything was given back, else 0.
+/// [`Request::units_invocation`] builds it; it returns 1 if anything was given back, else 0.
 pub const REFUND: &str = redis_ratelimit_scripts::REFUND;
+
+/// The script charging units to one key's state whether they fit or not (`lua/debit.lua`),
+/// called as [`Request::units_invocation`] builds it; it returns the units charged.
+pub const DEBIT: &str = redis_ratelimit_scripts::DEBIT;
 
 /// The script setting or lifting a key's block (`lua/block.lua`), called as
 /// [`block_invocation`] builds it; it returns the instant the block ends (0: lifted).
@@ -269,9 +273,10 @@ impl Request<'_> {
         Invocation { keys, args }
     }
 
-    /// The call of `lua/refund.lua` giving `self.cost` units back: the algorithm's own KEYS
+    /// The call of `lua/refund.lua` giving `self.cost` units back, or of `lua/debit.lua`
+    /// charging them: the algorithm's own KEYS
     /// and ARGV ([`Request::invocation_of_stem`]), with the algorithm's key suffix after them.
-    pub fn refund_invocation(&self) -> Invocation {
+    pub fn units_invocation(&self) -> Invocation {
         let mut call = self.invocation_of_stem();
         call.args.push(key_suffix(self.algorithm).to_owned());
         call

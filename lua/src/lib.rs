@@ -40,6 +40,9 @@ pub const CONCURRENCY: &str = include_str!("../concurrency.lua");
 pub const RESET: &str = include_str!("../reset.lua");
 /// Gives units back to one key's state, for every algorithm.
 pub const REFUND: &str = include_str!("../refund.lua");
+/// Charges units to one key's state whether they fit or not (a cost found after admission),
+/// for every algorithm.
+pub const DEBIT: &str = include_str!("../debit.lua");
 /// Blocks one key for a while (or lifts its block), for blockable limiters.
 pub const BLOCK: &str = include_str!("../block.lua");
 /// The block's check, a function the templates below splice in: a request on a blocked key is
@@ -58,7 +61,7 @@ pub const ALGORITHM_PLACEHOLDER: &str = "--@ALGORITHM@";
 pub const ALL_OR_NOTHING_TEMPLATE: &str = include_str!("../all_or_nothing.lua");
 
 /// Every file of this crate by its name, as the templates' placeholders name them.
-pub const FILES: [(&str, &str); 15] = [
+pub const FILES: [(&str, &str); 16] = [
     ("fixed_window.lua", FIXED_WINDOW),
     ("sliding_window.lua", SLIDING_WINDOW),
     ("sliding_log.lua", SLIDING_LOG),
@@ -69,6 +72,7 @@ pub const FILES: [(&str, &str); 15] = [
     ("concurrency.lua", CONCURRENCY),
     ("reset.lua", RESET),
     ("refund.lua", REFUND),
+    ("debit.lua", DEBIT),
     ("block.lua", BLOCK),
     ("guard.lua", GUARD),
     ("blockable.lua", BLOCKABLE_TEMPLATE),

@@ -103,7 +103,7 @@ fn the_model_decides_every_algorithm_by_its_script_and_its_command_as_its_twin_d
 }
 
 #[test]
-fn a_refund_and_the_scripts_around_each_algorithm_cover_it() {
+fn a_refund_a_debit_and_the_scripts_around_each_algorithm_cover_it() {
     let quota = Quota::per_minute(2);
     for a in Algorithm::ALL {
         let source = scripts::for_algorithm(a).source;
@@ -115,6 +115,7 @@ fn a_refund_and_the_scripts_around_each_algorithm_cover_it() {
             scripts::REFUND.contains(&format!("function refund.{suffix}()")),
             "{a}: lua/refund.lua gives its units back"
         );
+        assert!(scripts::DEBIT.contains(&format!("function debit.{suffix}()")), "{a}: lua/debit.lua charges it");
         // A refund on the model, as the twin gives it back.
         let clock = ManualServerClock::new(5_000_000_000);
         let model = ModelHandle::new(clock);
@@ -124,11 +125,18 @@ fn a_refund_and_the_scripts_around_each_algorithm_cover_it() {
         algo::step(a, &quota, &mut twin, now, 2);
         let _spent = eval(&model, source, &spend.invocation_of_stem());
         let refund = Request { cost: 1, ..spend };
-        assert_eq!(eval(&model, scripts::REFUND, &refund.refund_invocation()), Reply::Integer(1), "{a}: refunded");
+        assert_eq!(eval(&model, scripts::REFUND, &refund.units_invocation()), Reply::Integer(1), "{a}: refunded");
         assert!(algo::refund(a, &quota, &mut twin, now, 1), "{a}: the twin refunds");
         let peek = Request { cost: 0, ..spend };
         let got = peek.read_reply(&integers(eval(&model, source, &peek.invocation_of_stem()), "peek"));
         assert_eq!(got.map(|(o, _)| o.remaining), Some(algo::step(a, &quota, &mut twin, now, 0).remaining), "{a}");
+        // A debit past the limit on the model, as the twin charges it: the key is in debt.
+        let debit = Request { cost: 2, ..spend };
+        let want = algo::debit(a, &quota, &mut twin, now, 2);
+        assert_eq!(want, 2, "{a}: one unit left, one owed");
+        assert_eq!(eval(&model, scripts::DEBIT, &debit.units_invocation()), Reply::Integer(2), "{a}: debited");
+        let got = peek.read_reply(&integers(eval(&model, source, &peek.invocation_of_stem()), "peek"));
+        assert_eq!(got.map(|(o, _)| o.allowed), Some(algo::step(a, &quota, &mut twin, now, 0).allowed), "{a}");
     }
 }
 

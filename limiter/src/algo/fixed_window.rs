@@ -78,6 +78,17 @@ pub fn refund(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, units: u6
     }
 }
 
+/// Charges `units` to the window the key counts in now whether they fit or not, up to twice
+/// the limit (see `algo::debit`): the units charged.
+pub fn debit(q: &Quota, state: &mut Option<WindowState>, now_ms: u64, units: u64) -> u64 {
+    let (window, count) = counted_in(q, state, now_ms);
+    let charged = units.min((2 * q.limit()).saturating_sub(count));
+    if charged > 0 {
+        *state = Some(WindowState { window, count: count + charged });
+    }
+    charged
+}
+
 /// The key expires at its window's end (on a clock that moves forward), and a reading past its
 /// window counts in a window of its own whether the key is there or not: it is never read
 /// expired.

@@ -66,6 +66,24 @@ pub fn refund_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, units: u
     true
 }
 
+/// Moves the TAT on by `units` emission intervals whether they fit or not, never beyond one
+/// burst past an empty bucket (see `algo::debit`): the units charged.
+pub fn debit(q: &Quota, state: &mut Option<GcraState>, now_ms: u64, units: u64) -> u64 {
+    debit_us(q, state, now_ms * 1000, units)
+}
+
+/// [`debit`] with time in microseconds.
+pub fn debit_us(q: &Quota, state: &mut Option<GcraState>, now_us: u64, units: u64) -> u64 {
+    let t = q.gcra_interval_us();
+    let tat = state.map_or(now_us, |s| s.tat_us.max(now_us));
+    let room = (now_us + 2 * q.burst() * t).saturating_sub(tat);
+    let charged = units.min(room / t);
+    if charged > 0 {
+        *state = Some(GcraState { tat_us: tat + charged * t });
+    }
+    charged
+}
+
 /// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends at the first
 /// millisecond at or after the TAT.
 pub fn expired(_q: &Quota, s: &GcraState, now_ms: u64) -> bool {

@@ -110,6 +110,21 @@ pub fn refund(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, no
     on_own_state!(refund, algorithm, quota, state, now_ms, units)
 }
 
+/// Charges `units` to `state` at `now_ms` whether they fit or not (a debit: the part of a
+/// request's cost found after it was admitted, beyond what it reserved). What does not fit is
+/// owed, and later requests wait it out as they wait for units spent: a window's count goes
+/// past its limit, a bucket's time moves on by the time its refill takes to earn the debt, a
+/// TAT moves past the burst. A key owes at most one capacity (its limit, or its burst for a
+/// bucket), so its state stays as bounded as admissions keep it; units beyond that are not
+/// charged. Returns the units charged.
+pub fn debit(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, units: u64) -> u64 {
+    // As a refund: nothing to charge reads no key.
+    if units == 0 {
+        return 0;
+    }
+    on_own_state!(debit, algorithm, quota, state, now_ms, units)
+}
+
 /// Whether `state` is at rest at `now_ms`: dropping it changes no decision at `now_ms` or
 /// later. Its Redis key expires one millisecond after it first is (see each `expired`).
 #[cfg(feature = "harness")]
@@ -166,6 +181,56 @@ pub(crate) mod worked {
             let want = Outcome { allowed, remaining, retry_after_ms, reset_after_ms };
             let got = step(algorithm, &quota, &mut state, t_ms, cost);
             assert_eq!(got, want, "{algorithm} {quota:?}, line {} (t={t_ms} ms, cost {cost})", i + 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod debit_tests {
+    use super::{debit, step, State};
+    use crate::quota::{Algorithm, Quota};
+
+    /// 4 a second, a burst of 4: every algorithm's capacity is 4.
+    fn quota() -> Quota {
+        Quota::new(4, std::time::Duration::from_secs(1)).with_burst(4)
+    }
+
+    #[test]
+    fn a_debit_is_charged_whether_it_fits_or_not_up_to_one_capacity_owed() {
+        for algorithm in Algorithm::ALL {
+            let q = quota();
+            let mut state: Option<State> = None;
+            let now = 10_000;
+            // What fits is charged as an admission would charge it.
+            assert_eq!(debit(algorithm, &q, &mut state, now, 3), 3, "{algorithm}");
+            let last = step(algorithm, &q, &mut state, now, 1);
+            assert!(last.allowed && last.remaining == 0, "{algorithm}: {last:?}");
+            // Past empty, a key owes at most one capacity: 6 asked, 4 charged, then none.
+            assert_eq!(debit(algorithm, &q, &mut state, now, 6), 4, "{algorithm}");
+            assert_eq!(debit(algorithm, &q, &mut state, now, 1), 0, "{algorithm}: nothing beyond");
+            assert_eq!(debit(algorithm, &q, &mut state, now, 0), 0, "{algorithm}");
+            // The debt is waited out: refused until its Retry-After, admitted then.
+            let refused = step(algorithm, &q, &mut state, now, 1);
+            assert!(!refused.allowed && refused.remaining == 0, "{algorithm}: {refused:?}");
+            let later = now + refused.retry_after_ms;
+            let before = step(algorithm, &q, &mut state.clone(), later - 1, 1);
+            assert!(!before.allowed, "{algorithm}: admitted a millisecond before its Retry-After");
+            assert!(step(algorithm, &q, &mut state, later, 1).allowed, "{algorithm} at {later}");
+        }
+    }
+
+    #[test]
+    fn a_bucket_in_debt_earns_again_only_once_its_debt_is_paid() {
+        for algorithm in [Algorithm::TokenBucket, Algorithm::Gcra] {
+            let q = quota();
+            let mut state: Option<State> = None;
+            // All 4 spent and 4 owed: at 4 a second, the first token comes back after 1.25 s.
+            assert_eq!(debit(algorithm, &q, &mut state, 0, 8), 8, "{algorithm}");
+            let refused = step(algorithm, &q, &mut state, 0, 1);
+            assert_eq!(refused.retry_after_ms, 1_250, "{algorithm}");
+            // A refund pays the debt back first.
+            assert!(super::refund(algorithm, &q, &mut state, 0, 4), "{algorithm}");
+            assert_eq!(step(algorithm, &q, &mut state.clone(), 0, 1).retry_after_ms, 250, "{algorithm}");
         }
     }
 }

@@ -66,6 +66,13 @@ impl LogState {
         self.entries.last_key_value().map(|(&s, _)| s)
     }
 
+    /// Scores `units` new entries at `at`, the log's time, trimming those that have left.
+    fn add(&mut self, at: u64, w: u64, units: u64) {
+        self.expire(at, w);
+        *self.entries.entry(at).or_insert(0) += units;
+        self.total += units;
+    }
+
     /// The time the log decides by at `now_ms`: the reading, or its newest entry's time when
     /// the reading is behind it.
     pub fn time(&self, now_ms: u64) -> u64 {
@@ -87,9 +94,7 @@ pub fn step(q: &Quota, state: &mut Option<LogState>, now_ms: u64, cost: u64) -> 
     let newest = log.newest_live(at, w);
     let outcome = if count + cost <= limit {
         let newest = if cost > 0 {
-            log.expire(at, w);
-            *log.entries.entry(at).or_insert(0) += cost;
-            log.total += cost;
+            log.add(at, w, cost);
             Some(at)
         } else {
             newest
@@ -148,6 +153,23 @@ pub fn refund(q: &Quota, state: &mut Option<LogState>, now_ms: u64, units: u64) 
 fn reset_after(newest: Option<u64>, now_ms: u64, w: u64) -> u64 {
     // Entries newer than now (a clock stepped back, or a caller's behind another's) last longer.
     newest.map_or(0, |newest| newest + w - now_ms)
+}
+
+/// Adds `units` entries whether they fit or not, up to twice the limit of live ones (see
+/// `algo::debit`): the units charged.
+pub fn debit(q: &Quota, state: &mut Option<LogState>, now_ms: u64, units: u64) -> u64 {
+    let (limit, w) = (q.limit(), q.period_ms());
+    let log = state.get_or_insert_with(LogState::default);
+    let at = log.time(now_ms);
+    let count: u64 = log.live(at, w).map(|(_, n)| n).sum();
+    let charged = units.min((2 * limit).saturating_sub(count));
+    if charged > 0 {
+        log.add(at, w, charged);
+    }
+    if log.total == 0 {
+        *state = None;
+    }
+    charged
 }
 
 /// Whether Redis has dropped the keys when touched at `now_ms`: their TTL ends when the

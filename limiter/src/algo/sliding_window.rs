@@ -67,6 +67,25 @@ pub fn step(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64)
     }
 }
 
+/// Charges `units` to the current window's count whether they fit or not, until the estimate
+/// is twice the limit (see `algo::debit`): the units charged.
+pub fn debit(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u64) -> u64 {
+    let (limit, w) = (q.limit(), q.period_ms());
+    let window = now_ms / w;
+    let e = now_ms % w;
+    let (cur, prev) = match *state {
+        Some(s) if s.window == window => (s.cur, s.prev),
+        Some(s) if s.window + 1 == window => (0, s.cur),
+        _ => (0, 0),
+    };
+    let room = (2 * limit * w).saturating_sub(prev * (w - e) + cur * w);
+    let charged = units.min(room / w);
+    if charged > 0 {
+        *state = Some(SlidingState { window, cur: cur + charged, prev });
+    }
+    charged
+}
+
 /// Takes up to `units` off the current window's count, then what is left of them off the
 /// previous window's (a counter is deleted at zero): the newest units go first.
 pub fn refund(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u64) -> bool {

@@ -84,6 +84,40 @@ pub fn refund(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u6
     true
 }
 
+/// Takes `units` tokens whether the bucket holds them or not, after refilling to `now_ms` as a
+/// request would. What it does not hold is owed: the bucket's time moves on by the time the
+/// refill takes to earn it, so nothing refills before then, as after a clock stepped back.
+/// A bucket owes at most one burst (see `algo::debit`): the units charged.
+pub fn debit(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u64) -> u64 {
+    let (limit, period) = (q.limit(), q.period_ms());
+    let cap = q.burst() * period;
+    let BucketState { units: mut held, mut ts_ms } = state.unwrap_or(BucketState { units: cap, ts_ms: now_ms });
+    held = held.min(cap);
+    if now_ms > ts_ms {
+        let fill_ms = ceil_div(cap - held, limit);
+        held = if now_ms - ts_ms >= fill_ms { cap } else { held + (now_ms - ts_ms) * limit };
+        ts_ms = now_ms;
+    }
+    let owed = (ts_ms - now_ms).saturating_mul(limit);
+    let charged = units.min((held + cap).saturating_sub(owed) / period);
+    if charged == 0 {
+        return 0;
+    }
+    let take = charged * period;
+    if take <= held {
+        held -= take;
+    } else {
+        let short = take - held;
+        let wait_ms = ceil_div(short, limit);
+        ts_ms += wait_ms;
+        // What the refill earns past the debt within its last millisecond; a bucket that
+        // earns more than its burst in a millisecond keeps a burst.
+        held = (wait_ms * limit - short).min(cap);
+    }
+    *state = Some(BucketState { units: held, ts_ms });
+    charged
+}
+
 /// Whether Redis has dropped the key when touched at `now_ms`: its TTL ends when the bucket
 /// is full (`ts + fill`), and Redis expires a key strictly after its deadline.
 pub fn expired(q: &Quota, s: &BucketState, now_ms: u64) -> bool {

@@ -14,6 +14,7 @@ use super::{charge_of, Enforcer};
 use crate::charge::Charge;
 use crate::decision::Decision;
 use crate::error::Error;
+use crate::reconcile::Reconciled;
 use crate::rules::{Identity, OnMissingKey, Reading};
 
 impl Enforcer {
@@ -41,6 +42,23 @@ impl Enforcer {
     /// was at its full quota. Errors as [`Enforcer::reset`]'s.
     pub async fn refund<B>(&self, rule: &str, req: &Request<B>, units: u64) -> Result<bool, Error> {
         self.shared.gate.refund(&self.target(rule, req)?, units).await
+    }
+
+    /// Settles a request like `req` that reserved `reserved` units under the rule named `rule`
+    /// once its real cost, `actual`, is known, as [`crate::Limiter::reconcile`] does: the
+    /// surplus goes back, the excess is charged whether it fits or not, up to the capacity of
+    /// its plan's tier for one request and one capacity owed. Input and output tokens are two
+    /// rules of one request, each reconciled with its own count. Errors as
+    /// [`Enforcer::reset`]'s.
+    pub async fn reconcile<B>(
+        &self,
+        rule: &str,
+        req: &Request<B>,
+        reserved: u64,
+        actual: u64,
+    ) -> Result<Reconciled, Error> {
+        let target = self.target(rule, req)?;
+        self.shared.gate.reconcile(&target, reserved, actual, target.capacity()).await
     }
 
     /// Blocks the identity `req` counts as under the rule named `rule` for `duration`, as

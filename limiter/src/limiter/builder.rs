@@ -14,6 +14,7 @@ pub struct LimiterBuilder {
     modes: ModeConfig,
     near_limit_ratio: f64,
     blockable: bool,
+    max_excess: Option<u64>,
     #[cfg(feature = "harness")]
     ledger: Option<Arc<modes::lease::LeaseLedger>>,
 }
@@ -29,6 +30,7 @@ impl Limiter {
             modes: ModeConfig::default(),
             near_limit_ratio: crate::metrics::DEFAULT_NEAR_LIMIT_RATIO,
             blockable: false,
+            max_excess: None,
             #[cfg(feature = "harness")]
             ledger: None,
         }
@@ -97,11 +99,31 @@ impl LimiterBuilder {
         self
     }
 
+    /// The most [`Limiter::reconcile`] charges for one request beyond what it reserved (default
+    /// and at most: the quota's capacity, its limit or its burst). The rest of a larger excess
+    /// is not charged, and the reconciliation says how much. It bounds how far over its
+    /// limit a client whose requests cost more than they reserved can go: in any interval, by
+    /// at most this many units for each of its requests in flight at once.
+    pub fn max_excess(mut self, units: u64) -> Self {
+        self.max_excess = Some(units);
+        self
+    }
+
     /// Validates everything and builds the limiter.
     pub fn build(self) -> Result<Limiter, ConfigError> {
         self.quota.validate(self.algorithm)?;
         let keys = self.store.validate()?;
         crate::metrics::check_near_limit_ratio(self.near_limit_ratio)?;
+        let capacity = self.quota.capacity(self.algorithm);
+        let max_excess = self.max_excess.unwrap_or(capacity);
+        if max_excess > capacity {
+            return Err(ConfigError::new(
+                "max_excess",
+                format!(
+                    "must be at most the quota's capacity ({capacity}): a key owes at most one capacity, got {max_excess}"
+                ),
+            ));
+        }
         let name = self.store.name.clone();
         let state = name.clone().unwrap_or_else(|| crate::scripts::quota_state(self.algorithm, &self.quota));
         let key_state = crate::charge::state_name(self.algorithm, name.as_deref(), self.quota.period_ms(), &self.quota);
@@ -129,6 +151,7 @@ impl LimiterBuilder {
                 state,
                 near_limit_ratio: self.near_limit_ratio,
                 blockable: self.blockable,
+                max_excess,
                 modes,
             }),
         })

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::Limiter;
 use crate::error::Error;
+use crate::reconcile::Reconciled;
 
 impl Limiter {
     /// Forgets `key`'s state and its block, as if the key had never been seen: a support team
@@ -69,6 +70,48 @@ impl Limiter {
             denials.forget(key);
         }
         inner.gate.refund(&inner.own_charge(key, 0), units).await
+    }
+
+    /// Settles a request on `key` that reserved `reserved` units when it was checked (its
+    /// estimated cost, [`Limiter::check_n`]) once its real cost, `actual`, is known: the tokens
+    /// of a streamed response, the rows a query read. A surplus goes back as
+    /// [`Limiter::refund`] gives it; an excess is charged whether it fits or not, up to
+    /// [`LimiterBuilder::max_excess`](super::LimiterBuilder::max_excess) of it: what does not
+    /// fit is owed, and the key's next requests wait it out as they would wait for units spent.
+    /// A key owes at most one capacity. The answer says which it was and how much was charged.
+    ///
+    /// This is the bound on a client whose requests cost more than they reserve: in any
+    /// interval, at most the quota's promise plus, per request of it in flight at once, the
+    /// excess charged for it. It is the state of the limiter's own quota, on the clock it
+    /// decides by, as [`Limiter::refund`]'s; leased units stay leased. With Redis unreachable it
+    /// is [`Error::Unavailable`] and nothing was charged or given back.
+    ///
+    /// ```
+    /// use redis_ratelimit::{Algorithm, Limiter, Quota, Reconciled};
+    /// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+    /// // 1,000 tokens a minute; a completion is admitted on an estimate of 300.
+    /// let tokens = Limiter::builder(Algorithm::Gcra, Quota::per_minute(1_000)).build().unwrap();
+    /// assert!(tokens.check_n("team-a", 300).await.unwrap().allowed);
+    /// // It used 900: the other 600 are charged, and the key has 100 left.
+    /// let settled = tokens.reconcile("team-a", 300, 900).await.unwrap();
+    /// assert_eq!(settled, Reconciled::Charged { excess: 600, charged: 600 });
+    /// assert_eq!(tokens.state("team-a").await.unwrap().remaining, 100);
+    /// // Another used 1,000 of its 100: the key owes 800, and refuses until they are earned.
+    /// assert!(tokens.check_n("team-a", 100).await.unwrap().allowed);
+    /// let owed = tokens.reconcile("team-a", 100, 900).await.unwrap();
+    /// assert_eq!(owed, Reconciled::Charged { excess: 800, charged: 800 });
+    /// let refused = tokens.check("team-a").await.unwrap();
+    /// assert!(!refused.allowed);
+    /// assert!(refused.retry_after.as_secs() >= 48, "800 tokens at 1,000 a minute");
+    /// # });
+    /// ```
+    pub async fn reconcile(&self, key: &str, reserved: u64, actual: u64) -> Result<Reconciled, Error> {
+        let inner = &*self.inner;
+        inner.gate.keys().check(key)?;
+        if let (Some(denials), true) = (&inner.modes.denials, actual < reserved) {
+            denials.forget(key);
+        }
+        inner.gate.reconcile(&inner.own_charge(key, 0), reserved, actual, inner.max_excess).await
     }
 
     /// Blocks `key` for `duration`: until then every request on it is refused, whatever its

@@ -39,6 +39,8 @@ static RESET: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::R
 
 static REFUND: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::REFUND));
 
+static DEBIT: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::DEBIT));
+
 static BLOCK: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::BLOCK));
 
 static CONCURRENCY: LazyLock<EvalScript> = LazyLock::new(|| EvalScript::new(scripts::CONCURRENCY));
@@ -57,6 +59,11 @@ pub(super) fn reset() -> &'static EvalScript {
 /// The script giving units back to a key's state (`lua/refund.lua`).
 pub(super) fn refund() -> &'static EvalScript {
     &REFUND
+}
+
+/// The script charging units to a key's state whether they fit or not (`lua/debit.lua`).
+pub(super) fn debit() -> &'static EvalScript {
+    &DEBIT
 }
 
 /// The script blocking a key (`lua/block.lua`).

@@ -233,6 +233,17 @@ impl StateStore for LocalStore {
         Ok(self.refund_charge(charge, now_ms, units))
     }
 
+    async fn debit(&self, charge: &Charge<'_>, _: &KeySpace, now_ms: u64, units: u64) -> Result<u64, StoreError> {
+        let key = self.state_of(&charge.state);
+        let mut shard = self.states.lock(key);
+        let mut state = shard.remove(key).flatten();
+        let charged = algo::debit(charge.algorithm, &charge.quota, &mut state, now_ms, units);
+        if state.is_some() {
+            shard.insert(key, state);
+        }
+        Ok(charged)
+    }
+
     async fn block(&self, charge: &Charge<'_>, _: &KeySpace, now_ms: u64, duration_ms: u64) -> Result<(), StoreError> {
         let key = self.block_of(&charge.state);
         let mut shard = self.blocks.lock(key);

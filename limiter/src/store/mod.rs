@@ -80,6 +80,16 @@ pub(crate) trait StateStore {
         units: u64,
     ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 
+    /// Charges `units` to the charge's state whether they fit or not, up to one capacity owed
+    /// (`algo::debit`): the units charged.
+    fn debit(
+        &self,
+        charge: &Charge<'_>,
+        keys: &KeySpace,
+        now_ms: u64,
+        units: u64,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// Blocks the charge's key for `duration_ms` from `now_ms` (0 lifts the block).
     fn block(
         &self,

@@ -245,7 +245,7 @@ impl RedisStore {
     /// Gives `req.cost` units back to `req`'s state with `lua/refund.lua`: whether anything
     /// was given back.
     pub(crate) async fn refund_units(&self, req: scripts::Request<'_>) -> Result<bool, StoreError> {
-        self.run("refund", Sent::Script(loaded::refund()), &req.refund_invocation(), |reply| match reply {
+        self.run("refund", Sent::Script(loaded::refund()), &req.units_invocation(), |reply| match reply {
             Value::Int(n @ (0 | 1)) => Ok(n == 1),
             other => Err(bad_reply(&other)),
         })

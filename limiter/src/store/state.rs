@@ -8,7 +8,11 @@
 //! tag, and only if every enforced charge fits, a committing pass tag by tag (the enforcer's
 //! docs say what that weakens).
 
-use super::{RedisStore, StateStore, StoreError};
+use redis::Value;
+
+use super::eval::Sent;
+use super::redis::bad_reply;
+use super::{loaded, RedisStore, StateStore, StoreError};
 use crate::algo::all_or_nothing::ItemOutcome;
 use crate::algo::concurrency::PermitOp;
 use crate::algo::Outcome;
@@ -118,6 +122,17 @@ impl StateStore for RedisStore {
         let stem = charge.stem(keys);
         let request = scripts::Request { cost: units, ..charge.script_request(&stem, now_ms) };
         self.refund_units(request).await
+    }
+
+    /// One call of `lua/debit.lua`: the units it charged, at most those asked for.
+    async fn debit(&self, charge: &Charge<'_>, keys: &KeySpace, now_ms: u64, units: u64) -> Result<u64, StoreError> {
+        let stem = charge.stem(keys);
+        let call = scripts::Request { cost: units, ..charge.script_request(&stem, now_ms) }.units_invocation();
+        self.run("debit", Sent::Script(loaded::debit()), &call, |reply| match reply {
+            Value::Int(n) if u64::try_from(n).is_ok_and(|n| n <= units) => Ok(n as u64),
+            other => Err(bad_reply(&other)),
+        })
+        .await
     }
 
     async fn block(

@@ -3,7 +3,8 @@
 //! (client time) and `lua/reset.lua` on the keys `state_keys` names decide exactly as the twin
 //! whose state for a reset key is dropped. A refund is `algo::refund`: over requests and
 //! refunds, on either clock and with the clock sometimes stepping back, `lua/refund.lua`
-//! answers as the twin and every later decision is the twin's. A reset that left a window
+//! answers as the twin and every later decision is the twin's; so is a debit, `algo::debit`
+//! and `lua/debit.lua`, interleaved with both, into debt and up to the capacity a key may owe. A reset that left a window
 //! behind, a refund that took from the wrong window, went past the burst, or left a sliding
 //! log naming a new entry as an old one (the next admission overwriting it), would show as a
 //! decision the twin does not make. A block is `algo::block`: over requests through a
@@ -43,24 +44,31 @@ fn steps() -> impl Strategy<Value = Vec<Step>> {
     proptest::collection::vec(step, 1..80)
 }
 
-/// One step of the refund property: after `dt` ms (negative: the clock steps back), a request
-/// of `cost` on key `key`, or (`refund`) a refund of `cost` units.
+/// What a step of the refund property does to its key.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Units {
+    /// A request of the step's cost.
+    Request,
+    /// A refund of that many units.
+    Refund,
+    /// A debit of that many units: charged whether they fit or not.
+    Debit,
+}
+
+/// One step of the refund property: after `dt` ms (negative: the clock steps back), `op` on
+/// key `key` with `cost` units.
 #[derive(Debug, Clone)]
 struct RefundStep {
     dt: i64,
     key: u8,
     cost: u64,
-    refund: bool,
+    op: Units,
 }
 
 fn refund_steps() -> impl Strategy<Value = Vec<RefundStep>> {
     let dt = prop_oneof![8 => 0i64..700, 1 => -300i64..0];
-    let step = (dt, 0u8..2, 0u64..=4, proptest::bool::weighted(0.3)).prop_map(|(dt, key, cost, refund)| RefundStep {
-        dt,
-        key,
-        cost,
-        refund,
-    });
+    let op = prop_oneof![5 => Just(Units::Request), 2 => Just(Units::Refund), 2 => Just(Units::Debit)];
+    let step = (dt, 0u8..2, 0u64..=4, op).prop_map(|(dt, key, cost, op)| RefundStep { dt, key, cost, op });
     proptest::collection::vec(step, 1..80)
 }
 
@@ -143,7 +151,7 @@ proptest! {
     })]
 
     #[test]
-    fn a_refund_on_the_model_is_the_twins_refund(
+    fn a_refund_or_a_debit_on_the_model_is_the_twins(
         algorithm in proptest::sample::select(Algorithm::ALL.to_vec()),
         (limit, period, burst) in (1u64..=6, 100u64..=2_000, 1u64..=6),
         server_time in any::<bool>(),
@@ -170,11 +178,20 @@ proptest! {
             let cost = s.cost.min(q.capacity(algorithm));
             let req = Request { algorithm, quota: &q, stem: &stem, now_ms: (!server_time).then_some(now), cost };
             let twin = twins.entry(s.key).or_default();
-            if s.refund {
-                let call = req.refund_invocation();
+            if s.op == Units::Refund {
+                let call = req.units_invocation();
                 let given = eval(&model, scripts::REFUND, &call.keys, &call.args);
                 let want = algo::refund(algorithm, &q, twin, now, cost);
                 prop_assert_eq!(given, Reply::Integer(want.into()), "{} {:?} refund at step #{} ({:?})", algorithm, q, i, s);
+                continue;
+            }
+            if s.op == Units::Debit {
+                // Up to twice the capacity: a key owes at most one, so some are not charged.
+                let req = Request { cost: 2 * s.cost.min(q.capacity(algorithm)), ..req };
+                let call = req.units_invocation();
+                let charged = eval(&model, scripts::DEBIT, &call.keys, &call.args);
+                let want = algo::debit(algorithm, &q, twin, now, req.cost);
+                prop_assert_eq!(charged, Reply::Integer(want as i64), "{} {:?} debit at step #{} ({:?})", algorithm, q, i, s);
                 continue;
             }
             let call = req.invocation_of_stem();

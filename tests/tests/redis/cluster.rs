@@ -1,7 +1,8 @@
 //! The limiter on a real Redis Cluster the tests start (`redis-server --cluster-enabled yes`
 //! joined by `redis-cli --cluster create`, free loopback ports, killed on drop): every
-//! algorithm and the concurrency limit with keys on every primary, a slot migrated under traffic (ASK, then MOVED), and
-//! a primary killed while its replica takes over, the failure policy answering the gap.
+//! algorithm (its excesses reconciled too) and the concurrency limit with keys on every
+//! primary, a slot migrated under traffic (ASK, then MOVED), and a primary killed while its
+//! replica takes over, the failure policy answering the gap.
 
 #![allow(clippy::disallowed_methods)] // real servers, real time
 
@@ -10,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis_ratelimit::{
-    Acquired, Algorithm, ConcurrencyLimiter, Decision, FailurePolicy, Limiter, Quota, RedisStore, Source,
+    Acquired, Algorithm, ConcurrencyLimiter, Decision, FailurePolicy, Limiter, Quota, Reconciled, RedisStore, Source,
 };
 use sim_real::cluster_server::slot_of_tag;
 use sim_real::redis_cluster::{query, RedisCluster};
@@ -54,6 +55,9 @@ fn every_algorithm_and_the_concurrency_limit_decide_on_a_three_primary_cluster_w
                     assert_eq!(d.source, Source::Store, "{algorithm} {key}: {d:?}");
                     assert_eq!(d.allowed, i < 3, "{algorithm} {key} request {i}: {d:?}");
                 }
+                // The last admitted cost 3, not 1: the excess is owed, on the key's primary.
+                let settled = l.reconcile(&key, 1, 3).await.expect("reconciled");
+                assert_eq!(settled, Reconciled::Charged { excess: 2, charged: 2 }, "{algorithm} {key}");
             }
         }
         // Three permits per user, held at once; the fourth is refused until one goes back.

@@ -18,6 +18,7 @@ mod bad_input;
 mod modes;
 mod outage;
 mod permits;
+mod reconcile;
 mod redis_store;
 mod script_work;
 

@@ -1,5 +1,6 @@
 //! The library deciding with the Redis module (`RedisStore::with_module`), on a `redis-server`
-//! this test starts with the module loaded: every algorithm decides what its script decides,
+//! this test starts with the module loaded: every algorithm decides what its script decides
+//! (reconciled costs too, by the scripts on the module's state),
 //! batching pipelines the commands, no script is ever sent for a decision, and a server
 //! without the module is named as such instead of being answered by scripts.
 
@@ -50,7 +51,7 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
         let module = limiter(with_module(&server), "m");
         let before = (calls(&server, "evalsha"), calls(&server, "ratelimit."));
         let mut rng = SmallRng::seed_from_u64(7);
-        let mut admitted = 0;
+        let (mut admitted, mut reconciled) = (0, 0);
         for i in 0..300 {
             clock.advance(rng.random_range(0..120));
             let (key, cost) = (format!("k{}", rng.random_range(0..3)), rng.random_range(0..=3));
@@ -62,9 +63,26 @@ async fn every_algorithm_decides_with_the_module_as_with_its_script() {
             assert_eq!(fields(&s), fields(&m), "{algorithm} request {i}: {key} cost {cost}");
             assert_eq!((s.source, s.degraded), (m.source, m.degraded), "{algorithm} request {i}");
             admitted += u32::from(m.allowed && cost > 0);
+            // Now and then the request cost more or less than it was checked at: the debit or
+            // refund script acts on what the module wrote, and the module reads what it wrote.
+            if rng.random_ratio(1, 8) {
+                let actual = rng.random_range(0..=6);
+                let (s, m) = (scripts.reconcile(&key, cost, actual).await, module.reconcile(&key, cost, actual).await);
+                assert_eq!(
+                    s.expect("reconciled"),
+                    m.expect("reconciled"),
+                    "{algorithm} request {i}: {cost} -> {actual}"
+                );
+                reconciled += u64::from(actual != cost);
+            }
         }
         let sent = (calls(&server, "evalsha") - before.0, calls(&server, "ratelimit.") - before.1);
-        assert_eq!(sent, (300, 300), "{algorithm}: the script store's EVALSHAs and the module store's commands");
+        // Each store sends a reconciliation as a script, whichever decides.
+        assert_eq!(
+            sent,
+            (300 + 2 * reconciled, 300),
+            "{algorithm}: the script store's EVALSHAs and the module store's commands"
+        );
         assert!((60..240).contains(&admitted), "{algorithm}: {admitted} of 300 admitted, a sequence that tests little");
         println!("module store: {algorithm}: 300 decisions equal to the script's, {admitted} admitted");
     }

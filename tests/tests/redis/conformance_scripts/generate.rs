@@ -175,6 +175,25 @@ fn hostile_text(rng: &mut SmallRng) -> Vec<u8> {
 // ---------------------------------------------------------------------------------------------
 // One script's run.
 
+/// A script on a key's units, called with the algorithm's KEYS and ARGV, the units in place of
+/// the cost, then the algorithm's key suffix.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Units {
+    /// `lua/refund.lua`: gives them back.
+    Refund,
+    /// `lua/debit.lua`: charges them whether they fit or not.
+    Debit,
+}
+
+impl Units {
+    pub fn source(self) -> &'static str {
+        match self {
+            Units::Refund => scripts::REFUND,
+            Units::Debit => scripts::DEBIT,
+        }
+    }
+}
+
 pub struct Call {
     pub algorithm: Algorithm,
     pub quota: Quota,
@@ -182,8 +201,8 @@ pub struct Call {
     pub stem: String,
     pub now_ms: i64,
     pub cost: u64,
-    /// A call of `lua/refund.lua` giving `cost` units back, instead of the algorithm's script.
-    pub refund: bool,
+    /// A call of a units script (a refund or a debit of `cost`), instead of the algorithm's.
+    pub units: Option<Units>,
     /// A blockable limiter's call (`lua/blockable.lua`): the key's block goes last among KEYS.
     pub blockable: bool,
     /// A call of `lua/block.lua` blocking the key for this many ms (0 lifts the block), instead
@@ -226,8 +245,8 @@ impl Call {
         let mut inv = request.invocation();
         if let Some(duration) = self.block {
             inv = scripts::block_invocation(&self.block_key(), now, duration);
-        } else if self.refund {
-            // The refund script's KEYS and ARGV are the algorithm's, then its key suffix.
+        } else if self.units.is_some() {
+            // A units script's KEYS and ARGV are the algorithm's, then its key suffix.
             inv.args.push(scripts::key_suffix(self.algorithm).to_owned());
         } else if self.blockable {
             inv.keys.push(self.block_key());

@@ -53,7 +53,7 @@ use redis_ratelimit::harness::scripts::{self, LuaScript};
 use redis_ratelimit::Quota;
 
 use conformance_support::{show, show_cmd, V};
-use generate::{cmd, pick, s, Call};
+use generate::{cmd, pick, s, Call, Units};
 use runner::{Run, Servers, Totals};
 
 const BASE_MS: i64 = 1_700_000_000_000;
@@ -110,12 +110,13 @@ fn every_script_answers_like_redis_for_generated_calls_hostile_state_and_clock_s
         totals.agreed
     );
     println!(
-        "  ({} admitted, {} denied, {} errors, {} refunds, {} blocks; {} keys dropped after a real-time expiry race; \
-         {:.1} s)",
+        "  ({} admitted, {} denied, {} errors, {} refunds, {} debits, {} blocks; {} keys dropped after a real-time \
+         expiry race; {:.1} s)",
         totals.allowed,
         totals.denied,
         totals.errors,
         totals.refunds,
+        totals.debits,
         totals.blocks,
         totals.expiry_races,
         started.elapsed().as_secs_f64()
@@ -124,6 +125,7 @@ fn every_script_answers_like_redis_for_generated_calls_hostile_state_and_clock_s
     assert!(totals.calls >= 2 * scripts::ALL.len() * calls_per_script);
     // Hostile state reached the keys the scripts read: keys of the wrong type made some fail.
     assert!(totals.errors > 0 && totals.blocks > 0, "{} errors, {} blocks", totals.errors, totals.blocks);
+    assert!(totals.refunds > 0 && totals.debits > 0, "{} refunds, {} debits", totals.refunds, totals.debits);
 }
 
 /// With `now` = "" each server reads its own TIME, so only the reply's shape and the decision
@@ -145,7 +147,7 @@ fn server_time_calls_agree_on_shape_and_decision() {
                 stem: "ratelimiter:{server-time}:".to_string(),
                 now_ms: 0,
                 cost: 1,
-                refund: false,
+                units: None,
                 blockable: false,
                 block: None,
             };
@@ -176,7 +178,7 @@ fn server_time_calls_agree_on_shape_and_decision() {
             stem: "ratelimiter:{server-time}:".to_string(),
             now_ms: 0,
             cost: 1,
-            refund: true,
+            units: Some(Units::Refund),
             blockable: false,
             block: None,
         };
@@ -189,7 +191,7 @@ fn server_time_calls_agree_on_shape_and_decision() {
             show(&r[0].0),
             show(&m[0].0)
         );
-        let again = Call { refund: false, ..refund };
+        let again = Call { units: None, ..refund };
         let (r, m) = servers.both(&[again.command_at(b"EVALSHA", &sha, true)]);
         let allowed = |v: &V| matches!(v, V::Array(Some(items)) if items.first() == Some(&V::Int(1)));
         assert!(

@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 use rand::Rng;
 use redis_ratelimit::harness::scripts::{self, LuaScript};
 
-use super::generate::{cmd, cost, quota, s, step, Call};
+use super::generate::{cmd, cost, quota, s, step, Call, Units};
 use super::snapshot::{describe, parse_snapshot, SNAPSHOT};
 use super::BASE_MS;
 use crate::conformance_support::{show, show_cmd, Pair, Raw, V};
@@ -87,7 +87,7 @@ fn double_spacing(n: i64) -> i64 {
 
 /// `<file>` for the source of one of the limiter's scripts.
 fn script_name(source: &[u8]) -> Option<Vec<u8>> {
-    let named = [("refund.lua", scripts::REFUND), ("block.lua", scripts::BLOCK)];
+    let named = [("refund.lua", scripts::REFUND), ("debit.lua", scripts::DEBIT), ("block.lua", scripts::BLOCK)];
     let algorithms = scripts::ALL.iter().map(|x| (x.file, x.source));
     let blockable = scripts::ALL.iter().map(|x| ("blockable.lua", scripts::blockable_source(x.algorithm)));
     let (file, _) = named.into_iter().chain(algorithms).chain(blockable).find(|(_, text)| text.as_bytes() == source)?;
@@ -105,6 +105,8 @@ pub struct Totals {
     pub errors: usize,
     /// Calls of the refund script among `calls`.
     pub refunds: usize,
+    /// Calls of the debit script among `calls`.
+    pub debits: usize,
     /// Calls of the block script among `calls`.
     pub blocks: usize,
 }
@@ -188,19 +190,20 @@ impl Run<'_> {
 
     /// One script call pipelined with the snapshot; both must agree.
     fn call(&mut self, call: &Call, head: &[u8]) {
-        // The refund and block scripts go by EVAL: the episode's SCRIPT FLUSH would drop their SHAs.
-        let script_ref = match (call.refund, call.block, head) {
+        // The units and block scripts go by EVAL: the episode's SCRIPT FLUSH would drop their SHAs.
+        let script_ref = match (call.units, call.block, head) {
             (_, Some(_), _) => scripts::BLOCK.as_bytes().to_vec(),
-            (true, _, _) => scripts::REFUND.as_bytes().to_vec(),
-            (false, None, b"EVAL") => self.script.source.as_bytes().to_vec(),
-            (false, None, _) => self.sha.clone(),
+            (Some(units), _, _) => units.source().as_bytes().to_vec(),
+            (None, None, b"EVAL") => self.script.source.as_bytes().to_vec(),
+            (None, None, _) => self.sha.clone(),
         };
-        let other = call.refund || call.block.is_some();
+        let other = call.units.is_some() || call.block.is_some();
         let head: &[u8] = if other { b"EVAL" } else { head };
         let cmds = vec![call.command(head, &script_ref), cmd(&[b"EVAL", SNAPSHOT.as_bytes(), b"0"])];
         let (r, m) = self.servers.both(&cmds);
         self.totals.calls += 1;
-        self.totals.refunds += usize::from(call.refund);
+        self.totals.refunds += usize::from(call.units == Some(Units::Refund));
+        self.totals.debits += usize::from(call.units == Some(Units::Debit));
         self.totals.blocks += usize::from(call.block.is_some());
         match &r[0].1 {
             V::Error(_) => self.totals.errors += 1,
@@ -306,8 +309,13 @@ impl Run<'_> {
                 stem: format!("ratelimiter:{{k{user}}}:"),
                 now_ms: now,
                 cost: cost(&mut self.rng, algorithm, &q),
-                // Interleaved with the requests, so refunds meet every state the script leaves.
-                refund: !block && self.rng.random_ratio(1, 8),
+                // Interleaved with the requests, so refunds and debits meet every state the
+                // script leaves, and the debts debits leave meet the script.
+                units: match (block, self.rng.random_range(0..16)) {
+                    (false, 0 | 1) => Some(Units::Refund),
+                    (false, 2 | 3) => Some(Units::Debit),
+                    _ => None,
+                },
                 blockable: self.blockable,
                 // Blocks of every length: lifted, shorter than a step, across several periods.
                 block: block.then(|| match self.rng.random_range(0..6) {
