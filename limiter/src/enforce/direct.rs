@@ -22,6 +22,7 @@ use crate::error::Error;
 use crate::health::Guarded;
 use crate::modes::wire::LeaseRequest;
 use crate::quota::Quota;
+use crate::reconcile::Reconciled;
 use crate::rules::{Identity, Rule};
 
 /// One limit of a request, given directly: the rule it falls under (its algorithm, failure
@@ -122,16 +123,46 @@ impl Enforcer {
     }
 }
 
+impl Enforcer {
+    /// Settles `limit` for a request that reserved `reserved` units of it when it was decided,
+    /// now that its real cost is known: `limit.cost`, which may be above what one request could
+    /// be admitted at. A surplus goes back, an excess is charged whether it fits or not, up to
+    /// the quota's capacity for one request and one capacity owed, as [`Enforcer::reconcile`]
+    /// settles a rule of an HTTP request. A gRPC rate limit service answers Envoy's call at a
+    /// stream's end with it. Errors as [`Enforcer::decide`]'s, and [`Error::Unavailable`] when
+    /// Redis cannot be asked: nothing was charged or given back.
+    pub fn reconcile_direct(
+        &self,
+        limit: DirectLimit,
+        reserved: u64,
+    ) -> impl Future<Output = Result<Reconciled, Error>> + Send + 'static {
+        let actual = limit.cost;
+        let checked = self.shared.checked(DirectLimit { cost: 0, ..limit });
+        let shared = self.shared.clone();
+        async move {
+            let (charge, _) = checked?;
+            shared.gate.reconcile(&charge, reserved, actual, charge.capacity()).await
+        }
+    }
+}
+
 impl Shared {
     /// A direct limit checked and ready to decide: its charge and its identity.
     fn charged(&self, limit: DirectLimit) -> Result<(Charge<'static>, Identity), Error> {
-        let DirectLimit { rule, identity, quota, cost } = limit;
-        self.gate.keys().check(&identity.text())?;
-        quota.validate(rule.algorithm())?;
-        let capacity = quota.capacity(rule.algorithm());
+        let (charge, identity) = self.checked(limit)?;
+        let (cost, capacity) = (charge.cost, charge.capacity());
         if cost > capacity {
             return Err(Error::CostExceedsCapacity { cost, capacity });
         }
+        Ok((charge, identity))
+    }
+
+    /// A direct limit's charge, its identity a key and its quota one the rule's algorithm can
+    /// enforce, whatever its cost.
+    fn checked(&self, limit: DirectLimit) -> Result<(Charge<'static>, Identity), Error> {
+        let DirectLimit { rule, identity, quota, cost } = limit;
+        self.gate.keys().check(&identity.text())?;
+        quota.validate(rule.algorithm())?;
         Ok((charge_with(&rule, &identity, quota, cost), identity))
     }
 
