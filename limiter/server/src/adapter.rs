@@ -11,7 +11,7 @@ use std::time::Duration;
 use redis_ratelimit::enforce::{DirectLimit, Enforcer};
 use redis_ratelimit::rules::{Identity, Rule, RuleSet};
 use redis_ratelimit::store::Tls;
-use redis_ratelimit::{Algorithm, BreakerConfig, Clock, FailurePolicy, Quota, RedisStore, StoreEvent};
+use redis_ratelimit::{Algorithm, BreakerConfig, Clock, FailurePolicy, Quota, Reconciled, RedisStore, StoreEvent};
 
 use crate::config::{Config, ConfigError, Limit, Node, Policy, Rate, Unit};
 
@@ -193,6 +193,18 @@ impl Engine {
         Ok(Decided::from_library(decision))
     }
 
+    /// Settles `ask` for a request that reserved `reserved` units of it, now that its real
+    /// cost, `ask.cost`, is known: a surplus goes back, an excess is charged whether it fits
+    /// or not (up to the limit's capacity for one request, and one capacity owed).
+    pub async fn reconcile(&self, ask: &Ask<'_>, reserved: u64) -> Result<Settled, DecideError> {
+        let done = self.enforcer.reconcile_direct(direct(ask), reserved).await.map_err(DecideError::from_library)?;
+        Ok(match done {
+            Reconciled::Exact => Settled { refunded: 0, charged: 0, uncharged: 0 },
+            Reconciled::Refunded { units, .. } => Settled { refunded: units, charged: 0, uncharged: 0 },
+            Reconciled::Charged { excess, charged } => Settled { refunded: 0, charged, uncharged: excess - charged },
+        })
+    }
+
     /// Decides `ask` and leases up to `spare` more units of its key for `lifetime`.
     pub async fn lease(&self, ask: &Ask<'_>, spare: u64, lifetime: Duration) -> Result<Grant, DecideError> {
         let leased = self.enforcer.lease(direct(ask), spare, lifetime).await.map_err(DecideError::from_library)?;
@@ -202,6 +214,19 @@ impl Engine {
             valid_until_ms: leased.valid_until_ms,
         })
     }
+}
+
+/// What settling a request's real cost did, in units: given back (a surplus), charged (an
+/// excess, into debt where it did not fit), and not charged (beyond the capacity of one request
+/// or of one capacity owed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// Units given back.
+    pub refunded: u64,
+    /// Units charged.
+    pub charged: u64,
+    /// Units of the excess not charged.
+    pub uncharged: u64,
 }
 
 /// A decision that could not be made: what the caller sent cannot be decided, or Redis

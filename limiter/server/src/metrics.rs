@@ -17,6 +17,7 @@
 //! | `ratelimit_unlimited_total` | domain, descriptor | descriptors an unlimited entry answered |
 //! | `ratelimit_request_limit_ignored_total` | domain | per-request limits no entry allowed |
 //! | `ratelimit_permits_released_total` | domain, result | permit tickets a proxy sent back: `released`, or `gone` (its lease had ended, or it was released already) |
+//! | `ratelimit_settled_units_total` | domain, descriptor, result | units of real costs settled at a stream's end: `refunded` (a surplus), `charged` (an excess, into debt where it did not fit), `uncharged` (beyond one request's capacity or the one capacity a key may owe) |
 //! | `ratelimit_global_shadow_total` | domain | refusals the global shadow mode turned into OK |
 //! | `ratelimit_errors_total` | kind | requests refused with a gRPC error, by code |
 //! | `ratelimit_decision_seconds` | outcome | time to answer a call (histogram) |
@@ -26,6 +27,7 @@
 
 use metrics::{counter, gauge, histogram};
 
+use crate::adapter::Settled;
 use crate::config::Config;
 
 /// How a descriptor's units went.
@@ -56,6 +58,7 @@ pub fn describe() {
     describe_counter!("ratelimit_unlimited_total", "Descriptors an unlimited entry answered");
     describe_counter!("ratelimit_request_limit_ignored_total", "Per-request limits no entry allowed");
     describe_counter!("ratelimit_permits_released_total", "Permit tickets sent back, released or gone");
+    describe_counter!("ratelimit_settled_units_total", "Units of real costs settled: refunded, charged, uncharged");
     describe_counter!("ratelimit_global_shadow_total", "Refusals the global shadow mode answered OK");
     describe_counter!("ratelimit_errors_total", "Calls refused with a gRPC error, by code");
     describe_histogram!("ratelimit_decision_seconds", metrics::Unit::Seconds, "Time to answer a call");
@@ -113,6 +116,17 @@ pub fn request_limit_ignored(domain: &str) {
 pub fn permit_released(domain: &str, held: bool) {
     let result = if held { "released" } else { "gone" };
     counter!("ratelimit_permits_released_total", "domain" => domain.to_owned(), "result" => result).increment(1);
+}
+
+/// A real cost was settled for descriptor `descriptor`: what it gave back, charged and did not.
+pub fn settled(domain: &str, descriptor: &str, done: Settled) {
+    for (result, units) in [("refunded", done.refunded), ("charged", done.charged), ("uncharged", done.uncharged)] {
+        if units > 0 {
+            let (domain, descriptor) = (domain.to_owned(), descriptor.to_owned());
+            counter!("ratelimit_settled_units_total", "domain" => domain, "descriptor" => descriptor, "result" => result)
+                .increment(units);
+        }
+    }
 }
 
 /// The global shadow mode answered OK for a refusal.

@@ -5,14 +5,17 @@ use std::sync::Arc;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
 
-use super::{Refusal, RequestLimits, Service, MAX_DETAILED_LABELS, PERMITS};
+use super::response::clip;
+use super::{Refusal, RequestLimits, Service, MAX_DETAILED_LABELS, PERMITS, RESERVED};
 use crate::adapter::{InFlightRule, LimitRule, Rules};
 use crate::config::{Children, Node, Pattern, Rate, Unit};
 use crate::metrics;
 
 impl Service {
     /// Matches descriptor `i`: its limit, the values it is counted by, its cost, and the names
-    /// its limit replaces. A descriptor of one `ratelimit.permits` entry releases permits.
+    /// its limit replaces. A descriptor of one `ratelimit.permits` entry releases permits; one
+    /// whose last entry is `ratelimit.reserved` settles the rate limit of the entries before it
+    /// (its cost is the request's real cost, the entry's value what it reserved).
     pub(super) fn matched<'a>(
         &self,
         rules: &'a Rules,
@@ -26,18 +29,24 @@ impl Service {
             Some(h) => h.value,
             None => u64::from(request_hits.max(1)),
         };
-        let n = d.entries.len();
-        let mut values: Vec<&'a str> = d.entries.iter().map(|e| e.value.as_str()).collect();
         if let [e] = &d.entries[..] {
             if e.key == PERMITS {
                 let metric = format!("{domain}.{PERMITS}");
+                let values = vec![e.value.as_str()];
                 return Ok(Matched { kind: MatchKind::Release, values, cost, replaces: Vec::new(), metric });
             }
         }
+        let reserved = match d.entries.last() {
+            Some(e) if e.key == RESERVED => Some(self.reserved(i, d, &e.value)?),
+            _ => None,
+        };
+        let entries = &d.entries[..d.entries.len() - usize::from(reserved.is_some())];
+        let n = entries.len();
+        let mut values: Vec<&'a str> = entries.iter().map(|e| e.value.as_str()).collect();
         let mut level = root;
         let mut found: Option<&'a Node> = None;
         let mut path: Vec<(&'a Node, Option<&'a Pattern>)> = Vec::with_capacity(n);
-        for (j, e) in d.entries.iter().enumerate() {
+        for (j, e) in entries.iter().enumerate() {
             let Some((node, via)) = level.find(&e.key, &e.value) else { break };
             path.push((node, via));
             if let (true, Some(p)) = (node.share_threshold, via) {
@@ -54,7 +63,6 @@ impl Service {
         let metric = found.map(|node| self.metric_name(domain, node, d, &path));
         let request_limit =
             d.limit.as_ref().map(|l| (l.requests_per_unit, Unit::from_proto(l.unit).unwrap_or(Unit::Second)));
-        let _ = i;
         let (kind, replaces) = match found.and_then(|n| n.rate.as_ref()) {
             Some(Rate::Unlimited { replaces, .. }) => {
                 (MatchKind::Unlimited, replaces.iter().map(String::as_str).collect())
@@ -84,8 +92,32 @@ impl Service {
                 _ => (MatchKind::NoLimit, Vec::new()),
             },
         };
+        // A settlement charges or gives back; it neither refuses nor replaces another limit.
+        let (kind, replaces) = match (reserved, kind) {
+            (None, kind) => (kind, replaces),
+            (Some(reserved), MatchKind::Limited { rule, request_limit }) => {
+                (MatchKind::Settle { rule, request_limit, reserved }, Vec::new())
+            }
+            (Some(_), _) => (MatchKind::NoLimit, Vec::new()),
+        };
         let metric = metric.unwrap_or_else(|| format!("{domain}.request_limit"));
         Ok(Matched { kind, values, cost, replaces, metric })
+    }
+
+    /// The units a settlement's `ratelimit.reserved` entry says descriptor `i` reserved.
+    fn reserved(&self, i: usize, d: &RateLimitDescriptor, value: &str) -> Result<u64, Refusal> {
+        if d.entries.len() == 1 {
+            return Err(Refusal::invalid(format!(
+                "descriptor {i}: {RESERVED} settles the limit of the entries before it, and it has none"
+            )));
+        }
+        value.parse::<u64>().ok().filter(|&r| r <= self.options.max_hits).ok_or_else(|| {
+            Refusal::invalid(format!(
+                "descriptor {i}: {RESERVED} is the units the request reserved, a whole number up to {}, not {:?}",
+                self.options.max_hits,
+                clip(value)
+            ))
+        })
     }
 
     /// The descriptor's name in the metrics: its entry's, or with `detailed_metric` (or
@@ -140,6 +172,17 @@ pub(super) enum MatchKind<'a> {
     NoLimit,
     Unlimited,
     Release,
-    InFlight { rule: &'a InFlightRule },
-    Limited { rule: &'a LimitRule, request_limit: Option<(u32, Unit)> },
+    InFlight {
+        rule: &'a InFlightRule,
+    },
+    Limited {
+        rule: &'a LimitRule,
+        request_limit: Option<(u32, Unit)>,
+    },
+    /// A rate limit settled: the request reserved `reserved`, its cost is its real cost.
+    Settle {
+        rule: &'a LimitRule,
+        request_limit: Option<(u32, Unit)>,
+        reserved: u64,
+    },
 }

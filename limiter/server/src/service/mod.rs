@@ -23,6 +23,10 @@
 //!    the rates only looked at; a refused rate gives the permits back), and an admitted request
 //!    carries its permits' tickets in `dynamic_metadata` for the proxy to send back, as a
 //!    descriptor of one `ratelimit.permits` entry, when its stream ends (`docs/RLS.md`).
+//! 6. A descriptor whose last entry is `ratelimit.reserved` settles the rate limit of the
+//!    entries before it when the stream ends: its cost is the request's real cost, the entry's
+//!    value what it reserved; the surplus goes back, the excess is charged whether it fits or
+//!    not, as a debt the key's next requests wait out (`docs/RLS.md`).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
@@ -182,10 +186,18 @@ const MAX_DETAILED_LABELS: usize = 10_000;
 /// request with.
 pub const PERMITS: &str = "ratelimit.permits";
 
+/// The key of the last entry of a descriptor that settles a request's real cost: the proxy
+/// sends it when the stream ends, the descriptor's hits the real cost and the entry's value the
+/// units the request reserved when it was admitted.
+pub const RESERVED: &str = "ratelimit.reserved";
+
 /// What one descriptor came to before deciding.
 enum Slot<'a> {
     /// Releases the permits its value's tickets stand for.
     Release,
+    /// Settles a rate limit: `reserved` when the request was admitted, the descriptor's cost
+    /// now that it is known.
+    Settle { rule: &'a LimitRule, request_limit: Option<(u32, Unit)>, reserved: u64, entries: Vec<(&'a str, &'a str)> },
     /// An in-flight limit: a permit asked for (or, at a cost of 0, only looked at).
     InFlight { rule: &'a InFlightRule, shadow: bool, entries: Vec<(&'a str, &'a str)>, peek: bool },
     /// No limit applies (nothing matched, or another limit replaced it).
@@ -301,6 +313,14 @@ impl Service {
                 MatchKind::NoLimit => Slot::NoLimit,
                 MatchKind::Unlimited => Slot::Unlimited,
                 MatchKind::Release => Slot::Release,
+                MatchKind::Settle { rule, request_limit, reserved } => {
+                    if rule.limit.name.as_deref().is_some_and(|n| replaced.contains(n)) {
+                        Slot::NoLimit
+                    } else {
+                        let entries = d.entries.iter().zip(&m.values).map(|(e, v)| (e.key.as_str(), *v)).collect();
+                        Slot::Settle { rule, request_limit, reserved, entries }
+                    }
+                }
                 MatchKind::InFlight { rule } => {
                     if rule.limit.name.as_deref().is_some_and(|n| replaced.contains(n)) {
                         Slot::NoLimit
@@ -363,11 +383,20 @@ impl Service {
         }
         let doomed = slots.iter().any(Slot::enforced_refusal);
 
-        // 3. Release what the proxy gives back, then take permits before any charge: a permit
-        //    can be given back when something else refuses the request, a charge cannot.
-        for (d, slot) in req.descriptors.iter().zip(&slots) {
-            if let Slot::Release = slot {
-                self.release(&loaded.rules, &req.domain, &d.entries[0].value).await.map_err(refusal)?;
+        // 3. Release what the proxy gives back and settle the costs it reports, then take
+        //    permits before any charge: a permit can be given back when something else refuses
+        //    the request, a charge cannot.
+        for ((d, slot), m) in req.descriptors.iter().zip(&slots).zip(&matched) {
+            match slot {
+                Slot::Release => {
+                    self.release(&loaded.rules, &req.domain, &d.entries[0].value).await.map_err(refusal)?;
+                }
+                Slot::Settle { rule, request_limit, reserved, entries } => {
+                    let ask = Ask { rule, entries: entries.clone(), request_limit: *request_limit, cost: m.cost };
+                    let done = self.engine.reconcile(&ask, *reserved).await.map_err(refusal)?;
+                    metrics::settled(&req.domain, &m.metric, done);
+                }
+                _ => {}
             }
         }
         let (permits, permits_refuse) = self.permits(&loaded.rules, &slots, doomed).await.map_err(refusal)?;
@@ -417,7 +446,7 @@ impl Service {
                     any = true;
                 }
                 // A quota spent by the proxy would start requests no permit counts.
-                Slot::Blocked { .. } | Slot::InFlight { .. } => return false,
+                Slot::Blocked { .. } | Slot::InFlight { .. } | Slot::Settle { .. } => return false,
                 Slot::NoLimit | Slot::Unlimited | Slot::Release => {}
             }
         }

@@ -35,6 +35,16 @@ impl Service {
         for (i, ((slot, m), d)) in slots.iter().zip(matched).zip(&req.descriptors).enumerate() {
             let status = match *slot {
                 Slot::Release => no_limit_status(),
+                // Settled after the stream ended: nothing to refuse, and the proxy reads no
+                // more than that it was heard.
+                Slot::Settle { rule, request_limit, .. } => {
+                    let (requests, unit) = request_limit.unwrap_or((rule.limit.requests_per_unit, rule.limit.unit));
+                    DescriptorStatus {
+                        code: Code::Ok as i32,
+                        current_limit: Some(current_limit(rule, requests, unit)),
+                        ..Default::default()
+                    }
+                }
                 Slot::InFlight { rule, shadow, peek, .. } => {
                     // Every in-flight slot was asked or looked at (`Service::permits`).
                     let Some(a) = &permits[i] else {

@@ -13,3 +13,4 @@ mod in_flight;
 mod operations;
 mod reference;
 mod rls;
+mod settle;

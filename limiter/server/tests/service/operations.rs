@@ -233,6 +233,15 @@ fn the_binary_serves_metrics_keeps_the_password_out_and_stops_on_sigterm() {
         for code in [RlsCode::Ok, RlsCode::Ok, RlsCode::OverLimit] {
             assert_eq!(c.code("ops", &[&[("user", "m")]]).await, code);
         }
+        // The last admitted cost 4, not 1: of its excess of 3, one request's most (the limit's
+        // capacity, 2) is charged, and 1 is not.
+        let settle = costing(descriptor(&[("user", "m"), ("ratelimit.reserved", "1")]), 4);
+        let req = envoy_types::pb::envoy::service::ratelimit::v3::RateLimitRequest {
+            domain: "ops".into(),
+            descriptors: vec![settle],
+            hits_addend: 0,
+        };
+        assert_eq!(overall(&c.call(req).await.unwrap()), RlsCode::Ok);
         // A permit taken and sent back twice: released, then gone.
         let held = c.call(request("ops", &[&[("stream", "s")]])).await.unwrap();
         let back = permit_tickets(&held).expect("a ticket");
@@ -248,6 +257,8 @@ fn the_binary_serves_metrics_keeps_the_password_out_and_stops_on_sigterm() {
         r#"ratelimit_within_limit_total{domain="ops",descriptor="ops.stream"} 1"#,
         r#"ratelimit_permits_released_total{domain="ops",result="released"} 1"#,
         r#"ratelimit_permits_released_total{domain="ops",result="gone"} 1"#,
+        r#"ratelimit_settled_units_total{domain="ops",descriptor="ops.user",result="charged"} 2"#,
+        r#"ratelimit_settled_units_total{domain="ops",descriptor="ops.user",result="uncharged"} 1"#,
     ] {
         assert!(exposition.contains(line), "{line} not in:\n{exposition}");
     }
