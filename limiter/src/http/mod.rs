@@ -11,6 +11,8 @@
 //!   ([`RateLimitLayer::legacy_headers`]).
 //! - [`ConcurrencyLimitLayer`]: at most N requests of a key in flight (a
 //!   [`crate::ConcurrencyLimiter`]), each holding its permit until its response body ends.
+//! - [`CostLimitLayer`]: a limit on a cost known only after the work (the tokens of a streamed
+//!   response): checked at an estimate, reconciled with the real cost when the body ends.
 //!
 //! The limiter inside is shared by every clone of the service: tower's own `RateLimit`
 //! keeps its state per clone, so behind a router that clones services per connection it
@@ -36,11 +38,13 @@
 //! # });
 //! ```
 
+mod cost;
 pub mod headers;
 mod in_flight;
 pub mod problem;
 mod rules_layer;
 
+pub use cost::{CostBody, CostLimit, CostLimitLayer, CostMeter};
 pub use in_flight::{ConcurrencyLimit, ConcurrencyLimitLayer, PermitBody};
 pub use rules_layer::{EnforceRules, Rejection, RulesLayer};
 

@@ -125,3 +125,40 @@ async fn an_enforcer_reconciles_input_and_output_tokens_as_two_rules_of_one_requ
     let e = enforcer.reconcile("nope", &req, 1, 2).await.unwrap_err();
     assert!(matches!(e, Error::UnknownRule(ref name) if name == "nope"), "{e}");
 }
+
+/// The cost layer over Redis: a streamed answer's tokens, counted by the handler, are settled
+/// when its body is dropped, and the key's next request waits out what they went over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cost_layer_settles_a_streamed_answer_in_redis() {
+    use redis_ratelimit::http::{CostLimitLayer, CostMeter};
+    use tower::{Layer, ServiceExt};
+
+    let server = RedisServer::start().expect("redis-server");
+    let store = RedisStore::from_url(&server.url()).expect("url");
+    let tokens = Limiter::builder(Algorithm::TokenBucket, Quota::new(100, Duration::from_secs(600)))
+        .redis(store)
+        .build()
+        .expect("valid");
+    let layer =
+        CostLimitLayer::new(tokens.clone(), |_: &Request<()>| Some("team-a".to_owned())).estimate(|_: &Request<()>| 10);
+    let answer = |used: u64| {
+        tower::service_fn(move |req: Request<()>| {
+            req.extensions().get::<CostMeter>().expect("a meter").add(used);
+            std::future::ready(Ok::<_, std::convert::Infallible>(http::Response::new(String::new())))
+        })
+    };
+    let req = || Request::builder().uri("/v1/chat").body(()).expect("request");
+    let first = layer.clone().layer(answer(150)).oneshot(req()).await.expect("infallible");
+    assert_eq!(first.status(), 200);
+    assert_eq!(tokens.state("team-a").await.expect("state").remaining, 90, "checked at the estimate");
+    drop(first);
+    // 150 used of 10 reserved: 100 charged (one request's most), and the bucket owes 10.
+    let mut waited = 0;
+    while tokens.state("team-a").await.expect("reads").remaining > 0 {
+        assert!(waited < 1_000, "the settlement never reached Redis");
+        waited += 1;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let refused = layer.layer(answer(0)).oneshot(req()).await.expect("infallible");
+    assert_eq!(refused.status(), 429);
+}
