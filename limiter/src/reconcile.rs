@@ -3,12 +3,14 @@
 //! rows a query read). The surplus goes back as a refund; the excess is charged whether it fits
 //! or not, as a debt later requests wait out (`algo::debit`).
 //!
-//! The bound this keeps: the units charged to a key (estimates when admitted, excesses when
-//! reconciled) never exceed its quota's promise by more than the debt it carries, and a key
-//! owes at most one capacity. The real cost in any interval is at most the promise plus, for
-//! each request in flight at once, the excess charged for it, which the caller caps
-//! (`max_excess`, at most one capacity); an excess beyond the cap, or beyond the debt a key
-//! may carry, is not charged, and the reconciliation says how much was.
+//! The bound this keeps: a key owes at most one capacity, so the units charged to it
+//! (estimates when admitted, excesses when reconciled) keep within the promise of a quota of
+//! twice its capacity: twice the limit per window, or twice the burst at the same rate. And
+//! the estimates admitted alone keep within the promise itself, so in any interval the excess
+//! over it is at most what was reconciled in it: per request in flight at once, the excess
+//! charged for it, which the caller caps (`max_excess`, at most one capacity). An excess
+//! beyond the cap, or beyond the debt a key may carry, is not charged, and the reconciliation
+//! says how much was. The property suites check the first bound on every algorithm's twin.
 
 /// What a reconciliation did.
 #[must_use = "an excess not charged in full is cost the limit did not see"]

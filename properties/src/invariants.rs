@@ -15,6 +15,10 @@
 //! | `clock-back` | stepping back never makes a request admissible; one clock stepped back keeps the bound | all five (windows: within one window) |
 //! | `clock-lag` | lagging readings (skewed instances) keep the bound on the leading clock's timeline | token bucket, GCRA (not the sliding log) |
 //!
+//! With debts ([`crate::debt::debt_breach`]: excesses charged whether they fit or not, as a
+//! reconciliation charges them), requests and debits together keep within the bound of twice
+//! the capacity.
+//!
 //! Bounds per promise (L = limit, W = period, B = burst, r = L / W):
 //! - fixed window: <= L per aligned window, <= 2L in any `[s, s + W)`;
 //! - sliding log: <= L in any `(t - W, t]`, exactly;
@@ -102,7 +106,7 @@ fn t0(steps: &[Step]) -> u64 {
 }
 
 /// The promise's bound over `points` (admissions, at the times given), as `(step, why)`.
-fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Option<(usize, String)> {
+pub(crate) fn bound_breach(promise: Algorithm, q: &Quota, points: &[Point], t0: u64) -> Option<(usize, String)> {
     let (limit, w, burst) = (u128::from(q.limit()), q.period_ms(), u128::from(q.burst()));
     let aligned = |max: u128| {
         reference::aligned_sums(points, w).into_iter().find(|(_, (units, _))| *units > max).map(|(k, (units, at))| {

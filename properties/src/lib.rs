@@ -20,7 +20,8 @@
 //!   quota's time scales.
 //! - [`reference`](mod@reference): exact references written from the promises (window sums, the counter's
 //!   estimate, an exact integer bucket, schedules within the rate).
-//! - [`invariants`]: the checks, with a table of what each asserts.
+//! - [`invariants`]: the checks, with a table of what each asserts; [`debt`], the bound
+//!   requests and reconciled excesses keep together.
 //! - [`mutants`]: one-bug copies of the correct algorithms.
 //! - [`accuracy`]: the sliding-window counter's error against an exact sliding log.
 //! - [`runner`]: proptest's `TestRunner`, case counts and readable failures.
@@ -32,6 +33,7 @@
 
 pub mod accuracy;
 pub mod adr002;
+pub mod debt;
 pub mod invariants;
 pub mod machine;
 pub mod mutants;

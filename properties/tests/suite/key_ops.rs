@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use properties::debt::{debt_breach, DebtStep};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use redis_model::{ManualServerClock, ModelHandle, Reply};
@@ -255,6 +256,37 @@ proptest! {
             let got = integers(&reply).and_then(|ints| req.read_reply(&ints));
             let want = algo::block::guarded(algorithm, &q, state, *ends, now, cost);
             prop_assert_eq!(got, Some((want, now)), "{} {:?} step #{} ({:?})", algorithm, q, i, s);
+        }
+    }
+}
+
+fn debt_steps() -> impl Strategy<Value = Vec<DebtStep>> {
+    let step = (0u64..700, 0u64..=12, proptest::bool::weighted(0.3)).prop_map(|(dt, units, debit)| DebtStep {
+        dt,
+        units,
+        debit,
+    });
+    proptest::collection::vec(step, 1..80)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/debt.txt"))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Requests and excesses debited after them keep, together, within the promise of twice
+    /// the capacity: the bound a reconciliation states (a key owes at most one capacity).
+    #[test]
+    fn requests_and_debits_keep_within_twice_the_capacity(
+        algorithm in proptest::sample::select(Algorithm::ALL.to_vec()),
+        (limit, period, burst) in (1u64..=6, 100u64..=2_000, 1u64..=6),
+        steps in debt_steps(),
+    ) {
+        let q = Quota::new(limit, Duration::from_millis(period)).with_burst(burst);
+        prop_assume!(q.validate(algorithm).is_ok());
+        if let Some((at, why)) = debt_breach(algorithm, &q, BASE_MS, &steps) {
+            prop_assert!(false, "{} {:?}: step #{}: {}", algorithm, q, at, why);
         }
     }
 }
