@@ -308,18 +308,18 @@ impl Gate {
         actual: u64,
         max_excess: u64,
     ) -> Result<Reconciled, Error> {
-        if actual < reserved {
+        let done = if actual < reserved {
             let units = reserved - actual;
-            let given = self.refund(charge, units).await?;
-            return Ok(Reconciled::Refunded { units, given });
-        }
-        let excess = actual - reserved;
-        if excess == 0 {
-            return Ok(Reconciled::Exact);
-        }
-        let to_charge = excess.min(max_excess);
-        let charged = if to_charge == 0 { 0 } else { self.operate(Debit(to_charge), charge).await? };
-        Ok(Reconciled::Charged { excess, charged })
+            Reconciled::Refunded { units, given: self.refund(charge, units).await? }
+        } else if actual == reserved {
+            Reconciled::Exact
+        } else {
+            let (excess, to_charge) = (actual - reserved, (actual - reserved).min(max_excess));
+            let charged = if to_charge == 0 { 0 } else { self.operate(Debit(to_charge), charge).await? };
+            Reconciled::Charged { excess, charged }
+        };
+        crate::metrics::reconciled(&charge.name, &done);
+        Ok(done)
     }
 
     /// Blocks the charge's key for `duration` ([`Duration::ZERO`] lifts the block). Refused,

@@ -19,6 +19,7 @@
 //! | `limiter_noscript_reloads_total` | counter | EVALSHA answered NOSCRIPT, so EVAL sent the script |
 //! | `limiter_failovers_total` | counter | Sentinel named another primary; a cluster slot's primary came back (a promoted replica) |
 //! | `limiter_shadow_would_deny_total` | counter | `rule`: shadow-mode checks that would have denied |
+//! | `limiter_reconciled_units_total` | counter | `limiter` (a limiter's state name, or the rule's name), `result`: units of real costs reconciled, `refunded` (a surplus given back), `charged` (an excess, into debt where it did not fit), `uncharged` (beyond `max_excess` or the one capacity a key may owe) |
 //! | `limiter_permits_held` | gauge | `limiter` (a concurrency limiter's state name): permits this process holds now, in Redis or a local budget (a fail-open permit is held nowhere and not counted) |
 
 /// Decisions by outcome, source and why the store was skipped.
@@ -43,9 +44,12 @@ pub const FAILOVERS: &str = "limiter_failovers_total";
 pub const SHADOW_WOULD_DENY: &str = "limiter_shadow_would_deny_total";
 /// Permits a concurrency limiter of this process holds now.
 pub const PERMITS_HELD: &str = "limiter_permits_held";
+/// Units of real costs reconciled, by limiter and result.
+pub const RECONCILED_UNITS: &str = "limiter_reconciled_units_total";
 
 use crate::decision::{Decision, Degraded, Source};
 use crate::error::{ConfigError, Error};
+use crate::reconcile::Reconciled;
 use crate::store::StoreError;
 
 /// Registers every metric's description with the installed recorder (the `# HELP` lines of
@@ -66,7 +70,28 @@ pub fn describe() {
         describe_counter!(SHADOW_WOULD_DENY, "Shadow-mode checks that would have denied, by rule");
         describe_counter!(NEAR_LIMIT, "Admitted decisions that left little of the limit, by limiter or rule");
         describe_gauge!(PERMITS_HELD, "Permits of a concurrency limiter this process holds now");
+        describe_counter!(RECONCILED_UNITS, "Units of real costs reconciled: refunded, charged, uncharged");
     }
+}
+
+/// Counts what a reconciliation of the limiter or rule named `limiter` did, in units.
+pub(crate) fn reconciled(limiter: &str, done: &Reconciled) {
+    #[cfg(feature = "metrics")]
+    {
+        let (refunded, charged) = match *done {
+            Reconciled::Exact | Reconciled::Refunded { given: false, .. } => (0, 0),
+            Reconciled::Refunded { units, given: true } => (units, 0),
+            Reconciled::Charged { charged, .. } => (0, charged),
+        };
+        for (result, units) in [("refunded", refunded), ("charged", charged), ("uncharged", done.uncharged())] {
+            if units > 0 {
+                metrics::counter!(RECONCILED_UNITS, "limiter" => limiter.to_owned(), "result" => result)
+                    .increment(units);
+            }
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (limiter, done);
 }
 
 /// Counts a shadow-mode check that would have denied (the request went through).

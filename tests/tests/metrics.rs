@@ -15,7 +15,7 @@ use std::time::Duration;
 use http::Request;
 use redis_ratelimit::enforce::{Enforcer, Ruling};
 use redis_ratelimit::rules::{KeyPart, Rule, RuleSet};
-use redis_ratelimit::{Acquired, Algorithm, ConcurrencyLimiter, Quota, RedisStore};
+use redis_ratelimit::{Acquired, Algorithm, ConcurrencyLimiter, Limiter, Quota, RedisStore};
 use redis_tests::RedisServer;
 
 /// GET /metrics, the body.
@@ -174,6 +174,20 @@ fn the_exposition_counts_what_the_requests_did() {
         assert!(waited < 1_000, "the dropped permit was not released within 10 s");
         std::thread::sleep(Duration::from_millis(10));
     }
+    // Reconciled costs, in units: 3 charged over an estimate of 1; of an excess of 12, one
+    // request's most (the capacity, 10) is charged and 2 are not; a surplus of 2 given back.
+    let costs =
+        Limiter::builder(Algorithm::Gcra, Quota::per_minute(10)).name("metrics-costs").build().expect("limiter");
+    rt.block_on(async {
+        assert!(costs.check("k").await.expect("decided").allowed);
+        let _charged = costs.reconcile("k", 1, 4).await.expect("reconciled");
+        let _capped = costs.reconcile("k", 0, 12).await.expect("reconciled");
+        let _refunded = costs.reconcile("k", 2, 0).await.expect("reconciled");
+    });
+    let body = scrape(metrics_addr);
+    let units =
+        |result| value(&body, "limiter_reconciled_units_total", &[("limiter", "metrics-costs"), ("result", result)]);
+    assert_eq!((units("charged"), units("uncharged"), units("refunded")), (13.0, 2.0, 2.0), "{body}");
     server.kill();
     let _answered = rt.block_on(enforcer.check(&req())).expect("the failure policy answers");
     let body = scrape(metrics_addr);
