@@ -22,16 +22,22 @@ pub struct SlidingState {
     pub prev: u64,
 }
 
+/// The current and previous windows' counts at window `window`: a state of an older window
+/// counts nothing.
+fn counts(state: &Option<SlidingState>, window: u64) -> (u64, u64) {
+    match *state {
+        Some(s) if s.window == window => (s.cur, s.prev),
+        Some(s) if s.window + 1 == window => (0, s.cur),
+        _ => (0, 0),
+    }
+}
+
 /// See the module docs.
 pub fn step(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, w) = (q.limit(), q.period_ms());
     let window = now_ms / w;
     let e = now_ms % w;
-    let (cur, prev) = match *state {
-        Some(s) if s.window == window => (s.cur, s.prev),
-        Some(s) if s.window + 1 == window => (0, s.cur),
-        _ => (0, 0),
-    };
+    let (cur, prev) = counts(state, window);
     let est = prev * (w - e) + cur * w;
     let budget = limit * w;
     if est + cost * w <= budget {
@@ -73,11 +79,7 @@ pub fn debit(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u6
     let (limit, w) = (q.limit(), q.period_ms());
     let window = now_ms / w;
     let e = now_ms % w;
-    let (cur, prev) = match *state {
-        Some(s) if s.window == window => (s.cur, s.prev),
-        Some(s) if s.window + 1 == window => (0, s.cur),
-        _ => (0, 0),
-    };
+    let (cur, prev) = counts(state, window);
     let room = (2 * limit * w).saturating_sub(prev * (w - e) + cur * w);
     let charged = units.min(room / w);
     if charged > 0 {
@@ -90,11 +92,7 @@ pub fn debit(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u6
 /// previous window's (a counter is deleted at zero): the newest units go first.
 pub fn refund(q: &Quota, state: &mut Option<SlidingState>, now_ms: u64, units: u64) -> bool {
     let window = now_ms / q.period_ms();
-    let (cur, prev) = match *state {
-        Some(s) if s.window == window => (s.cur, s.prev),
-        Some(s) if s.window + 1 == window => (0, s.cur),
-        _ => return false,
-    };
+    let (cur, prev) = counts(state, window);
     if cur + prev == 0 {
         return false;
     }
