@@ -50,7 +50,7 @@ use http::{HeaderValue, Request, Response, StatusCode};
 use tower::{Layer, Service};
 
 use super::{headers, problem, BoxFuture};
-use crate::enforce::{Enforcer, RulesDecision, Ruling};
+use crate::enforce::{DirectLimit, Enforcer, RulesDecision, Ruling};
 use crate::error::Error;
 
 /// Why the layer refuses a request, for [`RulesLayer::on_rejection`].
@@ -245,6 +245,7 @@ where
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let mut inner = super::take_ready(&mut self.inner);
         let check = self.enforcer.check(&req);
+        let enforcer = self.enforcer.clone();
         let on_rejection = self.on_rejection.clone();
         let legacy = self.legacy;
         Box::pin(async move {
@@ -253,6 +254,7 @@ where
                 Ok(Ruling::Unmatched | Ruling::Allowlisted) => return inner.call(req).await,
                 Ok(Ruling::Decided(d)) if d.allowed => {
                     let mut response = inner.call(req).await?;
+                    settle_real_costs(&enforcer, d, response.headers());
                     headers::apply(response.headers_mut(), d);
                     if legacy {
                         headers::apply_legacy_rules(response.headers_mut(), d);
@@ -274,6 +276,25 @@ where
             }
             Ok(response.map(RB::from))
         })
+    }
+}
+
+/// Reconciles, each in a task of its own, the rules `d` charged whose real-cost header
+/// ([`crate::rules::Rule::real_cost_header`]) the response carries as a whole number: the rule's
+/// cost for the request was the reservation.
+fn settle_real_costs(enforcer: &Enforcer, d: &RulesDecision, headers: &http::HeaderMap) {
+    let rules = enforcer.rules();
+    for charged in d.rules.iter().filter(|r| r.consumed) {
+        let Some(rule) = rules.rule(&charged.rule) else { continue };
+        let told = rule.real_cost_header_name().and_then(|h| headers.get(h)).and_then(|v| v.to_str().ok());
+        let Some(actual) = told.and_then(|v| v.parse::<u64>().ok()) else { continue };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let limit =
+            DirectLimit { rule: rule.clone(), identity: charged.identity.clone(), quota: charged.quota, cost: actual };
+        let settle = enforcer.reconcile_direct(limit, charged.cost);
+        runtime.spawn(async move {
+            let _settled = settle.await;
+        });
     }
 }
 
@@ -439,5 +460,41 @@ mod tests {
         let second = get().await;
         assert!(second.starts_with("HTTP/1.1 429"), "{second}");
         server.abort();
+    }
+
+    /// Input and output tokens as two rules: the upstream states each real cost in a header
+    /// of its own, and each rule is reconciled with it; a rule without its header keeps the
+    /// cost it was charged.
+    #[tokio::test]
+    async fn each_rule_is_reconciled_with_the_real_cost_its_header_states() {
+        let tokens = |name: &str, header: &str| {
+            Rule::new(name, Algorithm::Gcra, Quota::per_minute(100)).cost(10).real_cost_header(header)
+        };
+        let rules = RuleSet::builder()
+            .rule(tokens("input", "x-input-tokens"))
+            .rule(tokens("output", "x-output-tokens"))
+            .rule(tokens("cached", "x-cached-tokens"))
+            .build()
+            .unwrap();
+        let enforcer = Enforcer::builder(rules).build().unwrap();
+        let svc = RulesLayer::new(enforcer.clone()).layer(tower::service_fn(|_req: Request<()>| async {
+            let mut response = Response::new(String::from("ok"));
+            response.headers_mut().insert("x-input-tokens", HeaderValue::from_static("4"));
+            response.headers_mut().insert("x-output-tokens", HeaderValue::from_static("55"));
+            Ok::<_, Infallible>(response)
+        }));
+        let req = || Request::builder().uri("/v1/chat").body(()).unwrap();
+        assert_eq!(svc.oneshot(req()).await.unwrap().status(), StatusCode::OK);
+        let left = |rule: &'static str| {
+            let enforcer = enforcer.clone();
+            async move { enforcer.state(rule, &req()).await.unwrap().remaining }
+        };
+        for _ in 0..1_000 {
+            if (left("input").await, left("output").await) == (96, 45) {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert_eq!((left("input").await, left("output").await, left("cached").await), (96, 45, 90));
     }
 }

@@ -27,6 +27,7 @@
 //! shadow = false
 //! blockable = false                   # true: its keys can be blocked (Enforcer::block)
 //! on_missing_key = "reject"           # fallback-ip, skip
+//! # real_cost_header = "x-tokens-used" # the upstream states the real cost: reconciled with it
 //! # Other quotas by the client's plan, which the authentication layer sets (`rules::Plan`);
 //! # period defaults to the rule's, burst to the tier's limit.
 //! tiers = { pro = { limit = 50 }, enterprise = { limit = 500, period = "1s", burst = 100 } }
@@ -110,6 +111,8 @@ struct RuleConfig {
     on_missing_key: Option<String>,
     #[serde(default)]
     tiers: BTreeMap<String, TierConfig>,
+    #[serde(default)]
+    real_cost_header: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -356,6 +359,9 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
         matcher = matcher.header(h);
     }
     let mut rule = Rule::new(&c.name, algorithm, quota);
+    if let Some(header) = &c.real_cost_header {
+        rule = rule.real_cost_header(header);
+    }
     for (plan, t) in &c.tiers {
         let period = match &t.period {
             Some(p) => p.ms().map_err(|m| err(&format!("tiers.{plan}.period"), m))?,
@@ -410,6 +416,7 @@ mod tests {
         shadow = true
         blockable = true
         on_missing_key = "fallback-ip"
+        real_cost_header = "x-rows-read"
     "#;
 
     #[test]
@@ -425,6 +432,7 @@ mod tests {
         assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period: Duration::from_secs(60) });
         assert!(daily.is_shadow());
         assert!(daily.is_blockable() && !hello.is_blockable());
+        assert_eq!((daily.real_cost_header_name(), hello.real_cost_header_name()), (Some("x-rows-read"), None));
         assert_eq!(daily.missing_key(), OnMissingKey::FallbackToIp);
         assert_eq!(daily.key_parts(), [KeyPart::header("x-api-key"), KeyPart::Route]);
         assert_eq!(set.client_ip().trusted().len(), 2);

@@ -143,6 +143,8 @@ pub struct Rule {
     pub(crate) on_missing_key: OnMissingKey,
     /// Other quotas by plan, in the order given ([`Rule::tier`]).
     pub(crate) tiers: Vec<(String, Quota)>,
+    /// The response header that states a request's real cost ([`Rule::real_cost_header`]).
+    pub(crate) real_cost_header: Option<String>,
 }
 
 impl Rule {
@@ -165,6 +167,7 @@ impl Rule {
             blockable: false,
             on_missing_key: OnMissingKey::Reject,
             tiers: Vec::new(),
+            real_cost_header: None,
         }
     }
 
@@ -210,6 +213,18 @@ impl Rule {
     /// more read per decision of this rule, which is why it is off unless asked for.
     pub fn blockable(mut self, blockable: bool) -> Self {
         self.blockable = blockable;
+        self
+    }
+
+    /// The response header in which the upstream states what a request really cost (a whole
+    /// number: the tokens an answer used). A request is charged the rule's cost when it is
+    /// admitted; when its response carries the header, [`crate::http::RulesLayer`] reconciles
+    /// it with that cost, in a task of its own ([`crate::Limiter::reconcile`]: the surplus
+    /// refunded, the excess charged as a debt up to the rule's capacity). The header is read
+    /// when the response's headers arrive; a cost known only at the body's end needs
+    /// [`crate::http::CostLimitLayer`].
+    pub fn real_cost_header(mut self, name: &str) -> Self {
+        self.real_cost_header = Some(name.to_owned());
         self
     }
 
@@ -300,6 +315,11 @@ impl Rule {
         self.blockable
     }
 
+    /// The response header that states a request's real cost, if the rule reads one.
+    pub fn real_cost_header_name(&self) -> Option<&str> {
+        self.real_cost_header.as_deref()
+    }
+
     /// The treatment of requests without a key.
     pub fn missing_key(&self) -> OnMissingKey {
         self.on_missing_key
@@ -327,6 +347,11 @@ impl Rule {
                 "cost",
                 format!("{} exceeds the rule's capacity {capacity}: no request could ever be admitted", self.cost),
             ));
+        }
+        if let Some(header) = &self.real_cost_header {
+            if http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                return Err(RuleError::in_rule(name, "real_cost_header", format!("{header:?} is no header name")));
+            }
         }
         for (i, (plan, quota)) in self.tiers.iter().enumerate() {
             let at = |field: &str| format!("tiers.{plan}.{field}");
@@ -493,6 +518,7 @@ mod tests {
                 "local_budget.period",
             ),
             (ok().matching(Match::any().path("no-slash")), "match.path"),
+            (ok().real_cost_header("x tokens"), "real_cost_header"),
         ];
         for (rule, field) in cases {
             let name = rule.name.clone();
