@@ -216,7 +216,7 @@ fn adopter_tests(args: &[&str]) -> Command {
 
 /// The Valkey lane, beside the real lanes: the suites that start a real server, once more with
 /// `valkey-server` in its place (`REDIS_TESTS_REAL=valkey`, see `tests/src/lib.rs`): the
-/// library's store and its concurrency limit, its round-trip modes, the module loaded into Valkey, a Valkey Cluster, the
+/// library's store, its concurrency limit and its reconciled costs, its round-trip modes, the module loaded into Valkey, a Valkey Cluster, the
 /// script conformance suites with Valkey as the reference for the model and then for Redis
 /// (`CONFORMANCE_SUBJECT=redis`: any difference between the two servers fails by name, unless
 /// `conformance_valkey` holds it as a known one), and from the real lanes the catalogue on one
@@ -247,9 +247,10 @@ fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
 /// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`, as test-name filters (each
 /// a module of `tests/tests/redis`; libtest runs the tests whose names contain any of them).
 /// The conformance suites run once more with Redis as the subject.
-const VALKEY_SUITES: [&str; 10] = [
+const VALKEY_SUITES: [&str; 11] = [
     "redis_store::",
     "permits::",
+    "reconcile::",
     "modes::",
     "module::",
     "module_concurrency::",
