@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use properties::debt::{debt_breach, DebtStep};
+use properties::debt::{debt_breach, debt_breach_of, uncapped_debit, DebtStep};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use redis_model::{ManualServerClock, ModelHandle, Reply};
@@ -288,5 +288,22 @@ proptest! {
         if let Some((at, why)) = debt_breach(algorithm, &q, BASE_MS, &steps) {
             prop_assert!(false, "{} {:?}: step #{}: {}", algorithm, q, at, why);
         }
+    }
+}
+
+/// A post-hoc charge with no cap breaks the bound: a key one request deep in debt per
+/// excess, as gateways that charge "toward the next request" let it go.
+#[test]
+fn an_uncapped_debit_breaks_the_bound() {
+    let q = Quota::new(4, Duration::from_millis(1_000)).with_burst(4);
+    let steps = [
+        DebtStep { dt: 0, units: 4, debit: false },
+        DebtStep { dt: 0, units: 12, debit: true },
+        DebtStep { dt: 1, units: 12, debit: true },
+    ];
+    for algorithm in [Algorithm::FixedWindow, Algorithm::SlidingWindow, Algorithm::SlidingLog, Algorithm::Gcra] {
+        assert_eq!(debt_breach(algorithm, &q, BASE_MS, &steps), None, "{algorithm}: the twin keeps the bound");
+        let (at, why) = debt_breach_of(uncapped_debit, algorithm, &q, BASE_MS, &steps).expect("a breach");
+        assert!(at >= 1 && why.contains("above"), "{algorithm}: step #{at}: {why}");
     }
 }
