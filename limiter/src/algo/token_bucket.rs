@@ -23,22 +23,28 @@ pub struct BucketState {
     pub ts_ms: u64,
 }
 
+/// `units` held at `ts_ms`, brought to `now_ms` as a request brings them: at most the burst
+/// `cap` (a bucket written under a larger burst holds at most this one), refilled by `limit`
+/// a millisecond since `ts_ms`, unless the clock reads earlier (then nothing moves).
+fn refilled(cap: u64, limit: u64, units: u64, ts_ms: u64, now_ms: u64) -> (u64, u64) {
+    let units = units.min(cap);
+    if now_ms <= ts_ms {
+        return (units, ts_ms);
+    }
+    // Compare against the time to fill before multiplying, so `elapsed * limit` can never
+    // leave the exactly representable range however long the key sat idle.
+    let elapsed = now_ms - ts_ms;
+    let fill_ms = ceil_div(cap - units, limit);
+    (if elapsed >= fill_ms { cap } else { units + elapsed * limit }, now_ms)
+}
+
 /// See the module docs.
 pub fn step(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, cost: u64) -> Outcome {
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;
     let need = cost * period;
     let BucketState { mut units, mut ts_ms } = state.unwrap_or(BucketState { units: cap, ts_ms: now_ms });
-    // A bucket written under a larger burst holds at most this burst.
-    units = units.min(cap);
-    if now_ms > ts_ms {
-        // Compare against the time to fill before multiplying, so `elapsed * limit` can
-        // never leave the exactly representable range however long the key sat idle.
-        let elapsed = now_ms - ts_ms;
-        let fill_ms = ceil_div(cap - units, limit);
-        units = if elapsed >= fill_ms { cap } else { units + elapsed * limit };
-        ts_ms = now_ms;
-    }
+    (units, ts_ms) = refilled(cap, limit, units, ts_ms, now_ms);
     // Non-zero only when the clock reads earlier than the stored time: refill resumes from
     // the stored time, so waits are counted from there.
     let ahead = ts_ms - now_ms;
@@ -65,12 +71,7 @@ pub fn refund(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u6
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;
     let Some(BucketState { units: mut held, mut ts_ms }) = *state else { return false };
-    held = held.min(cap);
-    if now_ms > ts_ms {
-        let fill_ms = ceil_div(cap - held, limit);
-        held = if now_ms - ts_ms >= fill_ms { cap } else { held + (now_ms - ts_ms) * limit };
-        ts_ms = now_ms;
-    }
+    (held, ts_ms) = refilled(cap, limit, held, ts_ms, now_ms);
     if held == cap {
         return false;
     }
@@ -92,12 +93,7 @@ pub fn debit(q: &Quota, state: &mut Option<BucketState>, now_ms: u64, units: u64
     let (limit, period) = (q.limit(), q.period_ms());
     let cap = q.burst() * period;
     let BucketState { units: mut held, mut ts_ms } = state.unwrap_or(BucketState { units: cap, ts_ms: now_ms });
-    held = held.min(cap);
-    if now_ms > ts_ms {
-        let fill_ms = ceil_div(cap - held, limit);
-        held = if now_ms - ts_ms >= fill_ms { cap } else { held + (now_ms - ts_ms) * limit };
-        ts_ms = now_ms;
-    }
+    (held, ts_ms) = refilled(cap, limit, held, ts_ms, now_ms);
     let owed = (ts_ms - now_ms).saturating_mul(limit);
     let charged = units.min((held + cap).saturating_sub(owed) / period);
     if charged == 0 {
