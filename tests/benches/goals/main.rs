@@ -34,6 +34,8 @@
 //!     floor RPC (gRPC without a decision), and Redis calls per decision with quota grants.
 //! 11. A concurrency limit's acquire and release, by the script and by the module's command,
 //!     Redis's µs for the pair against the floor script of goal 8 on each clock (`permits.rs`).
+//! 12. A request reconciled with a cost above its estimate, its decision and its debit, Redis's
+//!     µs against the same floor (`reconcile.rs`).
 //!
 //! `cargo bench -p redis-tests --bench goals` (set GOALS_SCALE=0.1 for a quick, rougher run;
 //! GOALS_ONLY=in-process,key-flood runs only the steps named, as the progress lines name them).
@@ -45,6 +47,7 @@ mod gateway;
 mod in_process;
 mod permits;
 mod profile;
+mod reconcile;
 mod redis_side;
 mod rls;
 mod simulation;
@@ -123,6 +126,7 @@ fn main() {
     step("gateway", &mut || gateway::gateway(&server));
     step("rls", &mut || rls::rls(&server));
     step("permits", &mut || permits::permits(&server));
+    step("reconcile", &mut || reconcile::reconcile(&server));
     drop(server);
     std::thread::sleep(Duration::from_millis(10));
 

@@ -15,12 +15,12 @@ use super::cost::{FLOOR, FLOOR_TIME};
 use super::support::*;
 use super::*;
 
-const ROUNDS: usize = 3;
+pub(super) const ROUNDS: usize = 3;
 /// Requests to a pipeline.
 const PIPELINE: usize = 16;
 /// A fixed caller's time (ms) for the caller's-clock rows: every lease lives a minute, so one
 /// instant serves the whole run.
-const NOW_MS: u64 = 1_700_000_000_000;
+pub(super) const NOW_MS: u64 = 1_700_000_000_000;
 
 /// The key of request `i`: spread over [`KEYS`] keys, every request's own most of the time.
 fn key_of(i: usize) -> String {
@@ -29,14 +29,14 @@ fn key_of(i: usize) -> String {
 
 /// What a row sends: a script (by EVALSHA) or a command of the module.
 #[derive(Clone, Copy)]
-enum Sent {
+pub(super) enum Sent {
     Script(&'static str),
     Command(&'static str),
 }
 
 /// Redis µs per call `sent` over `n` requests, each request the calls `calls(i)` makes (their
 /// KEYS and ARGV).
-fn usec_per_call(
+pub(super) fn usec_per_call(
     conn: &mut redis::Connection,
     sent: Sent,
     n: usize,
@@ -70,7 +70,7 @@ fn usec_per_call(
 }
 
 /// The floor's request: one call of the floor script on the request's key.
-fn floor(i: usize) -> Vec<(Vec<String>, Vec<String>)> {
+pub(super) fn floor(i: usize) -> Vec<(Vec<String>, Vec<String>)> {
     vec![(vec![key_of(i)], Vec::new())]
 }
 
