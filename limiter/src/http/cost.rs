@@ -36,17 +36,15 @@
 //! # });
 //! ```
 
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::header::HeaderName;
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use tower::{Layer, Service};
 
-use super::{error_response, set_rate_headers, take_ready, too_many_requests, BoxFuture, KeyExtractor};
+use super::{error_response, set_rate_headers, take_ready, too_many_requests, BoxFuture, HeldBody, KeyExtractor};
 use crate::limiter::Limiter;
 
 /// The real cost of one request, counted while its response is made: the layer puts one in
@@ -165,7 +163,7 @@ where
         let meter = CostMeter::default();
         req.extensions_mut().insert(meter.clone());
         Box::pin(async move {
-            let Some(key) = key else { return Ok(inner.call(req).await?.map(CostBody::unsettled)) };
+            let Some(key) = key else { return Ok(inner.call(req).await?.map(CostBody::empty)) };
             let d = match limiter.check_n(&key, reserved).await {
                 Ok(d) => d,
                 Err(e) => return Ok(error_response(&e)),
@@ -182,84 +180,42 @@ where
             if let Some(Ok(Ok(units))) = told {
                 meter.set(units);
             }
-            let settle = Settlement { limiter, key, reserved, meter };
-            Ok(response.map(|body| CostBody { inner: body, settle: Some(settle) }))
+            let settle = CostSettlement { limiter, key, reserved, meter };
+            Ok(response.map(|body| CostBody::holding(body, settle)))
         })
     }
 }
 
-/// What a response owes its limit until its body ends.
+/// What a response owes its limit until its body ends: dropped (when the body ends, or is
+/// dropped unfinished), it reconciles what the meter counted, in a task on the current Tokio
+/// runtime.
 #[derive(Debug)]
-struct Settlement {
+pub struct CostSettlement {
     limiter: Limiter,
     key: String,
     reserved: u64,
     meter: CostMeter,
 }
 
-impl Settlement {
-    /// Reconciles what the meter counted, in a task on the current Tokio runtime.
-    fn settle(self) {
+impl Drop for CostSettlement {
+    fn drop(&mut self) {
         let Some(actual) = self.meter.cost() else { return };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        let (limiter, key, reserved) = (self.limiter.clone(), std::mem::take(&mut self.key), self.reserved);
         runtime.spawn(async move {
-            let _settled = self.limiter.reconcile(&self.key, self.reserved, actual).await;
+            let _settled = limiter.reconcile(&key, reserved, actual).await;
         });
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A response body that settles its request's real cost when it ends: when its last frame
-    /// has been read, or when it is dropped unfinished.
-    #[derive(Debug, Default)]
-    pub struct CostBody<B> {
-        #[pin]
-        inner: B,
-        settle: Option<Settlement>,
-    }
-
-    impl<B> PinnedDrop for CostBody<B> {
-        fn drop(this: Pin<&mut Self>) {
-            if let Some(settle) = this.project().settle.take() {
-                settle.settle();
-            }
-        }
-    }
-}
+/// A response body that settles its request's real cost when it ends: when its last frame
+/// has been read, or when it is dropped unfinished.
+pub type CostBody<B> = HeldBody<B, CostSettlement>;
 
 impl<B> CostBody<B> {
-    /// A body with nothing to settle: an unkeyed request's, or a refusal's.
-    fn unsettled(inner: B) -> Self {
-        CostBody { inner, settle: None }
-    }
-
     /// Whether its request's cost is still to be settled.
     pub fn settles(&self) -> bool {
-        self.settle.is_some()
-    }
-}
-
-impl<B: Body> Body for CostBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let polled = this.inner.poll_frame(cx);
-        if let Poll::Ready(None | Some(Err(_))) = polled {
-            if let Some(settle) = this.settle.take() {
-                settle.settle();
-            }
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.holds()
     }
 }
 
@@ -267,7 +223,10 @@ impl<B: Body> Body for CostBody<B> {
 mod tests {
     use std::convert::Infallible;
 
+    use std::pin::Pin;
+
     use http::StatusCode;
+    use http_body::Body;
     use tower::ServiceExt;
 
     use super::super::test_support::{req, user_key};

@@ -33,15 +33,13 @@
 //! # });
 //! ```
 
-use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use http::{Request, Response};
-use http_body::{Body, Frame, SizeHint};
 use tower::{Layer, Service};
 
-use super::{error_response, take_ready, too_many_requests, BoxFuture, KeyExtractor};
+use super::{error_response, take_ready, too_many_requests, BoxFuture, HeldBody, KeyExtractor};
 use crate::concurrency::{Acquired, ConcurrencyLimiter, Permit};
 
 /// Wraps services in [`ConcurrencyLimit`].
@@ -105,7 +103,7 @@ where
         let limiter = self.limiter.clone();
         let key = self.extractor.key(&req);
         Box::pin(async move {
-            let Some(key) = key else { return Ok(inner.call(req).await?.map(PermitBody::unheld)) };
+            let Some(key) = key else { return Ok(inner.call(req).await?.map(PermitBody::empty)) };
             let permit = match limiter.acquire(&key).await {
                 Ok(Acquired::Held(permit)) => permit,
                 Ok(Acquired::Full(d)) => {
@@ -118,54 +116,19 @@ where
             // Held while the handler runs (dropped with this future if it is cancelled), then
             // by the body until it ends.
             let response = inner.call(req).await?;
-            Ok(response.map(|body| PermitBody { inner: body, permit: Some(permit) }))
+            Ok(response.map(|body| PermitBody::holding(body, permit)))
         })
     }
 }
 
-pin_project_lite::pin_project! {
-    /// A response body holding its request's permit until it ends: released when the last
-    /// frame has been read, or when the body is dropped unfinished.
-    #[derive(Debug, Default)]
-    pub struct PermitBody<B> {
-        #[pin]
-        inner: B,
-        permit: Option<Permit>,
-    }
-}
+/// A response body holding its request's permit until it ends: released when the last frame
+/// has been read, or when the body is dropped unfinished.
+pub type PermitBody<B> = HeldBody<B, Permit>;
 
 impl<B> PermitBody<B> {
-    /// A body that holds no permit: an unkeyed request's, or a refusal's.
-    fn unheld(inner: B) -> Self {
-        PermitBody { inner, permit: None }
-    }
-
     /// Whether it still holds its request's permit.
     pub fn holds_permit(&self) -> bool {
-        self.permit.is_some()
-    }
-}
-
-impl<B: Body> Body for PermitBody<B> {
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let polled = this.inner.poll_frame(cx);
-        if let Poll::Ready(None | Some(Err(_))) = polled {
-            // The end, or an error that ends it: the work is over.
-            this.permit.take();
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+        self.holds()
     }
 }
 
@@ -175,6 +138,10 @@ mod tests {
 
     use http::StatusCode;
     use tower::ServiceExt;
+
+    use std::pin::Pin;
+
+    use http_body::{Body, Frame};
 
     use super::super::test_support::{handler, req, user_key, Handler};
     use super::*;

@@ -38,13 +38,15 @@
 //! # });
 //! ```
 
+mod body;
 mod cost;
 pub mod headers;
 mod in_flight;
 pub mod problem;
 mod rules_layer;
 
-pub use cost::{CostBody, CostLimit, CostLimitLayer, CostMeter};
+pub use body::HeldBody;
+pub use cost::{CostBody, CostLimit, CostLimitLayer, CostMeter, CostSettlement};
 pub use in_flight::{ConcurrencyLimit, ConcurrencyLimitLayer, PermitBody};
 pub use rules_layer::{EnforceRules, Rejection, RulesLayer};
 
