@@ -21,6 +21,7 @@
 pub mod bound;
 pub mod checker;
 pub mod faults;
+pub mod in_flight;
 pub mod mode;
 pub mod oracle;
 pub mod promise;

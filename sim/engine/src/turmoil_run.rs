@@ -43,6 +43,13 @@ pub struct TurmoilConnector {
     addr: &'static str,
 }
 
+impl TurmoilConnector {
+    /// Dials `addr` (a host's name and port).
+    pub const fn to(addr: &'static str) -> Self {
+        TurmoilConnector { addr }
+    }
+}
+
 impl Connector for TurmoilConnector {
     fn connect(&self) -> ConnectFuture<'_> {
         Box::pin(async move {

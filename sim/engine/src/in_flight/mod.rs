@@ -1,0 +1,403 @@
+//! In-flight limits in the simulator: several instances hold slots of one key while their work
+//! runs, against the Redis model in turmoil, and [`check`] judges every acquire and release on
+//! true time against the promise of a concurrency limit: at most N slots held at once, except
+//! slots of holders that died, each for at most one lease; N more per loss of Redis's data.
+//!
+//! | variant | what happens | what it breaks in a design without leases or tokens |
+//! |---|---|---|
+//! | `in-flight-crashes` | one holder in 16 dies holding its slot (a crashed worker, a killed connection); Redis restarts without its data a third of the way in | a counter never gets the dead holders' slots back: the key is refused for good |
+//! | `in-flight-lost-replies` | Redis's replies to each instance are lost three times for 60 ms: acquires and releases time out, and releases are retried, as clients retry them | an acquire whose reply was lost took a slot nobody holds, for good; a release retried after its reply was lost counts twice |
+//! | `in-flight-double-release` | one request in 8 is released twice (its response ended and its connection closed, and both release) | the second release frees someone else's slot: the counter goes below the slots held, and more than N run |
+//!
+//! Two subjects run ([`Holder`]): the library's [`ConcurrencyLimiter`] (one script per call,
+//! a token per holder, leases on Redis's clock) and `incr-decr`, the counter most public
+//! implementations are: INCR to acquire (DECR back when over the limit), DECR to release, no
+//! lease and no token.
+
+pub mod check;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use redis::Value;
+use redis_ratelimit::harness::call_raw;
+use redis_ratelimit::{
+    Acquired, BreakerConfig, ConcurrencyLimiter, FailurePolicy, PermitTicket, RedisStore, Source, TimeSource,
+};
+
+use crate::redis_host::RedisHost;
+use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
+use crate::turmoil_run::{TurmoilConnector, REDIS_ADDR};
+use check::{Acquire, End, Hold, Judged};
+
+/// Which scenario of the family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InFlightVariant {
+    /// Holders die holding slots; Redis restarts without its data.
+    Crashes,
+    /// Replies are lost; releases are retried.
+    LostReplies,
+    /// Some requests are released twice.
+    DoubleRelease,
+}
+
+impl InFlightVariant {
+    /// Every variant.
+    pub const ALL: [InFlightVariant; 3] =
+        [InFlightVariant::Crashes, InFlightVariant::LostReplies, InFlightVariant::DoubleRelease];
+
+    /// The scenario's name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            InFlightVariant::Crashes => "in-flight-crashes",
+            InFlightVariant::LostReplies => "in-flight-lost-replies",
+            InFlightVariant::DoubleRelease => "in-flight-double-release",
+        }
+    }
+
+    /// The variant named `name`.
+    pub fn named(name: &str) -> Option<InFlightVariant> {
+        InFlightVariant::ALL.into_iter().find(|v| v.name() == name)
+    }
+}
+
+/// What holds the slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holder {
+    /// The library's concurrency limiter.
+    Library,
+    /// INCR to acquire, DECR to release: no lease, no token.
+    IncrDecr,
+}
+
+impl Holder {
+    /// Both, the library first.
+    pub const ALL: [Holder; 2] = [Holder::Library, Holder::IncrDecr];
+
+    /// Its name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Holder::Library => "library",
+            Holder::IncrDecr => "incr-decr",
+        }
+    }
+
+    /// The subject named `name`.
+    pub fn named(name: &str) -> Option<Holder> {
+        Holder::ALL.into_iter().find(|h| h.name() == name)
+    }
+}
+
+/// One run of the family.
+#[derive(Debug, Clone)]
+pub struct InFlightSpec {
+    /// The scenario.
+    pub variant: InFlightVariant,
+    /// What holds the slots.
+    pub holder: Holder,
+    /// The seed of everything random.
+    pub seed: u64,
+    /// Instances holding slots of the one key.
+    pub instances: u32,
+    /// How long they send (ms).
+    pub duration_ms: u64,
+    /// N: slots of the key.
+    pub limit: u64,
+    /// How long a slot lasts unreleased (ms).
+    pub lease_ms: u64,
+}
+
+impl InFlightSpec {
+    /// The variant's run of `holder` with `seed`: four instances asking for half again the
+    /// key's 4 slots.
+    pub fn new(variant: InFlightVariant, holder: Holder, seed: u64) -> InFlightSpec {
+        InFlightSpec { variant, holder, seed, instances: 4, duration_ms: 4_000, limit: 4, lease_ms: 400 }
+    }
+
+    /// The command that replays this run.
+    pub fn replay_command(&self) -> String {
+        format!(
+            "{} --scenario {} --subject {} --seed {}",
+            results::command::command("simulate"),
+            self.variant.name(),
+            self.holder.name(),
+            self.seed
+        )
+    }
+}
+
+/// What a run came to.
+#[derive(Debug, Clone)]
+pub struct InFlightOutcome {
+    /// Every request's acquire and release, by instance and job.
+    pub holds: Vec<Hold>,
+    /// The holds' hash: the same seed gives the same hash.
+    pub trace_hash: String,
+    /// The promise, judged.
+    pub judged: Judged,
+    /// Restarts of Redis without its data.
+    pub data_losses: u64,
+    /// Calls to Redis.
+    pub redis_calls: u64,
+}
+
+/// Width of the buckets of the slots-held series.
+pub const BUCKET_MS: u64 = 100;
+/// How long one call may take before the caller gives up on it.
+const TIMEOUT_MS: u64 = 50;
+/// Attempts at a release, 20 ms apart.
+const RELEASE_ATTEMPTS: u32 = 3;
+const KEY: &str = "api";
+/// How long each loss of replies lasts.
+const LOSS_MS: u64 = 150;
+
+/// One instance's way of holding slots.
+enum SlotClient {
+    Library(ConcurrencyLimiter),
+    IncrDecr { store: RedisStore, limit: u64 },
+}
+
+/// What a held slot is released with.
+enum Token {
+    Ticket(PermitTicket),
+    Count,
+}
+
+impl SlotClient {
+    fn build(spec: &InFlightSpec, time: &SimTime) -> anyhow::Result<SlotClient> {
+        let store =
+            RedisStore::new(TurmoilConnector::to(REDIS_ADDR)).with_timeout(Duration::from_millis(TIMEOUT_MS))?;
+        Ok(match spec.holder {
+            Holder::Library => SlotClient::Library(
+                ConcurrencyLimiter::builder(spec.limit, Duration::from_millis(spec.lease_ms))
+                    .redis(store)
+                    .time_source(TimeSource::Server)
+                    // Simulated time for its breaker and its readings, never the machine's.
+                    .clock(Arc::new(SkewedClock::new(time.clone(), 0, 0)))
+                    .failure_policy(FailurePolicy::FailClosed)
+                    .breaker(BreakerConfig::new(3, Duration::from_millis(250)))
+                    .build()?,
+            ),
+            Holder::IncrDecr => SlotClient::IncrDecr { store, limit: spec.limit },
+        })
+    }
+
+    async fn acquire(&self) -> (Acquire, Option<Token>) {
+        match self {
+            SlotClient::Library(limiter) => match limiter.acquire(KEY).await {
+                Ok(Acquired::Held(permit)) if permit.decision().source == Source::Store => {
+                    (Acquire::Held, Some(Token::Ticket(permit.into_ticket())))
+                }
+                Ok(Acquired::Full(d)) if d.source == Source::Store => (Acquire::Full, None),
+                // A failure policy's answer, or an error: not the store's.
+                _ => (Acquire::Unknown, None),
+            },
+            SlotClient::IncrDecr { store, limit } => {
+                let key = format!("inflight:{{{KEY}}}");
+                let incr = redis::cmd("INCR").arg(&key).clone();
+                let Ok(n) = call_raw(store, |mut c| async move { incr.query_async::<i64>(&mut c).await }).await else {
+                    return (Acquire::Unknown, None);
+                };
+                if n > *limit as i64 {
+                    // Over the limit: take the increment back (should this fail, the slot
+                    // leaks, as it does in the libraries that work this way).
+                    let decr = redis::cmd("DECR").arg(&key).clone();
+                    let _ = call_raw(store, |mut c| async move { decr.query_async::<Value>(&mut c).await }).await;
+                    return (Acquire::Full, None);
+                }
+                (Acquire::Held, Some(Token::Count))
+            }
+        }
+    }
+
+    /// One attempt at a release: whether the store acknowledged it.
+    async fn release(&self, token: &Token) -> bool {
+        match (self, token) {
+            (SlotClient::Library(limiter), Token::Ticket(ticket)) => limiter.release_ticket(ticket).await.is_ok(),
+            (SlotClient::IncrDecr { store, .. }, Token::Count) => {
+                let decr = redis::cmd("DECR").arg(format!("inflight:{{{KEY}}}")).clone();
+                call_raw(store, |mut c| async move { decr.query_async::<Value>(&mut c).await }).await.is_ok()
+            }
+            _ => false,
+        }
+    }
+}
+
+/// One request as the workload draws it.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    at_ms: u64,
+    work_ms: u64,
+    dies: bool,
+    /// A second release this long after the first.
+    again_ms: Option<u64>,
+}
+
+async fn instance(
+    index: u32,
+    spec: InFlightSpec,
+    jobs: Vec<Job>,
+    time: SimTime,
+    holds: Arc<Mutex<Vec<Hold>>>,
+) -> turmoil::Result {
+    let caller = Arc::new(SlotClient::build(&spec, &time).map_err(|e| e.to_string())?);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, job) in jobs.into_iter().enumerate() {
+        let now = time.elapsed_ms();
+        if job.at_ms > now {
+            tokio::time::sleep(Duration::from_millis(job.at_ms - now)).await;
+        }
+        while tasks.try_join_next().is_some() {}
+        let (caller, time, holds) = (caller.clone(), time.clone(), holds.clone());
+        tasks.spawn(async move {
+            let sent_ms = time.elapsed_ms();
+            let (acquire, token) = caller.acquire().await;
+            let done_ms = time.elapsed_ms();
+            let end = match token {
+                None => End::NotHeld,
+                Some(token) => {
+                    tokio::time::sleep(Duration::from_millis(job.work_ms)).await;
+                    if job.dies {
+                        // Nothing releases it: the ticket (or the count) is simply gone.
+                        End::Died { at_ms: time.elapsed_ms() }
+                    } else {
+                        let sent_ms = time.elapsed_ms();
+                        let mut acked_ms = None;
+                        for attempt in 0..RELEASE_ATTEMPTS {
+                            if attempt > 0 {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            if caller.release(&token).await {
+                                acked_ms = Some(time.elapsed_ms());
+                                break;
+                            }
+                        }
+                        if let Some(again_ms) = job.again_ms {
+                            tokio::time::sleep(Duration::from_millis(again_ms)).await;
+                            caller.release(&token).await;
+                        }
+                        End::Released { sent_ms, acked_ms }
+                    }
+                }
+            };
+            let hold = Hold { instance: index, job: n as u32, sent_ms, done_ms, acquire, end };
+            holds.lock().unwrap_or_else(|p| p.into_inner()).push(hold);
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// Each instance's jobs: together they ask for half again the key's slots (work of 10 to 150
+/// ms, 80 on average); in the crash scenario one holder in 16 dies, in the double-release one
+/// one in 8 is released twice.
+fn jobs(spec: &InFlightSpec, rng: &mut SmallRng) -> Vec<Vec<Job>> {
+    let mean_work_ms = 80;
+    // Little's law: slots asked for = arrival rate x work; per instance a quarter of 1.5 N.
+    let gap_ms = (mean_work_ms * u64::from(spec.instances) * 2 / (3 * spec.limit)).max(1);
+    (0..spec.instances)
+        .map(|_| {
+            let mut out = Vec::new();
+            let mut t = rng.random_range(0..gap_ms);
+            while t < spec.duration_ms {
+                let dies = spec.variant == InFlightVariant::Crashes && rng.random_range(0..16) == 0;
+                let again_ms = (spec.variant == InFlightVariant::DoubleRelease && rng.random_range(0..8) == 0)
+                    .then(|| rng.random_range(1..=30));
+                out.push(Job { at_ms: t, work_ms: rng.random_range(10..=150), dies, again_ms });
+                t += rng.random_range(1..=2 * gap_ms);
+            }
+            out
+        })
+        .collect()
+}
+
+/// Runs `spec` to completion.
+pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
+    anyhow::ensure!(spec.instances > 0 && spec.limit > 0, "an in-flight run needs instances and slots");
+    let mut rng = SmallRng::seed_from_u64(spec.seed);
+    let time = SimTime::default();
+    let redis = RedisHost::new(time.clone());
+    // Long enough after the last job for every work and release to end.
+    let end_ms = spec.duration_ms + 1_000;
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_millis(end_ms + 60_000))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(3))
+        .tcp_capacity(1 << 16)
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
+        .rng_seed(spec.seed)
+        .build();
+    {
+        let redis = redis.clone();
+        sim.host("redis", move || {
+            let redis = redis.clone();
+            async move { redis.serve().await }
+        });
+    }
+    let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
+    for (i, jobs) in jobs(spec, &mut rng).into_iter().enumerate() {
+        let (spec, time, holds) = (spec.clone(), time.clone(), holds.clone());
+        sim.client(instance_name(i as u32), instance(i as u32, spec, jobs, time, holds));
+    }
+    // (at, instance, start): replies from Redis lost, one window of 150 ms per third of the run.
+    let mut losses: Vec<(u64, u32, bool)> = Vec::new();
+    if spec.variant == InFlightVariant::LostReplies {
+        let third = spec.duration_ms / 3;
+        for i in 0..spec.instances {
+            for k in 0..3 {
+                let at = k * third + rng.random_range(0..third.saturating_sub(LOSS_MS).max(1));
+                losses.extend([(at, i, true), (at + LOSS_MS, i, false)]);
+            }
+        }
+        losses.sort_unstable();
+    }
+    let crash =
+        (spec.variant == InFlightVariant::Crashes).then_some((spec.duration_ms / 3, spec.duration_ms / 3 + 150));
+    let (mut next, mut data_losses) = (0, 0);
+    while sim.elapsed() < Duration::from_millis(end_ms) {
+        let elapsed = sim.elapsed();
+        time.publish(elapsed.as_micros() as u64);
+        let now = elapsed.as_millis() as u64;
+        while let Some(&(_, i, start)) = losses.get(next).filter(|l| l.0 <= now) {
+            if start {
+                sim.partition_oneway("redis", instance_name(i));
+            } else {
+                sim.repair_oneway("redis", instance_name(i));
+            }
+            next += 1;
+        }
+        if let Some((at, until)) = crash {
+            if now == at {
+                redis.crash();
+            }
+            if now == until {
+                redis.restart(false);
+                data_losses += 1;
+            }
+        }
+        if let Err(e) = sim.step() {
+            anyhow::bail!("simulation failed at {now} ms: {e}");
+        }
+    }
+    let mut holds = std::mem::take(&mut *holds.lock().unwrap_or_else(|p| p.into_inner()));
+    holds.sort_by_key(|h| (h.instance, h.job));
+    let mut hash = sha1_smol::Sha1::new();
+    for h in &holds {
+        hash.update(format!("{h:?}\n").as_bytes());
+    }
+    let judged = check::judge(&holds, spec.limit, spec.lease_ms, data_losses, BUCKET_MS);
+    Ok(InFlightOutcome {
+        holds,
+        trace_hash: hash.digest().to_string(),
+        judged,
+        data_losses,
+        redis_calls: redis.cost().round_trips,
+    })
+}
+
+fn instance_name(i: u32) -> String {
+    format!("holder-{i}")
+}
