@@ -2,11 +2,33 @@
 //! the simulation's (so `TIME` and expiry follow simulated time), its data outside the host
 //! closure (so a restart can keep it, as persistence would, or lose it).
 
-use std::time::Duration;
+use std::time::{Duration, UNIX_EPOCH};
 
 use crate::simclock::{SimTime, EPOCH_MS};
 use redis_model::{serve_turmoil, FnServerClock, ModelHandle, Reply};
 use results::RedisCost;
+
+/// A simulation of a scenario family (`crate::rls`, `crate::in_flight`, `crate::post_hoc`)
+/// running `end_ms` of simulated time: 1 ms ticks, links of 1 to 3 ms, the fixed epoch, and
+/// the Redis host already on it as `redis`.
+pub fn simulation<'a>(seed: u64, end_ms: u64, time: &SimTime) -> (turmoil::Sim<'a>, RedisHost) {
+    let redis = RedisHost::new(time.clone());
+    let mut sim = turmoil::Builder::new()
+        .simulation_duration(Duration::from_millis(end_ms + 60_000))
+        .tick_duration(Duration::from_millis(1))
+        .min_message_latency(Duration::from_millis(1))
+        .max_message_latency(Duration::from_millis(3))
+        .tcp_capacity(1 << 16)
+        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
+        .rng_seed(seed)
+        .build();
+    let host = redis.clone();
+    sim.host("redis", move || {
+        let host = host.clone();
+        async move { host.serve().await }
+    });
+    (sim, redis)
+}
 
 /// Port the model listens on.
 pub const PORT: u16 = 6379;

@@ -17,7 +17,7 @@
 pub mod check;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -27,8 +27,8 @@ use redis_ratelimit::{
     Acquired, BreakerConfig, ConcurrencyLimiter, FailurePolicy, PermitTicket, RedisStore, Source, TimeSource,
 };
 
-use crate::redis_host::RedisHost;
-use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
+use crate::redis_host;
+use crate::simclock::{SimTime, SkewedClock};
 use crate::turmoil_run::{TurmoilConnector, REDIS_ADDR};
 use check::{Acquire, End, Hold, Judged};
 
@@ -318,25 +318,9 @@ pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
     anyhow::ensure!(spec.instances > 0 && spec.limit > 0, "an in-flight run needs instances and slots");
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let time = SimTime::default();
-    let redis = RedisHost::new(time.clone());
     // Long enough after the last job for every work and release to end.
     let end_ms = spec.duration_ms + 1_000;
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_millis(end_ms + 60_000))
-        .tick_duration(Duration::from_millis(1))
-        .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(3))
-        .tcp_capacity(1 << 16)
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
-        .rng_seed(spec.seed)
-        .build();
-    {
-        let redis = redis.clone();
-        sim.host("redis", move || {
-            let redis = redis.clone();
-            async move { redis.serve().await }
-        });
-    }
+    let (mut sim, redis) = redis_host::simulation(spec.seed, end_ms, &time);
     let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
     for (i, jobs) in jobs(spec, &mut rng).into_iter().enumerate() {
         let (spec, time, holds) = (spec.clone(), time.clone(), holds.clone());

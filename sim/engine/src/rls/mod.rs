@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::rate_limit_descriptor::Entry;
 use envoy_types::pb::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor;
@@ -37,7 +37,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::checker::{self, Check};
 use crate::oracle::{self, Accuracy};
 use crate::promise::{Promise, Tolerance};
-use crate::redis_host::RedisHost;
+use crate::redis_host;
 use crate::simclock::{SimTime, SkewedClock, EPOCH_MS};
 use crate::trace::{self, Record};
 
@@ -333,24 +333,8 @@ impl Proxy {
 pub fn run(spec: &RlsSpec) -> anyhow::Result<RlsOutcome> {
     let mut rng = SmallRng::seed_from_u64(spec.seed);
     let time = SimTime::default();
-    let redis = RedisHost::new(time.clone());
     let end_ms = spec.duration_ms + 1_000;
-    let mut sim = turmoil::Builder::new()
-        .simulation_duration(Duration::from_millis(end_ms + 60_000))
-        .tick_duration(Duration::from_millis(1))
-        .min_message_latency(Duration::from_millis(1))
-        .max_message_latency(Duration::from_millis(3))
-        .tcp_capacity(1 << 16)
-        .epoch(UNIX_EPOCH + Duration::from_millis(EPOCH_MS))
-        .rng_seed(spec.seed)
-        .build();
-    {
-        let redis = redis.clone();
-        sim.host("redis", move || {
-            let redis = redis.clone();
-            async move { redis.serve().await }
-        });
-    }
+    let (mut sim, redis) = redis_host::simulation(spec.seed, end_ms, &time);
     for i in 0..spec.services {
         let offset = rng.random_range(-10i64..=10);
         let (variant, time) = (spec.variant, time.clone());
