@@ -24,6 +24,7 @@ pub mod faults;
 pub mod in_flight;
 pub mod mode;
 pub mod oracle;
+pub mod post_hoc;
 pub mod promise;
 pub mod redis_host;
 pub mod rls;
