@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use results::verdict::{self, Check, Kind, Problem, RowVerdict};
 
-use crate::charts::{first_seed, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
+use crate::charts::{first_seed, is_in_flight, is_post_hoc, scenarios, Chart, ChartKind, OUTAGE_SCENARIO};
 use crate::lineup::Lineup;
 use crate::schema::{is_failure, Results, RunResult, SCHEMA};
 use crate::style::{ordered, tidy, POLICIES};
@@ -391,15 +391,31 @@ pub(crate) fn page(r: &Results, charts: &[Chart]) -> String {
             let _ = writeln!(out, "<p class=\"desc\">{}</p>", escape(description));
         }
         figure(&mut out, c);
-        let _ = writeln!(
-            out,
-            "<p class=\"how\"><strong>How to read this.</strong> One panel per algorithm, seed {}: each solid line \
-             is what the limiter admitted in each time bucket (one line per failure policy or time source the \
-             scenario runs), the thin dashed black line what an exact model of the same algorithm fed the same \
-             requests admitted, the wide grey band the limit. Yellow bands are fault windows. Where a solid line \
-             runs above the dashed one the limiter over-admits; below it, it wrongly denies.</p>",
-            first_seed(r).map_or_else(|| "—".to_string(), |s| s.to_string())
-        );
+        let seed = first_seed(r).map_or_else(|| "—".to_string(), |s| s.to_string());
+        let how = if is_in_flight(r, s) {
+            format!(
+                "One panel per subject, seed {seed}: the line is the most requests working at once in each time \
+                 bucket, each counted from the moment it heard its slot was held until it sent its release (or \
+                 died); the wide grey band is the limit N. Yellow bands are fault windows. Above the band more than \
+                 N run at once. A subject that leaks slots shows the other way: the line sinks below N while \
+                 requests keep being refused, and the table counts those refusals."
+            )
+        } else if is_post_hoc(r, s) {
+            "One bar per subject: every unit it charged, at admission and after the work, in the span where it \
+             came nearest its bound, as a share of what the promise for twice the capacity allows there (a key \
+             owes at most one capacity). At 1 the bound is reached; past it, broken. Units a cap forgave are in \
+             the results file (charges.uncharged)."
+                .to_string()
+        } else {
+            format!(
+                "One panel per algorithm, seed {seed}: each solid line is what the limiter admitted in each time \
+                 bucket (one line per failure policy or time source the scenario runs), the thin dashed black line \
+                 what an exact model of the same algorithm fed the same requests admitted, the wide grey band the \
+                 limit. Yellow bands are fault windows. Where a solid line runs above the dashed one the limiter \
+                 over-admits; below it, it wrongly denies."
+            )
+        };
+        let _ = writeln!(out, "<p class=\"how\"><strong>How to read this.</strong> {how}</p>");
         table(&mut out, &lineup, &rows);
         findings(&mut out, &rows);
         out.push_str("</section>\n");

@@ -18,7 +18,7 @@
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, ValueEnum};
 
@@ -198,9 +198,13 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub list: bool,
 
-    /// Run only this subject: one of the library's algorithms or an external subject
-    /// (repeatable; default: all of them)
+    /// Run only this subject: one of the library's algorithms, an external subject, or a
+    /// subject of the in-flight and post-hoc scenarios (repeatable; default: all of them)
     #[arg(long = "subject", visible_alias = "algorithm", value_name = "NAME", value_parser = subject_names())]
+    pub subject_names: Vec<String>,
+
+    /// The catalogue's subjects among `--subject` (filled by [`SimulateArgs::parse_args`]).
+    #[arg(skip)]
     pub subjects: Vec<Subject>,
 
     /// Where the library's algorithms decide: with their scripts, or also with the Redis
@@ -231,9 +235,16 @@ impl SimulateArgs {
         let matches = SimulateArgs::named_command().try_get_matches_from(args)?;
         let mut parsed = SimulateArgs::from_arg_matches(&matches)?;
         parsed.run.validate::<SimulateArgs>()?;
-        // One subject named twice runs once.
+        // One subject named twice runs once; a family's own subject is no catalogue subject.
+        let mut seen: Vec<String> = Vec::new();
+        parsed.subject_names.retain(|name| {
+            !seen.contains(name) && {
+                seen.push(name.clone());
+                true
+            }
+        });
         let mut unique: Vec<Subject> = Vec::new();
-        for subject in parsed.subjects.drain(..) {
+        for subject in parsed.subject_names.iter().filter_map(|name| Subject::named(name)) {
             if !unique.contains(&subject) {
                 unique.push(subject);
             }
@@ -388,7 +399,11 @@ impl RunArgs {
 
 /// The catalogue's scenario names, each with what it shows (in `--help`).
 fn scenario_names() -> PossibleValuesParser {
-    PossibleValuesParser::new(scenario::catalogue().into_iter().map(|s| PossibleValue::new(s.name).help(s.description)))
+    let families =
+        sim_engine::families::scenarios().into_iter().map(|(name, what)| PossibleValue::new(name).help(what));
+    PossibleValuesParser::new(
+        scenario::catalogue().into_iter().map(|s| PossibleValue::new(s.name).help(s.description)).chain(families),
+    )
 }
 
 /// The failure policies, by the names the library gives them.
@@ -403,15 +418,15 @@ fn mode_names() -> PossibleValuesParser {
     PossibleValuesParser::new(sim_engine::mode::Mode::ALL.map(|m| PossibleValue::new(m.name()).help(m.description())))
 }
 
-/// The library's algorithms and the catalogue's subjects, by name, each with its promise.
-fn subject_names() -> impl TypedValueParser<Value = Subject> {
+/// The library's algorithms, the catalogue's subjects and the families' own, by name, each with
+/// what it is.
+fn subject_names() -> PossibleValuesParser {
     let values = Subject::catalogue()
         .into_iter()
         .chain(Subject::modules())
-        .map(|s| PossibleValue::new(s.name().to_owned()).help(s.summary()));
-    // The possible values already refused any other name; the lookup cannot miss.
+        .map(|s| PossibleValue::new(s.name().to_owned()).help(s.summary()))
+        .chain(sim_engine::families::subjects().into_iter().map(|(name, what)| PossibleValue::new(name).help(what)));
     PossibleValuesParser::new(values)
-        .try_map(|name| Subject::named(&name).ok_or_else(|| format!("no algorithm or subject is named {name:?}")))
 }
 
 /// A whole number of type `T`.

@@ -16,7 +16,7 @@ use crate::cli::{Backend, Format, RunArgs, SimulateArgs};
 use sim_engine::results::verdict::{problems, Check};
 use sim_engine::results::{Results, Verdict, SCHEMA};
 use sim_engine::run::is_failure;
-use sim_engine::scenario;
+use sim_engine::{families, scenario};
 use sim_real as real;
 
 /// Runs with `args` (the options, without a program name) and returns the exit status.
@@ -59,9 +59,15 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         for s in scenario::catalogue() {
             say!("{:<16} {}", s.name, s.description);
         }
+        for (name, what) in families::scenarios() {
+            say!("{name:<16} {what}");
+        }
         say!();
         for s in Subject::catalogue().into_iter().chain(Subject::modules()) {
             say!("{:<20} {}", s.name(), s.summary());
+        }
+        for (name, what) in families::subjects() {
+            say!("{name:<20} {what}");
         }
         say!();
         for m in sim_engine::mode::Mode::ALL {
@@ -78,6 +84,7 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
     if o.store == "module" {
         subjects = with_module_rows(subjects);
     }
+    let opts = o.clone();
     let o: &RunArgs = &o.run;
     let duration_ms = o.duration_ms();
     let seeds: Vec<u64> = o.seed_list();
@@ -95,20 +102,32 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
             o.backend.name()
         );
     }
-    let specs = campaign::specs(o, &subjects)?;
-    let campaign = campaign::run(o, &subjects, &specs, &*execute)?;
+    let (run_catalogue, family_specs) = selection(&opts, &seeds)?;
+    let specs = if run_catalogue { campaign::specs(o, &subjects)? } else { Vec::new() };
+    let campaign = if run_catalogue { campaign::run(o, &subjects, &specs, &*execute)? } else { Default::default() };
+    let mut not_deterministic = campaign.not_deterministic;
+    let mut results = campaign.results;
+    // The in-flight and post-hoc scenarios: their own runs, judged into the same results.
+    let family_results = families::run_all(&family_specs, o.threads)?;
+    if o.check_determinism {
+        for (first, again) in family_results.iter().zip(families::run_all(&family_specs, o.threads)?) {
+            if again.trace_hash != first.trace_hash {
+                not_deterministic.push((first.replay.clone(), first.trace_hash.clone(), again.trace_hash));
+            }
+        }
+    }
+    results.extend(family_results);
     let mut ok = true;
     if o.check_determinism {
-        if campaign.not_deterministic.is_empty() {
-            say!("determinism: {} runs replayed, every trace identical", specs.len());
+        if not_deterministic.is_empty() {
+            say!("determinism: {} runs replayed, every trace identical", specs.len() + family_specs.len());
         } else {
             ok = false;
-            for (replay, first, second) in &campaign.not_deterministic {
+            for (replay, first, second) in &not_deterministic {
                 say!("NOT DETERMINISTIC: {replay} (trace {first} then {second})");
             }
         }
     }
-    let results = campaign.results;
 
     say_text!("{}", sim_engine::table::render(&results));
     // A failover's cost, per algorithm: extra admissions against the stated bound.
@@ -176,6 +195,36 @@ fn simulate(o: &SimulateArgs, args: &[String]) -> Result<bool> {
         ok = false;
     }
     Ok(ok)
+}
+
+/// Whether the catalogue runs, and the runs of the scenario families (`sim_engine::families`)
+/// the options select: with no `--scenario`, the catalogue and every family; otherwise those
+/// named. A family runs only on the model, whose faults it needs, and with the library's
+/// scripts.
+pub fn selection(o: &SimulateArgs, seeds: &[u64]) -> Result<(bool, Vec<families::FamilySpec>)> {
+    let family_names: Vec<&str> = families::scenarios().into_iter().map(|(name, _)| name).collect();
+    let (named_families, named_catalogue): (Vec<String>, Vec<String>) =
+        o.run.scenarios.iter().cloned().partition(|n| family_names.contains(&n.as_str()));
+    let everything = o.run.scenarios.is_empty();
+    // Subjects named, none of them the catalogue's: only the families have them.
+    let only_family_subjects = !o.subject_names.is_empty() && o.subjects.is_empty();
+    let run_catalogue = (everything || !named_catalogue.is_empty()) && !only_family_subjects;
+    let families_possible = o.run.backend == Backend::Model && o.store == "scripts";
+    if !named_families.is_empty() && !families_possible {
+        anyhow::bail!(
+            "{} run on the model with the library's scripts only (--backend model --store scripts)",
+            named_families.join(", ")
+        );
+    }
+    let family_specs = if (everything || !named_families.is_empty()) && families_possible {
+        families::specs(&named_families, &o.subject_names, seeds)
+    } else {
+        Vec::new()
+    };
+    if !run_catalogue && family_specs.is_empty() {
+        anyhow::bail!("nothing to run: no scenario selected runs the selected subjects");
+    }
+    Ok((run_catalogue, family_specs))
 }
 
 /// `subjects` with each of the library's algorithms followed by its row on the Redis module

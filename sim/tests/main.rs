@@ -4,6 +4,7 @@
 
 mod algorithms;
 mod corpus;
+mod families;
 mod module_rows;
 mod readme;
 mod scenarios;

@@ -37,6 +37,13 @@
 //!   while they disagreed, whether some reading of the clocks explains what it admitted
 //!   (`held`) or none does (`broken`, a broken promise, not the clock trust's price); `none`
 //!   otherwise. `redis.expired_keys`: keys Redis expired in the run.
+//! - `held` (only for the in-flight scenarios, absent otherwise): `bucket_ms`, `per_bucket` (the
+//!   most holders working at once in each bucket), `limit` and `lease_ms`. For those runs `requests`
+//!   and `admitted` count acquires and slots given; for the post-hoc scenario they count
+//!   requests, `series.admitted` counts units charged, at admission and after, and `charges`
+//!   (absent elsewhere) holds `used` (the real cost of the requests admitted), `uncharged` (what
+//!   a cap forgave) and `worst_ratio` (the most charged in one span over what the promise
+//!   allows there).
 //!
 //! Every change of shape is a new version, and the report reads the earlier ones
 //! (`RENAMED_IN` below; `reports::load_results` upgrades them):
@@ -326,6 +333,14 @@ pub struct RunResult {
     /// answered it. Counted where every decision is one script run (None elsewhere).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub late_executions: Option<u64>,
+    /// For an in-flight limit (`in-flight-*` scenarios): slots held over time against its
+    /// limit. Absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<SlotsHeld>,
+    /// For costs known after the work (the post-hoc scenario): what was used, charged and
+    /// forgiven. Absent elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub charges: Option<Charges>,
 }
 
 impl RunResult {
@@ -392,6 +407,32 @@ pub struct Series {
     pub oracle_admitted: Vec<u64>,
     /// What the quota allows per bucket over all keys of the run (rate x bucket x keys).
     pub limit_per_bucket: f64,
+}
+
+/// Slots of an in-flight limit held over time: the most holders working at once in each
+/// bucket, where at most `limit` may (plus `limit` per loss of Redis's data).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct SlotsHeld {
+    pub bucket_ms: u64,
+    pub per_bucket: Vec<u32>,
+    pub limit: u64,
+    /// How long a dead holder's slot may stay taken (ms).
+    pub lease_ms: u64,
+}
+
+/// Costs known after the work: units used by the requests admitted, and how the units
+/// charged for them compare with the promise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct Charges {
+    /// The real cost of the requests admitted.
+    pub used: u64,
+    /// Units of it a cap forgave (reported by the limiter, never hidden).
+    pub uncharged: u64,
+    /// The most units charged in one span over what the promise for twice the capacity
+    /// allows there: above 1 where `bound` is broken.
+    pub worst_ratio: f64,
 }
 
 /// What the run cost Redis.

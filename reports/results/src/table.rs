@@ -73,11 +73,18 @@ pub fn render(results: &[RunResult]) -> String {
             };
         }
         let first = rows[0].first;
-        let _ = writeln!(
-            out,
-            "\n== {scenario} ({} instances, {} per {} ms) ==",
-            first.instances, first.limit, first.period_ms
-        );
+        let _ = match &first.held {
+            Some(h) => writeln!(
+                out,
+                "\n== {scenario} ({} instances, {} in flight, leases of {} ms) ==",
+                first.instances, h.limit, h.lease_ms
+            ),
+            None => writeln!(
+                out,
+                "\n== {scenario} ({} instances, {} per {} ms) ==",
+                first.instances, first.limit, first.period_ms
+            ),
+        };
         let _ = writeln!(out, "{}", wrap(&first.description, 100));
         let _ = writeln!(
             out,
@@ -102,18 +109,32 @@ pub fn render(results: &[RunResult]) -> String {
             let recover = row.recover_ms.map_or("-".to_owned(), |ms| format!("{ms} ms"));
             let mode = if row.first.mode.is_empty() { "-" } else { &row.first.mode };
             let per_decision = if row.requests == 0 { 0.0 } else { row.round_trips as f64 / row.requests as f64 };
+            // The in-flight and post-hoc runs have no exact limiter to replay: their checks are
+            // their bounds.
+            let unreplayed =
+                |r: &RunResult| r.held.is_some() || r.series.as_ref().is_some_and(|s| s.oracle_admitted.is_empty());
+            let replayed = !row.runs.iter().all(|r| unreplayed(r));
+            let (oracle, wrong_allow, wrong_limit) = if replayed {
+                (
+                    row.oracle.to_string(),
+                    format!("{:.2}%", pct(row.wrong_allow)),
+                    format!("{:.2}%", pct(row.wrong_limit)),
+                )
+            } else {
+                ("-".to_owned(), "-".to_owned(), "-".to_owned())
+            };
             let _ = writeln!(
                 out,
-                "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>6.2}% {:>6.2}% {:>6.3} {:>6} {:<22} {:>8}",
+                "{:<w$} {:<12} {:<13} {:<6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>6.3} {:>6} {:<22} {:>8}",
                 row.first.subject,
                 mode,
                 row.first.policy,
                 row.first.time_source,
                 row.requests,
                 row.admitted,
-                row.oracle,
-                pct(row.wrong_allow),
-                pct(row.wrong_limit),
+                oracle,
+                wrong_allow,
+                wrong_limit,
                 per_decision,
                 row.peak,
                 bound,

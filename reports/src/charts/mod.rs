@@ -5,6 +5,7 @@
 mod accuracy;
 mod cost;
 mod draw;
+mod limits;
 mod outage;
 mod overlap;
 mod race;
@@ -16,6 +17,7 @@ mod skew;
 mod witness;
 
 pub(crate) use draw::ensure_fonts;
+pub(crate) use limits::{is_in_flight, is_post_hoc};
 
 use std::path::Path;
 
@@ -123,12 +125,19 @@ pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> 
         &|p| race(r, p),
     )?;
     for (i, s) in scenarios(r).iter().enumerate() {
-        add(
-            ChartKind::Scenario(s.clone()),
-            format!("scenario-{:02}-{}.png", i + 1, slug(s)),
-            format!("Admitted against the oracle over time in scenario {s}, one panel per algorithm"),
-            &|p| scenario(r, s, p),
-        )?;
+        let file = format!("scenario-{:02}-{}.png", i + 1, slug(s));
+        let kind = ChartKind::Scenario(s.clone());
+        if is_in_flight(r, s) {
+            let alt =
+                format!("Holders working at once against the in-flight limit in scenario {s}, one panel per subject");
+            add(kind, file, alt, &|p| limits::held(r, s, p))?;
+        } else if is_post_hoc(r, s) {
+            let alt = format!("Units charged against what the promise allows in scenario {s}, one bar per subject");
+            add(kind, file, alt, &|p| limits::charged(r, s, p))?;
+        } else {
+            let alt = format!("Admitted against the oracle over time in scenario {s}, one panel per algorithm");
+            add(kind, file, alt, &|p| scenario(r, s, p))?;
+        }
     }
     add(
         ChartKind::Accuracy,

@@ -77,6 +77,32 @@ pub fn check_bound_with(
     if promise == Promise::None {
         return Check { verdict: Verdict::None, detail: "no promise to check".into() };
     }
+    let worst_by_key = worst_by_key(promise, q, records, allowance, tolerance);
+    let mut broken: Option<String> = None;
+    let mut peak = 0u64;
+    for (key, w) in &worst_by_key {
+        peak = peak.max(w.admitted);
+        if w.broken && broken.is_none() {
+            broken = Some(format!("key-{key}: {} admitted {}, bound {:.1}", w.admitted, w.within, w.allowed));
+        }
+    }
+    match broken {
+        Some(detail) => Check { verdict: Verdict::Broken, detail },
+        None if worst_by_key.is_empty() => {
+            Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() }
+        }
+        None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise.describe(q)) },
+    }
+}
+
+/// The worst of each key's store-decided admissions against `promise` ([`worst`]).
+fn worst_by_key(
+    promise: Promise,
+    q: &Quota,
+    records: &[Record],
+    allowance: u64,
+    tolerance: Tolerance,
+) -> BTreeMap<u32, crate::bound::Worst> {
     let mut by_key: BTreeMap<u32, Vec<Admission>> = BTreeMap::new();
     // A lease's units left the shared budget when Redis leased them: spending one is a store
     // decision, made without a round trip, and held to the same bound.
@@ -85,20 +111,16 @@ pub fn check_bound_with(
     {
         by_key.entry(r.key).or_default().push(Admission { lo: r.lo_ms, hi: r.hi_ms, units: r.cost, id });
     }
-    let mut broken: Option<String> = None;
-    let mut peak = 0u64;
-    for (key, admitted) in &mut by_key {
-        let Some(w) = worst(promise, q, admitted, allowance, tolerance) else { continue };
-        peak = peak.max(w.admitted);
-        if w.broken && broken.is_none() {
-            broken = Some(format!("key-{key}: {} admitted {}, bound {:.1}", w.admitted, w.within, w.allowed));
-        }
-    }
-    match broken {
-        Some(detail) => Check { verdict: Verdict::Broken, detail },
-        None if by_key.is_empty() => Check { verdict: Verdict::None, detail: "nothing admitted by the store".into() },
-        None => Check { verdict: Verdict::Held, detail: format!("{}; worst seen {peak}", promise.describe(q)) },
-    }
+    by_key
+        .into_iter()
+        .filter_map(|(key, mut admitted)| Some((key, worst(promise, q, &mut admitted, allowance, tolerance)?)))
+        .collect()
+}
+
+/// The largest share of what `promise` allows that any key's admissions came to in one span
+/// (above 1 where [`check_bound_with`] finds it broken): what the report draws against 1.
+pub fn worst_ratio(promise: Promise, q: &Quota, records: &[Record], allowance: u64, tolerance: Tolerance) -> f64 {
+    worst_by_key(promise, q, records, allowance, tolerance).values().map(|w| w.ratio()).fold(0.0, f64::max)
 }
 
 /// The bound beyond the clock trust of a run whose instances sent their own clocks

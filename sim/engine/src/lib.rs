@@ -20,6 +20,7 @@
 
 pub mod bound;
 pub mod checker;
+pub mod families;
 pub mod faults;
 pub mod in_flight;
 pub mod mode;

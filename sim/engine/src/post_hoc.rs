@@ -128,6 +128,10 @@ pub struct PostHocOutcome {
     pub trace_hash: String,
     /// The promise for twice the capacity, on every unit charged.
     pub bound: Check,
+    /// The most charged in one span over what that promise allows there.
+    pub worst_ratio: f64,
+    /// Requests sent.
+    pub requests: u64,
     /// Requests admitted.
     pub admitted: u64,
     /// The real cost of the requests admitted.
@@ -218,6 +222,7 @@ struct Completion {
 
 #[derive(Debug, Default)]
 struct Totals {
+    requests: u64,
     admitted: u64,
     used: u64,
     uncharged: u64,
@@ -264,6 +269,7 @@ async fn instance(
             }
             let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
             out.0.extend(records.into_iter().filter(|r| r.cost > 0));
+            out.1.requests += 1;
             out.1.admitted += u64::from(admitted);
             out.1.used += used;
             out.1.uncharged += uncharged;
@@ -316,11 +322,15 @@ pub fn run(spec: &PostHocSpec) -> anyhow::Result<PostHocOutcome> {
     }
     let (mut records, totals) = std::mem::take(&mut *out.lock().unwrap_or_else(|p| p.into_inner()));
     let trace_hash = trace::finish(&mut records);
-    let bound = checker::check_bound_with(spec.charger.promise(), &spec.bound_quota(), &records, 0, Tolerance::EXACT);
+    let (promise, twice) = (spec.charger.promise(), spec.bound_quota());
+    let bound = checker::check_bound_with(promise, &twice, &records, 0, Tolerance::EXACT);
+    let worst_ratio = checker::worst_ratio(promise, &twice, &records, 0, Tolerance::EXACT);
     Ok(PostHocOutcome {
         records,
         trace_hash,
         bound,
+        worst_ratio,
+        requests: totals.requests,
         admitted: totals.admitted,
         used: totals.used,
         uncharged: totals.uncharged,

@@ -306,6 +306,8 @@ pub fn judge(spec: &RunSpec, out: turmoil_run::RunOutput) -> RunResult {
             .map(|f| FaultWindow { kind: f.kind.name().to_owned(), at_ms: f.at_ms, until_ms: f.until_ms })
             .collect(),
         rules,
+        held: None,
+        charges: None,
     }
 }
 

@@ -13,6 +13,8 @@ fn every_algorithm_charges_within_twice_its_capacity_and_accounts_for_every_unit
             let spec = PostHocSpec::new(Charger::Library(algorithm), seed);
             let out = run(&spec).expect("runs");
             assert_eq!(out.bound.verdict, Verdict::Held, "{}: {}", spec.replay_command(), out.bound.detail);
+            // The report's bar is the checker's own number: at most 1 where the bound held.
+            assert!(out.worst_ratio > 0.0 && out.worst_ratio <= 1.0, "{}: {}", spec.replay_command(), out.worst_ratio);
             // Every unit used was charged (at the estimate, or after), or reported forgiven.
             let charged: u64 = out.records.iter().map(|r| r.cost).sum();
             assert_eq!(charged + out.uncharged, out.used, "{}", spec.replay_command());
@@ -35,5 +37,6 @@ fn charging_after_the_response_with_no_cap_breaks_the_bound() {
         let out = run(&spec).expect("runs");
         assert_eq!(out.bound.verdict, Verdict::Broken, "{}: {}", spec.replay_command(), out.bound.detail);
         assert!(out.bound.detail.contains("bound 200"), "{}", out.bound.detail);
+        assert!(out.worst_ratio > 1.0, "{}", out.worst_ratio);
     }
 }

@@ -79,7 +79,7 @@ impl Holder {
     /// Its name.
     pub const fn name(self) -> &'static str {
         match self {
-            Holder::Library => "library",
+            Holder::Library => "concurrency",
             Holder::IncrDecr => "incr-decr",
         }
     }
@@ -141,6 +141,8 @@ pub struct InFlightOutcome {
     pub data_losses: u64,
     /// Calls to Redis.
     pub redis_calls: u64,
+    /// The faults injected.
+    pub faults: Vec<results::FaultWindow>,
 }
 
 /// Width of the buckets of the slots-held series.
@@ -340,6 +342,13 @@ pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
     }
     let crash =
         (spec.variant == InFlightVariant::Crashes).then_some((spec.duration_ms / 3, spec.duration_ms / 3 + 150));
+    let window = |kind: &str, at_ms, until_ms| results::FaultWindow { kind: kind.to_owned(), at_ms, until_ms };
+    let faults: Vec<results::FaultWindow> = losses
+        .iter()
+        .filter(|l| l.2)
+        .map(|&(at, _, _)| window("partition-from-redis", at, at + LOSS_MS))
+        .chain(crash.map(|(at, until)| window("redis-crash", at, until)))
+        .collect();
     let (mut next, mut data_losses) = (0, 0);
     while sim.elapsed() < Duration::from_millis(end_ms) {
         let elapsed = sim.elapsed();
@@ -379,6 +388,7 @@ pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
         judged,
         data_losses,
         redis_calls: redis.cost().round_trips,
+        faults,
     })
 }
 
