@@ -14,6 +14,7 @@ use redis_ratelimit::{Algorithm, Quota};
 use crate::campaign;
 use crate::cli::{Backend, Format, RunArgs};
 use results::{ReplayReport, Results, Verdict, VerdictLine, SCHEMA};
+use sim_engine::in_flight::InFlightVariant;
 use sim_engine::subject::{Subject, SubjectFile};
 use sim_service as service;
 use sim_verify as verify;
@@ -165,12 +166,32 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
         bail!("--service-scenario drives a service file's scenario; these are script subject files");
     }
     let files = load(&args.files)?;
+    let in_flight = files.iter().filter(|f| f.in_flight.is_some()).count();
+    if in_flight > 0 {
+        if in_flight < files.len() {
+            bail!(
+                "concurrency subject files and rate subject files are verified by separate commands: give one kind at \
+                 a time"
+            );
+        }
+        if args.replay.is_some() {
+            bail!("--replay replays a rate limit's schedule; a concurrency subject's run replays with --scenario and --seed");
+        }
+        return verify_in_flight(args, given, files);
+    }
     if let Some(schedule) = &args.replay {
         let [file] = files.as_slice() else { bail!("--replay replays one subject file, got {}", files.len()) };
         return replay(file, args.quota, schedule, command_line(given));
     }
     let subjects: Vec<Arc<SubjectFile>> = files.into_iter().map(Arc::new).collect();
     let o = &args.run;
+    let families: Vec<&str> = sim_engine::families::scenarios().into_iter().map(|(name, _)| name).collect();
+    if let Some(family) = o.scenarios.iter().find(|n| families.contains(&n.as_str())) {
+        bail!(
+            "{family} is not a rate limit's scenario: the in-flight ones verify concurrency subject files (kind = \
+             \"concurrency\"), and the post-hoc one runs in simulate"
+        );
+    }
     let execute = campaign::executor(o)?;
 
     // The subjects beside the library's algorithms their promises name.
@@ -212,6 +233,61 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
         skew_sweep: campaign.skew_sweep,
         verify: reports,
         shard: o.shard_name(),
+    };
+    campaign::write(o, &out)?;
+    Ok(outcome)
+}
+
+/// Verifies concurrency subject files (`sim_verify::in_flight`): the in-flight scenarios with
+/// each file's script, the library's limiter of the same N and lease beside it.
+fn verify_in_flight(args: &VerifyArgs, given: &[OsString], files: Vec<SubjectFile>) -> Result<Outcome> {
+    let o = &args.run;
+    if o.backend != Backend::Model {
+        bail!(
+            "a concurrency subject runs on the model (--backend model): its scenarios' faults are the simulator's, \
+             not yet --backend {}'s",
+            o.backend.name()
+        );
+    }
+    let every: Vec<&str> = InFlightVariant::ALL.iter().map(|v| v.name()).collect();
+    let variants = if o.scenarios.is_empty() {
+        InFlightVariant::ALL.to_vec()
+    } else {
+        let named = o.scenarios.iter().map(|n| {
+            InFlightVariant::named(n).ok_or_else(|| {
+                anyhow::anyhow!("a concurrency subject runs the in-flight scenarios ({}), not {n}", every.join(", "))
+            })
+        });
+        named.collect::<Result<Vec<_>>>()?
+    };
+    let seeds = o.seed_list();
+    say!(
+        "verify: {} concurrency subject file(s); {} in-flight scenario(s) x {} seed(s) on the model, the library's \
+         limiter beside each",
+        files.len(),
+        variants.len(),
+        seeds.len()
+    );
+    let (mut results, mut reports) = (Vec::new(), Vec::new());
+    for file in files {
+        let verified = verify::in_flight::verify(&Arc::new(file), &variants, &seeds).map_err(anyhow::Error::msg)?;
+        results.extend(verified.results);
+        reports.push(verified.report);
+    }
+    say_text!("{}", results::table::render(&results));
+    for r in &reports {
+        say_text!("{}", results::subject::render(r));
+    }
+    let outcome = outcome(&reports);
+    let out = Results {
+        schema: SCHEMA.to_owned(),
+        command: command_line(given),
+        backend: o.backend.name().to_owned(),
+        seeds,
+        results,
+        verify: reports,
+        shard: o.shard_name(),
+        ..Results::default()
     };
     campaign::write(o, &out)?;
     Ok(outcome)

@@ -10,3 +10,4 @@ mod readme;
 mod scenarios;
 mod support;
 mod verify;
+mod verify_in_flight;

@@ -27,8 +27,8 @@ pub mod verdict;
 
 pub use merge::merge;
 pub use schema::{
-    Charges, FaultWindow, Profile, RacePoint, RatePoint, RedisCost, ReplayReport, Results, RuleBound, RulesResult,
-    RunResult, Series, ServiceRun, SkewPoint, SlotsHeld, Sources, SubjectReport, Verdict, VerdictLine, Witness,
-    WitnessFault, WitnessRequest, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
+    Charges, FaultWindow, InFlightRun, Profile, RacePoint, RatePoint, RedisCost, ReplayReport, Results, RuleBound,
+    RulesResult, RunResult, Series, ServiceRun, SkewPoint, SlotsHeld, Sources, SubjectReport, Verdict, VerdictLine,
+    Witness, WitnessFault, WitnessRequest, SCHEMA, SCHEMA_FAMILY, SCHEMA_VERSION,
 };
 pub use verdict::{is_failure, RowVerdict};

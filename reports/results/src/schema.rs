@@ -240,6 +240,34 @@ pub struct Profile {
     /// A service subject's runs, one per scenario (empty for a script subject, whose profile
     /// is measured on the model).
     pub service_runs: Vec<ServiceRun>,
+    /// An in-flight limit's runs, one per scenario and seed (empty for a rate limit).
+    pub in_flight_runs: Vec<InFlightRun>,
+}
+
+/// One in-flight scenario run of a concurrency subject: how its acquires were answered, and
+/// how that stands against its promise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct InFlightRun {
+    /// The scenario (`in-flight-crashes`...) and its seed.
+    pub scenario: String,
+    pub seed: u64,
+    /// N: the slots it promises at once.
+    pub limit: u64,
+    /// Acquires sent, and how they were answered.
+    pub acquires: u64,
+    pub held: u64,
+    pub refused: u64,
+    /// Acquires with no answer of the store's (timed out, the connection lost, an error).
+    pub unanswered: u64,
+    /// The most holders working at once, and how many the promise allows (N, and N more per
+    /// loss of Redis's data).
+    pub most_at_once: u64,
+    pub allowed_at_once: u64,
+    /// Refusals with fewer than N slots possibly held: capacity lost.
+    pub unexplained_refusals: u64,
+    /// Calls the script answered with an error.
+    pub script_errors: u64,
 }
 
 /// One scenario of a service subject, as it ran in real time.

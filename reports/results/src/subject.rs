@@ -13,6 +13,9 @@ pub fn profile_rows(r: &SubjectReport) -> Vec<(&'static str, String)> {
     if !p.service_runs.is_empty() {
         return service_rows(p);
     }
+    if !p.in_flight_runs.is_empty() {
+        return in_flight_rows(p);
+    }
     let mut rows = Vec::new();
     let curve: Vec<String> = p.rate_curve.iter().map(|pt| format!("{}x -> {:.2}x", pt.offered, pt.delivered)).collect();
     rows.push(("delivered / offered", curve.join(", ")));
@@ -78,6 +81,33 @@ fn service_rows(p: &crate::schema::Profile) -> Vec<(&'static str, String)> {
         ));
     }
     rows
+}
+
+/// An in-flight limit's profile: per scenario and seed, how its acquires were answered.
+fn in_flight_rows(p: &crate::schema::Profile) -> Vec<(&'static str, String)> {
+    p.in_flight_runs
+        .iter()
+        .map(|run| {
+            (
+                "scenario",
+                format!(
+                    "{} seed {}: {} acquires: {} held, {} refused ({} with fewer than {} slots possibly held), {} \
+                     unanswered; at most {} at once where {} allowed; {} script errors",
+                    run.scenario,
+                    run.seed,
+                    run.acquires,
+                    run.held,
+                    run.refused,
+                    run.unexplained_refusals,
+                    run.limit,
+                    run.unanswered,
+                    run.most_at_once,
+                    run.allowed_at_once,
+                    run.script_errors
+                ),
+            )
+        })
+        .collect()
 }
 
 /// How many of its checks broke ("expected", the price of a design such as trusting the

@@ -83,8 +83,15 @@ impl Direct {
         self.clock.set_micros(EPOCH_MS * 1000 + t_us);
         let client_ms = (EPOCH_MS + t_ms).saturating_add_signed(client_offset_ms);
         self.requests += 1;
-        let values =
-            Values { key, quota: &self.quota, now_us: client_ms * 1000, cost, request_id: self.requests, instance: 0 };
+        let values = Values {
+            key,
+            quota: &self.quota,
+            now_us: client_ms * 1000,
+            cost,
+            request_id: self.requests,
+            instance: 0,
+            lease_ms: 0,
+        };
         if !self.file.setup.is_empty() && self.set_up.insert(key.to_owned()) {
             for command in self.file.render_setup(&values) {
                 let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
@@ -144,8 +151,15 @@ impl Direct {
     /// checking the reply rules fit it.
     pub fn first_reply(&mut self) -> Option<Value> {
         self.clock.set_micros(EPOCH_MS * 1000);
-        let values =
-            Values { key: "user-0", quota: &self.quota, now_us: EPOCH_MS * 1000, cost: 1, request_id: 0, instance: 0 };
+        let values = Values {
+            key: "user-0",
+            quota: &self.quota,
+            now_us: EPOCH_MS * 1000,
+            cost: 1,
+            request_id: 0,
+            instance: 0,
+            lease_ms: 0,
+        };
         for command in self.file.render_setup(&values) {
             let args: Vec<&[u8]> = command.iter().map(|a| a.as_bytes()).collect();
             self.model.call(&args);

@@ -23,6 +23,7 @@
 pub mod calibrate;
 pub mod checks;
 pub mod direct;
+pub mod in_flight;
 pub mod profile;
 pub mod schedule;
 pub mod search;
@@ -192,6 +193,11 @@ pub fn preflight(file: SubjectFile) -> Result<SubjectFile, FileError> {
     let model = ModelHandle::new(ManualServerClock::from_millis(sim_engine::simclock::EPOCH_MS));
     if let Reply::Error(e) = model.call(&[b"SCRIPT", b"LOAD", file.source.as_bytes()]) {
         return Err(err("script", format!("does not compile: {}", String::from_utf8_lossy(&e))));
+    }
+    if let Some(call) = &file.in_flight {
+        if let Reply::Error(e) = model.call(&[b"SCRIPT", b"LOAD", call.release_source.as_bytes()]) {
+            return Err(err("release.script", format!("does not compile: {}", String::from_utf8_lossy(&e))));
+        }
     }
     let first = direct::Direct::new(Arc::new(file.clone()), catalogue_quota(&file)).first_reply();
     if let Some(reply) = first {

@@ -398,5 +398,6 @@ fn profile(e: &Evidence<'_>) -> Profile {
         race_ratio,
         breaks_at_skew_ms,
         service_runs: Vec::new(),
+        in_flight_runs: Vec::new(),
     }
 }

@@ -100,6 +100,8 @@ pub struct Judged {
     pub peak: (u32, u64),
     /// Refusals nothing explains.
     pub unexplained: u64,
+    /// The first of them.
+    pub first_leak: Option<Hold>,
     /// Holders working at once over time: the most in each bucket of `bucket_ms`.
     pub series: Vec<u32>,
 }
@@ -126,24 +128,60 @@ pub fn judge(holds: &[Hold], limit: u64, lease_ms: u64, data_losses: u64, bucket
     };
     let spans: Vec<(u64, u64)> = holds.iter().filter_map(|h| h.possibly_held(lease_ms)).collect();
     let mut unexplained = 0u64;
-    let mut first = None;
+    let mut first_leak = None;
     for h in holds.iter().filter(|h| h.acquire == Acquire::Full) {
         if most_held_within(&spans, h.sent_ms, h.done_ms) < limit {
             unexplained += 1;
-            first.get_or_insert((h.instance, h.job, h.sent_ms));
+            first_leak.get_or_insert(*h);
         }
     }
     let no_leak = Check {
         verdict: if unexplained > 0 { Verdict::Broken } else { Verdict::Held },
-        detail: match first {
+        detail: match first_leak {
             None => format!("every refusal had {limit} slots possibly held (leases of {lease_ms} ms)"),
-            Some((instance, job, at)) => format!(
-                "{unexplained} refusals with fewer than {limit} slots possibly held, first instance {instance} job {job} at \
-                 {at} ms: slots leaked past their {lease_ms} ms lease"
+            Some(h) => format!(
+                "{unexplained} refusals with fewer than {limit} slots possibly held, first instance {} job {} at {} ms: \
+                 slots leaked past their {lease_ms} ms lease",
+                h.instance, h.job, h.sent_ms
             ),
         },
     };
-    Judged { at_most, no_leak, peak, unexplained, series }
+    Judged { at_most, no_leak, peak, unexplained, first_leak, series }
+}
+
+/// The holds a check's evidence shows, as a table: those working at `at_ms` (the most at
+/// once), or those that may have held a slot while `refused` was being decided (a leak).
+pub fn evidence(holds: &[Hold], lease_ms: u64, at_ms: Option<u64>, refused: Option<&Hold>) -> String {
+    let shown: Vec<&Hold> = holds
+        .iter()
+        .filter(|h| match (at_ms, refused) {
+            (Some(t), _) => h.working().is_some_and(|(from, until)| from <= t && t < until),
+            (None, Some(r)) => {
+                (h.instance, h.job) == (r.instance, r.job)
+                    || h.possibly_held(lease_ms).is_some_and(|(from, until)| from <= r.done_ms && r.sent_ms <= until)
+            }
+            (None, None) => false,
+        })
+        .collect();
+    let mut out = String::from("instance  job  acquire sent..answered ms  answer    ended");
+    for h in shown {
+        let ended = match h.end {
+            End::NotHeld => "-".to_owned(),
+            End::Released { sent_ms, acked_ms: Some(a) } => format!("released at {sent_ms} ms, acknowledged at {a} ms"),
+            End::Released { sent_ms, acked_ms: None } => format!("released at {sent_ms} ms, never acknowledged"),
+            End::Died { at_ms } => format!("died at {at_ms} ms holding it"),
+        };
+        let answer = match h.acquire {
+            Acquire::Held => "held",
+            Acquire::Full => "refused",
+            Acquire::Unknown => "no answer",
+        };
+        out.push_str(&format!(
+            "\n{:>8}  {:>3}  {:>12}..{:<11}  {answer:<9} {ended}",
+            h.instance, h.job, h.sent_ms, h.done_ms
+        ));
+    }
+    out
 }
 
 /// The most holders working at once, when first, and the most in each bucket.

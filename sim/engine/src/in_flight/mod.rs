@@ -16,19 +16,24 @@
 
 pub mod check;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use redis::Value;
-use redis_ratelimit::harness::call_raw;
+use redis_ratelimit::harness::{call_raw, RawCallError};
 use redis_ratelimit::{
-    Acquired, BreakerConfig, ConcurrencyLimiter, FailurePolicy, PermitTicket, RedisStore, Source, TimeSource,
+    Acquired, BreakerConfig, Clock, ConcurrencyLimiter, FailurePolicy, PermitTicket, Quota, RedisStore, Source,
+    TimeSource,
 };
 
 use crate::redis_host;
 use crate::simclock::{SimTime, SkewedClock};
+use crate::subject::release::InFlightCall;
+use crate::subject::template::Values;
+use crate::subject::SubjectFile;
 use crate::turmoil_run::{TurmoilConnector, REDIS_ADDR};
 use check::{Acquire, End, Hold, Judged};
 
@@ -64,29 +69,32 @@ impl InFlightVariant {
 }
 
 /// What holds the slots.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Holder {
     /// The library's concurrency limiter.
     Library,
     /// INCR to acquire, DECR to release: no lease, no token.
     IncrDecr,
+    /// A script described by a concurrency subject file (`subject::release`).
+    Script(Arc<SubjectFile>),
 }
 
 impl Holder {
-    /// Both, the library first.
-    pub const ALL: [Holder; 2] = [Holder::Library, Holder::IncrDecr];
+    /// The simulator's own, the library first.
+    pub const BUILT_IN: [Holder; 2] = [Holder::Library, Holder::IncrDecr];
 
     /// Its name.
-    pub const fn name(self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Holder::Library => "concurrency",
             Holder::IncrDecr => "incr-decr",
+            Holder::Script(file) => &file.name,
         }
     }
 
-    /// The subject named `name`.
+    /// The built-in subject named `name`.
     pub fn named(name: &str) -> Option<Holder> {
-        Holder::ALL.into_iter().find(|h| h.name() == name)
+        Holder::BUILT_IN.into_iter().find(|h| h.name() == name)
     }
 }
 
@@ -111,20 +119,42 @@ pub struct InFlightSpec {
 
 impl InFlightSpec {
     /// The variant's run of `holder` with `seed`: four instances asking for half again the
-    /// key's 4 slots.
+    /// key's slots, 4 with leases of 400 ms or the N and lease a subject file declares.
     pub fn new(variant: InFlightVariant, holder: Holder, seed: u64) -> InFlightSpec {
-        InFlightSpec { variant, holder, seed, instances: 4, duration_ms: 4_000, limit: 4, lease_ms: 400 }
+        let (limit, lease_ms) = match &holder {
+            Holder::Script(file) => file.in_flight.as_ref().map_or((4, 400), |c| (c.limit, c.lease_ms)),
+            _ => (4, 400),
+        };
+        InFlightSpec { variant, holder, seed, instances: 4, duration_ms: 4_000, limit, lease_ms }.with_lease(lease_ms)
     }
 
-    /// The command that replays this run.
+    /// The same run with leases of `lease_ms`: the work of each request is a fortieth to three
+    /// eighths of a lease (a holder never outlives its lease), and the run lasts at least ten.
+    pub fn with_lease(mut self, lease_ms: u64) -> InFlightSpec {
+        self.lease_ms = lease_ms.max(1);
+        self.duration_ms = self.duration_ms.max(10 * self.lease_ms);
+        self
+    }
+
+    /// The command that replays this run: `simulate` for the simulator's own subjects,
+    /// `verify` for a subject file.
     pub fn replay_command(&self) -> String {
-        format!(
-            "{} --scenario {} --subject {} --seed {}",
-            results::command::command("simulate"),
-            self.variant.name(),
-            self.holder.name(),
-            self.seed
-        )
+        match &self.holder {
+            Holder::Script(file) => format!(
+                "{} {} --scenario {} --seed {}",
+                results::command::command("verify"),
+                file.path.display(),
+                self.variant.name(),
+                self.seed
+            ),
+            holder => format!(
+                "{} --scenario {} --subject {} --seed {}",
+                results::command::command("simulate"),
+                self.variant.name(),
+                holder.name(),
+                self.seed
+            ),
+        }
     }
 }
 
@@ -143,6 +173,8 @@ pub struct InFlightOutcome {
     pub redis_calls: u64,
     /// The faults injected.
     pub faults: Vec<results::FaultWindow>,
+    /// Calls a subject file's script answered with an error.
+    pub script_errors: u64,
 }
 
 /// Width of the buckets of the slots-held series.
@@ -159,19 +191,37 @@ const LOSS_MS: u64 = 150;
 enum SlotClient {
     Library(ConcurrencyLimiter),
     IncrDecr { store: RedisStore, limit: u64 },
+    Script(ScriptHolder),
+}
+
+/// A subject file's script, called as its library would.
+struct ScriptHolder {
+    store: RedisStore,
+    file: Arc<SubjectFile>,
+    clock: SkewedClock,
+    instance: u32,
+    acquires: AtomicU64,
+    errors: Arc<AtomicU64>,
 }
 
 /// What a held slot is released with.
 enum Token {
     Ticket(PermitTicket),
     Count,
+    /// The script's holder: the acquire's `{request_id}`.
+    Holder(u64),
 }
 
 impl SlotClient {
-    fn build(spec: &InFlightSpec, time: &SimTime) -> anyhow::Result<SlotClient> {
+    fn build(
+        spec: &InFlightSpec,
+        time: &SimTime,
+        instance: u32,
+        errors: &Arc<AtomicU64>,
+    ) -> anyhow::Result<SlotClient> {
         let store =
             RedisStore::new(TurmoilConnector::to(REDIS_ADDR)).with_timeout(Duration::from_millis(TIMEOUT_MS))?;
-        Ok(match spec.holder {
+        Ok(match &spec.holder {
             Holder::Library => SlotClient::Library(
                 ConcurrencyLimiter::builder(spec.limit, Duration::from_millis(spec.lease_ms))
                     .redis(store)
@@ -183,6 +233,14 @@ impl SlotClient {
                     .build()?,
             ),
             Holder::IncrDecr => SlotClient::IncrDecr { store, limit: spec.limit },
+            Holder::Script(file) => SlotClient::Script(ScriptHolder {
+                store,
+                file: file.clone(),
+                clock: SkewedClock::new(time.clone(), 0, 0),
+                instance,
+                acquires: AtomicU64::new(0),
+                errors: errors.clone(),
+            }),
         })
     }
 
@@ -211,6 +269,7 @@ impl SlotClient {
                 }
                 (Acquire::Held, Some(Token::Count))
             }
+            SlotClient::Script(script) => script.acquire().await,
         }
     }
 
@@ -222,8 +281,64 @@ impl SlotClient {
                 let decr = redis::cmd("DECR").arg(format!("inflight:{{{KEY}}}")).clone();
                 call_raw(store, |mut c| async move { decr.query_async::<Value>(&mut c).await }).await.is_ok()
             }
+            (SlotClient::Script(script), Token::Holder(id)) => script.release(*id).await,
             _ => false,
         }
+    }
+}
+
+impl ScriptHolder {
+    fn values<'a>(&self, quota: &'a Quota, request_id: u64) -> Values<'a> {
+        let call = self.file.in_flight.as_ref();
+        Values {
+            key: KEY,
+            quota,
+            now_us: self.clock.now_ms().saturating_mul(1000),
+            cost: 1,
+            request_id,
+            instance: self.instance,
+            lease_ms: call.map_or(0, |c| c.lease_ms),
+        }
+    }
+
+    fn quota(&self) -> Quota {
+        self.file.in_flight.as_ref().map_or(Quota::new(1, Duration::from_secs(1)), InFlightCall::quota)
+    }
+
+    /// `EVAL` of `source`: the reply, or whether the failure was the script's own error.
+    async fn eval(&self, source: &str, keys: Vec<String>, argv: Vec<String>) -> Result<Value, bool> {
+        let eval = redis::cmd("EVAL").arg(source).arg(keys.len()).arg(keys).arg(argv).clone();
+        match call_raw(&self.store, |mut c| async move { eval.query_async::<Value>(&mut c).await }).await {
+            Ok(reply) => Ok(reply),
+            Err(RawCallError::Refused(_)) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                Err(true)
+            }
+            Err(RawCallError::Unavailable(_)) => Err(false),
+        }
+    }
+
+    async fn acquire(&self) -> (Acquire, Option<Token>) {
+        // Unique per acquire across instances, and given to its release: the holder's token.
+        let request_id = (u64::from(self.instance) << 40) | self.acquires.fetch_add(1, Ordering::Relaxed);
+        let quota = self.quota();
+        let values = self.values(&quota, request_id);
+        let (keys, argv) = self.file.render(&values);
+        match self.eval(&self.file.source, keys, argv).await {
+            Ok(reply) if self.file.reply.read(&reply, &values, values.now_us / 1000).allowed => {
+                (Acquire::Held, Some(Token::Holder(request_id)))
+            }
+            Ok(_) => (Acquire::Full, None),
+            // The caller's `on_error` answers: whatever it does, no slot of the store's.
+            Err(_) => (Acquire::Unknown, None),
+        }
+    }
+
+    async fn release(&self, request_id: u64) -> bool {
+        let Some(call) = self.file.in_flight.as_ref() else { return false };
+        let quota = self.quota();
+        let (keys, argv) = call.render_release(&self.values(&quota, request_id));
+        self.eval(&call.release_source, keys, argv).await.is_ok()
     }
 }
 
@@ -243,8 +358,9 @@ async fn instance(
     jobs: Vec<Job>,
     time: SimTime,
     holds: Arc<Mutex<Vec<Hold>>>,
+    errors: Arc<AtomicU64>,
 ) -> turmoil::Result {
-    let caller = Arc::new(SlotClient::build(&spec, &time).map_err(|e| e.to_string())?);
+    let caller = Arc::new(SlotClient::build(&spec, &time, index, &errors).map_err(|e| e.to_string())?);
     let mut tasks = tokio::task::JoinSet::new();
     for (n, job) in jobs.into_iter().enumerate() {
         let now = time.elapsed_ms();
@@ -296,7 +412,8 @@ async fn instance(
 /// ms, 80 on average); in the crash scenario one holder in 16 dies, in the double-release one
 /// one in 8 is released twice.
 fn jobs(spec: &InFlightSpec, rng: &mut SmallRng) -> Vec<Vec<Job>> {
-    let mean_work_ms = 80;
+    let work_ms = (spec.lease_ms / 40).max(1)..=(spec.lease_ms * 3 / 8).max(1);
+    let mean_work_ms = (work_ms.start() + work_ms.end()) / 2;
     // Little's law: slots asked for = arrival rate x work; per instance a quarter of 1.5 N.
     let gap_ms = (mean_work_ms * u64::from(spec.instances) * 2 / (3 * spec.limit)).max(1);
     (0..spec.instances)
@@ -307,7 +424,7 @@ fn jobs(spec: &InFlightSpec, rng: &mut SmallRng) -> Vec<Vec<Job>> {
                 let dies = spec.variant == InFlightVariant::Crashes && rng.random_range(0..16) == 0;
                 let again_ms = (spec.variant == InFlightVariant::DoubleRelease && rng.random_range(0..8) == 0)
                     .then(|| rng.random_range(1..=30));
-                out.push(Job { at_ms: t, work_ms: rng.random_range(10..=150), dies, again_ms });
+                out.push(Job { at_ms: t, work_ms: rng.random_range(work_ms.clone()), dies, again_ms });
                 t += rng.random_range(1..=2 * gap_ms);
             }
             out
@@ -324,9 +441,10 @@ pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
     let end_ms = spec.duration_ms + 1_000;
     let (mut sim, redis) = redis_host::simulation(spec.seed, end_ms, &time);
     let holds: Arc<Mutex<Vec<Hold>>> = Arc::default();
+    let errors: Arc<AtomicU64> = Arc::default();
     for (i, jobs) in jobs(spec, &mut rng).into_iter().enumerate() {
-        let (spec, time, holds) = (spec.clone(), time.clone(), holds.clone());
-        sim.client(instance_name(i as u32), instance(i as u32, spec, jobs, time, holds));
+        let (spec, time, holds, errors) = (spec.clone(), time.clone(), holds.clone(), errors.clone());
+        sim.client(instance_name(i as u32), instance(i as u32, spec, jobs, time, holds, errors));
     }
     // (at, instance, start): replies from Redis lost, one window of 150 ms per third of the run.
     let mut losses: Vec<(u64, u32, bool)> = Vec::new();
@@ -389,6 +507,7 @@ pub fn run(spec: &InFlightSpec) -> anyhow::Result<InFlightOutcome> {
         data_losses,
         redis_calls: redis.cost().round_trips,
         faults,
+        script_errors: errors.load(Ordering::Relaxed),
     })
 }
 

@@ -21,6 +21,7 @@
 //!
 //! [promise]
 //! kind = "token-bucket"                 # token-bucket | gcra | fixed-window | sliding-window | sliding-log | none
+//!                                       # (or concurrency, an in-flight limit: see `super::release`)
 //! windows = "aligned"                   # fixed windows only: aligned (default) | first-hit
 //!
 //! [quota]                               # optional: the quota the script is meant for
@@ -40,6 +41,7 @@ use serde::Deserialize;
 
 use redis_ratelimit::{Algorithm, Quota};
 
+use super::release::{refuse_in_flight_parts, InFlightCall, ReleaseTable};
 use super::reply::{AllowedRule, NumberField, Operand, ReplyRules, Test, TimeField, TimeUnit};
 use super::template::{Placeholder, Template, Values};
 use crate::promise::{Counts, Promise, Tolerance};
@@ -105,6 +107,9 @@ pub struct SubjectFile {
     pub tolerance: Tolerance,
     /// What its windows count (`[promise] counts`).
     pub counts: Counts,
+    /// For an in-flight limit (`kind = "concurrency"`, whose `promise` is then `none`): its N,
+    /// its lease and its release.
+    pub in_flight: Option<InFlightCall>,
 }
 
 impl SubjectFile {
@@ -124,7 +129,7 @@ impl SubjectFile {
     pub fn parse(
         path: &Path,
         text: &str,
-        read_script: impl FnOnce(&str) -> Result<String, String>,
+        mut read_script: impl FnMut(&str) -> Result<String, String>,
     ) -> Result<SubjectFile, FileError> {
         let at = |field: &str, message: String| FileError { file: path.to_owned(), field: field.to_owned(), message };
         let raw: RawFile = toml::from_str(text).map_err(|e| at("", format!("not a valid subject file: {e}")))?;
@@ -148,6 +153,29 @@ impl SubjectFile {
             setup.push(templates(&format!("setup[{i}]"), command)?);
         }
         let reply = raw.reply.validate(&at)?;
+        if raw.promise.kind == "concurrency" {
+            let rate_parts = (!setup.is_empty(), raw.quota.is_some());
+            let acquire = (&keys[..], &argv[..], &source[..]);
+            let call = InFlightCall::validate(&raw.promise, raw.release, acquire, rate_parts, &mut read_script, &at)?;
+            return Ok(SubjectFile {
+                name: raw.name,
+                path: path.to_owned(),
+                source,
+                keys,
+                argv,
+                on_error: raw.on_error.unwrap_or(OnError::Allow),
+                setup,
+                reply,
+                promise: Promise::None,
+                quota: None,
+                tolerance: Tolerance::EXACT,
+                counts: Counts::Either,
+                in_flight: Some(call),
+            });
+        }
+        let setup_calls: Vec<(&str, &[Template])> = setup.iter().map(|c| ("setup", &c[..])).collect();
+        let calls = [[("keys", &keys[..]), ("argv", &argv[..])].as_slice(), &setup_calls].concat();
+        refuse_in_flight_parts(&raw.promise, raw.release.is_some(), &calls, &at)?;
         let tolerance = raw.promise.tolerance(&at)?;
         let counts = match raw.promise.counts.as_deref() {
             None => Counts::Either,
@@ -183,6 +211,7 @@ impl SubjectFile {
             quota,
             tolerance,
             counts,
+            in_flight: None,
         })
     }
 
@@ -237,6 +266,7 @@ struct RawFile {
     reply: RawReply,
     promise: PromiseTable,
     quota: Option<QuotaTable>,
+    release: Option<ReleaseTable>,
 }
 
 #[derive(Deserialize)]
@@ -289,6 +319,10 @@ pub struct PromiseTable {
     pub resolution_ms: Option<u64>,
     /// What a window counts: admitted or requests (default: judged by both).
     pub counts: Option<String>,
+    /// `kind = "concurrency"` only: N, the slots held at once at most.
+    pub limit: Option<u64>,
+    /// `kind = "concurrency"` only: how long a dead holder's slot may stay taken (ms).
+    pub lease_ms: Option<u64>,
 }
 
 /// A file's `[quota]` table, as written.
@@ -403,6 +437,12 @@ impl PromiseTable {
 
     /// The promise the table names.
     pub fn validate(self, err: &At<'_>) -> Result<Promise, FileError> {
+        for (field, given) in [("promise.limit", self.limit.is_some()), ("promise.lease_ms", self.lease_ms.is_some())] {
+            if given {
+                let only = format!("applies to kind = \"concurrency\" only, not {:?}", self.kind);
+                return Err(err(field, only));
+            }
+        }
         let promise = match self.kind.as_str() {
             "token-bucket" => Promise::TokenBucket,
             "gcra" => Promise::Gcra,
@@ -414,7 +454,8 @@ impl PromiseTable {
                 return Err(err(
                     "promise.kind",
                     format!(
-                        "{other:?}: expected token-bucket, gcra, fixed-window, sliding-window, sliding-log or none"
+                        "{other:?}: expected token-bucket, gcra, fixed-window, sliding-window, sliding-log, none or \
+                         concurrency"
                     ),
                 ))
             }

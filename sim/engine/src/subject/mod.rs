@@ -13,6 +13,7 @@
 pub mod client;
 pub mod enforcer;
 pub mod file;
+pub mod release;
 pub mod reply;
 pub mod script;
 pub mod template;

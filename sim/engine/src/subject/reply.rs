@@ -247,7 +247,7 @@ mod tests {
     use super::*;
 
     fn v(q: &Quota) -> Values<'_> {
-        Values { key: "k", quota: q, now_us: 5_000_000, cost: 1, request_id: 1, instance: 0 }
+        Values { key: "k", quota: q, now_us: 5_000_000, cost: 1, request_id: 1, instance: 0, lease_ms: 0 }
     }
 
     fn bulk(s: &str) -> Value {

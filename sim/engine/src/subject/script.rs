@@ -78,6 +78,7 @@ impl ScriptCaller {
             cost,
             request_id: (u64::from(self.instance) << 40) | seq,
             instance: self.instance,
+            lease_ms: 0,
         };
         if let Err(answer) = self.set_up(&key, &values).await {
             return answer;

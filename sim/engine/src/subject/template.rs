@@ -51,11 +51,13 @@ pub enum Placeholder {
     RequestId,
     /// Extension: the calling instance's number, for keys a library makes per client.
     Instance,
+    /// An in-flight limit's lease, in ms (`kind = "concurrency"` only).
+    LeaseMs,
 }
 
 impl Placeholder {
     /// Every placeholder, for messages.
-    pub const ALL: [Placeholder; 19] = [
+    pub const ALL: [Placeholder; 20] = [
         Placeholder::Key,
         Placeholder::Limit,
         Placeholder::Burst,
@@ -75,6 +77,7 @@ impl Placeholder {
         Placeholder::WindowPrev,
         Placeholder::RequestId,
         Placeholder::Instance,
+        Placeholder::LeaseMs,
     ];
 
     /// Its name inside the braces.
@@ -99,6 +102,7 @@ impl Placeholder {
             Placeholder::WindowPrev => "window_prev",
             Placeholder::RequestId => "request_id",
             Placeholder::Instance => "instance",
+            Placeholder::LeaseMs => "lease_ms",
         }
     }
 
@@ -176,6 +180,8 @@ pub struct Values<'a> {
     pub request_id: u64,
     /// The calling instance's number.
     pub instance: u32,
+    /// An in-flight limit's lease (ms); 0 for a rate limit.
+    pub lease_ms: u64,
 }
 
 impl Template {
@@ -294,6 +300,7 @@ pub fn value_of(p: Placeholder, v: &Values<'_>) -> f64 {
         Placeholder::WindowPrev => window - 1.0,
         Placeholder::RequestId => v.request_id as f64,
         Placeholder::Instance => f64::from(v.instance),
+        Placeholder::LeaseMs => v.lease_ms as f64,
     }
 }
 
@@ -313,7 +320,15 @@ mod tests {
     use super::*;
 
     fn values(quota: &Quota) -> Values<'_> {
-        Values { key: "user-7", quota, now_us: 1_700_000_000_123_456, cost: 2, request_id: 42, instance: 3 }
+        Values {
+            key: "user-7",
+            quota,
+            now_us: 1_700_000_000_123_456,
+            cost: 2,
+            request_id: 42,
+            instance: 3,
+            lease_ms: 0,
+        }
     }
 
     #[test]
