@@ -99,8 +99,9 @@ pub(crate) fn render_all(r: &Results, out: &Path) -> anyhow::Result<Vec<Chart>> 
         charts.push(Chart { kind, file, alt, placeholder, size: (width, height), text });
         anyhow::Ok(())
     };
-    // A verification's own charts first; a plain simulation has none.
-    if !r.verify.is_empty() {
+    // A verification's own charts first; a plain simulation has none, nor has a verification
+    // of in-flight limits only, which have no rate to deliver.
+    if r.verify.iter().any(|s| s.profile.in_flight_runs.is_empty()) {
         add(
             ChartKind::Rate,
             "rate.png".into(),
