@@ -217,22 +217,33 @@ fn verify_all(args: &VerifyArgs, given: &[OsString]) -> Result<Outcome> {
     let reports: Vec<_> =
         subjects.iter().map(|file| verify::report(file, &campaign, args.cases, o.seed, o.backend.name())).collect();
 
-    say_text!("{}", results::table::render(&campaign.results));
-    for r in &reports {
-        say_text!("{}", results::subject::render(r));
-    }
-    let outcome = outcome(&reports);
     let out = Results {
-        schema: SCHEMA.to_owned(),
-        command: command_line(given),
-        backend: o.backend.name().to_owned(),
-        seeds: o.seed_list(),
         duration_ms: o.duration_ms(),
         results: campaign.results,
         race_sweep: campaign.race_sweep,
         skew_sweep: campaign.skew_sweep,
         verify: reports,
+        ..Results::default()
+    };
+    conclude(o, given, out)
+}
+
+/// Prints the runs' tables and each subject's verdicts, writes the results (`out`, completed
+/// with the command, the backend, the seeds and the shard) and the report, and says what they
+/// come to.
+fn conclude(o: &RunArgs, given: &[OsString], out: Results) -> Result<Outcome> {
+    say_text!("{}", results::table::render(&out.results));
+    for r in &out.verify {
+        say_text!("{}", results::subject::render(r));
+    }
+    let outcome = outcome(&out.verify);
+    let out = Results {
+        schema: SCHEMA.to_owned(),
+        command: command_line(given),
+        backend: o.backend.name().to_owned(),
+        seeds: o.seed_list(),
         shard: o.shard_name(),
+        ..out
     };
     campaign::write(o, &out)?;
     Ok(outcome)
@@ -274,23 +285,7 @@ fn verify_in_flight(args: &VerifyArgs, given: &[OsString], files: Vec<SubjectFil
         results.extend(verified.results);
         reports.push(verified.report);
     }
-    say_text!("{}", results::table::render(&results));
-    for r in &reports {
-        say_text!("{}", results::subject::render(r));
-    }
-    let outcome = outcome(&reports);
-    let out = Results {
-        schema: SCHEMA.to_owned(),
-        command: command_line(given),
-        backend: o.backend.name().to_owned(),
-        seeds,
-        results,
-        verify: reports,
-        shard: o.shard_name(),
-        ..Results::default()
-    };
-    campaign::write(o, &out)?;
-    Ok(outcome)
+    conclude(o, given, Results { results, verify: reports, ..Results::default() })
 }
 
 /// What the reports come to.

@@ -35,6 +35,7 @@ use crate::redis_host;
 use crate::simclock::{SimTime, SkewedClock};
 use crate::trace::{self, Record};
 use crate::turmoil_run::{TurmoilConnector, REDIS_ADDR};
+use crate::workload::paced;
 
 /// The scenario's name.
 pub const SCENARIO: &str = "post-hoc-over-estimate";
@@ -236,46 +237,45 @@ async fn instance(
     out: Arc<Mutex<(Vec<Record>, Totals)>>,
 ) -> turmoil::Result {
     let meter = Arc::new(Meter::build(&spec, &time).map_err(|e| e.to_string())?);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (n, job) in jobs.into_iter().enumerate() {
-        let now = time.elapsed_ms();
-        if job.at_ms > now {
-            tokio::time::sleep(Duration::from_millis(job.at_ms - now)).await;
-        }
-        while tasks.try_join_next().is_some() {}
-        let (meter, time, out) = (meter.clone(), time.clone(), out.clone());
-        tasks.spawn(async move {
-            // Each charge lies somewhere between its call's sending and its answer.
-            let charge = |seq: u32, from: u64, to: u64, units: u64| Record {
-                t_ms: from,
-                done_ms: to,
-                at_ms: from + (to - from) / 2,
-                lo_ms: from,
-                hi_ms: to,
-                instance: index,
-                seq,
-                ..Record::exact(from, 0, units, true)
-            };
-            let sent = time.elapsed_ms();
-            let (admitted, units) = meter.admit().await;
-            let mut records = vec![charge(2 * n as u32, sent, time.elapsed_ms(), units)];
-            let (mut uncharged, mut used) = (0, 0);
-            if admitted {
-                tokio::time::sleep(Duration::from_millis(job.work_ms)).await;
+    paced(
+        &time.clone(),
+        jobs,
+        |job| job.at_ms,
+        |n, job: Completion| {
+            let (meter, time, out) = (meter.clone(), time.clone(), out.clone());
+            async move {
+                // Each charge lies somewhere between its call's sending and its answer.
+                let charge = |seq: u32, from: u64, to: u64, units: u64| Record {
+                    t_ms: from,
+                    done_ms: to,
+                    at_ms: from + (to - from) / 2,
+                    lo_ms: from,
+                    hi_ms: to,
+                    instance: index,
+                    seq,
+                    ..Record::exact(from, 0, units, true)
+                };
                 let sent = time.elapsed_ms();
-                let (units, forgiven) = meter.settle(job.used).await;
-                records.push(charge(2 * n as u32 + 1, sent, time.elapsed_ms(), units));
-                (uncharged, used) = (forgiven, job.used);
+                let (admitted, units) = meter.admit().await;
+                let mut records = vec![charge(2 * n as u32, sent, time.elapsed_ms(), units)];
+                let (mut uncharged, mut used) = (0, 0);
+                if admitted {
+                    tokio::time::sleep(Duration::from_millis(job.work_ms)).await;
+                    let sent = time.elapsed_ms();
+                    let (units, forgiven) = meter.settle(job.used).await;
+                    records.push(charge(2 * n as u32 + 1, sent, time.elapsed_ms(), units));
+                    (uncharged, used) = (forgiven, job.used);
+                }
+                let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
+                out.0.extend(records.into_iter().filter(|r| r.cost > 0));
+                out.1.requests += 1;
+                out.1.admitted += u64::from(admitted);
+                out.1.used += used;
+                out.1.uncharged += uncharged;
             }
-            let mut out = out.lock().unwrap_or_else(|p| p.into_inner());
-            out.0.extend(records.into_iter().filter(|r| r.cost > 0));
-            out.1.requests += 1;
-            out.1.admitted += u64::from(admitted);
-            out.1.used += used;
-            out.1.uncharged += uncharged;
-        });
-    }
-    while tasks.join_next().await.is_some() {}
+        },
+    )
+    .await;
     Ok(())
 }
 

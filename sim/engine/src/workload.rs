@@ -1,10 +1,34 @@
 //! Load: when requests arrive, at which instance, for which key, costing how much. Drawn
 //! in advance from the run's seed, so the same seed replays the same load.
 
+use std::time::Duration;
+
 use rand::rngs::SmallRng;
 use rand::Rng;
 
 use redis_ratelimit::Quota;
+
+use crate::simclock::SimTime;
+
+/// Runs `run(n, item)` for each of `items` at its moment (`at_ms(item)`, simulated ms since
+/// the run began), each in a task of its own, so a request slow to be answered delays none
+/// after it, as in production; returns when every one has finished.
+pub async fn paced<T, Fut>(time: &SimTime, items: Vec<T>, at_ms: impl Fn(&T) -> u64, run: impl Fn(usize, T) -> Fut)
+where
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    for (n, item) in items.into_iter().enumerate() {
+        let (now, at) = (time.elapsed_ms(), at_ms(&item));
+        if at > now {
+            tokio::time::sleep(Duration::from_millis(at - now)).await;
+        }
+        // Reap finished ones as we go: a finished task stays allocated until joined.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn(run(n, item));
+    }
+    while tasks.join_next().await.is_some() {}
+}
 
 /// One request arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

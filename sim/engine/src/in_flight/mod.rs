@@ -35,6 +35,7 @@ use crate::subject::release::InFlightCall;
 use crate::subject::template::Values;
 use crate::subject::SubjectFile;
 use crate::turmoil_run::{TurmoilConnector, REDIS_ADDR};
+use crate::workload::paced;
 use check::{Acquire, End, Hold, Judged};
 
 /// Which scenario of the family.
@@ -361,56 +362,55 @@ async fn instance(
     errors: Arc<AtomicU64>,
 ) -> turmoil::Result {
     let caller = Arc::new(SlotClient::build(&spec, &time, index, &errors).map_err(|e| e.to_string())?);
-    let mut tasks = tokio::task::JoinSet::new();
-    for (n, job) in jobs.into_iter().enumerate() {
-        let now = time.elapsed_ms();
-        if job.at_ms > now {
-            tokio::time::sleep(Duration::from_millis(job.at_ms - now)).await;
-        }
-        while tasks.try_join_next().is_some() {}
-        let (caller, time, holds) = (caller.clone(), time.clone(), holds.clone());
-        tasks.spawn(async move {
-            let sent_ms = time.elapsed_ms();
-            let (acquire, token) = caller.acquire().await;
-            let done_ms = time.elapsed_ms();
-            let end = match token {
-                None => End::NotHeld,
-                Some(token) => {
-                    tokio::time::sleep(Duration::from_millis(job.work_ms)).await;
-                    if job.dies {
-                        // Nothing releases it: the ticket (or the count) is simply gone.
-                        End::Died { at_ms: time.elapsed_ms() }
-                    } else {
-                        let sent_ms = time.elapsed_ms();
-                        let mut acked_ms = None;
-                        for attempt in 0..RELEASE_ATTEMPTS {
-                            if attempt > 0 {
-                                tokio::time::sleep(Duration::from_millis(20)).await;
+    paced(
+        &time.clone(),
+        jobs,
+        |job| job.at_ms,
+        |n, job: Job| {
+            let (caller, time, holds) = (caller.clone(), time.clone(), holds.clone());
+            async move {
+                let sent_ms = time.elapsed_ms();
+                let (acquire, token) = caller.acquire().await;
+                let done_ms = time.elapsed_ms();
+                let end = match token {
+                    None => End::NotHeld,
+                    Some(token) => {
+                        tokio::time::sleep(Duration::from_millis(job.work_ms)).await;
+                        if job.dies {
+                            // Nothing releases it: the ticket (or the count) is simply gone.
+                            End::Died { at_ms: time.elapsed_ms() }
+                        } else {
+                            let sent_ms = time.elapsed_ms();
+                            let mut acked_ms = None;
+                            for attempt in 0..RELEASE_ATTEMPTS {
+                                if attempt > 0 {
+                                    tokio::time::sleep(Duration::from_millis(20)).await;
+                                }
+                                if caller.release(&token).await {
+                                    acked_ms = Some(time.elapsed_ms());
+                                    break;
+                                }
                             }
-                            if caller.release(&token).await {
-                                acked_ms = Some(time.elapsed_ms());
-                                break;
+                            if let Some(again_ms) = job.again_ms {
+                                tokio::time::sleep(Duration::from_millis(again_ms)).await;
+                                caller.release(&token).await;
                             }
+                            End::Released { sent_ms, acked_ms }
                         }
-                        if let Some(again_ms) = job.again_ms {
-                            tokio::time::sleep(Duration::from_millis(again_ms)).await;
-                            caller.release(&token).await;
-                        }
-                        End::Released { sent_ms, acked_ms }
                     }
-                }
-            };
-            let hold = Hold { instance: index, job: n as u32, sent_ms, done_ms, acquire, end };
-            holds.lock().unwrap_or_else(|p| p.into_inner()).push(hold);
-        });
-    }
-    while tasks.join_next().await.is_some() {}
+                };
+                let hold = Hold { instance: index, job: n as u32, sent_ms, done_ms, acquire, end };
+                holds.lock().unwrap_or_else(|p| p.into_inner()).push(hold);
+            }
+        },
+    )
+    .await;
     Ok(())
 }
 
-/// Each instance's jobs: together they ask for half again the key's slots (work of 10 to 150
-/// ms, 80 on average); in the crash scenario one holder in 16 dies, in the double-release one
-/// one in 8 is released twice.
+/// Each instance's jobs: together they ask for half again the key's slots (work of a fortieth
+/// to three eighths of a lease: 10 to 150 ms of a 400 ms one); in the crash scenario one holder
+/// in 16 dies, in the double-release one one in 8 is released twice.
 fn jobs(spec: &InFlightSpec, rng: &mut SmallRng) -> Vec<Vec<Job>> {
     let work_ms = (spec.lease_ms / 40).max(1)..=(spec.lease_ms * 3 / 8).max(1);
     let mean_work_ms = (work_ms.start() + work_ms.end()) / 2;

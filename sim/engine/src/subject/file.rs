@@ -153,51 +153,18 @@ impl SubjectFile {
             setup.push(templates(&format!("setup[{i}]"), command)?);
         }
         let reply = raw.reply.validate(&at)?;
-        if raw.promise.kind == "concurrency" {
+        let (promise, quota, tolerance, counts, in_flight) = if raw.promise.kind == "concurrency" {
             let rate_parts = (!setup.is_empty(), raw.quota.is_some());
             let acquire = (&keys[..], &argv[..], &source[..]);
             let call = InFlightCall::validate(&raw.promise, raw.release, acquire, rate_parts, &mut read_script, &at)?;
-            return Ok(SubjectFile {
-                name: raw.name,
-                path: path.to_owned(),
-                source,
-                keys,
-                argv,
-                on_error: raw.on_error.unwrap_or(OnError::Allow),
-                setup,
-                reply,
-                promise: Promise::None,
-                quota: None,
-                tolerance: Tolerance::EXACT,
-                counts: Counts::Either,
-                in_flight: Some(call),
-            });
-        }
-        let setup_calls: Vec<(&str, &[Template])> = setup.iter().map(|c| ("setup", &c[..])).collect();
-        let calls = [[("keys", &keys[..]), ("argv", &argv[..])].as_slice(), &setup_calls].concat();
-        refuse_in_flight_parts(&raw.promise, raw.release.is_some(), &calls, &at)?;
-        let tolerance = raw.promise.tolerance(&at)?;
-        let counts = match raw.promise.counts.as_deref() {
-            None => Counts::Either,
-            Some("admitted") => Counts::Admitted,
-            Some("requests") => Counts::Requests,
-            Some(other) => {
-                return Err(at(
-                    "promise.counts",
-                    format!(
-                        "{other:?}: expected admitted (only admitted units count) or requests (denied units count too)"
-                    ),
-                ))
-            }
+            (Promise::None, None, Tolerance::EXACT, Counts::Either, Some(call))
+        } else {
+            let setup_calls: Vec<(&str, &[Template])> = setup.iter().map(|c| ("setup", &c[..])).collect();
+            let calls = [[("keys", &keys[..]), ("argv", &argv[..])].as_slice(), &setup_calls].concat();
+            refuse_in_flight_parts(&raw.promise, raw.release.is_some(), &calls, &at)?;
+            let (promise, quota, tolerance, counts) = rate_promise(raw.promise, raw.quota, &at)?;
+            (promise, quota, tolerance, counts, None)
         };
-        let promise = raw.promise.validate(&at)?;
-        if counts != Counts::Either && (promise.is_bucket() || promise == Promise::None) {
-            return Err(at(
-                "promise.counts",
-                format!("applies to windows and logs, not to kind = {:?}", promise.kind()),
-            ));
-        }
-        let quota = raw.quota.map(|q| q.validate(promise, &at)).transpose()?;
         Ok(SubjectFile {
             name: raw.name,
             path: path.to_owned(),
@@ -211,7 +178,7 @@ impl SubjectFile {
             quota,
             tolerance,
             counts,
-            in_flight: None,
+            in_flight,
         })
     }
 
@@ -249,6 +216,34 @@ impl SubjectFile {
             .max()
             .unwrap_or(1)
     }
+}
+
+/// A rate limit's promise, quota, declared time resolution and what its windows count.
+fn rate_promise(
+    table: PromiseTable,
+    quota: Option<QuotaTable>,
+    at: &At<'_>,
+) -> Result<(Promise, Option<Quota>, Tolerance, Counts), FileError> {
+    let tolerance = table.tolerance(at)?;
+    let counts = match table.counts.as_deref() {
+        None => Counts::Either,
+        Some("admitted") => Counts::Admitted,
+        Some("requests") => Counts::Requests,
+        Some(other) => {
+            return Err(at(
+                "promise.counts",
+                format!(
+                    "{other:?}: expected admitted (only admitted units count) or requests (denied units count too)"
+                ),
+            ))
+        }
+    };
+    let promise = table.validate(at)?;
+    if counts != Counts::Either && (promise.is_bucket() || promise == Promise::None) {
+        return Err(at("promise.counts", format!("applies to windows and logs, not to kind = {:?}", promise.kind())));
+    }
+    let quota = quota.map(|q| q.validate(promise, at)).transpose()?;
+    Ok((promise, quota, tolerance, counts))
 }
 
 // ------------------------------------------------------------------------------ raw TOML
