@@ -61,6 +61,7 @@
 
 mod counts;
 mod direct;
+mod in_flight;
 mod key_ops;
 mod partition;
 #[cfg(feature = "config")]
@@ -75,6 +76,7 @@ use http::Request;
 
 pub use counts::{Counts, RuleCounts};
 pub use direct::{DirectLimit, Leased};
+pub use in_flight::Acquisition;
 pub use partition::PartitionSecret;
 #[cfg(feature = "config")]
 pub use reload::{ReloadError, Watch};
@@ -91,11 +93,12 @@ use crate::gate::Gate;
 use crate::health::{Health, OnStoreEvent, StoreEvent};
 use crate::key::KeySpace;
 use crate::quota::Quota;
-use crate::rules::{Access, Identity, OnMissingKey, Reading, Rule, RuleSet};
+use crate::rules::{Access, Identity, KeyPart, OnMissingKey, Reading, Rule, RuleSet};
 use crate::store::RedisStore;
 
 struct Shared {
     rules: RwLock<Arc<RuleSet>>,
+    in_flight: in_flight::InFlightLimiters,
     gate: Gate,
     counters: counts::Counters,
     pk_secret: Option<PartitionSecret>,
@@ -205,6 +208,15 @@ impl EnforcerBuilder {
         }
         let keys = KeySpace::new(&self.prefix, self.max_key_len)?;
         let pk_secret = self.pk_secret.as_deref().map(PartitionSecret::new).transpose()?;
+        let options = in_flight::Options {
+            redis: self.redis.clone(),
+            clock: self.clock.clone(),
+            breaker: self.breaker,
+            prefix: self.prefix.clone(),
+            max_key_len: self.max_key_len,
+            max_local_keys: self.max_local_keys,
+        };
+        let in_flight = in_flight::InFlightLimiters::new(options, &self.rules)?;
         let health = Health::new(self.breaker, self.on_store_event, "rules");
         let gate = Gate::new(self.redis, self.max_local_keys, keys, self.clock, health);
         let names: Vec<&str> = self.rules.rules().iter().map(Rule::name).collect();
@@ -213,6 +225,7 @@ impl EnforcerBuilder {
         Ok(Enforcer {
             shared: Arc::new(Shared {
                 rules: RwLock::new(Arc::new(self.rules)),
+                in_flight,
                 gate,
                 counters,
                 pk_secret,
@@ -257,6 +270,9 @@ impl Enforcer {
     pub fn replace_rules(&self, rules: RuleSet) {
         let names: Vec<&str> = rules.rules().iter().map(Rule::name).collect();
         self.shared.counters.retain(&names);
+        // Every part of an in-flight rule's limiter was checked when the enforcer was built
+        // (the store's settings) and when the rules were (the rule's), so this cannot fail.
+        let _checked = self.shared.in_flight.replace(&rules);
         *self.shared.rules.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(rules);
     }
 
@@ -288,32 +304,20 @@ impl Enforcer {
 
     fn plan<B>(&self, req: &Request<B>) -> Result<Matched, Error> {
         let rules = self.rules();
-        let ip: Option<IpAddr> = rules.client_ip().resolve(req);
-        let reading = match Reading::of(req, ip, rules.identifying_headers()) {
-            Ok(reading) => reading,
-            Err(repeated) => {
-                return Ok(Matched::Done(Ruling::RepeatedHeader { header: repeated.header, count: repeated.count }))
+        let (reading, ip) = match read(&rules, req) {
+            Ok(read) => read,
+            Err(Listed::Repeated { header, count }) => {
+                return Ok(Matched::Done(Ruling::RepeatedHeader { header, count }))
             }
+            Err(Listed::Denied) => return Ok(Matched::Done(Ruling::Denylisted)),
+            Err(Listed::Allowed) => return Ok(Matched::Done(Ruling::Allowlisted)),
         };
-        match rules.access().check(&reading) {
-            Access::Denied => return Ok(Matched::Done(Ruling::Denylisted)),
-            Access::Allowed => return Ok(Matched::Done(Ruling::Allowlisted)),
-            Access::Unlisted => {}
-        }
         let (mut charges, mut identities) = (Vec::new(), Vec::new());
         for rule in rules.rules().iter().filter(|r| r.matcher().matches(req)) {
-            let identity = match Identity::of(rule.key_parts(), &reading) {
-                Ok(identity) => identity,
-                Err(part) => match (rule.missing_key(), ip) {
-                    (OnMissingKey::Skip, _) => continue,
-                    (OnMissingKey::FallbackToIp, Some(ip)) => Identity::of_ip(ip),
-                    _ => {
-                        return Ok(Matched::Done(Ruling::MissingKey {
-                            rule: rule.name().to_owned(),
-                            part: part.spec(),
-                        }))
-                    }
-                },
+            let identity = match identity_for(rule.key_parts(), rule.missing_key(), &reading, ip) {
+                Ok(Some(identity)) => identity,
+                Ok(None) => continue,
+                Err(part) => return Ok(Matched::Done(Ruling::MissingKey { rule: rule.name().to_owned(), part })),
             };
             self.shared.gate.keys().check(&identity.text())?;
             charges.push(charge_of(rule, &identity, rule.quota_for(reading.plan)));
@@ -323,6 +327,42 @@ impl Enforcer {
             return Ok(Matched::Done(Ruling::Unmatched));
         }
         Ok(Matched::Decide(charges, identities))
+    }
+}
+
+/// Why a request is answered before any rule: a repeated identifying header, or a list.
+enum Listed {
+    Repeated { header: String, count: usize },
+    Denied,
+    Allowed,
+}
+
+/// Reads `req` once for every rule of `rules` (its client IP, each identifying header once),
+/// unless the lists answer it first.
+fn read<'r, B>(rules: &'r RuleSet, req: &'r Request<B>) -> Result<(Reading<'r>, Option<IpAddr>), Listed> {
+    let ip: Option<IpAddr> = rules.client_ip().resolve(req);
+    let reading = Reading::of(req, ip, rules.identifying_headers())
+        .map_err(|r| Listed::Repeated { header: r.header, count: r.count })?;
+    match rules.access().check(&reading) {
+        Access::Denied => Err(Listed::Denied),
+        Access::Allowed => Err(Listed::Allowed),
+        Access::Unlisted => Ok((reading, ip)),
+    }
+}
+
+/// The identity `parts` give the request, or what a rule does without one (`missing`): none
+/// to skip the rule, or the missing part's name to reject the request.
+fn identity_for(
+    parts: &[KeyPart],
+    missing: OnMissingKey,
+    reading: &Reading<'_>,
+    ip: Option<IpAddr>,
+) -> Result<Option<Identity>, String> {
+    match (Identity::of(parts, reading), missing, ip) {
+        (Ok(identity), ..) => Ok(Some(identity)),
+        (Err(_), OnMissingKey::Skip, _) => Ok(None),
+        (Err(_), OnMissingKey::FallbackToIp, Some(ip)) => Ok(Some(Identity::of_ip(ip))),
+        (Err(part), ..) => Err(part.spec()),
     }
 }
 

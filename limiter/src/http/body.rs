@@ -33,6 +33,16 @@ impl<B, T> HeldBody<B, T> {
     pub(super) fn holds(&self) -> bool {
         self.held.is_some()
     }
+
+    /// The body itself, still holding.
+    pub fn get_ref(&self) -> &B {
+        &self.inner
+    }
+
+    /// The body itself; what it held is let go.
+    pub fn into_inner(self) -> B {
+        self.inner
+    }
 }
 
 impl<B: Default, T> Default for HeldBody<B, T> {

@@ -93,6 +93,24 @@ pub fn reduced_capacity(d: &RulesDecision) -> String {
     )
 }
 
+/// The body of a refusal by an in-flight rule: 429 when every permit is held (the rule is the
+/// violated policy), 503 when Redis cannot be asked and the rule fails closed.
+pub fn in_flight(rule: &str, status: u16, retry_after_secs: u64) -> String {
+    let names = format!("[{}]", json_string(rule));
+    if status == 503 {
+        let detail = format!(
+            "The rate limiter cannot reach its shared state, and the in-flight policy refuses every request until it \
+             can; it tries again in {retry_after_secs} s at the earliest."
+        );
+        return body(TEMPORARY_REDUCED_CAPACITY, "Temporary reduced capacity", status, &detail, &[("policies", names)]);
+    }
+    let detail = format!(
+        "The request would exceed the requests its in-flight policy lets run at once; retry after {retry_after_secs} s \
+         at the latest (sooner when another request ends)."
+    );
+    body(QUOTA_EXCEEDED, "Too many requests in flight", status, &detail, &[("violated-policies", names)])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

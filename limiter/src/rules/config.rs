@@ -31,6 +31,15 @@
 //! # Other quotas by the client's plan, which the authentication layer sets (`rules::Plan`);
 //! # period defaults to the rule's, burst to the tier's limit.
 //! tiers = { pro = { limit = 50 }, enterprise = { limit = 500, period = "1s", burst = 100 } }
+//!
+//! [[in_flight]]                       # at most `limit` requests of a key in flight at once
+//! name = "exports-per-key"            # unique among every rule of the file
+//! match = { path = "/api/export" }    # as a rule's
+//! key = ["api-key"]                   # as a rule's
+//! limit = 2
+//! lease = "60s"                       # a permit whose holder died comes back after this
+//! failure_policy = "fail-closed"      # as a rule's (a local budget lends its own `limit`)
+//! on_missing_key = "reject"           # as a rule's
 //! ```
 
 use std::collections::BTreeMap;
@@ -41,7 +50,8 @@ use ipnet::IpNet;
 use serde::Deserialize;
 
 use super::{
-    AccessList, AccessLists, ClientIp, ForwardedHeader, KeyPart, Match, OnMissingKey, Rule, RuleError, RuleSet,
+    AccessList, AccessLists, ClientIp, ForwardedHeader, InFlightRule, KeyPart, Match, OnMissingKey, Rule, RuleError,
+    RuleSet,
 };
 use crate::clock::TimeSource;
 use crate::policy::FailurePolicy;
@@ -57,6 +67,8 @@ struct File {
     // Each rule is read on its own, so its errors can name it.
     #[serde(default)]
     rule: Vec<toml::Value>,
+    #[serde(default)]
+    in_flight: Vec<toml::Value>,
 }
 
 #[derive(Deserialize)]
@@ -113,6 +125,23 @@ struct RuleConfig {
     tiers: BTreeMap<String, TierConfig>,
     #[serde(default)]
     real_cost_header: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InFlightConfig {
+    name: String,
+    #[serde(default, rename = "match")]
+    matcher: MatchConfig,
+    key: Vec<String>,
+    limit: u64,
+    lease: Period,
+    #[serde(default)]
+    failure_policy: Option<String>,
+    #[serde(default)]
+    local_budget: Option<LocalBudgetConfig>,
+    #[serde(default)]
+    on_missing_key: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -274,48 +303,41 @@ impl RuleSet {
         for (i, value) in file.rule.into_iter().enumerate() {
             builder = builder.rule(rule(i, value)?);
         }
+        for (i, value) in file.in_flight.into_iter().enumerate() {
+            builder = builder.in_flight(in_flight(i, value)?);
+        }
         builder.build()
     }
 }
 
-/// One `[[rule]]` table.
-fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
+/// A table read on its own, so its errors can name it: the config and the error maker.
+fn table<T: serde::de::DeserializeOwned>(
+    index: usize,
+    value: toml::Value,
+) -> Result<(T, impl Fn(&str, String) -> RuleError), RuleError> {
     let label = value
         .get("name")
         .and_then(toml::Value::as_str)
         .filter(|n| !n.is_empty())
         .map_or_else(|| format!("#{}", index + 1), str::to_owned);
-    let err = |field: &str, message: String| RuleError::in_rule(&label, field, message);
-    let c: RuleConfig = serde_path_to_error::deserialize(value).map_err(|e| {
+    let err = move |field: &str, message: String| RuleError::in_rule(&label, field, message);
+    let c: T = serde_path_to_error::deserialize(value).map_err(|e| {
         let (path, message) = located(e);
         err(&path, message)
     })?;
+    Ok((c, err))
+}
+
+/// One `[[rule]]` table.
+fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
+    let (c, err) = table::<RuleConfig>(index, value)?;
     let algorithm: Algorithm = c.algorithm.parse().map_err(|_| {
         let names: Vec<_> = Algorithm::ALL.iter().map(|a| a.name()).collect();
         err("algorithm", format!("unknown algorithm {:?}; expected one of {}", c.algorithm, names.join(", ")))
     })?;
     let period = c.period.ms().map_err(|m| err("period", m))?;
     let quota = Quota::new(c.limit, Duration::from_millis(period)).with_burst(c.burst.unwrap_or(c.limit));
-    let policy = match c.failure_policy.as_deref() {
-        None | Some("fail-open" | "fail-closed") if c.local_budget.is_some() => {
-            return Err(err("local_budget", "applies only to failure_policy = \"local-budget\"".into()))
-        }
-        None | Some("fail-open") => FailurePolicy::FailOpen,
-        Some("fail-closed") => FailurePolicy::FailClosed,
-        Some("local-budget") => match c.local_budget {
-            Some(b) => FailurePolicy::LocalBudget {
-                limit: b.limit,
-                period: Duration::from_millis(b.period.ms().map_err(|m| err("local_budget.period", m))?),
-            },
-            None => return Err(err("local_budget", "is required with failure_policy = \"local-budget\"".into())),
-        },
-        Some(other) => {
-            return Err(err(
-                "failure_policy",
-                format!("unknown policy {other:?}; expected fail-open, fail-closed or local-budget"),
-            ))
-        }
-    };
+    let policy = failure_policy(c.failure_policy.as_deref(), c.local_budget, &err)?;
     let time_source = match c.time_source.as_deref() {
         None | Some("server") => TimeSource::Server,
         Some("client") => TimeSource::Client,
@@ -323,41 +345,6 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
             return Err(err("time_source", format!("{other:?} is not a time source; expected server or client")))
         }
     };
-    let on_missing_key = match c.on_missing_key.as_deref() {
-        None | Some("reject") => OnMissingKey::Reject,
-        Some("fallback-ip") => OnMissingKey::FallbackToIp,
-        Some("skip") => OnMissingKey::Skip,
-        Some(other) => {
-            return Err(err(
-                "on_missing_key",
-                format!("{other:?} is not a treatment; expected reject, fallback-ip or skip"),
-            ))
-        }
-    };
-    let key = c
-        .key
-        .iter()
-        .enumerate()
-        .map(|(i, k)| KeyPart::parse(k).map_err(|m| err(&format!("key[{i}]"), m)))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut matcher = Match::any();
-    let methods = match c.matcher.method {
-        OneOrMany::None => Vec::new(),
-        OneOrMany::One(m) => vec![m],
-        OneOrMany::Many(ms) => ms,
-    };
-    for m in &methods {
-        matcher = matcher.method(m);
-    }
-    if let Some(p) = &c.matcher.path {
-        matcher = matcher.path(p);
-    }
-    if let Some(h) = &c.matcher.host {
-        matcher = matcher.host(h);
-    }
-    for h in &c.matcher.headers {
-        matcher = matcher.header(h);
-    }
     let mut rule = Rule::new(&c.name, algorithm, quota);
     if let Some(header) = &c.real_cost_header {
         rule = rule.real_cost_header(header);
@@ -371,138 +358,90 @@ fn rule(index: usize, value: toml::Value) -> Result<Rule, RuleError> {
             rule.tier(plan, Quota::new(t.limit, Duration::from_millis(period)).with_burst(t.burst.unwrap_or(t.limit)));
     }
     Ok(rule
-        .matching(matcher)
-        .key(key)
+        .matching(matcher(c.matcher))
+        .key(key_parts(&c.key, &err)?)
         .cost(c.cost.unwrap_or(1))
         .failure_policy(policy)
         .time_source(time_source)
         .shadow(c.shadow)
         .blockable(c.blockable)
-        .on_missing_key(on_missing_key))
+        .on_missing_key(missing_key(c.on_missing_key.as_deref(), &err)?))
+}
+
+/// One `[[in_flight]]` table.
+fn in_flight(index: usize, value: toml::Value) -> Result<InFlightRule, RuleError> {
+    let (c, err) = table::<InFlightConfig>(index, value)?;
+    let lease = c.lease.ms().map_err(|m| err("lease", m))?;
+    Ok(InFlightRule::new(&c.name, c.limit, Duration::from_millis(lease))
+        .matching(matcher(c.matcher))
+        .key(key_parts(&c.key, &err)?)
+        .failure_policy(failure_policy(c.failure_policy.as_deref(), c.local_budget, &err)?)
+        .on_missing_key(missing_key(c.on_missing_key.as_deref(), &err)?))
+}
+
+fn failure_policy(
+    name: Option<&str>,
+    local_budget: Option<LocalBudgetConfig>,
+    err: &dyn Fn(&str, String) -> RuleError,
+) -> Result<FailurePolicy, RuleError> {
+    Ok(match name {
+        None | Some("fail-open" | "fail-closed") if local_budget.is_some() => {
+            return Err(err("local_budget", "applies only to failure_policy = \"local-budget\"".into()))
+        }
+        None | Some("fail-open") => FailurePolicy::FailOpen,
+        Some("fail-closed") => FailurePolicy::FailClosed,
+        Some("local-budget") => match local_budget {
+            Some(b) => FailurePolicy::LocalBudget {
+                limit: b.limit,
+                period: Duration::from_millis(b.period.ms().map_err(|m| err("local_budget.period", m))?),
+            },
+            None => return Err(err("local_budget", "is required with failure_policy = \"local-budget\"".into())),
+        },
+        Some(other) => {
+            return Err(err(
+                "failure_policy",
+                format!("unknown policy {other:?}; expected fail-open, fail-closed or local-budget"),
+            ))
+        }
+    })
+}
+
+fn missing_key(name: Option<&str>, err: &dyn Fn(&str, String) -> RuleError) -> Result<OnMissingKey, RuleError> {
+    match name {
+        None | Some("reject") => Ok(OnMissingKey::Reject),
+        Some("fallback-ip") => Ok(OnMissingKey::FallbackToIp),
+        Some("skip") => Ok(OnMissingKey::Skip),
+        Some(other) => {
+            Err(err("on_missing_key", format!("{other:?} is not a treatment; expected reject, fallback-ip or skip")))
+        }
+    }
+}
+
+fn key_parts(key: &[String], err: &dyn Fn(&str, String) -> RuleError) -> Result<Vec<KeyPart>, RuleError> {
+    key.iter().enumerate().map(|(i, k)| KeyPart::parse(k).map_err(|m| err(&format!("key[{i}]"), m))).collect()
+}
+
+fn matcher(c: MatchConfig) -> Match {
+    let mut matcher = Match::any();
+    let methods = match c.method {
+        OneOrMany::None => Vec::new(),
+        OneOrMany::One(m) => vec![m],
+        OneOrMany::Many(ms) => ms,
+    };
+    for m in &methods {
+        matcher = matcher.method(m);
+    }
+    if let Some(p) = &c.path {
+        matcher = matcher.path(p);
+    }
+    if let Some(h) = &c.host {
+        matcher = matcher.host(h);
+    }
+    for h in &c.headers {
+        matcher = matcher.header(h);
+    }
+    matcher
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-        [client_ip]
-        trusted_proxies = ["10.0.0.0/8", "192.0.2.1"]
-
-        [access]
-        key_headers = ["x-client-id"]
-        deny_keys = ["revoked"]
-        deny_ips = ["203.0.113.0/24"]
-
-        [[rule]]
-        name = "hello"
-        match = { method = "GET", path = "/api/hello" }
-        key = ["header:x-api-key"]
-        algorithm = "token-bucket"
-        limit = 5
-        period = "1s"
-        tiers = { pro = { limit = 50 }, enterprise = { limit = 500, period = "1m", burst = 100 } }
-
-        [[rule]]
-        name = "daily"
-        match = { method = ["GET", "POST"], path = "/api/**", headers = ["x-api-key"] }
-        key = ["header:x-api-key", "route"]
-        algorithm = "sliding-window"
-        limit = 1000
-        period = "1d"
-        failure_policy = "local-budget"
-        local_budget = { limit = 10, period = "1m" }
-        time_source = "client"
-        shadow = true
-        blockable = true
-        on_missing_key = "fallback-ip"
-        real_cost_header = "x-rows-read"
-    "#;
-
-    #[test]
-    fn a_whole_file_reads_into_rules_lists_and_proxies() {
-        let set = RuleSet::from_toml(GOOD).unwrap();
-        let hello = set.rule("hello").unwrap();
-        assert_eq!((hello.algorithm(), hello.quota()), (Algorithm::TokenBucket, Quota::per_second(5)));
-        assert_eq!(hello.quota_for(Some("pro")), Quota::per_second(50), "the rule's period, a burst of the limit");
-        assert_eq!(hello.quota_for(Some("enterprise")), Quota::per_minute(500).with_burst(100));
-        assert_eq!(hello.quota_for(None), hello.quota());
-        let daily = set.rule("daily").unwrap();
-        assert_eq!(daily.quota(), Quota::new(1000, Duration::from_secs(86_400)));
-        assert_eq!(daily.policy(), FailurePolicy::LocalBudget { limit: 10, period: Duration::from_secs(60) });
-        assert!(daily.is_shadow());
-        assert!(daily.is_blockable() && !hello.is_blockable());
-        assert_eq!((daily.real_cost_header_name(), hello.real_cost_header_name()), (Some("x-rows-read"), None));
-        assert_eq!(daily.missing_key(), OnMissingKey::FallbackToIp);
-        assert_eq!(daily.key_parts(), [KeyPart::header("x-api-key"), KeyPart::Route]);
-        assert_eq!(set.client_ip().trusted().len(), 2);
-        assert_eq!(set.access().key_headers(), ["x-client-id"]);
-        assert_eq!(set.identifying_headers(), ["x-api-key", "x-client-id"]);
-    }
-
-    #[test]
-    fn every_mistake_names_its_rule_and_field() {
-        let rule = |extra: &str| {
-            format!(
-                "[[rule]]\nname = \"r1\"\nkey = [\"ip\"]\nalgorithm = \"gcra\"\nlimit = 5\nperiod = \"1s\"\n{extra}"
-            )
-        };
-        let cases: &[(String, Option<&str>, &str)] = &[
-            (rule("burst = \"five\""), Some("r1"), "burst"),
-            (rule("limt = 3"), Some("r1"), "limt"),
-            (rule("match = { path = \"api\" }"), Some("r1"), "match.path"),
-            (rule("match = { methd = \"GET\" }"), Some("r1"), "match.methd"),
-            (rule("failure_policy = \"fail-sideways\""), Some("r1"), "failure_policy"),
-            (rule("failure_policy = \"local-budget\""), Some("r1"), "local_budget"),
-            (rule("time_source = \"moon\""), Some("r1"), "time_source"),
-            (rule("on_missing_key = \"ignore\""), Some("r1"), "on_missing_key"),
-            (rule("cost = 9"), Some("r1"), "cost"),
-            (rule("").replace("\"gcra\"", "\"leaky\""), Some("r1"), "algorithm"),
-            (rule("").replace("\"1s\"", "\"1 fortnight\""), Some("r1"), "period"),
-            (rule("").replace("\"1s\"", "30"), Some("r1"), "period"),
-            (rule("").replace("\"1s\"", "\"0ms\""), Some("r1"), "period"),
-            (rule("").replace("[\"ip\"]", "[\"ip\", \"cookie\"]"), Some("r1"), "key[1]"),
-            (rule("").replace("name = \"r1\"\n", ""), Some("#1"), "name"),
-            (rule("tiers = { pro = { limit = 0 } }"), Some("r1"), "tiers.pro.limit"),
-            (rule("tiers = { pro = { limit = 9, period = \"9\" } }"), Some("r1"), "tiers.pro.period"),
-            (rule("tiers = { pro = { limt = 9 } }"), Some("r1"), "tiers.pro.limt"),
-            (rule("tiers = { \"a:b\" = { limit = 9 } }"), Some("r1"), "tiers"),
-            // A bucket's capacity is its burst (the tier's limit unless given); a window's its limit.
-            (rule("cost = 2\ntiers = { basic = { limit = 1 } }"), Some("r1"), "tiers.basic.burst"),
-            (
-                rule("cost = 2\ntiers = { basic = { limit = 1 } }").replace("\"gcra\"", "\"fixed-window\""),
-                Some("r1"),
-                "tiers.basic.limit",
-            ),
-            ("[client_ip]\ntrusted_proxies = [\"10.0.0.0/33\"]".into(), None, "client_ip.trusted_proxies[0]"),
-            ("[access]\ndeny_ips = [\"x\"]".into(), None, "access.deny_ips[0]"),
-            ("[access]\nkey_headers = [\"x-k\"]\nallow_keys = [\"vip\"]".into(), None, "access.allow_keys"),
-            ("[acess]\n".into(), None, "acess"),
-            ("[[rule]\nname = ".into(), None, "(file)"),
-        ];
-        for (text, rule, field) in cases {
-            let e = RuleSet::from_toml(text).expect_err(field);
-            assert_eq!((e.rule.as_deref(), e.field.as_str()), (*rule, *field), "{e}\n{text}");
-        }
-        let e = RuleSet::from_toml(&rule("burst = \"five\"")).unwrap_err();
-        assert_eq!(e.to_string(), "rule \"r1\", field burst: invalid type: string \"five\", expected u64");
-        let bare = RuleSet::from_toml(&rule("").replace("\"1s\"", "30")).unwrap_err().to_string();
-        assert!(
-            bare.contains("30 has no unit") && bare.contains("\"30s\"") && bare.contains("ms, s, m, h, d"),
-            "{bare}"
-        );
-    }
-
-    #[test]
-    fn sub_second_periods_are_read_and_the_policy_field_names_the_seconds_that_hold_them() {
-        let set = RuleSet::from_toml(
-            "[[rule]]\nname = \"burst\"\nkey = [\"ip\"]\nalgorithm = \"sliding-log\"\nlimit = 5\nperiod = \"250ms\"\n\
-             failure_policy = \"local-budget\"\nlocal_budget = { limit = 2, period = \"1500ms\" }\n",
-        )
-        .expect("valid");
-        let r = &set.rules()[0];
-        assert_eq!(r.quota().period_ms(), 250);
-        assert_eq!(r.policy(), FailurePolicy::LocalBudget { limit: 2, period: Duration::from_millis(1500) });
-        assert_eq!(r.window_secs(), 1);
-    }
-}
+mod tests;

@@ -45,6 +45,7 @@ mod access;
 mod client_ip;
 #[cfg(feature = "config")]
 mod config;
+mod in_flight;
 mod key;
 mod matcher;
 mod reading;
@@ -54,6 +55,7 @@ use std::fmt;
 
 pub use access::{Access, AccessList, AccessLists};
 pub use client_ip::{ClientIp, ForwardedHeader, PeerAddr};
+pub use in_flight::InFlightRule;
 #[cfg(test)]
 pub(crate) use key::identity_of;
 pub use key::{ApiKey, Identity, KeyPart, Plan, User};
@@ -374,25 +376,31 @@ impl Rule {
                 ));
             }
         }
-        if self.key.is_empty() {
-            return Err(RuleError::in_rule(
-                name,
-                "key",
-                "names no key part; use a constant to count every request together",
-            ));
-        }
-        for part in &self.key {
-            part.validate().map_err(|message| RuleError::in_rule(name, "key", message))?;
-        }
-        self.matcher.validate().map_err(|(field, message)| RuleError::in_rule(name, field, message))?;
-        Ok(())
+        validate_key_and_match(name, &self.key, &self.matcher)
     }
+}
+
+/// What every kind of rule checks alike: it counts by a key of valid parts, and matches by a
+/// valid matcher.
+fn validate_key_and_match(name: &str, key: &[KeyPart], matcher: &Match) -> Result<(), RuleError> {
+    if key.is_empty() {
+        return Err(RuleError::in_rule(
+            name,
+            "key",
+            "names no key part; use a constant to count every request together",
+        ));
+    }
+    for part in key {
+        part.validate().map_err(|message| RuleError::in_rule(name, "key", message))?;
+    }
+    matcher.validate().map_err(|(field, message)| RuleError::in_rule(name, field, message))
 }
 
 /// Validated rules and what applies before them; see the module docs.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    in_flight: Vec<InFlightRule>,
     access: AccessLists,
     client_ip: ClientIp,
     /// The headers that say who the client is (the lists' and the rules' key headers), sorted:
@@ -405,6 +413,7 @@ pub struct RuleSet {
 #[must_use = "a builder does nothing until it is built"]
 pub struct RuleSetBuilder {
     rules: Vec<Rule>,
+    in_flight: Vec<InFlightRule>,
     access: AccessLists,
     client_ip: ClientIp,
 }
@@ -413,6 +422,12 @@ impl RuleSetBuilder {
     /// Adds a rule.
     pub fn rule(mut self, rule: Rule) -> Self {
         self.rules.push(rule);
+        self
+    }
+
+    /// Adds a limit on requests in flight.
+    pub fn in_flight(mut self, rule: InFlightRule) -> Self {
+        self.in_flight.push(rule);
         self
     }
 
@@ -431,10 +446,12 @@ impl RuleSetBuilder {
     /// Checks every rule and builds the set; the first problem is named.
     pub fn build(self) -> Result<RuleSet, RuleError> {
         let mut names = BTreeSet::new();
-        for rule in &self.rules {
-            rule.validate()?;
-            if !names.insert(rule.name.as_str()) {
-                return Err(RuleError::in_rule(&rule.name, "name", "is used by an earlier rule; names must be unique"));
+        let checked = self.rules.iter().map(|r| (r.name.as_str(), r.validate()));
+        for (name, valid) in checked.chain(self.in_flight.iter().map(|r| (r.name.as_str(), r.validate()))) {
+            valid?;
+            // A rule's name names its state in Redis: two rules of one name would share it.
+            if !names.insert(name) {
+                return Err(RuleError::in_rule(name, "name", "is used by an earlier rule; names must be unique"));
             }
         }
         self.access.validate()?;
@@ -446,11 +463,20 @@ impl RuleSetBuilder {
                 r
             })
             .collect();
+        let in_flight: Vec<InFlightRule> = self
+            .in_flight
+            .into_iter()
+            .map(|mut r| {
+                r.matcher = r.matcher.prepared();
+                r
+            })
+            .collect();
         let mut identifying: Vec<String> = self.access.key_headers().to_vec();
-        identifying.extend(rules.iter().flat_map(|r| r.key.iter().filter_map(KeyPart::header_name).map(str::to_owned)));
+        let keys = rules.iter().map(|r| &r.key).chain(in_flight.iter().map(|r| &r.key));
+        identifying.extend(keys.flat_map(|key| key.iter().filter_map(KeyPart::header_name).map(str::to_owned)));
         identifying.sort();
         identifying.dedup();
-        Ok(RuleSet { rules, access: self.access, client_ip: self.client_ip, identifying })
+        Ok(RuleSet { rules, in_flight, access: self.access, client_ip: self.client_ip, identifying })
     }
 }
 
@@ -468,6 +494,11 @@ impl RuleSet {
     /// A rule by name.
     pub fn rule(&self, name: &str) -> Option<&Rule> {
         self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// The limits on requests in flight, in order.
+    pub fn in_flight_rules(&self) -> &[InFlightRule] {
+        &self.in_flight
     }
 
     /// The allow and deny lists.

@@ -15,6 +15,7 @@
 // The library's behaviour on one server.
 mod agreement;
 mod bad_input;
+mod in_flight_rules;
 mod modes;
 mod outage;
 mod permits;
