@@ -86,7 +86,11 @@ impl InFlightLimiters {
         let old = self.current();
         let mut next = Vec::with_capacity(rules.in_flight_rules().len());
         for rule in rules.in_flight_rules() {
-            let kept = old.iter().find(|(r, _)| r == rule).map(|(_, limiter)| limiter.clone());
+            // What the limiter is built from; a new matcher or key keeps it.
+            let same = |r: &InFlightRule| {
+                (r.name(), r.limit(), r.lease(), r.policy()) == (rule.name(), rule.limit(), rule.lease(), rule.policy())
+            };
+            let kept = old.iter().find(|(r, _)| same(r)).map(|(_, limiter)| limiter.clone());
             let limiter = match kept {
                 Some(limiter) => limiter,
                 None => self.build(rule)?,

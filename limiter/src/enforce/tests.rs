@@ -369,3 +369,38 @@ async fn a_block_stops_one_identity_under_one_rule_until_it_ends() {
         "{refused}"
     );
 }
+
+/// An in-flight rule's permits, all or nothing across rules; the lists apply as to the rate
+/// rules; a reload that keeps a rule's name, limit, lease and policy keeps its holders, even
+/// with a new matcher.
+#[tokio::test]
+async fn in_flight_permits_are_taken_all_or_nothing_and_a_kept_rule_keeps_its_holders() {
+    use crate::rules::InFlightRule;
+    let clock = ManualClock::new(1_000_000);
+    let one = |name: &str| InFlightRule::new(name, 1, Duration::from_secs(30)).key([KeyPart::header("x-api-key")]);
+    let rules = |matcher: Match| {
+        RuleSet::builder()
+            .in_flight(one("per-key").matching(matcher))
+            .in_flight(one("exports").matching(Match::any().path("/export")))
+            .access(AccessLists::new().deny(AccessList::new().key("banned")).key_header("x-api-key"))
+            .build()
+            .unwrap()
+    };
+    let e = enforcer(rules(Match::any()), &clock);
+    let at = |path: &str, key: &str| Request::builder().uri(path).header("x-api-key", key).body(()).unwrap();
+    let Acquisition::Held(export) = e.acquire(&at("/export", "k1")).await.unwrap() else { panic!("held") };
+    assert_eq!(export.len(), 2, "a permit of each matching rule");
+    // Both of k1's permits are held: a request needing either takes neither.
+    assert!(
+        matches!(e.acquire(&at("/other", "k1")).await.unwrap(), Acquisition::Full { rule, .. } if rule == "per-key")
+    );
+    assert!(matches!(e.acquire(&at("/export", "k2")).await.unwrap(), Acquisition::Held(p) if p.len() == 2));
+    assert!(matches!(e.acquire(&at("/export", "banned")).await.unwrap(), Acquisition::Denylisted));
+    let keyless = Request::builder().uri("/export").body(()).unwrap();
+    assert!(matches!(e.acquire(&keyless).await.unwrap(), Acquisition::MissingKey { rule, .. } if rule == "per-key"));
+    // A new matcher keeps the rule's limiter, and so k1's holder.
+    e.replace_rules(rules(Match::any().path("/**")));
+    assert!(matches!(e.acquire(&at("/other", "k1")).await.unwrap(), Acquisition::Full { .. }));
+    drop(export);
+    assert!(matches!(e.acquire(&at("/other", "k1")).await.unwrap(), Acquisition::Held(p) if p.len() == 1));
+}
