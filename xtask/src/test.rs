@@ -247,9 +247,10 @@ fn valkey_lane(built: &[Executable], real: &[Executable]) -> Result<Job> {
 /// The suites the Valkey lane runs with `REDIS_TESTS_REAL=valkey`, as test-name filters (each
 /// a module of `tests/tests/redis`; libtest runs the tests whose names contain any of them).
 /// The conformance suites run once more with Redis as the subject.
-const VALKEY_SUITES: [&str; 11] = [
+const VALKEY_SUITES: [&str; 12] = [
     "redis_store::",
     "permits::",
+    "in_flight_rules::",
     "reconcile::",
     "modes::",
     "module::",
