@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use http::Request;
 
-use super::{identity_for, read, Enforcer, Listed};
+use super::{identity_for, read, Enforcer, Listed, Read};
 use crate::breaker::BreakerConfig;
 use crate::clock::{Clock, TimeSource};
 use crate::concurrency::{Acquired, ConcurrencyLimiter, Permit};
@@ -147,39 +147,28 @@ impl Enforcer {
     /// # }).unwrap();
     /// ```
     pub fn acquire<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Acquisition, Error>> + Send + 'static {
-        let planned = self.plan_in_flight(req);
-        async move {
-            let claims = match planned {
-                Ok(claims) => claims,
-                Err(answer) => return Ok(answer),
-            };
-            let mut held = Vec::with_capacity(claims.len());
-            for (name, limiter, key) in claims {
-                match limiter.acquire(&key).await? {
-                    Acquired::Held(permit) => held.push(permit),
-                    // Those held so far go back as `held` is dropped.
-                    Acquired::Full(decision) => return Ok(Acquisition::Full { rule: name, decision }),
-                }
-            }
-            Ok(if held.is_empty() { Acquisition::Unlimited } else { Acquisition::Held(held) })
-        }
+        let rules = self.rules();
+        acquire(self.claims(req, &read(&rules, req)))
     }
 
-    /// The limiter and key of every in-flight rule `req` matches, or the answer without them.
-    fn plan_in_flight<B>(&self, req: &Request<B>) -> Result<Claims, Acquisition> {
+    /// The limiter and key of every in-flight rule `req` matches, as `read` found it, or the
+    /// answer without them.
+    pub(super) fn claims<B>(&self, req: &Request<B>, read: &Read<'_>) -> Result<Claims, Acquisition> {
         let limiters = self.shared.in_flight.current();
         if limiters.is_empty() {
             return Err(Acquisition::Unlimited);
         }
-        let rules = self.rules();
-        let (reading, ip) = read(&rules, req).map_err(|listed| match listed {
-            Listed::Repeated { header, count } => Acquisition::RepeatedHeader { header, count },
-            Listed::Denied => Acquisition::Denylisted,
-            Listed::Allowed => Acquisition::Unlimited,
-        })?;
+        let (reading, ip) = match read {
+            Ok((reading, ip)) => (reading, *ip),
+            Err(Listed::Repeated { header, count }) => {
+                return Err(Acquisition::RepeatedHeader { header: header.clone(), count: *count })
+            }
+            Err(Listed::Denied) => return Err(Acquisition::Denylisted),
+            Err(Listed::Allowed) => return Err(Acquisition::Unlimited),
+        };
         let mut claims = Vec::new();
         for (rule, limiter) in limiters.iter().filter(|(r, _)| r.matcher().matches(req)) {
-            match identity_for(rule.key_parts(), rule.missing_key(), &reading, ip) {
+            match identity_for(rule.key_parts(), rule.missing_key(), reading, ip) {
                 Ok(Some(identity)) => claims.push((rule.name().to_owned(), limiter.clone(), identity.text())),
                 Ok(None) => {}
                 Err(part) => return Err(Acquisition::MissingKey { rule: rule.name().to_owned(), part }),
@@ -189,5 +178,22 @@ impl Enforcer {
     }
 }
 
+/// Takes the permits of `claims`, all or nothing (or answers without them).
+pub(super) async fn acquire(claims: Result<Claims, Acquisition>) -> Result<Acquisition, Error> {
+    let claims = match claims {
+        Ok(claims) => claims,
+        Err(answer) => return Ok(answer),
+    };
+    let mut held = Vec::with_capacity(claims.len());
+    for (name, limiter, key) in claims {
+        match limiter.acquire(&key).await? {
+            Acquired::Held(permit) => held.push(permit),
+            // Those held so far go back as `held` is dropped.
+            Acquired::Full(decision) => return Ok(Acquisition::Full { rule: name, decision }),
+        }
+    }
+    Ok(if held.is_empty() { Acquisition::Unlimited } else { Acquisition::Held(held) })
+}
+
 /// Each matched rule's name, limiter and key.
-type Claims = Vec<(String, ConcurrencyLimiter, String)>;
+pub(super) type Claims = Vec<(String, ConcurrencyLimiter, String)>;

@@ -290,7 +290,26 @@ impl Enforcer {
     /// Decides `req`. Everything read from the request is read now; the future owns what it
     /// needs and does not borrow the request.
     pub fn check<B>(&self, req: &Request<B>) -> impl Future<Output = Result<Ruling, Error>> + Send + 'static {
-        let plan = self.plan(req);
+        let rules = self.rules();
+        self.rule(self.plan(&rules, req, &read(&rules, req)))
+    }
+
+    /// [`Enforcer::check`] and [`Enforcer::acquire`] of one request, which is read once for
+    /// both: what the rules layer does with every request.
+    pub(crate) fn check_and_acquire<B>(
+        &self,
+        req: &Request<B>,
+    ) -> (
+        impl Future<Output = Result<Ruling, Error>> + Send + 'static,
+        impl Future<Output = Result<Acquisition, Error>> + Send + 'static,
+    ) {
+        let rules = self.rules();
+        let read = read(&rules, req);
+        (self.rule(self.plan(&rules, req, &read)), in_flight::acquire(self.claims(req, &read)))
+    }
+
+    /// The ruling on what `plan` matched, decided and counted.
+    fn rule(&self, plan: Result<Matched, Error>) -> impl Future<Output = Result<Ruling, Error>> + Send + 'static {
         let shared = self.shared.clone();
         async move {
             let ruling = match plan? {
@@ -302,19 +321,19 @@ impl Enforcer {
         }
     }
 
-    fn plan<B>(&self, req: &Request<B>) -> Result<Matched, Error> {
-        let rules = self.rules();
-        let (reading, ip) = match read(&rules, req) {
-            Ok(read) => read,
+    /// The rate rules `req` matches, as `read` found it.
+    fn plan<B>(&self, rules: &RuleSet, req: &Request<B>, read: &Read<'_>) -> Result<Matched, Error> {
+        let (reading, ip) = match read {
+            Ok((reading, ip)) => (reading, *ip),
             Err(Listed::Repeated { header, count }) => {
-                return Ok(Matched::Done(Ruling::RepeatedHeader { header, count }))
+                return Ok(Matched::Done(Ruling::RepeatedHeader { header: header.clone(), count: *count }))
             }
             Err(Listed::Denied) => return Ok(Matched::Done(Ruling::Denylisted)),
             Err(Listed::Allowed) => return Ok(Matched::Done(Ruling::Allowlisted)),
         };
         let (mut charges, mut identities) = (Vec::new(), Vec::new());
         for rule in rules.rules().iter().filter(|r| r.matcher().matches(req)) {
-            let identity = match identity_for(rule.key_parts(), rule.missing_key(), &reading, ip) {
+            let identity = match identity_for(rule.key_parts(), rule.missing_key(), reading, ip) {
                 Ok(Some(identity)) => identity,
                 Ok(None) => continue,
                 Err(part) => return Ok(Matched::Done(Ruling::MissingKey { rule: rule.name().to_owned(), part })),
@@ -330,6 +349,9 @@ impl Enforcer {
     }
 }
 
+/// A request as read once for every rule, or why the lists answer it first.
+type Read<'r> = Result<(Reading<'r>, Option<IpAddr>), Listed>;
+
 /// Why a request is answered before any rule: a repeated identifying header, or a list.
 enum Listed {
     Repeated { header: String, count: usize },
@@ -339,7 +361,7 @@ enum Listed {
 
 /// Reads `req` once for every rule of `rules` (its client IP, each identifying header once),
 /// unless the lists answer it first.
-fn read<'r, B>(rules: &'r RuleSet, req: &'r Request<B>) -> Result<(Reading<'r>, Option<IpAddr>), Listed> {
+fn read<'r, B>(rules: &'r RuleSet, req: &'r Request<B>) -> Read<'r> {
     let ip: Option<IpAddr> = rules.client_ip().resolve(req);
     let reading = Reading::of(req, ip, rules.identifying_headers())
         .map_err(|r| Listed::Repeated { header: r.header, count: r.count })?;

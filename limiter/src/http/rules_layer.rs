@@ -274,9 +274,8 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let mut inner = super::take_ready(&mut self.inner);
-        let check = self.enforcer.check(&req);
-        // Read now, as the check is; taken only once the rate rules admit.
-        let acquire = self.enforcer.acquire(&req);
+        // The request is read once for both; the permits are taken only once the rate rules admit.
+        let (check, acquire) = self.enforcer.check_and_acquire(&req);
         let enforcer = self.enforcer.clone();
         let on_rejection = self.on_rejection.clone();
         let legacy = self.legacy;
