@@ -35,7 +35,8 @@ local op = ARGV[5]
 if op ~= 'acquire' and op ~= 'renew' and op ~= 'release' and op ~= 'peek' then
   return redis.error_reply('ERR concurrency: unknown operation ' .. tostring(op))
 end
-local live = '(' .. string.format('%d', now)
+-- Numbers go to Redis as they are: redis.call sends a Lua number in `%.17g`, exact for every
+-- millisecond a clock reads or a lease reaches (below 2^53).
 
 -- When the last live lease ends, as a wait from now: the key's TTL (0 when none is live).
 local function reset_after()
@@ -45,9 +46,14 @@ local function reset_after()
   return 0
 end
 
+-- The live leases, ending after now: an exclusive bound, which only a string can say.
+local function live()
+  return '(' .. string.format('%d', now)
+end
+
 -- When the earliest live lease ends, as a wait from now (0 when none is live).
 local function first_end()
-  local first = redis.call('ZRANGEBYSCORE', KEYS[1], live, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  local first = redis.call('ZRANGEBYSCORE', KEYS[1], live(), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   local at = tonumber(first[2])
   if at then return at - now end
   return 0
@@ -61,47 +67,57 @@ local function settle()
 end
 
 if op == 'peek' then
-  local count = redis.call('ZCOUNT', KEYS[1], live, '+inf')
+  local count = redis.call('ZCOUNT', KEYS[1], live(), '+inf')
   if count < limit then return {1, limit - count, 0, reset_after(), now} end
   return {0, 0, first_end(), reset_after(), now}
 end
 
--- Every write first drops the leases that have ended: every member left is a live holder.
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', now))
-local until_ms = string.format('%d', now + lease)
-
-if op == 'release' then
-  -- ZREM answers whether the holder was there, and so held a live permit.
-  local held = redis.call('ZREM', KEYS[1], holder) == 1
-  local count = redis.call('ZCARD', KEYS[1])
-  -- Only a removal can end the key's last lease sooner: otherwise its TTL stands.
-  local reset
-  if held then reset = settle() else reset = reset_after() end
-  local allowed = 0
-  if held then allowed = 1 end
+-- Every write first drops the leases that have ended: every member left is a live holder. An
+-- empty sorted set is no key at all, so a key without holders (most keys, most of the time)
+-- has nothing to trim, and ZREMRANGEBYSCORE's count of what it dropped saves a second count.
+local count = redis.call('ZCARD', KEYS[1])
+if count > 0 then
+  count = count - redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+end
+-- A reply that wrote nothing but the trim, which cannot end the last live lease: the TTL stands.
+local function unchanged(allowed)
+  local reset = 0
+  if count > 0 then reset = reset_after() end
   return {allowed, limit - math.min(count, limit), 0, reset, now}
 end
 
-local count = redis.call('ZCARD', KEYS[1])
+if op == 'release' then
+  -- ZREM answers whether the holder was there, and so held a live permit.
+  local held = count > 0 and redis.call('ZREM', KEYS[1], holder) == 1
+  if not held then return unchanged(0) end
+  count = count - 1
+  -- The last holder gone, so is the key; otherwise the key's TTL follows its last lease.
+  local reset = 0
+  if count > 0 then reset = settle() end
+  return {1, limit - math.min(count, limit), 0, reset, now}
+end
+
 local held
 if op == 'acquire' and count < limit then
   -- A new holder takes a permit; NX leaves one already there (a holder whose first reply was
   -- lost, retrying) as it was, for the renewal below.
-  if redis.call('ZADD', KEYS[1], 'NX', until_ms, holder) == 1 then
+  if redis.call('ZADD', KEYS[1], 'NX', now + lease, holder) == 1 then
+    -- The only holder: its lease is the key's last, and no read is needed to say so.
+    if count == 0 then
+      redis.call('PEXPIRE', KEYS[1], lease)
+      return {1, limit - 1, 0, lease, now}
+    end
     return {1, limit - count - 1, 0, settle(), now}
   end
   held = true
 else
-  held = redis.call('ZSCORE', KEYS[1], holder)
+  held = count > 0 and redis.call('ZSCORE', KEYS[1], holder)
 end
 -- A renewal, or an acquire retried by a holder: its own permit, its lease renewed (a retried
 -- acquire takes no second permit).
 if held then
-  redis.call('ZADD', KEYS[1], 'XX', until_ms, holder)
+  redis.call('ZADD', KEYS[1], 'XX', now + lease, holder)
   return {1, limit - math.min(count, limit), 0, settle(), now}
 end
--- Nothing was written but the trim, which cannot end the last live lease: the TTL stands.
-if op == 'renew' then
-  return {0, limit - math.min(count, limit), 0, reset_after(), now}
-end
+if op == 'renew' then return unchanged(0) end
 return {0, 0, first_end(), reset_after(), now}

@@ -130,9 +130,10 @@ pub(crate) fn permits(server: &RedisServer) -> Vec<Goal> {
                     (true, _) => String::new(),
                     (false, "script") => format!(
                         "{:.0}% over: two calls where the floor makes one, each converting 5 arguments and a \
-                         5-integer reply, and each running five commands where the floor runs two: it trims the \
-                         ended leases (ZREMRANGEBYSCORE), counts (ZCARD), adds or removes the holder (ZADD NX, \
-                         ZREM) and keeps the key's TTL at its last lease (ZRANGE, PEXPIRE)",
+                         5-integer reply; the acquire counts the holders (ZCARD), adds its own (ZADD NX, which \
+                         makes the key) and gives the key a TTL (PEXPIRE), the release counts, trims the ended \
+                         leases (ZREMRANGEBYSCORE) and removes its holder (ZREM, which drops the key): six \
+                         commands where the floor runs two",
                         (ratio / 2.5 - 1.0) * 100.0
                     ),
                     (false, _) => format!(
