@@ -130,7 +130,7 @@ pub(crate) fn permits(server: &RedisServer) -> Vec<Goal> {
                     (true, _) => String::new(),
                     (false, "script") => format!(
                         "{:.0}% over: two calls where the floor makes one, each converting 5 arguments and a \
-                         5-integer reply; the acquire counts the holders (ZCARD), adds its own (ZADD NX, which \
+                         5-integer reply; the acquire counts the holders (ZCARD), adds its own (ZADD, which \
                          makes the key) and gives the key a TTL (PEXPIRE), the release counts, trims the ended \
                          leases (ZREMRANGEBYSCORE) and removes its holder (ZREM, which drops the key): six \
                          commands where the floor runs two",
