@@ -20,7 +20,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     #[allow(clippy::disallowed_methods)]
     fn now_ms(&self) -> u64 {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+        // Whole seconds and the milliseconds within: `as_millis` would divide a 128-bit count.
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() * 1_000 + u64::from(d.subsec_millis()))
     }
 }
 
