@@ -15,6 +15,7 @@ use crate::quota::{Algorithm, Quota};
 /// `now_ms`: [`step`] when the key is not blocked (no block, or `now_ms` at or past its end),
 /// else the refusal the module docs describe, leaving `state` as a peek leaves it (a state at
 /// rest forgotten, as Redis drops an expired key when it is read).
+#[inline(always)] // an in-process decision's path is one function: see `store::local`
 pub fn guarded(
     algorithm: Algorithm,
     quota: &Quota,

@@ -89,6 +89,7 @@ macro_rules! on_own_state {
 
 /// Runs `algorithm` on `state` (None = no state yet). `cost` must not exceed the quota's
 /// capacity for the algorithm; the limiter checks that before calling.
+#[inline(always)] // an in-process decision's path is one function: see `store::local`
 pub fn step(algorithm: Algorithm, quota: &Quota, state: &mut Option<State>, now_ms: u64, cost: u64) -> Outcome {
     on_own_state!(step, algorithm, quota, state, now_ms, cost)
 }

@@ -73,6 +73,7 @@ impl LocalStore {
     /// no block. One past its end is forgotten, as Redis drops the block's key once its TTL
     /// (the block's length) has passed, strictly; at its very end it is kept and blocks nothing
     /// (`algo::block::guarded`).
+    #[inline(always)] // see `decide_charge`
     fn block_at(&self, charge: &Charge<'_>, now_ms: u64) -> Option<u64> {
         if !charge.blockable {
             return None;
@@ -88,12 +89,19 @@ impl LocalStore {
     }
 
     /// Decides one charge at `now_ms` (cost 0 peeks), behind its key's block if it reads one.
+    ///
+    /// This and what it calls down to the algorithm's step (`block_at`, `apply_to`,
+    /// `algo::block::guarded`, `algo::step`) are inlined into one function: as calls, their
+    /// arguments and saved registers were a tenth of an in-process decision's instructions
+    /// (bench goal 5, counted by callgrind: 1012 with the calls, 907 without).
+    #[inline(always)]
     pub(crate) fn decide_charge(&self, charge: &Charge<'_>, now_ms: u64) -> Outcome {
         let ends = self.block_at(charge, now_ms);
         let key = self.state_of(&charge.state);
         self.apply_to(key, charge.algorithm, &charge.quota, now_ms, charge.cost, ends)
     }
 
+    #[inline(always)] // see `decide_charge`
     fn apply_to(
         &self,
         key: Key<'_>,
