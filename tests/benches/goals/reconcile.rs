@@ -30,10 +30,10 @@ pub(crate) fn reconcile(server: &RedisServer) -> Vec<Goal> {
     let mut us = [[f64::INFINITY; 3]; 2];
     for _ in 0..ROUNDS {
         for (row, (floor_source, now_ms)) in us.iter_mut().zip([(FLOOR, Some(NOW_MS)), (FLOOR_TIME, None)]) {
-            row[0] = row[0].min(usec_per_call(&mut conn, Sent::Script(floor_source), n, floor));
+            row[0] = row[0].min(usec_per_call(&mut conn, Sent::Script(floor_source), n, 0, floor));
             let decide = Sent::Script(scripts::for_algorithm(Algorithm::Gcra).source);
-            row[1] = row[1].min(usec_per_call(&mut conn, decide, n, call(now_ms, false)));
-            row[2] = row[2].min(usec_per_call(&mut conn, Sent::Script(scripts::DEBIT), n, call(now_ms, true)));
+            row[1] = row[1].min(usec_per_call(&mut conn, decide, n, 0, call(now_ms, false)));
+            row[2] = row[2].min(usec_per_call(&mut conn, Sent::Script(scripts::DEBIT), n, 0, call(now_ms, true)));
         }
     }
     support::flush(&mut conn);
