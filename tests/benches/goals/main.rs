@@ -33,7 +33,8 @@
 //! 10. The rate limit service over gRPC (`rls.rs`): distinct keys and a hot key against its own
 //!     floor RPC (gRPC without a decision), and Redis calls per decision with quota grants.
 //! 11. A concurrency limit's acquire and release, by the script and by the module's command,
-//!     Redis's µs for the pair against the floor script of goal 8 on each clock (`permits.rs`).
+//!     Redis's µs for the pair against the floor script of goal 8 on each clock, on keys with no
+//!     other holder (and, beside the goal, on keys holding 8 others) (`permits.rs`).
 //! 12. A request reconciled with a cost above its estimate, its decision and its debit, Redis's
 //!     µs against the same floor (`reconcile.rs`).
 //!
