@@ -354,6 +354,22 @@ impl Model {
         self.scripts.flush();
     }
 
+    /// Back to how [`Model::try_new`] made it, on the same clock and the same Lua state: no
+    /// key, no script, no client id given, every running total at zero and `math.random` seeded
+    /// afresh. Only the Lua heap's size differs (`used_memory_lua`): the state keeps what it
+    /// grew to hold, such as its string table, and no script can read it.
+    /// Creating a Lua state and loading Redis's libraries into it is most of what a new model
+    /// costs, and the verifier runs each schedule it tries on a model of its own.
+    pub fn renew(&mut self) {
+        let (clock, net) = (self.db.clock.clone(), self.db.net.clone());
+        net.reset();
+        self.db = Db::new(clock, net);
+        self.scripts.reset();
+        self.next_client_id = 1;
+        self.replica = None;
+        self.client_commands = 0;
+    }
+
     /// Drops every key (a restart without persistence).
     pub fn clear_data(&mut self) {
         self.db.keys.clear();

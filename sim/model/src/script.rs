@@ -280,6 +280,8 @@ pub(crate) struct ScriptEngine {
     probes: Table,
     /// The `cjson` module's settings, which a script may change and SCRIPT FLUSH restores.
     cjson: CjsonConfig,
+    /// `math.random`'s rand48 state, which every script call goes on from.
+    rand: Arc<AtomicU64>,
     /// Last, so it is dropped after the Lua state whose C functions point at it.
     bridge: BridgeBox,
 }
@@ -467,7 +469,7 @@ impl ScriptEngine {
         let rand_state = Arc::new(AtomicU64::new(srand48_state(0)));
         let state = rand_state.clone();
         rust.set("lrand48", lua.create_function(move |_, ()| Ok(lrand48(&state)))?)?;
-        let state = rand_state;
+        let state = rand_state.clone();
         rust.set(
             "srand48",
             lua.create_function(move |_, seed: i64| {
@@ -505,6 +507,7 @@ impl ScriptEngine {
             memory_limit: config.lua_memory_limit,
             probes,
             cjson,
+            rand: rand_state,
             bridge,
         };
         engine.install_hook()?;
@@ -551,6 +554,14 @@ impl ScriptEngine {
         self.cache.clear();
         self.cjson.reset();
         self.lua.gc_collect().ok();
+    }
+
+    /// As [`ScriptEngine::new`] left it: no script, and `math.random` seeded afresh. Nothing
+    /// else a script did outlives its call: the globals and libraries are read-only, and each
+    /// call starts with its own RESP version and budget.
+    pub(crate) fn reset(&mut self) {
+        self.rand.store(srand48_state(0), Ordering::Relaxed);
+        self.flush();
     }
 
     pub(crate) fn exists(&self, sha: &[u8]) -> bool {
@@ -778,6 +789,45 @@ mod tests {
         // A clock stepped back is followed, as Redis follows the wall clock.
         clock.set_micros(1_600_000_000_000_000);
         assert_eq!(read(&model), 1_600_000_000_000_001);
+    }
+
+    /// A renewed model answers as a new one: everything a session leaves behind (keys, the
+    /// script cache, `math.random`'s place in its sequence, `cjson`'s settings, the command
+    /// clock's last microsecond, the counters) is gone, though its Lua state is the same.
+    /// Without the reseeding or the new command clock the second session differs.
+    #[test]
+    fn a_renewed_model_answers_as_a_new_one() {
+        let session = |model: &ModelHandle| -> (Vec<Reply>, crate::ModelStats) {
+            let script = b"return {math.random(1000000), math.random(1000000), cjson.encode({{{1}}}), #KEYS}";
+            let replies = [
+                &[&b"SCRIPT"[..], b"EXISTS", b"e0e1f9fabfc9d4800c877a703b823ac0578ff8db"][..],
+                &[b"EVAL", script, b"1", b"k"],
+                &[b"EVAL", b"return redis.call('TIME')", b"0"],
+                &[b"EVAL", b"cjson.encode_max_depth(2) return 1", b"0"],
+                &[b"SET", b"k", b"v", b"PX", b"60000"],
+                &[b"DBSIZE"],
+                &[b"SCRIPT", b"LOAD", b"return 1"],
+            ]
+            .iter()
+            .map(|args| model.call(args))
+            .collect();
+            (replies, model.stats())
+        };
+        let clock = ManualServerClock::from_millis(1_700_000_000_000);
+        let used = ModelHandle::new(clock.clone());
+        let first = session(&used);
+        let (replies, _) = session(&used);
+        assert_ne!(replies, first.0, "a second session on the same model meets the first one's traces");
+        clock.set_micros(1_700_000_000_000_000);
+        used.with_model(crate::Model::renew);
+        // The one difference: the Lua heap holds what the state grew to hold (its string table,
+        // mlua's own), which no script can read.
+        let heap =
+            |(replies, stats): (Vec<Reply>, crate::ModelStats)| (replies, crate::ModelStats { lua_bytes: 0, ..stats });
+        let first = heap(first);
+        assert_eq!(heap(session(&used)), first, "renewed");
+        let fresh = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
+        assert_eq!(heap(session(&fresh)), first, "new");
     }
 
     #[test]

@@ -56,6 +56,13 @@ impl NetCounters {
     pub(crate) fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
+
+    /// Every running total back to zero; the connections open now stay counted.
+    pub(crate) fn reset(&self) {
+        for total in [&self.bytes_in, &self.bytes_out, &self.connections_received, &self.rejected_connections] {
+            total.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Everything a command may touch: the keyspace, the clock and the counters. While a script
