@@ -276,67 +276,6 @@ fn a_script_that_needs_a_command_the_model_lacks_is_not_judged_and_names_it() {
     assert_eq!(results::subject::not_judged(&r), 1, "{:#?}", r.verdicts);
 }
 
-/// The whole loop as a user runs it, with the scenarios on real `redis-server` processes the
-/// harness starts: verdicts printed with a replay command that reproduces the break, exit
-/// status 1, the results JSON and the report written.
-#[test]
-fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_reproduces_the_break() {
-    sim_real::process::require_for_tests("redis-server", "redis-server");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let out = lab("verify")
-        .arg(path("subjects/adr002.toml"))
-        .args([
-            "--backend",
-            "redis",
-            "--scenario",
-            "steady-trickle",
-            "--no-sweeps",
-            "--duration",
-            "3s",
-            "--cases",
-            "32",
-        ])
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .expect("verify runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a broken promise exits 1:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout.contains("no lost capacity         BROKEN"), "{stdout}");
-    assert!(stdout.contains("clock trust              expected"), "{stdout}");
-    assert!(stdout.contains("verdict: 1 promise(s) broken"), "{stdout}");
-
-    let json: results::Results =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).expect("results.json"))
-            .expect("the results JSON reads back");
-    assert_eq!(json.backend, "redis");
-    assert_eq!(json.verify.len(), 1);
-    assert_eq!(json.verify[0].name, "adr002");
-    // The scenario ran on real Redis, and its replay says so.
-    let run = json.results.iter().find(|r| r.subject == "adr002").expect("the subject's run");
-    assert!(run.replay.ends_with("--scenario steady-trickle --seed 1 --duration 3s --backend redis"), "{}", run.replay);
-    let html = std::fs::read_to_string(dir.path().join("index.html")).expect("the report");
-    assert!(html.contains("<h2>Verified subjects</h2>") && dir.path().join("rate.png").is_file());
-
-    // The search's replay runs at exact times, so it names no backend; run as printed, it
-    // shows the same break and exits 1.
-    let replay = stdout
-        .lines()
-        .skip_while(|l| !l.contains("no lost capacity         BROKEN"))
-        .find_map(|l| l.trim().strip_prefix("replay: ratelimit-lab verify "))
-        .expect("a replay");
-    assert!(!replay.contains("--backend"), "{replay}");
-    let again = replay_adr002(replay, &[]);
-    let text = String::from_utf8_lossy(&again.stdout);
-    assert_eq!(again.status.code(), Some(1), "{text}");
-    assert!(text.contains("no lost capacity         BROKEN") && text.contains("<- no lost capacity"), "{text}");
-}
-
 /// The verify binary on a subject file in `dir` with `toml` and `lua`: its status and stderr.
 fn verify_binary(dir: &Path, toml: &str, lua: Option<&str>) -> (i32, String) {
     std::fs::write(dir.join("s.toml"), toml).expect("write");

@@ -4,7 +4,9 @@
 //! with `--backend redis`: the scenarios that race instances on one
 //! key behind latency and restart Redis, on real `redis-server` processes in real time, and the
 //! search at exact times on the model. Every promise holds (the clock trust, the price of a
-//! caller-timed design, is `expected`), and the verifier exits 0.
+//! caller-timed design, is `expected`), and the verifier exits 0. And the whole loop as a user
+//! runs it on a broken script on real Redis: the verdict, the report and a replay that
+//! reproduces the break.
 
 use std::path::Path;
 use std::process::Command;
@@ -146,6 +148,79 @@ fn the_library_s_scripts_and_the_module_hold_their_promises_on_valkey() {
         json.results.len()
     );
     println!("verify --backend valkey --module: {} scripts held every promise on Valkey", files.len());
+}
+
+/// The whole loop as a user runs it, with the scenarios on real `redis-server` processes the
+/// harness starts: verdicts printed with a replay command that reproduces the break, exit
+/// status 1, the results JSON and the report written.
+#[test]
+fn verify_on_real_redis_prints_the_verdict_writes_the_report_and_its_replay_reproduces_the_break() {
+    sim_real::process::require_for_tests("redis-server", "redis-server");
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let out = lab("verify")
+        .arg(root().join("subjects/adr002.toml"))
+        .args([
+            "--backend",
+            "redis",
+            "--scenario",
+            "steady-trickle",
+            "--no-sweeps",
+            "--duration",
+            "3s",
+            "--cases",
+            "32",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .expect("verify runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a broken promise exits 1:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("no lost capacity         BROKEN"), "{stdout}");
+    assert!(stdout.contains("clock trust              expected"), "{stdout}");
+    assert!(stdout.contains("verdict: 1 promise(s) broken"), "{stdout}");
+
+    let json: results::Results =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).expect("results.json"))
+            .expect("the results JSON reads back");
+    assert_eq!(json.backend, "redis");
+    assert_eq!(json.verify.len(), 1);
+    assert_eq!(json.verify[0].name, "adr002");
+    // The scenario ran on real Redis, and its replay says so.
+    let run = json.results.iter().find(|r| r.subject == "adr002").expect("the subject's run");
+    assert!(run.replay.ends_with("--scenario steady-trickle --seed 1 --duration 3s --backend redis"), "{}", run.replay);
+    let html = std::fs::read_to_string(dir.path().join("index.html")).expect("the report");
+    assert!(html.contains("<h2>Verified subjects</h2>") && dir.path().join("rate.png").is_file());
+
+    // The search's replay runs at exact times, so it names no backend; run as printed, it
+    // shows the same break and exits 1.
+    let replay = stdout
+        .lines()
+        .skip_while(|l| !l.contains("no lost capacity         BROKEN"))
+        .find_map(|l| l.trim().strip_prefix("replay: ratelimit-lab verify "))
+        .expect("a replay");
+    assert!(!replay.contains("--backend"), "{replay}");
+    let (quota, schedule) = replay
+        .split_once(" --quota ")
+        .and_then(|(_, rest)| rest.split_once(" --replay "))
+        .expect("--quota and --replay");
+    let again = lab("verify")
+        .arg(root().join("subjects/adr002.toml"))
+        .args(["--quota", quota, "--replay", schedule.trim_matches('"')])
+        .output()
+        .expect("the replay runs");
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert_eq!(again.status.code(), Some(1), "{text}");
+    assert!(text.contains("no lost capacity         BROKEN") && text.contains("<- no lost capacity"), "{text}");
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The installed command line, `ratelimit-lab SUB`, as a user runs it (not through xtask).
