@@ -1,6 +1,6 @@
 //! Jobs that run beside the other steps of `cargo xtask test`.
 //!
-//! Three kinds. The real lanes spend most of their minutes waiting on real Redis in real time:
+//! Four kinds. The real lanes spend most of their minutes waiting on real Redis in real time:
 //! run after everything else they would add those minutes to every CI run; run beside the
 //! CPU-bound steps they cost little. The builds that only the last steps need are the
 //! opposite, all CPU and no waiting: the published packages and the adopter run at the lowest
@@ -10,7 +10,10 @@
 //! a target directory for a whole build and the tests run `cargo build` of the example gateway
 //! in the workspace's. The builds in the workspace's own target directory (the installed
 //! command line, the loom models) run beside the steps that need no cargo (the model lane,
-//! memcheck, the property suites), which leave a core idle.
+//! memcheck, the property suites), which leave a core idle. And the suites on the model, which
+//! keep both cores busy for minutes, run at the lowest priority beside every step after the
+//! build: they fill the cores those steps leave idle, and slowed, a deterministic simulation
+//! decides as it would have.
 //!
 //! A job is one or more commands run one after the other, in a process group of their own,
 //! their output going to a log file that is printed whole when the job ends (several jobs
@@ -81,8 +84,9 @@ struct Running {
     /// The process group of the command running now, and whether xtask stopped early (then no
     /// further command starts, and the running one is killed).
     current: Arc<Mutex<Current>>,
-    /// The status of the first command that failed, or of the last.
-    done: JoinHandle<std::io::Result<ExitStatus>>,
+    /// The status of the first command that failed, or of the last, and how long the job ran
+    /// (where CI's time goes, as each step says).
+    done: JoinHandle<std::io::Result<(ExitStatus, std::time::Duration)>>,
 }
 
 impl Beside {
@@ -98,6 +102,8 @@ impl Beside {
             let current = Arc::new(Mutex::new(Current::default()));
             let shared = current.clone();
             let done = std::thread::spawn(move || {
+                #[allow(clippy::disallowed_methods)] // a job's wall time, printed for the reader
+                let started = std::time::Instant::now();
                 let lock = || shared.lock().unwrap_or_else(|p| p.into_inner());
                 let mut last = None;
                 for mut cmd in cmds {
@@ -115,11 +121,12 @@ impl Beside {
                     let status = child.wait()?;
                     lock().group = None;
                     if !status.success() {
-                        return Ok(status);
+                        return Ok((status, started.elapsed()));
                     }
                     last = Some(status);
                 }
-                last.ok_or_else(|| std::io::Error::other("a job without a command"))
+                let last = last.ok_or_else(|| std::io::Error::other("a job without a command"))?;
+                Ok((last, started.elapsed()))
             });
             println!("started {label} beside the next steps; its output goes to {}", log.display());
             beside.running.push(Running { label, log, current, done });
@@ -131,12 +138,12 @@ impl Beside {
     pub fn finish(mut self) -> Result<()> {
         let mut failed = Vec::new();
         for r in std::mem::take(&mut self.running) {
-            let status = match r.done.join() {
+            let (status, ran) = match r.done.join() {
                 Ok(status) => status.with_context(|| format!("running {}", r.label))?,
                 Err(_) => bail!("the thread running {} panicked", r.label),
             };
             let output = std::fs::read_to_string(&r.log).unwrap_or_else(|e| format!("({}: {e})", r.log.display()));
-            println!("---- {} ({status}) ----\n{output}", r.label);
+            println!("---- {} ({status}, in {:.0?}) ----\n{output}", r.label, ran);
             if !status.success() {
                 failed.push(format!("{} ({status}; output above and in {})", r.label, r.log.display()));
             }

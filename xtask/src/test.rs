@@ -93,6 +93,23 @@ pub fn run_all() -> Result<()> {
         &[published_crates_package_and_build(), adopter_tests(&["--no-run"])],
     )])?;
 
+    // The suites on the model, one executable that keeps both cores busy for minutes: at the
+    // lowest priority beside every step below, it takes the cores they leave idle (waiting on
+    // Redis, on a server's start, on one thread of valgrind) and, once they are done, all of
+    // them. Its tests are deterministic (turmoil, the model's own clock): being slowed changes
+    // no verdict.
+    let model_suites = testbins::take(&mut built, &[MODEL_SUITES])?;
+    let model_suites = Beside::start(
+        model_suites
+            .iter()
+            .map(|b| {
+                let mut cmd = b.command();
+                cmd.arg("--show-output");
+                Job::niced(&b.label(), &[cmd])
+            })
+            .collect(),
+    )?;
+
     let properties: Vec<Executable> = built.iter().filter(|b| b.test && b.package == "properties").cloned().collect();
     let tests: Vec<&Executable> = built.iter().filter(|b| b.test && b.package != "properties").collect();
     step("every test", || {
@@ -130,8 +147,12 @@ pub fn run_all() -> Result<()> {
         tools::run(adopter_tests(&[]))
     })?;
     step("the loom models", crate::loom::run)?;
+    step("the suites on the model (run beside the steps above)", || model_suites.finish())?;
     step("the real lanes (run beside the steps above)", || lanes.finish())
 }
+
+/// The executable of the suites on the Redis model (`sim/tests/main.rs`).
+const MODEL_SUITES: (&str, &str, &str) = ("sim", "test", "sim");
 
 /// Runs `f` as one named step of the test command and says how long it took: CI's time is
 /// spent by steps, and this is where to look first.
@@ -146,8 +167,8 @@ fn step<T>(name: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
 
 /// The slow tests (feature `slow-tests`): every known positive of the model lane over the
 /// whole catalogue, on one real `redis-server` and on a real Redis Cluster with replicas
-/// (`sim/tests/real_catalogue.rs`), and correct scripts verified with `--backend redis`
-/// (`sim/tests/verify_real.rs`): about seven minutes of real time, a quarter of it on a CPU;
+/// (`sim/tests/real_catalogue.rs`), correct scripts and a broken one verified with `--backend
+/// redis` (`sim/tests/verify_real.rs`): about seven minutes of real time, a quarter of it on a CPU;
 /// and services verified in real time (`sim/tests/real_services.rs`, about two minutes, nearly
 /// all of it waiting).
 const REAL_LANES: [(&str, &str, &str); 3] =
