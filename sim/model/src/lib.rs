@@ -358,9 +358,10 @@ impl Model {
     /// key, no script, no client id given, every running total at zero and `math.random` seeded
     /// afresh. Only the Lua heap's size differs (`used_memory_lua`): the state keeps what it
     /// grew to hold, such as its string table, and no script can read it.
+    ///
     /// Creating a Lua state and loading Redis's libraries into it is most of what a new model
     /// costs, and the verifier runs each schedule it tries on a model of its own.
-    pub fn renew(&mut self) {
+    pub fn recycle(&mut self) {
         let (clock, net) = (self.db.clock.clone(), self.db.net.clone());
         net.reset();
         self.db = Db::new(clock, net);

@@ -791,12 +791,12 @@ mod tests {
         assert_eq!(read(&model), 1_600_000_000_000_001);
     }
 
-    /// A renewed model answers as a new one: everything a session leaves behind (keys, the
+    /// A recycled model answers as a new one: everything a session leaves behind (keys, the
     /// script cache, `math.random`'s place in its sequence, `cjson`'s settings, the command
     /// clock's last microsecond, the counters) is gone, though its Lua state is the same.
     /// Without the reseeding or the new command clock the second session differs.
     #[test]
-    fn a_renewed_model_answers_as_a_new_one() {
+    fn a_recycled_model_answers_as_a_new_one() {
         let session = |model: &ModelHandle| -> (Vec<Reply>, crate::ModelStats) {
             let script = b"return {math.random(1000000), math.random(1000000), cjson.encode({{{1}}}), #KEYS}";
             let replies = [
@@ -819,13 +819,13 @@ mod tests {
         let (replies, _) = session(&used);
         assert_ne!(replies, first.0, "a second session on the same model meets the first one's traces");
         clock.set_micros(1_700_000_000_000_000);
-        used.with_model(crate::Model::renew);
+        used.with_model(crate::Model::recycle);
         // The one difference: the Lua heap holds what the state grew to hold (its string table,
         // mlua's own), which no script can read.
         let heap =
             |(replies, stats): (Vec<Reply>, crate::ModelStats)| (replies, crate::ModelStats { lua_bytes: 0, ..stats });
         let first = heap(first);
-        assert_eq!(heap(session(&used)), first, "renewed");
+        assert_eq!(heap(session(&used)), first, "recycled");
         let fresh = ModelHandle::new(ManualServerClock::from_millis(1_700_000_000_000));
         assert_eq!(heap(session(&fresh)), first, "new");
     }

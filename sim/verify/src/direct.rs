@@ -230,9 +230,9 @@ impl Direct {
 }
 
 thread_local! {
-    /// Models a dropped run left, renewed ([`redis_model::Model::renew`]): a verification runs
+    /// Models a dropped run left, recycled ([`redis_model::Model::recycle`]): a verification runs
     /// thousands of schedules, each on a model of its own, and making a model (a Lua state with
-    /// Redis's libraries loaded) was a seventh of its time. A renewed model answers every
+    /// Redis's libraries loaded) was a seventh of its time. A recycled model answers every
     /// command as a new one does. A run takes one at a time, so a thread needs few.
     static SPARE: std::cell::RefCell<Vec<(ManualServerClock, ModelHandle)>> = const { std::cell::RefCell::new(Vec::new()) };
 }
@@ -248,7 +248,7 @@ impl Drop for Direct {
             return;
         }
         self.clock.set_micros(EPOCH_MS * 1000);
-        self.model.with_model(redis_model::Model::renew);
+        self.model.with_model(redis_model::Model::recycle);
         let spare = (self.clock.clone(), self.model.clone());
         SPARE.with_borrow_mut(|models| {
             if models.len() < MOST_SPARE {
@@ -333,12 +333,12 @@ mod tests {
         }
     }
 
-    /// A run on a renewed model decides as one on a new model, to the microsecond: the
+    /// A run on a recycled model decides as one on a new model, to the microsecond: the
     /// second run below takes the model the first one left (one thread, nothing else spare),
-    /// and without the renewal its counter would go on from the first run's and its
+    /// and without the recycling its counter would go on from the first run's and its
     /// `math.random` sequence with it.
     #[test]
-    fn a_run_on_a_renewed_model_decides_as_one_on_a_new_model() {
+    fn a_run_on_a_recycled_model_decides_as_one_on_a_new_model() {
         let toml = "name = \"t\"\nscript = \"t.lua\"\nkeys = [\"{key}\"]\nargv = [\"{cost}\"]\n\
                     [reply]\nallowed = { at = 1, equals = 1 }\nremaining = { at = 2 }\n\
                     [promise]\nkind = \"fixed-window\"\n";
