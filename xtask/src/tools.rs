@@ -65,23 +65,31 @@ pub fn run(mut cmd: Command) -> Result<()> {
 
 /// Runs `cmd` as [`run`] does, then prints how long `label` took and the CPU it used: what CI's
 /// minutes went to, and whether a step waited (wall time well above its CPU time) or computed.
-pub fn run_timed(label: &str, cmd: Command) -> Result<()> {
+pub fn run_timed(label: &str, mut cmd: Command) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    println!("$ {shown}");
     #[allow(clippy::disallowed_methods)] // a step's wall time, printed for the reader
     let started = std::time::Instant::now();
-    let cpu_before = children_cpu_seconds();
-    let ran = run(cmd);
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {shown}"))?;
+    let cpu = cpu_seconds_at_exit(child.id());
+    let status = child.wait().with_context(|| format!("waiting for {shown}"))?;
     let wall = started.elapsed().as_secs_f64();
-    match (cpu_before, children_cpu_seconds()) {
-        (Some(before), Some(after)) => println!("{label}: {wall:.1} s, {:.1} s of CPU", after - before),
-        _ => println!("{label}: {wall:.1} s"),
+    match cpu {
+        Some(cpu) => println!("{label}: {wall:.1} s, {cpu:.1} s of CPU"),
+        None => println!("{label}: {wall:.1} s"),
     }
-    ran
+    if !status.success() {
+        bail!("{shown} failed: {status}");
+    }
+    Ok(())
 }
 
-/// The CPU time (user and system, in seconds) of every child this process has waited for, from
-/// `/proc/self/stat` (its `cutime` and `cstime`, in clock ticks); None where there is no such
-/// file.
-fn children_cpu_seconds() -> Option<f64> {
+/// The CPU time (user and system, in seconds) process `pid` used with every child it waited
+/// for, read once it has exited and before it is waited for: a zombie's `/proc/<pid>/stat` still
+/// holds its `utime`, `stime`, `cutime` and `cstime`. Counted for that one process, not as the
+/// difference of this process's own children's totals, which would also take in any job beside
+/// (`beside`) that ended meanwhile. None where there is no such file.
+fn cpu_seconds_at_exit(pid: u32) -> Option<f64> {
     static TICKS_PER_SECOND: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
     let ticks = *TICKS_PER_SECOND.get_or_init(|| {
         Command::new("getconf")
@@ -91,12 +99,20 @@ fn children_cpu_seconds() -> Option<f64> {
             .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
             .unwrap_or(100.0)
     });
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // After the command name (in parentheses, which may hold spaces) come the fields from the
-    // third on: cutime and cstime are the 16th and 17th.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<f64>().ok());
-    Some((field(16)? + field(17)?) / ticks)
+    let path = format!("/proc/{pid}/stat");
+    loop {
+        let stat = std::fs::read_to_string(&path).ok()?;
+        // After the command name (in parentheses, which may hold spaces) come the fields from
+        // the third on: the state is the 3rd, utime to cstime the 14th to the 17th.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3).copied();
+        if field(3)? != "Z" {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            continue;
+        }
+        let ticks_used: f64 = (14..=17).map(|n| field(n)?.parse::<f64>().ok()).sum::<Option<f64>>()?;
+        return Some(ticks_used / ticks);
+    }
 }
 
 /// Whether `program` is on PATH.
@@ -318,4 +334,29 @@ pub fn install_services() -> Result<Vec<(&'static str, PathBuf)>> {
         run(npm)?;
     }
     Ok(vec![("RATELIMIT_PYTHON", python), ("RATELIMIT_NODE_MODULES", modules)])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A command's CPU is its own: a busy process this one waits for while the command runs
+    /// (as a job beside is) is not counted in it, and a busy command's own work is.
+    #[test]
+    fn a_command_s_cpu_is_its_own_and_not_a_neighbour_s() {
+        let busy = || {
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done"]);
+            cmd
+        };
+        let mut idle = Command::new("sleep").arg("1").spawn().expect("sleep starts");
+        assert!(busy().status().expect("sh runs").success(), "the neighbour, waited for meanwhile");
+        let idle_cpu = cpu_seconds_at_exit(idle.id()).expect("/proc is there");
+        idle.wait().expect("sleep ends");
+        assert!(idle_cpu < 0.05, "sleep used {idle_cpu} s of CPU");
+        let mut worker = busy().spawn().expect("sh starts");
+        let cpu = cpu_seconds_at_exit(worker.id()).expect("/proc is there");
+        worker.wait().expect("sh ends");
+        assert!(cpu > 0.02, "a busy loop used {cpu} s of CPU");
+    }
 }
