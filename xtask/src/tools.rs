@@ -53,31 +53,33 @@ pub fn without_crate_env(cmd: &mut Command) {
 }
 
 /// Runs `cmd`, failing with its command line if it fails.
-pub fn run(mut cmd: Command) -> Result<()> {
-    let shown = format!("{cmd:?}");
-    println!("$ {shown}");
-    let status = cmd.status().with_context(|| format!("cannot start {shown}"))?;
-    if !status.success() {
-        bail!("{shown} failed: {status}");
-    }
-    Ok(())
+pub fn run(cmd: Command) -> Result<()> {
+    run_watching(cmd, |_| ())
 }
 
 /// Runs `cmd` as [`run`] does, then prints how long `label` took and the CPU it used: what CI's
 /// minutes went to, and whether a step waited (wall time well above its CPU time) or computed.
-pub fn run_timed(label: &str, mut cmd: Command) -> Result<()> {
-    let shown = format!("{cmd:?}");
-    println!("$ {shown}");
+pub fn run_timed(label: &str, cmd: Command) -> Result<()> {
     #[allow(clippy::disallowed_methods)] // a step's wall time, printed for the reader
     let started = std::time::Instant::now();
-    let mut child = cmd.spawn().with_context(|| format!("cannot start {shown}"))?;
-    let cpu = cpu_seconds_at_exit(child.id());
-    let status = child.wait().with_context(|| format!("waiting for {shown}"))?;
+    let mut cpu = None;
+    let ran = run_watching(cmd, |pid| cpu = cpu_seconds_at_exit(pid));
     let wall = started.elapsed().as_secs_f64();
     match cpu {
         Some(cpu) => println!("{label}: {wall:.1} s, {cpu:.1} s of CPU"),
         None => println!("{label}: {wall:.1} s"),
     }
+    ran
+}
+
+/// Runs `cmd`, calls `watch` with its pid before waiting for it, and fails with its command
+/// line if it fails.
+fn run_watching(mut cmd: Command, watch: impl FnOnce(u32)) -> Result<()> {
+    let shown = format!("{cmd:?}");
+    println!("$ {shown}");
+    let mut child = cmd.spawn().with_context(|| format!("cannot start {shown}"))?;
+    watch(child.id());
+    let status = child.wait().with_context(|| format!("waiting for {shown}"))?;
     if !status.success() {
         bail!("{shown} failed: {status}");
     }
