@@ -94,6 +94,21 @@ impl FoldHasher {
     }
 }
 
+/// The last 1 to 7 bytes of what is hashed as one word, read in place: copied into a zeroed
+/// buffer, they took a call to `memcpy` on every lookup. Four or more are read as their first
+/// four and last four bytes (which overlap); fewer as the first, middle and last. Either way
+/// every byte is read, so two tails of one length differ in their words (the length is mixed in
+/// after them).
+fn tail_word(rest: &[u8]) -> u64 {
+    let n = rest.len();
+    let four = |at: usize| rest.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_le_bytes);
+    if n >= 4 {
+        u64::from(four(0)) | u64::from(four(n - 4)) << 32
+    } else {
+        u64::from(rest[0]) | u64::from(rest[n / 2]) << 8 | u64::from(rest[n - 1]) << 16
+    }
+}
+
 impl std::hash::Hasher for FoldHasher {
     fn write(&mut self, bytes: &[u8]) {
         let mut words = bytes.chunks_exact(8);
@@ -102,9 +117,7 @@ impl std::hash::Hasher for FoldHasher {
         }
         let rest = words.remainder();
         if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.mix(u64::from_le_bytes(last));
+            self.mix(tail_word(rest));
         }
         // The length, so "a" and "a\0" differ.
         self.mix(bytes.len() as u64);
@@ -511,6 +524,35 @@ mod tests {
         assert_ne!(homes(&a), homes(&b));
         // The harness fixes it, for runs a seed replays; an application's build never does.
         assert_eq!(Hasher::new().seed == SEED, cfg!(feature = "harness"));
+    }
+
+    #[test]
+    fn every_byte_of_a_key_moves_its_hash() {
+        use std::hash::Hasher as _;
+        let hash = |bytes: &[u8]| {
+            let mut h = FoldHasher(SEED);
+            h.write(bytes);
+            h.finish()
+        };
+        // Within one length, the tail's words never coincide: every byte of it is read.
+        let alphabet = [0u8, 1, b'k', 0xff];
+        for len in 1..=7u32 {
+            let mut words = std::collections::HashSet::new();
+            for n in 0..alphabet.len().pow(len) {
+                let tail: Vec<u8> = (0..len).map(|i| alphabet[n / alphabet.len().pow(i) % alphabet.len()]).collect();
+                assert!(words.insert(tail_word(&tail)), "{tail:?} reads as another tail of its length");
+            }
+        }
+        // And one byte changed anywhere, in a whole word or in the tail, changes the hash.
+        for len in 0..=24 {
+            let key = vec![b'k'; len];
+            for at in 0..len {
+                let mut other = key.clone();
+                other[at] = b'j';
+                assert_ne!(hash(&key), hash(&other), "byte {at} of {len}");
+            }
+            assert_ne!(hash(&key), hash(&[key.as_slice(), &[0]].concat()), "a trailing zero byte, after {len}");
+        }
     }
 
     #[test]
