@@ -196,10 +196,10 @@ impl Limiter {
         if let Err(e) = self.admissible(key, cost) {
             return Some(Err(e));
         }
-        // The clock first and the charge (a few hundred bytes) last, built where it is used:
-        // returned from a helper in a `Result`, or read before the clock and kept across its
-        // call, the charge was copied on the way (a twentieth of what an in-process decision
-        // costs, and a tenth).
+        // The clock first and the charge (a few hundred bytes) last, built where it is used.
+        // Returned from a helper in a `Result`, or built before the clock is read and kept
+        // across its call, the charge was copied on the way: each copy a twentieth of an
+        // in-process decision's instructions.
         let now = inner.gate.clock().now_ms();
         let charge = inner.own_charge(key, cost);
         inner.gate.decide_in_process(&charge, now).map(Ok)
