@@ -125,8 +125,9 @@ const METRICS_COUNT: &str = "redis_ratelimit::metrics::DecisionCounter::count";
 struct Counted {
     /// Instructions.
     all: f64,
-    /// Of them, those in calls to [`METRICS_COUNT`].
-    metrics: f64,
+    /// Of them, those in calls to [`METRICS_COUNT`] (None when `callgrind_annotate`, which
+    /// reads them out of the profile, does not run).
+    metrics: Option<f64>,
 }
 
 /// Instructions per decision of `side`, counted by callgrind running this very binary with
@@ -156,39 +157,17 @@ fn instructions_per_decision(side: &str) -> Option<Counted> {
         }
     }?;
     let all = profile.lines().find_map(|l| l.strip_prefix("summary:")?.trim().parse::<f64>().ok())?;
+    // Read as the Redis profile's shares are (`profile::inclusive`): the counter's calls with
+    // everything they call.
+    let metrics = Command::new("callgrind_annotate")
+        .args(["--inclusive=yes", "--threshold=100"])
+        .arg(&file)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| super::profile::inclusive(&String::from_utf8_lossy(&o.stdout), METRICS_COUNT));
     let per = COUNTED as f64;
-    Some(Counted { all: all / per, metrics: instructions_in_calls(&profile, METRICS_COUNT) as f64 / per })
-}
-
-/// The instructions spent in calls to the function named `name`, from a callgrind profile: the
-/// cost line after each `calls=` line under `cfn=` naming it is what that call cost, callees
-/// included. Callgrind names a function once, as `(id) name`, and by `(id)` alone after that,
-/// in `fn=` and `cfn=` lines alike.
-fn instructions_in_calls(profile: &str, name: &str) -> u64 {
-    let mut names = std::collections::HashMap::new();
-    let mut named = |spec: &str| -> bool {
-        let (id, rest) = spec.split_once(')').unwrap_or((spec, ""));
-        let rest = rest.trim();
-        if !rest.is_empty() {
-            names.insert(id.to_owned(), rest == name);
-        }
-        names.get(id).copied().unwrap_or(false)
-    };
-    let (mut callee, mut call_cost_next, mut total) = (false, false, 0);
-    for line in profile.lines() {
-        if std::mem::take(&mut call_cost_next) {
-            if callee {
-                total += line.split_whitespace().last().and_then(|c| c.parse::<u64>().ok()).unwrap_or(0);
-            }
-        } else if let Some(spec) = line.strip_prefix("cfn=") {
-            callee = named(spec);
-        } else if let Some(spec) = line.strip_prefix("fn=") {
-            named(spec);
-        } else if line.starts_with("calls=") {
-            call_cost_next = true;
-        }
-    }
-    total
+    Some(Counted { all: all / per, metrics: metrics.map(|m| m / per) })
 }
 
 /// Goal 5 at 100,000 keys (at most 1.0x governor) and at 1,000,000 (at most 1.2x).
@@ -205,16 +184,20 @@ pub(crate) fn in_process() -> Vec<Goal> {
         drop(sides);
         // Counted once, at 100,000 keys: the instructions of a decision do not grow with the
         // keys (the time does, waiting on memory).
-        let counted =
-            match (keys == KEYS).then(|| (instructions_per_decision("ours"), instructions_per_decision("governor"))) {
-                Some((Some(a), Some(b))) => format!(
-                    "; instructions per decision (callgrind): {:.0} ({:.0} of them counting the decision in the \
-                     metrics, a feature the bench's build has on and a default build leaves out) against \
-                     governor's {:.0}",
-                    a.all, a.metrics, b.all
-                ),
-                _ => String::new(),
-            };
+        let counted = match (keys == KEYS)
+            .then(|| (instructions_per_decision("ours"), instructions_per_decision("governor")))
+        {
+            Some((Some(a), Some(b))) => {
+                let share = a.metrics.map_or(String::new(), |m| {
+                    format!(
+                        " ({m:.0} of them counting the decision in the metrics, a feature the bench's build \
+                             has on and a default build leaves out)"
+                    )
+                });
+                format!("; instructions per decision (callgrind): {:.0}{share} against governor's {:.0}", a.all, b.all)
+            }
+            _ => String::new(),
+        };
         goals.push(Goal {
             what: format!("in-process decision, Limiter (local store), GCRA, {keys} String keys"),
             measured: format!(
