@@ -15,7 +15,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use super::*;
@@ -101,22 +101,6 @@ impl Drop for Gateway {
     }
 }
 
-/// Builds the example gateway in release and returns its executable.
-fn build_gateway() -> PathBuf {
-    let out = redis_tests::cargo()
-        .args(["build", "--release", "-p", "redis-ratelimit", "--example", "gateway", "--message-format=json"])
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo runs");
-    assert!(out.status.success(), "building the example gateway failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["target"]["name"] == "gateway" && m["target"]["kind"][0] == "example")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reports the gateway's executable")
-}
-
 /// The gateway on `redis`, deciding with the Redis module's commands when `module`.
 fn start_gateway(exe: &Path, rules: &Path, redis: &RedisServer, module: bool) -> Gateway {
     let mut child = Command::new(exe)
@@ -200,7 +184,7 @@ fn measure(gateway: &Gateway, secs: u64, script: &Path) -> ([f64; 3], [f64; 3]) 
 }
 
 pub(crate) fn gateway(server: &RedisServer) -> Vec<Goal> {
-    let exe = build_gateway();
+    let exe = support::release_executable("redis-ratelimit", "example", "gateway");
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (rules, script) = (dir.path().join("rules.toml"), dir.path().join("keys.lua"));
     std::fs::write(&rules, RULES).expect("write the rules");

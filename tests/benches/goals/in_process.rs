@@ -1,147 +1,49 @@
 //! Goals 5 and 7: an in-process decision against governor, and decisions among a flood of live keys.
 //!
-//! Both compare two things that each take a few hundred nanoseconds, on a shared machine whose
-//! speed drifts from one second to the next: timed one after the other, a drift lands on one
-//! side only and the ratio swings by half (runs of the same code gave 1.17x and 1.94x). So
-//! both sides run in interleaved rounds, in alternating order, and the figure is the median of
-//! the rounds' ratios: a disturbance skews the rounds it lands in, not the median.
+//! Both compare two things that each take a few hundred nanoseconds, timed in interleaved
+//! rounds (`in_process_goal::interleaved`: the median of the rounds' ratios). Goal 5's two
+//! sides run in an executable of their own (`tests/benches/in-process-goal`), built alone so that the
+//! library in it has its default features, as an application's has: built into this bench, it
+//! would have the test crate's (the metrics among them, counting every decision for a recorder
+//! nobody installed).
 
 use super::*;
+use std::path::Path;
 use std::time::Duration;
+
+use in_process_goal::{interleaved, ns_per, ROUNDS};
 
 use super::support::*;
 
-/// Interleaved rounds per goal.
-const ROUNDS: usize = 15;
-
-/// The median ratio of `ours` to `theirs` over [`ROUNDS`] rounds of `per_round` operations each
-/// (each closure runs operations `from..from + per_round` of its own sequence and returns the
-/// nanoseconds per operation), and each side's median nanoseconds.
-fn interleaved(
-    per_round: usize,
-    mut ours: impl FnMut(usize, usize) -> f64,
-    mut theirs: impl FnMut(usize, usize) -> f64,
-) -> (f64, f64, f64) {
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    let (mut a, mut b) = (Vec::with_capacity(ROUNDS), Vec::with_capacity(ROUNDS));
-    for round in 0..ROUNDS {
-        let from = round * per_round;
-        let (o, t) = if round % 2 == 0 {
-            let o = ours(from, per_round);
-            (o, theirs(from, per_round))
-        } else {
-            let t = theirs(from, per_round);
-            (ours(from, per_round), t)
-        };
-        ratios.push(o / t);
-        a.push(o);
-        b.push(t);
-    }
-    (median(ratios), median(a), median(b))
+/// What the goal's executable reports of one timing: the median ratio, and each side's median
+/// nanoseconds per decision.
+fn timed(exe: &Path, keys: usize, operations: usize) -> (f64, f64, f64) {
+    let out = Command::new(exe)
+        .args(["time", &keys.to_string(), &operations.to_string()])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .expect("the in-process goal's executable runs");
+    assert!(out.status.success(), "the in-process goal's executable failed: {}", out.status);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| -> f64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in the in-process goal's report {text:?}"))
+    };
+    (field("ratio"), field("ours_ns"), field("governor_ns"))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Nanoseconds per call of `f(i)` for `i` in `from..from + n`.
-fn ns_per(from: usize, n: usize, mut f: impl FnMut(usize)) -> f64 {
-    let started = Instant::now();
-    for i in from..from + n {
-        f(i);
-    }
-    started.elapsed().as_nanos() as f64 / n as f64
-}
-
-/// The environment variable that makes the bench binary only count one side's decisions
-/// (`ours` or `governor`) for callgrind (see [`instructions_per_decision`]).
-pub(crate) const COUNT_ENV: &str = "GOALS_COUNT_DECISIONS";
-/// Decisions counted per side under callgrind.
-const COUNTED: usize = 100_000;
-
-/// The two sides of goal 5 on `n` keys, each warmed with every key (the goal is the time of a
-/// decision, not of inserts). The limiter's table has room for a tenth more than `n`, as
-/// governor's map has room for all: a table's bound is split among its shards, which hashing
-/// fills unevenly, so one bounded at exactly `n` would give up a few of them (about 0.5%).
-struct Sides {
-    keys: Arc<Vec<String>>,
-    ours: Limiter,
-    governor: governor::DefaultKeyedRateLimiter<String>,
-}
-
-impl Sides {
-    fn new(n: usize) -> Self {
-        use std::num::NonZeroU32;
-        let keys = key_names(n);
-        let ours = Limiter::builder(Algorithm::Gcra, OPEN).max_local_keys(n + n / 10).build().expect("valid");
-        let quota = governor::Quota::per_second(NonZeroU32::new(1_000_000).expect("non-zero"));
-        let governor = governor::RateLimiter::keyed(quota);
-        for k in keys.iter() {
-            let _warm = ours.check(k).now_or_never().expect("ready").expect("decides");
-            let _ = governor.check_key(k);
-        }
-        Sides { keys, ours, governor }
-    }
-
-    fn key(&self, i: usize) -> &String {
-        &self.keys[i.wrapping_mul(7_919) % self.keys.len()]
-    }
-
-    fn ours(&self, i: usize) {
-        let _decided =
-            std::hint::black_box(self.ours.check(self.key(i)).now_or_never().expect("ready").expect("decides"));
-    }
-
-    fn governor(&self, i: usize) {
-        let _ = std::hint::black_box(self.governor.check_key(self.key(i)));
-    }
-}
-
-/// `n` decisions of one side: the function callgrind counts (`--toggle-collect`), so nothing
-/// else the process does is counted.
-#[inline(never)]
-fn counted_decisions(sides: &Sides, ours: bool, n: usize) {
-    for i in 0..n {
-        if ours {
-            sides.ours(i);
-        } else {
-            sides.governor(i);
-        }
-    }
-}
-
-/// What the bench binary does when started with [`COUNT_ENV`] set: one side's decisions only.
-pub(crate) fn count_only(side: &str) {
-    let sides = Sides::new(KEYS);
-    counted_decisions(&sides, side == "ours", COUNTED);
-}
-
-/// The function that counts a limiter's decision in the metrics: the bench builds the limiter
-/// with the test crate's features, `metrics` among them, where a default build has none.
-const METRICS_COUNT: &str = "redis_ratelimit::metrics::DecisionCounter::count";
-
-/// What callgrind counted of one side's decisions, per decision.
-struct Counted {
-    /// Instructions.
-    all: f64,
-    /// Of them, those in calls to [`METRICS_COUNT`] (None when `callgrind_annotate`, which
-    /// reads them out of the profile, does not run).
-    metrics: Option<f64>,
-}
-
-/// Instructions per decision of `side`, counted by callgrind running this very binary with
-/// [`COUNT_ENV`]: unlike nanoseconds, the same from run to run. None (and why, printed) when
-/// valgrind cannot run.
-fn instructions_per_decision(side: &str) -> Option<Counted> {
+/// Instructions per decision of `side` (`ours` or `governor`), counted by callgrind in the
+/// goal's executable's `counted_decisions` alone: unlike nanoseconds, the same from run to run.
+/// None (and why, printed) when valgrind cannot run.
+fn instructions_per_decision(exe: &Path, side: &str) -> Option<f64> {
     let out = tempfile::tempdir().ok()?;
     let file = out.path().join("callgrind.out");
-    let exe = std::env::current_exe().ok()?;
     let status = Command::new("valgrind")
         .args(["--tool=callgrind", "--collect-atstart=no", "--toggle-collect=*counted_decisions*"])
         .arg(format!("--callgrind-out-file={}", file.display()))
         .arg(exe)
-        .env(COUNT_ENV, side)
+        .args(["count", side])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status();
@@ -157,51 +59,32 @@ fn instructions_per_decision(side: &str) -> Option<Counted> {
         }
     }?;
     let all = profile.lines().find_map(|l| l.strip_prefix("summary:")?.trim().parse::<f64>().ok())?;
-    // Read as the Redis profile's shares are (`profile::inclusive`): the counter's calls with
-    // everything they call.
-    let metrics = Command::new("callgrind_annotate")
-        .args(["--inclusive=yes", "--threshold=100"])
-        .arg(&file)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| super::profile::inclusive(&String::from_utf8_lossy(&o.stdout), METRICS_COUNT));
-    let per = COUNTED as f64;
-    Some(Counted { all: all / per, metrics: metrics.map(|m| m / per) })
+    // The executable's `count` makes 100,000 decisions.
+    Some(all / 100_000.0)
 }
 
 /// Goal 5 at 100,000 keys (at most 1.0x governor) and at 1,000,000 (at most 1.2x).
 pub(crate) fn in_process() -> Vec<Goal> {
+    let exe = release_executable("in-process-goal", "bin", "in-process-goal");
     let n = scaled(2_000_000);
     let mut goals = Vec::new();
     for (keys, most, goal) in [(KEYS, 1.0, "<= 1.0x"), (1_000_000, 1.2, "<= 1.2x")] {
-        let sides = Sides::new(keys);
-        let (ratio, ours, theirs) = interleaved(
-            n / ROUNDS,
-            |from, n| ns_per(from, n, |i| sides.ours(i)),
-            |from, n| ns_per(from, n, |i| sides.governor(i)),
-        );
-        drop(sides);
+        let (ratio, ours, theirs) = timed(&exe, keys, n);
         // Counted once, at 100,000 keys: the instructions of a decision do not grow with the
         // keys (the time does, waiting on memory).
         let counted = match (keys == KEYS)
-            .then(|| (instructions_per_decision("ours"), instructions_per_decision("governor")))
+            .then(|| (instructions_per_decision(&exe, "ours"), instructions_per_decision(&exe, "governor")))
         {
             Some((Some(a), Some(b))) => {
-                let share = a.metrics.map_or(String::new(), |m| {
-                    format!(
-                        " ({m:.0} of them counting the decision in the metrics, a feature the bench's build \
-                             has on and a default build leaves out)"
-                    )
-                });
-                format!("; instructions per decision (callgrind): {:.0}{share} against governor's {:.0}", a.all, b.all)
+                format!("; instructions per decision (callgrind): {a:.0} against governor's {b:.0}")
             }
             _ => String::new(),
         };
         goals.push(Goal {
             what: format!("in-process decision, Limiter (local store), GCRA, {keys} String keys"),
             measured: format!(
-                "{ours:.0} ns/decision (median of {ROUNDS} interleaved rounds; the ratio is their median){counted}"
+                "{ours:.0} ns/decision, default features (median of {ROUNDS} interleaved rounds; the ratio is \
+                 their median){counted}"
             ),
             reference: format!("governor keyed: {theirs:.0} ns"),
             ratio,
@@ -212,8 +95,7 @@ pub(crate) fn in_process() -> Vec<Goal> {
             } else {
                 format!(
                     "{:.0}% over: a decision hashes its key, locks a shard, runs the twin on the slot's state and \
-                     builds a Decision (the clock reading, the metrics), against governor's lock-free \
-                     compare-and-swap on a sharded map{counted}",
+                     builds a Decision, against governor's lock-free compare-and-swap on a sharded map{counted}",
                     (ratio / most - 1.0) * 100.0
                 )
             },

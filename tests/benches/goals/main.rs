@@ -15,8 +15,9 @@
 //! 4. Memory per key in Redis (`INFO memory` over 100,000 keys) of each algorithm that keeps one
 //!    key per identity (fixed window, token bucket, GCRA) against the floor, a key with a TTL and
 //!    an empty value on the same names; and of the buckets against ADR-002's hash on those names.
-//! 5. An in-process decision (`Limiter` with its local store, GCRA, 100,000 and 1,000,000 keys)
-//!    against `governor`'s keyed limiter, with the instructions of each counted by callgrind.
+//! 5. An in-process decision (`Limiter` with its local store, GCRA, 100,000 and 1,000,000 keys,
+//!    the library's default features) against `governor`'s keyed limiter, with the instructions
+//!    of each counted by callgrind (`tests/benches/in-process-goal`).
 //! 6. A simulated decision (one core) against a bare script call on the Redis model; and the
 //!    simulation's cost linear in requests.
 //! 7. A decision with 1,000,000 distinct live keys in process, and under a fallback (Redis
@@ -94,10 +95,6 @@ use redis_side::{cpu_per_decision, leases, memory, throughput};
 use simulation::simulation;
 
 fn main() {
-    if let Ok(side) = std::env::var(in_process::COUNT_ENV) {
-        in_process::count_only(&side);
-        return;
-    }
     for (program, package) in [("redis-server", "redis-server"), ("redis-benchmark", "redis-tools"), ("wrk", "wrk")] {
         sim_real::process::require_for_tests(program, package);
     }

@@ -174,7 +174,7 @@ fn newest_dump(base: &Path) -> Result<PathBuf, String> {
 
 /// The inclusive count of `function` in `callgrind_annotate --inclusive=yes` output, whose
 /// lines read `  96,951,593 (96.30%)  ???:luaCallFunction [/usr/bin/redis-server]`.
-pub(crate) fn inclusive(annotated: &str, function: &str) -> f64 {
+fn inclusive(annotated: &str, function: &str) -> f64 {
     annotated
         .lines()
         .find_map(|l| {

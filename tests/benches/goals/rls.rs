@@ -12,7 +12,7 @@
 //! The quotas are large enough that every request is admitted: what is measured is what
 //! deciding costs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
@@ -55,21 +55,6 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn build_service() -> PathBuf {
-    let out = redis_tests::cargo()
-        .args(["build", "--release", "-p", "redis-ratelimit-server", "--message-format=json"])
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo runs");
-    assert!(out.status.success(), "building the service failed");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|m| m["target"]["name"] == "redis-ratelimit-server" && m["target"]["kind"][0] == "bin")
-        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
-        .expect("cargo reports the service's executable")
 }
 
 fn start(exe: &Path, config: &Path, redis: &RedisServer) -> Service {
@@ -214,7 +199,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub(crate) fn rls(server: &RedisServer) -> Vec<Goal> {
-    let exe = build_service();
+    let exe = support::release_executable("redis-ratelimit-server", "bin", "redis-ratelimit-server");
     let dir = tempfile::tempdir().expect("a temporary directory");
     let config = dir.path().join("bench.yaml");
     std::fs::write(&config, CONFIG).expect("the configuration is written");

@@ -82,6 +82,25 @@ pub(crate) async fn drive(l: &Limiter, keys: &Arc<Vec<String>>, tasks: usize, n:
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Builds `target` (a `bin` or an `example`, named `name`) of `package` in release, alone, and
+/// returns its executable. Built alone, the package gets only the features it names: the
+/// library as its users build it, not with the features this test crate turns on.
+pub(crate) fn release_executable(package: &str, kind: &str, name: &str) -> std::path::PathBuf {
+    let mut cmd = redis_tests::cargo();
+    cmd.args(["build", "--release", "-p", package, "--message-format=json"]);
+    if kind == "example" {
+        cmd.args(["--example", name]);
+    }
+    let out = cmd.stderr(std::process::Stdio::inherit()).output().expect("cargo runs");
+    assert!(out.status.success(), "building {package}'s {kind} {name} failed");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == name && m["target"]["kind"][0] == kind)
+        .find_map(|m| m["executable"].as_str().map(std::path::PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reports the executable of {package}'s {kind} {name}"))
+}
+
 pub(crate) fn key_names(n: usize) -> Arc<Vec<String>> {
     Arc::new((0..n).map(|i| format!("k{i:012}")).collect())
 }
