@@ -2,7 +2,7 @@
 //! This is the one module allowed to read the system clock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A source of wall-clock time in milliseconds since the Unix epoch.
 ///
@@ -13,33 +13,95 @@ pub trait Clock: Send + Sync + 'static {
     fn now_ms(&self) -> u64;
 }
 
-/// The operating system's clock.
+/// The operating system's wall clock, read cheaply enough for every decision.
+///
+/// Asking the operating system for the time costs tens of nanoseconds on x86, most of them the
+/// ordered read of the CPU's time-stamp counter inside the kernel's vDSO, which waits for every
+/// earlier instruction: measured, a fifth of an in-process decision with its key in cache. So
+/// this clock asks the operating system at most every 100 ms and counts the time elapsed since with the counter read directly (through
+/// `quanta`, the clock governor uses), which needs no wait. Its readings stay what the wall
+/// clock reads (the shared time that client-time algorithms send to Redis):
+///
+/// - between two readings of the wall clock, the counter's rate differs from the wall clock's
+///   by parts per million at most (an NTP slew is 500 at most), microseconds over 100 ms;
+/// - a step of the wall clock (NTP, an operator) shows within 100 ms, backwards too, as a
+///   step of the operating system's own clock would (the algorithms cope with both);
+/// - where the counter is not constant across cores and power states, `quanta` counts with the
+///   operating system's monotonic clock instead, and only the saving is lost.
+///
+/// The first reading in a process calibrates the counter against the operating system's clock,
+/// which takes about half a millisecond (at most 200).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
-    /// Read on every decision, so read as the operating system gives it: seconds and
-    /// nanoseconds, two integers. std's `SystemTime` gives the same reading, but turning it into
-    /// a `Duration` since the epoch (a checked subtraction of two timespecs) took most of a
-    /// reading's instructions: a tenth of an in-process decision's.
-    #[cfg(unix)]
-    #[allow(clippy::disallowed_methods)]
     fn now_ms(&self) -> u64 {
-        let now = rustix::time::clock_gettime(rustix::time::ClockId::Realtime);
-        // Before the epoch reads as the epoch, as std's reading does below.
-        match (u64::try_from(now.tv_sec), u64::try_from(now.tv_nsec)) {
-            (Ok(secs), Ok(nanos)) => secs.saturating_mul(1_000) + nanos / 1_000_000,
-            _ => 0,
-        }
+        static COUNTED: OnceLock<Counted<fn() -> u64>> = OnceLock::new();
+        COUNTED.get_or_init(|| Counted::new(wall_ns, READ_WALL_EVERY_NS)).now_ms()
+    }
+}
+
+/// How often [`SystemClock`] reads the wall clock again.
+const READ_WALL_EVERY_NS: u64 = 100_000_000;
+
+/// The operating system's wall clock in nanoseconds since the Unix epoch (before it reads as
+/// the epoch).
+#[allow(clippy::disallowed_methods)]
+fn wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// A wall clock (`wall`, nanoseconds since the epoch) read every `every_ns` at most, and the
+/// time elapsed since its last reading counted by the time-stamp counter.
+struct Counted<W> {
+    counter: quanta::Clock,
+    /// The counter's raw value when this was made: elapsed time counts from here.
+    start: u64,
+    /// The wall clock's reading less the elapsed nanoseconds at that moment, as of its last
+    /// reading: what the wall clock read at `start`, had it run at the counter's rate. Wrapping,
+    /// so a reading at the epoch less a longer elapsed time still adds back to that reading.
+    wall_at_start: AtomicU64,
+    /// The elapsed nanoseconds at which to read the wall clock again (0: before the first
+    /// reading). Written after `wall_at_start` and read before it, with release and acquire
+    /// ordering, so whoever sees a reading's deadline sees its `wall_at_start` (or a later one).
+    next_read: AtomicU64,
+    every_ns: u64,
+    wall: W,
+}
+
+impl<W: Fn() -> u64> Counted<W> {
+    #[allow(clippy::disallowed_methods)]
+    fn new(wall: W, every_ns: u64) -> Self {
+        let counter = quanta::Clock::new();
+        let start = counter.raw();
+        Counted { counter, start, wall_at_start: AtomicU64::new(0), next_read: AtomicU64::new(0), every_ns, wall }
     }
 
-    #[cfg(not(unix))]
     #[allow(clippy::disallowed_methods)]
+    fn elapsed_ns(&self) -> u64 {
+        self.counter.delta_as_nanos(self.start, self.counter.raw())
+    }
+
     fn now_ms(&self) -> u64 {
-        // Whole seconds and the milliseconds within: `as_millis` would divide a 128-bit count.
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() * 1_000 + u64::from(d.subsec_millis()))
+        let elapsed = self.elapsed_ns();
+        if elapsed >= self.next_read.load(Ordering::Acquire) {
+            return self.read_wall() / 1_000_000;
+        }
+        self.wall_at_start.load(Ordering::Relaxed).wrapping_add(elapsed) / 1_000_000
+    }
+
+    /// Reads the wall clock, and counts from this reading on. Threads that read it at once each
+    /// store a reading taken a moment apart, any of them right.
+    #[cold]
+    #[inline(never)]
+    fn read_wall(&self) -> u64 {
+        let wall = (self.wall)();
+        let elapsed = self.elapsed_ns();
+        self.wall_at_start.store(wall.wrapping_sub(elapsed), Ordering::Relaxed);
+        self.next_read.store(elapsed.saturating_add(self.every_ns).max(1), Ordering::Release);
+        wall
     }
 }
 
@@ -120,7 +182,9 @@ impl TimeSource {
 mod tests {
     use super::*;
 
-    /// The system clock reads std's wall clock: between two of std's readings taken around it,
+    /// The system clock reads std's wall clock: within a millisecond of two of std's readings
+    /// taken around it (between readings of the wall clock, the counter's rate may differ from
+    /// the wall clock's by microseconds, which can move a reading across a millisecond's edge),
     /// in milliseconds since the epoch (not a monotonic clock's count, nor another unit).
     #[test]
     #[allow(clippy::disallowed_methods)]
@@ -129,11 +193,51 @@ mod tests {
             let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after the epoch");
             d.as_secs() * 1_000 + u64::from(d.subsec_millis())
         };
-        for _ in 0..1_000 {
+        for round in 0..1_000 {
             let before = std_ms();
             let read = SystemClock.now_ms();
             let after = std_ms();
-            assert!(before <= read && read <= after, "{before} <= {read} <= {after}");
+            assert!(before - 1 <= read && read <= after + 1, "round {round}: {before} <= {read} <= {after}");
+            if round % 100 == 0 {
+                // Across readings of the wall clock too.
+                std::thread::sleep(std::time::Duration::from_millis(30));
+            }
+        }
+    }
+
+    /// A counted clock on a wall clock the test sets, in milliseconds.
+    fn counted(every_ms: u64) -> (Counted<impl Fn() -> u64>, Arc<AtomicU64>) {
+        let wall_ms = Arc::new(AtomicU64::new(START_MS));
+        let read = Arc::clone(&wall_ms);
+        (Counted::new(move || read.load(Ordering::SeqCst) * 1_000_000, every_ms * 1_000_000), wall_ms)
+    }
+
+    const HOUR_MS: u64 = 3_600_000;
+    /// Where the test's wall clock starts: a day after the epoch.
+    const START_MS: u64 = 24 * HOUR_MS;
+
+    #[test]
+    fn between_readings_of_the_wall_clock_the_counter_counts_the_time() {
+        let (clock, wall_ms) = counted(1_000 * HOUR_MS);
+        assert_eq!(clock.now_ms(), START_MS, "the first reading is the wall clock's");
+        // A step of the wall clock is not read before its time (here, a thousand hours)...
+        wall_ms.fetch_add(HOUR_MS, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let read = clock.now_ms();
+        // ...while the time that passed is counted (a stall of the test adds to it, up to a minute).
+        assert!((START_MS + 19..START_MS + 60_000).contains(&read), "{read}");
+    }
+
+    #[test]
+    fn a_step_of_the_wall_clock_shows_at_its_next_reading_backwards_too() {
+        let (clock, wall_ms) = counted(10);
+        assert_eq!(clock.now_ms(), START_MS);
+        for to in [START_MS + HOUR_MS, START_MS - HOUR_MS] {
+            wall_ms.store(to, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert_eq!(clock.now_ms(), to, "read again after 10 ms");
+            let later = clock.now_ms();
+            assert!((to..to + 60_000).contains(&later), "then counted from there: {later}");
         }
     }
 }
