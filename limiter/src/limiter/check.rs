@@ -35,6 +35,11 @@ impl<'a> Check<'a> {
 impl Future for Check<'_> {
     type Output = Result<Decision, Error>;
 
+    // Inline into whatever polls it (an `async` caller's state machine, `now_or_never`), so an
+    // in-process answer is written where the caller keeps it instead of copied out of a call:
+    // with the key in cache, a decision took a tenth less time (65 ns -> 59 in the bench's
+    // executable).
+    #[inline]
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // Every field is `Unpin` (references, a boxed future), so the check is too.
         let this = &mut *self;
