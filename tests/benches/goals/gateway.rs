@@ -184,7 +184,7 @@ fn measure(gateway: &Gateway, secs: u64, script: &Path) -> ([f64; 3], [f64; 3]) 
 }
 
 pub(crate) fn gateway(server: &RedisServer) -> Vec<Goal> {
-    let exe = support::release_executable("redis-ratelimit", "example", "gateway");
+    let exe = support::release_executable("redis-ratelimit", "example", "gateway", &["config"]);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let (rules, script) = (dir.path().join("rules.toml"), dir.path().join("keys.lua"));
     std::fs::write(&rules, RULES).expect("write the rules");

@@ -65,7 +65,7 @@ fn instructions_per_decision(exe: &Path, side: &str) -> Option<f64> {
 
 /// Goal 5 at 100,000 keys (at most 1.0x governor) and at 1,000,000 (at most 1.2x).
 pub(crate) fn in_process() -> Vec<Goal> {
-    let exe = release_executable("in-process-goal", "bin", "in-process-goal");
+    let exe = release_executable("in-process-goal", "bin", "in-process-goal", &[]);
     let n = scaled(2_000_000);
     let mut goals = Vec::new();
     for (keys, most, goal) in [(KEYS, 1.0, "<= 1.0x"), (1_000_000, 1.2, "<= 1.2x")] {

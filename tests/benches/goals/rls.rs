@@ -199,7 +199,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub(crate) fn rls(server: &RedisServer) -> Vec<Goal> {
-    let exe = support::release_executable("redis-ratelimit-server", "bin", "redis-ratelimit-server");
+    let exe = support::release_executable("redis-ratelimit-server", "bin", "redis-ratelimit-server", &[]);
     let dir = tempfile::tempdir().expect("a temporary directory");
     let config = dir.path().join("bench.yaml");
     std::fs::write(&config, CONFIG).expect("the configuration is written");

@@ -82,14 +82,18 @@ pub(crate) async fn drive(l: &Limiter, keys: &Arc<Vec<String>>, tasks: usize, n:
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// Builds `target` (a `bin` or an `example`, named `name`) of `package` in release, alone, and
-/// returns its executable. Built alone, the package gets only the features it names: the
-/// library as its users build it, not with the features this test crate turns on.
-pub(crate) fn release_executable(package: &str, kind: &str, name: &str) -> std::path::PathBuf {
+/// Builds `name` (a `bin` or an `example`, its `kind`) of `package` in release, alone, with
+/// `features` (besides the defaults), and returns its executable. Built alone, the package gets
+/// only the features named here: the library as its users build it, not with the features this
+/// test crate turns on.
+pub(crate) fn release_executable(package: &str, kind: &str, name: &str, features: &[&str]) -> std::path::PathBuf {
     let mut cmd = redis_tests::cargo();
     cmd.args(["build", "--release", "-p", package, "--message-format=json"]);
     if kind == "example" {
         cmd.args(["--example", name]);
+    }
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
     let out = cmd.stderr(std::process::Stdio::inherit()).output().expect("cargo runs");
     assert!(out.status.success(), "building {package}'s {kind} {name} failed");
