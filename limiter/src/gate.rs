@@ -189,7 +189,7 @@ impl Gate {
         batcher: Option<&Arc<Batcher>>,
     ) -> Result<Decision, Error> {
         match &self.store {
-            Store::Local(local) => Ok(decide_locally(local, charge, now)),
+            Store::Local(local) => Ok(local.decision(charge, now)),
             // Boxed: the Redis path's future (the breaker, the round trip) is far larger than
             // the rest, and unboxed it would be built and moved on every in-process decision
             // too, which awaits nothing. One allocation per round trip is nothing beside it.
@@ -430,11 +430,11 @@ impl Gate {
         self.budget.permit_now(&Claim { limit, ..claim.clone() }, now, op, holder)
     }
 
-    /// Decides one charge at `now` now, when state is kept in this process: None on Redis,
-    /// where it takes a round trip ([`Gate::decide`]).
-    pub(crate) fn decide_in_process(&self, charge: &Charge<'_>, now: u64) -> Option<Decision> {
+    /// The store, when state is kept in this process: a decision there is made now
+    /// ([`LocalStore::decision`]). None on Redis, where it takes a round trip ([`Gate::decide`]).
+    pub(crate) fn in_process(&self) -> Option<&LocalStore> {
         match &self.store {
-            Store::Local(local) => Some(decide_locally(local, charge, now)),
+            Store::Local(local) => Some(local),
             Store::Redis(_) => None,
         }
     }
@@ -447,10 +447,6 @@ impl Gate {
             Store::Redis(_) => None,
         }
     }
-}
-
-fn decide_locally(local: &LocalStore, charge: &Charge<'_>, now: u64) -> Decision {
-    Decision::from_store(local.decide_charge(charge, now), charge.capacity(), now)
 }
 
 /// What fail-open answers: admitted, with nothing known of the state.

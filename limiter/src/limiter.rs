@@ -24,6 +24,7 @@ use crate::health::Guarded;
 use crate::modes::{self, Batching, DenialCache, Leases, ModeConfig};
 use crate::policy::FailurePolicy;
 use crate::quota::{Algorithm, Quota};
+use crate::store::local::LocalStore;
 
 struct Inner {
     algorithm: Algorithm,
@@ -186,23 +187,28 @@ impl Limiter {
         inner.gate.decide(&inner.charge(key, *quota, Some(state), cost), now, None).await
     }
 
-    /// [`Limiter::decide`] made now, when it needs no round trip: state kept in this process
+    /// The in-process store, when a decision needs no round trip: state kept in this process
     /// and no mode (the modes serve Redis). None otherwise.
-    fn decide_now(&self, key: &str, cost: u64) -> Option<Result<Decision, Error>> {
+    #[inline]
+    fn in_process(&self) -> Option<&LocalStore> {
         let inner = &*self.inner;
-        if inner.gate.redis().is_some() || inner.modes.leases.is_some() || inner.modes.denials.is_some() {
+        if inner.modes.leases.is_some() || inner.modes.denials.is_some() {
             return None;
         }
-        if let Err(e) = self.admissible(key, cost) {
-            return Some(Err(e));
-        }
+        inner.gate.in_process()
+    }
+
+    /// [`Limiter::decide`] made now, on the in-process store `local`.
+    fn decide_now(&self, local: &LocalStore, key: &str, cost: u64) -> Result<Decision, Error> {
+        let inner = &*self.inner;
+        self.admissible(key, cost)?;
         // The clock first and the charge (a few hundred bytes) last, built where it is used.
         // Returned from a helper in a `Result`, or built before the clock is read and kept
         // across its call, the charge was copied on the way: each copy a twentieth of an
         // in-process decision's instructions.
         let now = inner.gate.clock().now_ms();
         let charge = inner.own_charge(key, cost);
-        inner.gate.decide_in_process(&charge, now).map(Ok)
+        Ok(local.decision(&charge, now))
     }
 
     async fn decide(&self, key: &str, cost: u64) -> Result<Decision, Error> {

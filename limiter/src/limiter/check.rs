@@ -45,9 +45,9 @@ impl Future for Check<'_> {
         let this = &mut *self;
         let (limiter, key, n) = (this.limiter, this.key, this.n);
         if let Stage::Start = this.stage {
-            if let Some(decided) = limiter.decide_now(key, n) {
+            if let Some(local) = limiter.in_process() {
                 this.stage = Stage::Done;
-                return Poll::Ready(limiter.measured(decided));
+                return Poll::Ready(limiter.measured(limiter.decide_now(local, key, n)));
             }
             this.stage = Stage::OnRedis(Box::pin(async move {
                 let decided = limiter.decide(key, n).await;
