@@ -27,7 +27,10 @@ pub trait Clock: Send + Sync + 'static {
 /// - a step of the wall clock (NTP, an operator) shows within 100 ms, backwards too, as a
 ///   step of the operating system's own clock would (the algorithms cope with both);
 /// - where the counter is not constant across cores and power states, `quanta` counts with the
-///   operating system's monotonic clock instead, and only the saving is lost.
+///   operating system's monotonic clock instead, and only the saving is lost;
+/// - a counter that reads before the last reading (reset under a restored virtual machine) is
+///   not believed: the clock reads the wall clock again, every time while the counter reads
+///   before the clock's start.
 ///
 /// The first reading in a process calibrates the counter against the operating system's clock,
 /// which takes about half a millisecond (at most 200).
@@ -37,7 +40,8 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now_ms(&self) -> u64 {
         static COUNTED: OnceLock<Counted<fn() -> u64>> = OnceLock::new();
-        COUNTED.get_or_init(|| Counted::new(wall_ns, READ_WALL_EVERY_NS)).now_ms()
+        #[allow(clippy::disallowed_methods)]
+        COUNTED.get_or_init(|| Counted::new(quanta::Clock::new(), wall_ns, READ_WALL_EVERY_NS)).now_ms()
     }
 }
 
@@ -54,7 +58,8 @@ fn wall_ns() -> u64 {
 }
 
 /// A wall clock (`wall`, nanoseconds since the epoch) read every `every_ns` at most, and the
-/// time elapsed since its last reading counted by the time-stamp counter.
+/// time elapsed since its last reading counted by `counter` (the time-stamp counter; a mock in
+/// the tests).
 struct Counted<W> {
     counter: quanta::Clock,
     /// The counter's raw value when this was made: elapsed time counts from here.
@@ -63,9 +68,10 @@ struct Counted<W> {
     /// reading: what the wall clock read at `start`, had it run at the counter's rate. Wrapping,
     /// so a reading at the epoch less a longer elapsed time still adds back to that reading.
     wall_at_start: AtomicU64,
-    /// The elapsed nanoseconds at which to read the wall clock again (0: before the first
-    /// reading). Written after `wall_at_start` and read before it, with release and acquire
-    /// ordering, so whoever sees a reading's deadline sees its `wall_at_start` (or a later one).
+    /// The elapsed nanoseconds at which to read the wall clock again, `every_ns` after its last
+    /// reading (0: before the first). Written after `wall_at_start` and read before it, with
+    /// release and acquire ordering, so whoever sees a reading's deadline sees its
+    /// `wall_at_start` (or a later one).
     next_read: AtomicU64,
     every_ns: u64,
     wall: W,
@@ -73,34 +79,44 @@ struct Counted<W> {
 
 impl<W: Fn() -> u64> Counted<W> {
     #[allow(clippy::disallowed_methods)]
-    fn new(wall: W, every_ns: u64) -> Self {
-        let counter = quanta::Clock::new();
+    fn new(counter: quanta::Clock, wall: W, every_ns: u64) -> Self {
         let start = counter.raw();
         Counted { counter, start, wall_at_start: AtomicU64::new(0), next_read: AtomicU64::new(0), every_ns, wall }
     }
 
+    /// Nanoseconds the counter has counted since this clock was made; None while it reads
+    /// before that (a counter reset under the process: a virtual machine restored, a core whose
+    /// counter lags), when what it counts cannot be believed.
     #[allow(clippy::disallowed_methods)]
-    fn elapsed_ns(&self) -> u64 {
-        self.counter.delta_as_nanos(self.start, self.counter.raw())
+    fn elapsed_ns(&self) -> Option<u64> {
+        let raw = self.counter.raw();
+        (raw >= self.start).then(|| self.counter.delta_as_nanos(self.start, raw))
     }
 
     fn now_ms(&self) -> u64 {
-        let elapsed = self.elapsed_ns();
-        if elapsed >= self.next_read.load(Ordering::Acquire) {
-            return self.read_wall() / 1_000_000;
+        let next = self.next_read.load(Ordering::Acquire);
+        match self.elapsed_ns() {
+            // Counted from the last reading of the wall clock, until the next is due...
+            Some(elapsed) if elapsed < next && elapsed >= next.saturating_sub(self.every_ns) => {
+                self.wall_at_start.load(Ordering::Relaxed).wrapping_add(elapsed) / 1_000_000
+            }
+            // ...and read again when it is, and when the counter reads before the last reading:
+            // believed, it would hold the clock at that reading or earlier until it caught up.
+            _ => self.read_wall() / 1_000_000,
         }
-        self.wall_at_start.load(Ordering::Relaxed).wrapping_add(elapsed) / 1_000_000
     }
 
-    /// Reads the wall clock, and counts from this reading on. Threads that read it at once each
-    /// store a reading taken a moment apart, any of them right.
+    /// Reads the wall clock, and counts from this reading on (while the counter reads before
+    /// this clock was made, every reading is the wall clock's). Threads that read it at once
+    /// each store a reading taken a moment apart, any of them right.
     #[cold]
     #[inline(never)]
     fn read_wall(&self) -> u64 {
         let wall = (self.wall)();
-        let elapsed = self.elapsed_ns();
-        self.wall_at_start.store(wall.wrapping_sub(elapsed), Ordering::Relaxed);
-        self.next_read.store(elapsed.saturating_add(self.every_ns).max(1), Ordering::Release);
+        if let Some(elapsed) = self.elapsed_ns() {
+            self.wall_at_start.store(wall.wrapping_sub(elapsed), Ordering::Relaxed);
+            self.next_read.store(elapsed.saturating_add(self.every_ns).max(1), Ordering::Release);
+        }
         wall
     }
 }
@@ -205,39 +221,68 @@ mod tests {
         }
     }
 
-    /// A counted clock on a wall clock the test sets, in milliseconds.
-    fn counted(every_ms: u64) -> (Counted<impl Fn() -> u64>, Arc<AtomicU64>) {
+    /// A counted clock on a wall clock and a counter the test sets, reading the wall clock
+    /// again every `every_ms`.
+    fn counted(every_ms: u64) -> (Counted<impl Fn() -> u64>, Arc<AtomicU64>, Arc<quanta::Mock>) {
         let wall_ms = Arc::new(AtomicU64::new(START_MS));
         let read = Arc::clone(&wall_ms);
-        (Counted::new(move || read.load(Ordering::SeqCst) * 1_000_000, every_ms * 1_000_000), wall_ms)
+        let (counter, mock) = quanta::Clock::mock();
+        // Away from zero, so the counter can step back before where the clock started.
+        mock.increment(HOUR_MS * MS);
+        (Counted::new(counter, move || read.load(Ordering::SeqCst) * MS, every_ms * MS), wall_ms, mock)
     }
 
+    const MS: u64 = 1_000_000;
     const HOUR_MS: u64 = 3_600_000;
     /// Where the test's wall clock starts: a day after the epoch.
     const START_MS: u64 = 24 * HOUR_MS;
 
     #[test]
     fn between_readings_of_the_wall_clock_the_counter_counts_the_time() {
-        let (clock, wall_ms) = counted(1_000 * HOUR_MS);
+        let (clock, wall_ms, counter) = counted(100);
         assert_eq!(clock.now_ms(), START_MS, "the first reading is the wall clock's");
-        // A step of the wall clock is not read before its time (here, a thousand hours)...
+        // A step of the wall clock is not read before its time...
         wall_ms.fetch_add(HOUR_MS, Ordering::SeqCst);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let read = clock.now_ms();
-        // ...while the time that passed is counted (a stall of the test adds to it, up to a minute).
-        assert!((START_MS + 19..START_MS + 60_000).contains(&read), "{read}");
+        counter.increment(99 * MS);
+        assert_eq!(clock.now_ms(), START_MS + 99, "99 ms counted");
+        // ...and is at it, and counted from.
+        counter.increment(MS);
+        assert_eq!(clock.now_ms(), START_MS + HOUR_MS, "read again 100 ms after the last reading");
+        counter.increment(40 * MS);
+        assert_eq!(clock.now_ms(), START_MS + HOUR_MS + 40);
     }
 
     #[test]
-    fn a_step_of_the_wall_clock_shows_at_its_next_reading_backwards_too() {
-        let (clock, wall_ms) = counted(10);
+    fn a_step_of_the_wall_clock_backwards_shows_at_its_next_reading() {
+        let (clock, wall_ms, counter) = counted(100);
         assert_eq!(clock.now_ms(), START_MS);
-        for to in [START_MS + HOUR_MS, START_MS - HOUR_MS] {
-            wall_ms.store(to, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(20));
-            assert_eq!(clock.now_ms(), to, "read again after 10 ms");
-            let later = clock.now_ms();
-            assert!((to..to + 60_000).contains(&later), "then counted from there: {later}");
+        wall_ms.store(START_MS - HOUR_MS, Ordering::SeqCst);
+        counter.increment(100 * MS);
+        assert_eq!(clock.now_ms(), START_MS - HOUR_MS);
+        counter.increment(5 * MS);
+        assert_eq!(clock.now_ms(), START_MS - HOUR_MS + 5);
+    }
+
+    #[test]
+    fn a_counter_that_steps_back_is_not_believed_and_the_wall_clock_is_read_instead() {
+        let (clock, wall_ms, counter) = counted(100);
+        assert_eq!(clock.now_ms(), START_MS);
+        counter.increment(150 * MS);
+        wall_ms.fetch_add(150, Ordering::SeqCst);
+        assert_eq!(clock.now_ms(), START_MS + 150, "read again, 150 ms on");
+        // The counter steps back past where this clock started: every reading is the wall
+        // clock's, none stuck at the last.
+        counter.decrement(HOUR_MS * MS);
+        for step in 1..=3 {
+            wall_ms.fetch_add(5, Ordering::SeqCst);
+            assert_eq!(clock.now_ms(), START_MS + 150 + 5 * step, "step {step}");
         }
+        // It comes back past where the clock started, but before its last reading: read again.
+        counter.increment(HOUR_MS * MS - 120 * MS);
+        wall_ms.fetch_add(10, Ordering::SeqCst);
+        assert_eq!(clock.now_ms(), START_MS + 175);
+        // And counted from there.
+        counter.increment(20 * MS);
+        assert_eq!(clock.now_ms(), START_MS + 195);
     }
 }
