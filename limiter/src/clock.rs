@@ -18,9 +18,10 @@ pub trait Clock: Send + Sync + 'static {
 /// Asking the operating system for the time costs tens of nanoseconds on x86, most of them the
 /// ordered read of the CPU's time-stamp counter inside the kernel's vDSO, which waits for every
 /// earlier instruction: measured, a fifth of an in-process decision with its key in cache. So
-/// this clock asks the operating system at most every 100 ms and counts the time elapsed since with the counter read directly (through
-/// `quanta`, the clock governor uses), which needs no wait. Its readings stay what the wall
-/// clock reads (the shared time that client-time algorithms send to Redis):
+/// this clock asks the operating system at most every 100 ms and counts the time elapsed since
+/// with the counter read directly (through `quanta`, the clock governor uses), which needs no
+/// wait. Its readings stay what the wall clock reads (the shared time that client-time
+/// algorithms send to Redis):
 ///
 /// - between two readings of the wall clock, the counter's rate differs from the wall clock's
 ///   by parts per million at most (an NTP slew is 500 at most), microseconds over 100 ms;

@@ -2,35 +2,28 @@
 //!
 //! Both compare two things that each take a few hundred nanoseconds, timed in interleaved
 //! rounds (`in_process_goal::interleaved`: the median of the rounds' ratios). Goal 5's two
-//! sides run in an executable of their own (`tests/benches/in-process-goal`), built alone so that the
-//! library in it has its default features, as an application's has: built into this bench, it
-//! would have the test crate's (the metrics among them, counting every decision for a recorder
-//! nobody installed).
+//! sides run in an executable of their own (`tests/benches/in-process-goal`), built alone so
+//! that the library in it has its default features, as an application's has: built into this
+//! bench, it would have the test crate's (the metrics among them, counting every decision for
+//! a recorder nobody installed).
 
 use super::*;
 use std::path::Path;
 use std::time::Duration;
 
-use in_process_goal::{interleaved, ns_per, ROUNDS};
+use in_process_goal::{interleaved, ns_per, Timing, ROUNDS};
 
 use super::support::*;
 
-/// What the goal's executable reports of one timing: the median ratio, and each side's median
-/// nanoseconds per decision.
-fn timed(exe: &Path, keys: usize, operations: usize) -> (f64, f64, f64) {
+/// What the goal's executable reports of one timing on `keys` keys.
+fn timed(exe: &Path, keys: usize, operations: usize) -> Timing {
     let out = Command::new(exe)
         .args(["time", &keys.to_string(), &operations.to_string()])
         .stderr(std::process::Stdio::inherit())
         .output()
         .expect("the in-process goal's executable runs");
     assert!(out.status.success(), "the in-process goal's executable failed: {}", out.status);
-    let text = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| -> f64 {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in the in-process goal's report {text:?}"))
-    };
-    (field("ratio"), field("ours_ns"), field("governor_ns"))
+    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Instructions per decision of `side` (`ours` or `governor`), counted by callgrind in the
@@ -69,7 +62,7 @@ pub(crate) fn in_process() -> Vec<Goal> {
     let n = scaled(2_000_000);
     let mut goals = Vec::new();
     for (keys, most, goal) in [(KEYS, 1.0, "<= 1.0x"), (1_000_000, 1.2, "<= 1.2x")] {
-        let (ratio, ours, theirs) = timed(&exe, keys, n);
+        let Timing { ratio, ours_ns: ours, governor_ns: theirs } = timed(&exe, keys, n);
         // Counted once, at 100,000 keys: the instructions of a decision do not grow with the
         // keys (the time does, waiting on memory). Beside them, both sides on one key, which
         // stays in cache: what the decision itself costs, apart from the wait for its key.
@@ -77,12 +70,14 @@ pub(crate) fn in_process() -> Vec<Goal> {
             let counts = (instructions_per_decision(&exe, "ours"), instructions_per_decision(&exe, "governor"));
             (counts, timed(&exe, 1, n))
         }) {
-            Some(((Some(a), Some(b)), (_, one_ours, one_theirs))) => format!(
+            Some(((Some(a), Some(b)), one)) => format!(
                 "; instructions per decision (callgrind): {a:.0} against governor's {b:.0}; on one key (in \
-                 cache): {one_ours:.0} ns against governor's {one_theirs:.0}, so waiting on memory adds {:.0} ns to \
+                 cache): {:.0} ns against governor's {:.0}, so waiting on memory adds {:.0} ns to \
                  ours and {:.0} to governor's",
-                ours - one_ours,
-                theirs - one_theirs,
+                one.ours_ns,
+                one.governor_ns,
+                ours - one.ours_ns,
+                theirs - one.governor_ns,
             ),
             _ => String::new(),
         };

@@ -55,6 +55,34 @@ pub fn ns_per(from: usize, n: usize, mut f: impl FnMut(usize)) -> f64 {
     started.elapsed().as_nanos() as f64 / n as f64
 }
 
+/// What the executable's `time` reports, one line `ratio=R ours_ns=A governor_ns=B`: the
+/// median of the rounds' ratios and each side's median nanoseconds per decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub ratio: f64,
+    pub ours_ns: f64,
+    pub governor_ns: f64,
+}
+
+impl std::fmt::Display for Timing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ratio={} ours_ns={} governor_ns={}", self.ratio, self.ours_ns, self.governor_ns)
+    }
+}
+
+impl std::str::FromStr for Timing {
+    type Err = String;
+
+    fn from_str(line: &str) -> Result<Self, String> {
+        let field = |name: &str| -> Result<f64, String> {
+            line.split_whitespace()
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+                .ok_or_else(|| format!("no {name} in the in-process goal's report {line:?}"))
+        };
+        Ok(Timing { ratio: field("ratio")?, ours_ns: field("ours_ns")?, governor_ns: field("governor_ns")? })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +109,13 @@ mod tests {
         assert_eq!((ratio, ours, theirs), (2.0, 2.0, 1.0), "one disturbed round moves no median");
         let expected: Vec<_> = (0..ROUNDS).map(|r| r * 3..r * 3 + 3).collect();
         assert_eq!((ours_ran, theirs_ran), (expected.clone(), expected));
+    }
+
+    #[test]
+    fn a_timing_reads_back_as_it_was_written_and_a_partial_one_is_refused() {
+        let t = Timing { ratio: 0.95, ours_ns: 240.5, governor_ns: 253.0 };
+        assert_eq!(t.to_string().parse::<Timing>(), Ok(t));
+        let partial = "ratio=0.95 ours_ns=240.5".parse::<Timing>().expect_err("no governor_ns");
+        assert!(partial.contains("no governor_ns"), "{partial}");
     }
 }

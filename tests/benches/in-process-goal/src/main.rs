@@ -7,9 +7,8 @@
 //! as an application does, with its default features. The bench starts it twice:
 //!
 //! - `in-process-goal time KEYS OPERATIONS` decides OPERATIONS times on each side, in
-//!   interleaved rounds (`in_process_goal::interleaved`), and prints
-//!   `ratio=R ours_ns=A governor_ns=B`: the median of the rounds' ratios and each side's
-//!   median nanoseconds per decision;
+//!   interleaved rounds (`in_process_goal::interleaved`), and prints their
+//!   `in_process_goal::Timing`;
 //! - `in-process-goal count ours|governor` makes 100,000 decisions of one side on 100,000 keys
 //!   in `counted_decisions`, the one function callgrind counts (`--toggle-collect`).
 
@@ -21,12 +20,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use futures::FutureExt;
-use in_process_goal::{interleaved, ns_per};
+use in_process_goal::{interleaved, ns_per, Timing};
 use redis_ratelimit::{Algorithm, Limiter, Quota};
 
 /// Every check admitted, on both sides: a million a second per key.
-const OPEN: Quota = Quota::new(1_000_000, Duration::from_secs(1)).with_burst(1_000_000);
 const RATE: u32 = 1_000_000;
+const OPEN: Quota = Quota::new(RATE as u64, Duration::from_secs(1)).with_burst(RATE as u64);
 
 /// Keys and decisions of `count`.
 const COUNTED: usize = 100_000;
@@ -103,12 +102,12 @@ fn run(args: &[String]) -> Result<(), String> {
             let keys = number("KEYS", args.get(1))?;
             let operations = number("OPERATIONS", args.get(2))?;
             let sides = Sides::new(keys)?;
-            let (ratio, ours, theirs) = interleaved(
+            let (ratio, ours_ns, governor_ns) = interleaved(
                 operations.div_ceil(in_process_goal::ROUNDS),
                 |from, n| ns_per(from, n, |i| sides.ours(i)),
                 |from, n| ns_per(from, n, |i| sides.governor(i)),
             );
-            println!("ratio={ratio} ours_ns={ours} governor_ns={theirs}");
+            println!("{}", Timing { ratio, ours_ns, governor_ns });
             Ok(())
         }
         Some("count") => {

@@ -12,14 +12,9 @@ fn run(args: &[&str]) -> (bool, String, String) {
 fn a_timing_reports_the_median_ratio_and_each_sides_nanoseconds() {
     let (ok, out, err) = run(&["time", "1000", "3000"]);
     assert!(ok, "{err}");
-    let field = |name: &str| -> f64 {
-        out.split_whitespace()
-            .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {out:?}"))
-    };
-    let (ratio, ours, theirs) = (field("ratio"), field("ours_ns"), field("governor_ns"));
-    assert!(ours > 0.0 && theirs > 0.0 && ratio > 0.0, "{out}");
-    assert!(ratio.is_finite(), "{out}");
+    let t: in_process_goal::Timing = out.trim().parse().expect("a timing");
+    assert!(t.ours_ns > 0.0 && t.governor_ns > 0.0 && t.ratio > 0.0, "{out}");
+    assert!(t.ratio.is_finite(), "{out}");
 }
 
 #[test]
