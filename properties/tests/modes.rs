@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use redis_model::{ManualServerClock, ModelHandle, Reply};
 use redis_ratelimit::harness::algo::lease::{self, LeaseArgs};
 use redis_ratelimit::harness::algo::{self, gcra::GcraState, State};
@@ -160,7 +160,11 @@ fn a_lease_that_starts_its_slots_at_once_is_caught_over_admitting() {
     let mutant = |q: &Quota, s: &mut Option<GcraState>, now_us: u64, a: LeaseArgs| {
         lease::take_gcra(q, s, now_us, LeaseArgs { lifetime_ms: 0, ..a })
     };
-    let found = runner(3_000).run(&lease_cases(), |(q, lifetime, calls)| {
+    // From a fixed seed: drawn afresh each run, 3,000 cases missed the mutant about one run in
+    // twenty, failing CI on code that had not changed. A seed that finds it finds it every time.
+    let config = Config { cases: 3_000, failure_persistence: None, ..Config::default() };
+    let mut fixed = TestRunner::new_with_rng(config, TestRng::deterministic_rng(RngAlgorithm::ChaCha));
+    let found = fixed.run(&lease_cases(), |(q, lifetime, calls)| {
         let spent = spend_times(lifetime, &calls, &|s, now, a| mutant(&q, s, now, a));
         let over = excess(&q, &spent);
         prop_assert!(over <= 1e-9, "{q:?} lifetime {lifetime}: {over:.3} beyond the bound");
